@@ -1,0 +1,47 @@
+"""What a device collector hands the poll loop: the seam between `nvml` (the source) and the loop/exposition."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from exporter.snapshot import CollectorStatus, DeviceReading
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryPoint:
+    """One point of a device's sample buffer: wall-clock time, GPU utilization (%), framebuffer used (bytes)."""
+
+    at: float
+    utilization_percent: float | None
+    memory_used_bytes: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceCollection:
+    """One cycle's output of a device collector."""
+
+    taken_at: float  # wall-clock seconds
+    devices: tuple[DeviceReading, ...]  # GPUs first (by index), each GPU's MIG instances right after it
+    statuses: tuple[CollectorStatus, ...]  # one per sub-collector: "nvml", "processes", "fields", "xid", "gpm"
+
+
+class DeviceCollector(Protocol):
+    """The poll loop's view of the NVML side. All methods block; the loop calls them from a worker thread."""
+
+    def start(self) -> None:
+        """Initialize NVML and discover devices. Raises NvmlUnavailable when the library cannot be loaded."""
+
+    def collect(self) -> DeviceCollection:
+        """Read every device once. Never raises for a device fault: a failing GPU shows as up=False."""
+        ...
+
+    def rediscover(self) -> None:
+        """Forget cached handles and enumerate devices again (SIGHUP, or after a GPU was lost)."""
+
+    def history(self, uuid: str, seconds: float) -> tuple[HistoryPoint, ...]:
+        """The device's (GPU or MIG instance) sample buffer over the last `seconds`, oldest first."""
+        ...
+
+    def close(self) -> None:
+        """Stop background threads (XID listener) and shut NVML down."""

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs everything the tests need, then runs lint, type checks and the whole test suite.
+# Usage: bash scripts/test.sh [extra pytest args]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if ! command -v promtool >/dev/null 2>&1 || ! command -v prometheus >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        echo "== installing the Debian package prometheus (prometheus, promtool)"
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null
+        # the package starts a service on :9090 on some systems; the tests run their own
+        (systemctl stop prometheus 2>/dev/null || service prometheus stop 2>/dev/null || true) >/dev/null 2>&1
+    else
+        echo "== prometheus/promtool missing and cannot install them (not root or no apt-get)"
+    fi
+fi
+
+echo "== installing gpu-pulse with its test extras"
+python3 -m pip install --quiet --disable-pip-version-check -e '.[test]'
+
+echo "== ruff"
+ruff check .
+ruff format --check .
+echo "== mypy (strict: exporter, adapter)"
+mypy
+echo "== pytest"
+python3 -m pytest "$@"
