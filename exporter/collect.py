@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from exporter.snapshot import CollectorStatus, DeviceReading
+from exporter.snapshot import CollectorStatus, DeviceReading, PodDeviceUse
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,3 +45,27 @@ class DeviceCollector(Protocol):
 
     def close(self) -> None:
         """Stop background threads (XID listener) and shut NVML down."""
+
+
+@dataclass(frozen=True, slots=True)
+class Attribution:
+    """One cycle's answer of the pod side: who uses which device, and how healthy the kubelet link is."""
+
+    pods: tuple[PodDeviceUse, ...]
+    kubelet_up: bool | None  # None: attribution is not configured
+    mapping_age_seconds: float | None  # age of the pod-resources mapping in use
+    statuses: tuple[CollectorStatus, ...] = ()  # "kubelet", "processes", "podwatch"
+
+
+class PodAttributor(Protocol):
+    """The poll loop's view of the pod side (kubelet pod-resources, proc tree, pod watch). Blocking, worker thread."""
+
+    def start(self) -> None:
+        """Start background timers (the kubelet List loop, the pod watch). Never raises for an absent kubelet."""
+
+    def attribute(self, collection: DeviceCollection) -> Attribution:
+        """Map this cycle's devices and processes to pods. Uses only cached kubelet state: never calls the kubelet."""
+        ...
+
+    def close(self) -> None:
+        """Stop background timers."""
