@@ -1,0 +1,213 @@
+"""Processes through the real pynvml: the running-process list and per-process utilization samples."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterator
+from typing import Any
+
+import pynvml
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from exporter.simulator import Simulator, build_scenario, install
+from exporter.simulator.load import whole_percents
+
+MIB = 1024 * 1024
+NOT_AVAILABLE = 0xFFFFFFFF
+
+
+class Clock:
+    def __init__(self, start: float = 1_760_000_000.0) -> None:
+        self.now = start
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def shared(clock: Clock) -> Iterator[Simulator]:
+    s = Simulator("shared", clock=clock)
+    with install(s):
+        pynvml.nvmlInit()
+        yield s
+        pynvml.nvmlShutdown()
+
+
+def test_running_processes_two_call_protocol_and_contents(shared: Simulator) -> None:
+    h = pynvml.nvmlDeviceGetHandleByIndex(0)
+    procs = pynvml.nvmlDeviceGetComputeRunningProcesses(h)
+    expected = {p.pid: p.memory_mib for p in shared.scenario.processes if p.gpu == 0}
+    assert {p.pid: p.usedGpuMemory for p in procs} == {pid: int(mib * MIB) for pid, mib in expected.items()}
+    assert all(p.gpuInstanceId == NOT_AVAILABLE and p.computeInstanceId == NOT_AVAILABLE for p in procs)
+
+    # the C protocol directly: no array -> INSUFFICIENT_SIZE with the count; a small array -> the same
+    fn = shared.nvmlDeviceGetComputeRunningProcesses_v3
+    count = pynvml.c_uint(0)
+    assert fn(h, pynvml.byref(count), None) == pynvml.NVML_ERROR_INSUFFICIENT_SIZE
+    assert count.value == len(expected)
+    small = (pynvml.c_nvmlProcessInfo_v3_t * 2)()
+    count.value = 2
+    assert fn(h, pynvml.byref(count), small) == pynvml.NVML_ERROR_INSUFFICIENT_SIZE
+    assert count.value == len(expected)
+
+
+def test_an_idle_gpu_lists_no_processes() -> None:
+    with install(Simulator("h100x8", clock=Clock())):
+        pynvml.nvmlInit()
+        try:
+            assert pynvml.nvmlDeviceGetComputeRunningProcesses(pynvml.nvmlDeviceGetHandleByIndex(7)) == []
+            with pytest.raises(pynvml.NVMLError_NotFound):  # no process: no samples
+                pynvml.nvmlDeviceGetProcessUtilization(pynvml.nvmlDeviceGetHandleByIndex(7), 0)
+        finally:
+            pynvml.nvmlShutdown()
+
+
+def test_process_samples_are_newer_than_last_seen_in_microseconds(shared: Simulator, clock: Clock) -> None:
+    h = pynvml.nvmlDeviceGetHandleByIndex(0)
+    clock.advance(3.5)
+    samples = pynvml.nvmlDeviceGetProcessUtilization(h, 0)
+    stamps = sorted({s.timeStamp for s in samples})
+    start_us = int(shared.node.t0 * 1e6)
+    assert stamps == [start_us, start_us + 1_000_000, start_us + 2_000_000, start_us + 3_000_000]
+    newest = stamps[-1]
+    with pytest.raises(pynvml.NVMLError_NotFound):  # nothing newer yet
+        pynvml.nvmlDeviceGetProcessUtilization(h, newest)
+    clock.advance(1)
+    again = pynvml.nvmlDeviceGetProcessUtilization(h, newest)
+    assert {s.timeStamp for s in again} == {newest + 1_000_000}
+    assert {s.pid for s in again} == {p.pid for p in shared.scenario.processes if p.gpu == 0}
+    # the driver keeps a bounded buffer
+    clock.advance(100)
+    assert len({s.timeStamp for s in pynvml.nvmlDeviceGetProcessUtilization(h, 0)}) == 10
+
+
+def test_process_shares_add_up_to_the_gpus_utilization(shared: Simulator, clock: Clock) -> None:
+    last = [int(clock.now * 1e6)] * 2  # the first tick, at scenario start
+    for _ in range(40):
+        clock.advance(1)
+        for i in (0, 1):
+            h = pynvml.nvmlDeviceGetHandleByIndex(i)
+            samples = pynvml.nvmlDeviceGetProcessUtilization(h, last[i])
+            assert {s.timeStamp for s in samples} == {max(s.timeStamp for s in samples)}  # one new tick per second
+            last[i] = samples[0].timeStamp
+            assert sum(s.smUtil for s in samples) == pynvml.nvmlDeviceGetUtilizationRates(h).gpu
+            assert sum(s.memUtil for s in samples) == pynvml.nvmlDeviceGetUtilizationRates(h).memory
+            assert all(s.encUtil == 0 and s.decUtil == 0 for s in samples)
+
+
+def test_each_pod_on_a_shared_gpu_gets_its_own_figure(shared: Simulator, clock: Clock) -> None:
+    clock.advance(60)
+    h = pynvml.nvmlDeviceGetHandleByIndex(0)
+    by_pod: dict[str, int] = defaultdict(int)
+    for s in pynvml.nvmlDeviceGetProcessUtilization(h, int((clock.now - 1) * 1e6)):
+        owner = shared.scenario.pod_of_pid(s.pid)
+        assert owner is not None
+        by_pod[owner[0].ref] += s.smUtil
+    assert set(by_pod) == {"team-a/train-small-0", "team-a/eval-0", "team-b/llm-api-0", "team-c/notebook-bob"}
+    assert len(set(by_pod.values())) > 1  # different workloads, different figures
+
+    # moving one pod moves only its share (the e2e test moves a workload this way)
+    before = dict(by_pod)
+    shared.set_load("team-a/eval-0", 40)
+    clock.advance(1)
+    after: dict[str, int] = defaultdict(int)
+    for s in pynvml.nvmlDeviceGetProcessUtilization(h, int((clock.now - 0.5) * 1e6)):
+        owner = shared.scenario.pod_of_pid(s.pid)
+        assert owner is not None
+        after[owner[0].ref] += s.smUtil
+    assert after["team-a/eval-0"] == 40  # a pinned figure holds; the other pods yield when the GPU is full
+    assert sum(after.values()) == pynvml.nvmlDeviceGetUtilizationRates(h).gpu <= 100
+    others = [p for p in before if p != "team-a/eval-0"]
+    assert sorted(others, key=lambda p: before[p]) == sorted(others, key=lambda p: after[p])
+
+
+def test_process_utilization_buffer_protocol_in_c(shared: Simulator, clock: Clock) -> None:
+    clock.advance(2.2)
+    h = pynvml.nvmlDeviceGetHandleByIndex(1)
+    fn = shared.nvmlDeviceGetProcessUtilization
+    count = pynvml.c_uint(0)
+    assert fn(h, None, pynvml.byref(count), pynvml.c_ulonglong(0)) == pynvml.NVML_ERROR_INSUFFICIENT_SIZE
+    assert count.value == 3 * 4  # three ticks, four processes
+    # a buffer for one tick gets the oldest tick; last-seen then picks up the rest
+    buf = (pynvml.c_nvmlProcessUtilizationSample_t * 4)()
+    count.value = 4
+    assert fn(h, buf, pynvml.byref(count), pynvml.c_ulonglong(0)) == pynvml.NVML_SUCCESS
+    assert count.value == 4 and len({s.timeStamp for s in buf}) == 1
+
+
+@given(
+    total=st.floats(0, 100),
+    parts=st.lists(st.floats(0, 100), min_size=0, max_size=12),
+)
+def test_whole_percents_keep_the_parts_summing_to_the_total(total: float, parts: list[float]) -> None:
+    s = sum(parts)
+    scaled = {i: (v * total / s if s else 0.0) for i, v in enumerate(parts)}
+    if not s:
+        scaled = {i: 0.0 for i in range(len(parts))} if total == 0 else {}
+    whole, ints = whole_percents(total, scaled)
+    assert whole == round(total)
+    if ints:
+        assert sum(ints.values()) == whole
+        assert all(v >= 0 and abs(v - scaled[k]) < 1 + 1e-9 for k, v in ints.items())
+
+
+_curve = st.fixed_dictionaries(
+    {"baseline": st.floats(0, 100), "noise": st.floats(0, 10)},
+    optional={
+        "waves": st.lists(
+            st.fixed_dictionaries(
+                {"amplitude": st.floats(0, 50), "period_s": st.floats(1, 1000), "phase": st.floats(0, 1)}
+            ),
+            max_size=3,
+        )
+    },
+)
+
+
+@st.composite
+def _shared_gpu_scenarios(draw: st.DrawFn) -> dict[str, Any]:
+    n = draw(st.integers(1, 6))
+    processes = [
+        {
+            "pid": 1000 + k,
+            "gpu": 0,
+            "memory_mib": draw(st.floats(0, 10_000)),
+            "share": draw(st.floats(0.01, 10)),
+            **({"load": draw(_curve)} if draw(st.booleans()) else {}),
+        }
+        for k in range(n)
+    ]
+    return {"gpus": [{"model": "H100-SXM5-80GB", "load": draw(_curve)}], "processes": processes}
+
+
+@settings(max_examples=40, deadline=None)
+@given(data=_shared_gpu_scenarios(), seconds=st.lists(st.integers(0, 3600), min_size=1, max_size=4))
+def test_any_mix_of_processes_adds_up(data: dict[str, Any], seconds: list[int]) -> None:
+    clock = Clock()
+    sim = Simulator(build_scenario(data, seed=1), clock=clock)
+    with install(sim):
+        pynvml.nvmlInit()
+        try:
+            h = pynvml.nvmlDeviceGetHandleByIndex(0)
+            for dt in sorted(seconds):
+                clock.now = sim.node.t0 + dt + 0.5
+                rates = pynvml.nvmlDeviceGetUtilizationRates(h)
+                newest = int((sim.node.t0 + dt) * 1e6)
+                samples = pynvml.nvmlDeviceGetProcessUtilization(h, newest - 1)
+                assert 0 <= rates.gpu <= 100
+                assert sum(s.smUtil for s in samples) == rates.gpu
+                mem = pynvml.nvmlDeviceGetMemoryInfo(h, version=pynvml.nvmlMemory_v2)
+                procs = pynvml.nvmlDeviceGetComputeRunningProcesses(h)
+                assert mem.used == sum(p.usedGpuMemory for p in procs)
+        finally:
+            pynvml.nvmlShutdown()
