@@ -1,0 +1,374 @@
+"""NvmlCollector: the DeviceCollector that reads GPUs through pynvml (real libnvidia-ml, or the simulator under it)."""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from exporter.collect import DeviceCollection, HistoryPoint
+from exporter.nvml.backoff import Backoff
+from exporter.nvml.device import DeviceReader, GpuLostError
+from exporter.nvml.discovery import GpuDevice, MigDevice, SystemVersions, gpu_count, open_gpu, system_versions
+from exporter.nvml.errors import SIMULATE_HINT, ErrorNames, NvmlUnavailable, status_code
+from exporter.nvml.faults import DeviceFaults
+from exporter.nvml.fields import FieldBatch, field_keys_for
+from exporter.nvml.gpm import METRICS, GpmSampler, gpm_supported
+from exporter.nvml.history import SampleHistory
+from exporter.nvml.probes import probes_for
+from exporter.nvml.processes import ProcessSampler
+from exporter.nvml.selection import XID_KEYS, enabled_measurements
+from exporter.nvml.status import CycleStatus
+from exporter.nvml.xid import XidLedger, XidListener
+from exporter.snapshot import DeviceReading, GpuIdentity, MigIdentity
+
+log = logging.getLogger("exporter.nvml")
+
+
+def _default_nvml() -> Any:
+    import pynvml
+
+    return pynvml
+
+
+class _GpuSlot:
+    """One GPU index: its readers while it answers, its identity once known, its backoff while it does not."""
+
+    __slots__ = ("backoff", "down", "identity", "index", "lost", "migs", "reader")
+
+    def __init__(self, index: int, backoff: Backoff) -> None:
+        self.index = index
+        self.backoff = backoff
+        self.identity: GpuIdentity | None = None
+        self.reader: DeviceReader | None = None
+        self.migs: list[DeviceReader] = []
+        self.lost = False
+        self.down: tuple[DeviceReading, ...] = ()  # what to report while lost
+
+    def close(self) -> None:
+        for reader in (self.reader, *self.migs):
+            if reader is not None:
+                reader.close()
+
+
+class NvmlCollector:
+    """Reads every GPU and MIG instance once per `collect()`; XID events on their own thread.
+
+    `nvml` is the pynvml module (or an object with its API). `enabled` is the set of catalogue keys to read (see
+    `enabled_measurements`); None reads all. `clock` is monotonic seconds (backoff, GPM spacing, durations),
+    `wall_clock` is epoch seconds (sample times, history windows).
+    """
+
+    def __init__(
+        self,
+        nvml: Any = None,
+        *,
+        enabled: Iterable[str] | None = None,
+        interval_seconds: float = 1.0,
+        history_seconds: float = 900.0,
+        pcie_period_seconds: float = 5.0,
+        processes: bool = True,
+        clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
+        lost_backoff: tuple[float, float] = (1.0, 60.0),
+        xid_wait_ms: int = 250,
+    ) -> None:
+        if interval_seconds <= 0:
+            raise ValueError(f"interval must be positive, got {interval_seconds}")
+        self._nvml = nvml if nvml is not None else _default_nvml()
+        self._enabled = enabled_measurements(enabled)
+        self._pcie_every = max(1, math.ceil(pcie_period_seconds / interval_seconds))
+        self._processes = processes
+        self._process_hold_seconds = max(2.0, 3 * interval_seconds)
+        self._clock = clock
+        self._wall = wall_clock
+        self._lost_backoff = lost_backoff
+        self._xid_wait_ms = xid_wait_ms
+        self._names = ErrorNames(self._nvml)
+        self._history = SampleHistory.for_span(history_seconds, interval_seconds)
+        self._status = CycleStatus()
+        self._faults: dict[str, DeviceFaults] = {}  # by UUID: error counts survive rediscovery
+        self._ledger = XidLedger()
+        self._xid: XidListener | None = None
+        self._xid_failures_seen = 0
+        self._slots: list[_GpuSlot] = []
+        self._versions = SystemVersions("", "")
+        self._defects_logged: set[int] = set()
+        self._lock = threading.Lock()
+        self._started = False
+
+    @property
+    def enabled(self) -> frozenset[str]:
+        return self._enabled
+
+    # ---- lifecycle ------------------------------------------------------------------------------------------------
+    def start(self) -> None:
+        nvml = self._nvml
+        try:
+            nvml.nvmlInit()
+        except nvml.NVMLError as exc:
+            raise NvmlUnavailable(
+                f"NVML could not be loaded ({self._names(status_code(exc))}: {exc}): is the NVIDIA driver installed "
+                f"and the GPU visible to this container? {SIMULATE_HINT}"
+            ) from exc
+        self._started = True
+        with self._lock:
+            try:
+                self._discover()
+            except nvml.NVMLError as exc:
+                self._shutdown()
+                raise NvmlUnavailable(f"NVML cannot list the GPUs ({exc}); {SIMULATE_HINT}") from exc
+
+    def rediscover(self) -> None:
+        with self._lock:
+            if not self._started:
+                return
+            try:
+                self._discover()
+            except self._nvml.NVMLError as exc:
+                log.error("rediscovering GPUs failed (%s); keeping the devices found before", exc)
+                self._restart_xid()
+
+    def close(self) -> None:
+        with self._lock:
+            self._stop_xid()
+            for slot in self._slots:
+                slot.close()
+            self._slots = []
+            self._shutdown()
+
+    def _shutdown(self) -> None:
+        if not self._started:
+            return
+        self._started = False
+        try:
+            self._nvml.nvmlShutdown()
+        except self._nvml.NVMLError as exc:
+            log.debug("nvmlShutdown: %s", exc)
+
+    # ---- discovery ------------------------------------------------------------------------------------------------
+    def _discover(self) -> None:
+        nvml = self._nvml
+        self._versions = system_versions(nvml)
+        count = gpu_count(nvml)  # raises: the caller decides
+        self._stop_xid()
+        for slot in self._slots:
+            slot.close()
+        now = self._clock()
+        self._slots = []
+        for index in range(count):
+            slot = _GpuSlot(index, Backoff(*self._lost_backoff))
+            self._open(slot, now)
+            self._slots.append(slot)
+        self._restart_xid()
+        uuids = [slot.identity.uuid for slot in self._slots if slot.identity is not None]
+        uuids += [mig.identity.uuid for slot in self._slots for mig in slot.migs]
+        self._history.retain(uuids)
+        log.info(
+            "found %d GPU(s), %d MIG instance(s); driver %s, CUDA %s",
+            count,
+            sum(len(slot.migs) for slot in self._slots),
+            self._versions.driver or "?",
+            self._versions.cuda or "?",
+        )
+
+    def _open(self, slot: _GpuSlot, now: float) -> bool:
+        """Open GPU `slot.index` (handle, identity, MIG instances, readers). False when it does not answer."""
+        nvml = self._nvml
+        try:
+            gpu = open_gpu(nvml, slot.index, self._versions)
+        except nvml.NVMLError as exc:
+            slot.lost = True
+            slot.backoff.failed(now)
+            if slot.identity is None:
+                log.warning("GPU %d does not answer (%s); probing again later", slot.index, exc)
+            return False
+        slot.identity = gpu.identity
+        slot.reader = self._gpu_reader(gpu)
+        slot.migs = [self._mig_reader(gpu, mig) for mig in gpu.migs]
+        slot.lost = False
+        slot.backoff.reset()
+        slot.down = ()
+        return True
+
+    def _faults_for(self, identity: GpuIdentity | MigIdentity) -> DeviceFaults:
+        faults = self._faults.get(identity.uuid)
+        if faults is None:
+            if isinstance(identity, MigIdentity):
+                label = f"GPU {identity.parent.index} MIG {identity.gpu_instance_id}/{identity.compute_instance_id}"
+            else:
+                label = f"GPU {identity.index}"
+            faults = self._faults[identity.uuid] = DeviceFaults(f"{label} ({identity.uuid})", self._names)
+        return faults
+
+    def _gpu_reader(self, gpu: GpuDevice) -> DeviceReader:
+        faults = self._faults_for(gpu.identity)
+        enabled = self._enabled
+        gpm = None
+        gpm_keys = tuple(key for key in METRICS if key in enabled)
+        if gpm_keys and not gpu.identity.mig_enabled and gpm_supported(self._nvml, gpu.handle, faults):
+            gpm = GpmSampler(self._nvml, gpu.handle, gpm_keys, self._clock)
+        fields = tuple(key for key in field_keys_for(enabled) if key not in faults.unsupported)
+        return DeviceReader(
+            self._nvml,
+            gpu.identity,
+            gpu.handle,
+            faults,
+            self._clock,
+            probes=probes_for(enabled, mig=False, pcie_every=self._pcie_every),
+            fields=FieldBatch(fields) if fields else None,
+            # on a MIG-enabled GPU the processes are listed per instance
+            processes=self._process_sampler() if not gpu.identity.mig_enabled else None,
+            gpm=gpm,
+            enabled=enabled,
+        )
+
+    def _process_sampler(self) -> ProcessSampler | None:
+        if not self._processes:
+            return None
+        return ProcessSampler(self._clock, hold_seconds=self._process_hold_seconds)
+
+    def _mig_reader(self, gpu: GpuDevice, mig: MigDevice) -> DeviceReader:
+        faults = self._faults_for(mig.identity)
+        enabled = self._enabled
+        gpm = None
+        gpm_keys = tuple(key for key in METRICS if key in enabled)
+        if gpm_keys and gpm_supported(self._nvml, gpu.handle, self._faults_for(gpu.identity)):
+            gpm = GpmSampler(
+                self._nvml, gpu.handle, gpm_keys, self._clock, gpu_instance_id=mig.identity.gpu_instance_id
+            )
+        return DeviceReader(
+            self._nvml,
+            mig.identity,
+            mig.handle,
+            faults,
+            self._clock,
+            probes=probes_for(enabled, mig=True),
+            processes=self._process_sampler(),
+            gpm=gpm,
+            enabled=enabled,
+        )
+
+    # ---- XID ------------------------------------------------------------------------------------------------------
+    def _stop_xid(self) -> None:
+        if self._xid is not None:
+            self._xid.stop()
+            self._xid_failures_seen = 0
+            self._xid = None
+
+    def _restart_xid(self) -> None:
+        self._stop_xid()
+        if not self._enabled & XID_KEYS:
+            return
+        gpus = [
+            (slot.identity.uuid, slot.reader.handle)
+            for slot in self._slots
+            if not slot.lost and slot.identity is not None and slot.reader is not None
+        ]
+        if not gpus:
+            return
+        self._xid = XidListener(self._nvml, gpus, self._ledger, wait_ms=self._xid_wait_ms)
+        self._xid.start()
+
+    def _xid_status(self) -> None:
+        listener = self._xid
+        if listener is None or not listener.registered:
+            return
+        if not listener.alive:
+            self._status.failed("xid")
+        new_failures = listener.failures - self._xid_failures_seen
+        if new_failures > 0:
+            self._xid_failures_seen = listener.failures
+            self._status.failed("xid", new_failures)
+
+    # ---- the cycle ------------------------------------------------------------------------------------------------
+    def collect(self) -> DeviceCollection:
+        with self._lock:
+            return self._collect()
+
+    def _collect(self) -> DeviceCollection:
+        status = self._status
+        status.begin()
+        now = self._clock()
+        taken_at = self._wall()
+        readings: list[DeviceReading] = []
+        recovered = False
+        xid = self._xid
+        registered = xid.registered if xid is not None else frozenset()
+        for slot in self._slots:
+            if slot.lost:
+                if slot.backoff.due(now) and self._recover(slot, now):
+                    recovered = True
+                else:
+                    status.failed("nvml")
+                    readings.extend(slot.down)
+                    continue
+            reader = slot.reader
+            if reader is None:
+                continue
+            uuid = reader.identity.uuid
+            try:
+                gpu_reading = reader.read(status, self._ledger.read(uuid) if uuid in registered else None)
+                mig_readings = [mig.read(status) for mig in slot.migs]
+            except GpuLostError as lost:
+                self._mark_lost(slot, lost.code, now)
+                status.failed("nvml")
+                readings.extend(slot.down)
+                continue
+            except Exception:  # a defect, not a device fault: the other GPUs keep reporting
+                if slot.index not in self._defects_logged:
+                    self._defects_logged.add(slot.index)
+                    log.exception("GPU %d: reading it failed unexpectedly; skipping it this cycle", slot.index)
+                reader.faults.count("INTERNAL")
+                status.failed("nvml")
+                continue
+            readings.append(gpu_reading)
+            readings.extend(mig_readings)
+        if recovered:
+            self._restart_xid()
+        self._xid_status()
+        self._remember(taken_at, readings)
+        return DeviceCollection(taken_at=taken_at, devices=tuple(readings), statuses=status.statuses())
+
+    def _mark_lost(self, slot: _GpuSlot, code: int, now: float) -> None:
+        assert slot.reader is not None and slot.identity is not None
+        name = self._names(code)
+        faults = slot.reader.faults
+        faults.count(name)
+        slot.lost = True
+        slot.backoff.failed(now)
+        slot.close()
+        slot.down = (
+            DeviceReading(identity=slot.identity, up=False, errors=faults.view()),
+            *(DeviceReading(identity=mig.identity, up=False, errors=mig.faults.view()) for mig in slot.migs),
+        )
+        log.warning(
+            "GPU %d (%s) is lost (%s): reporting it down, the other GPUs keep reporting; probing it again in %.0f s",
+            slot.index,
+            slot.identity.uuid,
+            name,
+            slot.backoff.delay,
+        )
+
+    def _recover(self, slot: _GpuSlot, now: float) -> bool:
+        if not self._open(slot, now):
+            return False
+        assert slot.identity is not None
+        log.warning("GPU %d (%s) answers again", slot.index, slot.identity.uuid)
+        return True
+
+    # ---- sample buffers -------------------------------------------------------------------------------------------
+    def _remember(self, taken_at: float, readings: list[DeviceReading]) -> None:
+        history = self._history
+        for reading in readings:
+            if not reading.up:
+                continue
+            values = reading.values
+            utilization = values.get("gr_engine_active") if reading.is_mig else values.get("gpu_util")
+            history.record(reading.uuid, HistoryPoint(taken_at, utilization, values.get("fb_used")))
+
+    def history(self, uuid: str, seconds: float) -> tuple[HistoryPoint, ...]:
+        return self._history.window(uuid, self._wall() - seconds)

@@ -1,0 +1,60 @@
+"""Per-device error bookkeeping: what a device cannot give, and which NVML errors it returned since start."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from types import MappingProxyType
+
+from exporter.nvml.errors import Disposition, ErrorNames, disposition, status_code
+
+log = logging.getLogger("exporter.nvml")
+
+
+class DeviceFaults:
+    """Errors of one GPU or MIG instance. Only the collector's thread touches it.
+
+    `unsupported` holds the names of measurements the device said NOT_SUPPORTED (or FUNCTION_NOT_FOUND) for: they are
+    not asked again. NO_PERMISSION is logged and counted once per measurement. Other errors count every time.
+    """
+
+    __slots__ = ("_counts", "_denied", "_names", "_view", "label", "unsupported")
+
+    def __init__(self, label: str, names: ErrorNames) -> None:
+        self.label = label  # "GPU 3 (GPU-8f6c...)" for log lines
+        self._names = names
+        self._counts: dict[str, float] = {}
+        self._denied: set[str] = set()
+        self._view: Mapping[str, float] | None = None
+        self.unsupported: set[str] = set()
+
+    def record(self, what: str, exc: BaseException) -> Disposition:
+        """Account for a failed call reading `what`; the caller acts on the returned disposition."""
+        return self.record_code(what, status_code(exc))
+
+    def record_code(self, what: str, code: int) -> Disposition:
+        kind = disposition(code)
+        if kind is Disposition.UNSUPPORTED:
+            if what not in self.unsupported:
+                self.unsupported.add(what)
+                log.debug("%s: %s is not supported (%s); not asking again", self.label, what, self._names(code))
+        elif kind is Disposition.NO_PERMISSION:
+            if what not in self._denied:
+                self._denied.add(what)
+                self.count("NO_PERMISSION")
+                log.warning("%s: no permission to read %s; it will be missing", self.label, what)
+        elif kind is Disposition.LOST:
+            pass  # the collector counts a loss once per event, not once per failing call
+        elif kind is not Disposition.EMPTY:
+            self.count(self._names(code))
+        return kind
+
+    def count(self, name: str, by: float = 1.0) -> None:
+        self._counts[name] = self._counts.get(name, 0.0) + by
+        self._view = None
+
+    def view(self) -> Mapping[str, float]:
+        """A read-only copy of the counts, rebuilt only when they changed."""
+        if self._view is None:
+            self._view = MappingProxyType(dict(self._counts))
+        return self._view

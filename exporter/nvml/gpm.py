@@ -1,0 +1,138 @@
+"""GPU Performance Monitoring (Hopper and newer): SM, tensor, DRAM and graphics-engine activity without DCGM.
+
+Activity is the difference of two GPM samples taken more than 100 ms apart; the sampler keeps the previous sample of
+its device (a GPU, or a MIG instance sampled through its parent) and reuses two sample buffers. Best effort: a device
+that says NOT_SUPPORTED is off for GPM for good.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
+from typing import Any
+
+from exporter.nvml.errors import SUCCESS, Disposition
+from exporter.nvml.faults import DeviceFaults
+
+MIN_SPACING_SECONDS = 0.1  # NVML needs the two samples more than 100 ms apart
+
+GPM = "gpm"  # the name GPM goes by in a device's "unsupported" set
+
+# catalogue key -> nvmlGpmMetricId_t (nvml.h), all in percent
+METRICS: Mapping[str, int] = MappingProxyType(
+    {
+        "gr_engine_active": 1,  # NVML_GPM_METRIC_GRAPHICS_UTIL
+        "sm_active": 2,  # NVML_GPM_METRIC_SM_UTIL
+        "tensor_active": 5,  # NVML_GPM_METRIC_ANY_TENSOR_UTIL
+        "dram_active": 10,  # NVML_GPM_METRIC_DRAM_BW_UTIL
+    }
+)
+
+
+def gpm_supported(nvml: Any, handle: Any, faults: DeviceFaults) -> bool:
+    """Whether the GPU supports GPM; a refusal is recorded so it is not asked again. A lost GPU raises."""
+    if GPM in faults.unsupported:
+        return False
+    try:
+        support = nvml.nvmlGpmQueryDeviceSupport(handle)
+    except nvml.NVMLError as exc:
+        if faults.record(GPM, exc) is Disposition.LOST:
+            raise
+        return False
+    if not int(support.isSupportedDevice):
+        faults.unsupported.add(GPM)
+        return False
+    return True
+
+
+class GpmSampler:
+    """GPM activity of one GPU (`gpu_instance_id` None) or one MIG instance of it."""
+
+    def __init__(
+        self,
+        nvml: Any,
+        parent_handle: Any,
+        keys: tuple[str, ...],
+        clock: Callable[[], float],
+        *,
+        gpu_instance_id: int | None = None,
+    ) -> None:
+        self._nvml = nvml
+        self._handle = parent_handle
+        self._gpu_instance_id = gpu_instance_id
+        self._clock = clock
+        self._keys = tuple(key for key in METRICS if key in keys)
+        self._samples: list[Any] = []
+        self._previous_at: float | None = None  # when samples[0] was taken
+        self._request: Any = None
+        self._last: dict[str, float] = {}
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        return self._keys
+
+    def read(self, faults: DeviceFaults, into: dict[str, float]) -> bool:
+        """Add this cycle's activity to `into` (nothing on the first cycle). False when GPM failed this cycle.
+
+        A lost GPU raises NVMLError; NOT_SUPPORTED switches GPM off for the device (recorded in `faults`).
+        """
+        if not self._keys or GPM in faults.unsupported:
+            return True
+        nvml = self._nvml
+        try:
+            self._read(nvml)
+        except nvml.NVMLError as exc:
+            kind = faults.record(GPM, exc)
+            if kind is Disposition.LOST:
+                raise
+            if kind is Disposition.UNSUPPORTED:
+                self.close()
+                self._last.clear()
+                return True
+            return False
+        into.update(self._last)
+        return True
+
+    def _read(self, nvml: Any) -> None:
+        if not self._samples:
+            self._samples = [nvml.nvmlGpmSampleAlloc(), nvml.nvmlGpmSampleAlloc()]
+        now = self._clock()
+        if self._previous_at is not None and now - self._previous_at <= MIN_SPACING_SECONDS:
+            return  # too soon for a new difference: report the last one again
+        current = self._samples[1]
+        if self._gpu_instance_id is None:
+            nvml.nvmlGpmSampleGet(self._handle, current)
+        else:
+            nvml.nvmlGpmMigSampleGet(self._handle, self._gpu_instance_id, current)
+        if self._previous_at is not None:
+            self._last = self._difference(nvml, self._samples[0], current)
+        self._samples.reverse()  # the sample just taken becomes the previous one
+        self._previous_at = now
+
+    def _difference(self, nvml: Any, earlier: Any, later: Any) -> dict[str, float]:
+        request = self._request
+        if request is None:
+            request = self._request = nvml.c_nvmlGpmMetricsGet_t()
+            request.version = nvml.NVML_GPM_METRICS_GET_VERSION
+            request.numMetrics = len(self._keys)
+            for i, key in enumerate(self._keys):
+                request.metrics[i].metricId = METRICS[key]
+        request.sample1 = earlier
+        request.sample2 = later
+        nvml.nvmlGpmMetricsGet(request)
+        values: dict[str, float] = {}
+        for i, key in enumerate(self._keys):
+            metric = request.metrics[i]
+            if int(metric.nvmlReturn) == SUCCESS:
+                values[key] = float(metric.value)
+        return values
+
+    def close(self) -> None:
+        """Free the sample buffers (they live in the NVML library)."""
+        samples, self._samples = self._samples, []
+        self._previous_at = None
+        for sample in samples:
+            try:
+                self._nvml.nvmlGpmSampleFree(sample)
+            except self._nvml.NVMLError:
+                pass

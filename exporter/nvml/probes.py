@@ -1,0 +1,141 @@
+"""The plain per-cycle reads of one device: one NVML call each, in the native unit the catalogue names.
+
+The table is built once per device at discovery (no per-cycle rebuilding); a probe the device says NOT_SUPPORTED for is
+removed from that device's table for good. Counters that NVML exposes as field values are read in one batch instead
+(see `fields.py`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from exporter.nvml.errors import FUNCTION_NOT_FOUND, status_code
+
+# pynvml constants (nvml.h): sensor and clock selectors
+_TEMPERATURE_GPU = 0
+_CLOCK_SM = 1
+_CLOCK_MEM = 2
+_PCIE_TX = 0
+_PCIE_RX = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Probe:
+    """One NVML call that yields the values of `keys`, in that order."""
+
+    name: str  # for logs and the per-device "unsupported" set
+    keys: tuple[str, ...]
+    read: Callable[[Any, Any], tuple[float, ...]]  # (nvml module, handle) -> values
+    every: int = 1  # read every Nth cycle; the last values are reported in between
+
+
+def _utilization(nvml: Any, handle: Any) -> tuple[float, ...]:
+    rates = nvml.nvmlDeviceGetUtilizationRates(handle)
+    return (float(rates.gpu), float(rates.memory))
+
+
+def _encoder(nvml: Any, handle: Any) -> tuple[float, ...]:
+    return (float(nvml.nvmlDeviceGetEncoderUtilization(handle)[0]),)
+
+
+def _decoder(nvml: Any, handle: Any) -> tuple[float, ...]:
+    return (float(nvml.nvmlDeviceGetDecoderUtilization(handle)[0]),)
+
+
+def _memory(nvml: Any, handle: Any) -> tuple[float, ...]:
+    mem = nvml.nvmlDeviceGetMemoryInfo(handle, version=nvml.nvmlMemory_v2)  # v2: `used` excludes `reserved`
+    return (float(mem.used), float(mem.free), float(mem.reserved), float(mem.total))
+
+
+def _gpu_temperature(nvml: Any, handle: Any) -> tuple[float, ...]:
+    return (float(nvml.nvmlDeviceGetTemperature(handle, _TEMPERATURE_GPU)),)
+
+
+def _power_usage(nvml: Any, handle: Any) -> tuple[float, ...]:
+    return (float(nvml.nvmlDeviceGetPowerUsage(handle)),)
+
+
+def _power_limit(nvml: Any, handle: Any) -> tuple[float, ...]:
+    return (float(nvml.nvmlDeviceGetEnforcedPowerLimit(handle)),)
+
+
+def _energy(nvml: Any, handle: Any) -> tuple[float, ...]:
+    return (float(nvml.nvmlDeviceGetTotalEnergyConsumption(handle)),)
+
+
+def _sm_clock(nvml: Any, handle: Any) -> tuple[float, ...]:
+    return (float(nvml.nvmlDeviceGetClockInfo(handle, _CLOCK_SM)),)
+
+
+def _memory_clock(nvml: Any, handle: Any) -> tuple[float, ...]:
+    return (float(nvml.nvmlDeviceGetClockInfo(handle, _CLOCK_MEM)),)
+
+
+def _pstate(nvml: Any, handle: Any) -> tuple[float, ...]:
+    return (float(nvml.nvmlDeviceGetPerformanceState(handle)),)
+
+
+def _clock_event_reasons(nvml: Any, handle: Any) -> tuple[float, ...]:
+    try:
+        return (float(nvml.nvmlDeviceGetCurrentClocksEventReasons(handle)),)
+    except nvml.NVMLError as exc:
+        if status_code(exc) != FUNCTION_NOT_FOUND:
+            raise
+    # drivers before R535 only have the old name of the same bitmask
+    return (float(nvml.nvmlDeviceGetCurrentClocksThrottleReasons(handle)),)
+
+
+def _pcie_tx(nvml: Any, handle: Any) -> tuple[float, ...]:
+    return (float(nvml.nvmlDeviceGetPcieThroughput(handle, _PCIE_TX)),)
+
+
+def _pcie_rx(nvml: Any, handle: Any) -> tuple[float, ...]:
+    return (float(nvml.nvmlDeviceGetPcieThroughput(handle, _PCIE_RX)),)
+
+
+MEMORY = Probe("memory", ("fb_used", "fb_free", "fb_reserved", "fb_total"), _memory)
+
+GPU_PROBES: tuple[Probe, ...] = (
+    Probe("utilization", ("gpu_util", "mem_copy_util"), _utilization),
+    Probe("encoder_utilization", ("enc_util",), _encoder),
+    Probe("decoder_utilization", ("dec_util",), _decoder),
+    MEMORY,
+    Probe("gpu_temperature", ("gpu_temp",), _gpu_temperature),
+    Probe("power_usage", ("power_usage",), _power_usage),
+    Probe("power_limit", ("power_limit",), _power_limit),
+    Probe("total_energy", ("total_energy",), _energy),
+    Probe("sm_clock", ("sm_clock",), _sm_clock),
+    Probe("memory_clock", ("mem_clock",), _memory_clock),
+    Probe("performance_state", ("pstate",), _pstate),
+    Probe("clock_event_reasons", ("clock_event_reasons",), _clock_event_reasons),
+    Probe("pcie_tx_throughput", ("pcie_tx",), _pcie_tx),
+    Probe("pcie_rx_throughput", ("pcie_rx",), _pcie_rx),
+)
+
+MIG_PROBES: tuple[Probe, ...] = (MEMORY,)
+
+PCIE_PROBES = frozenset({"pcie_tx_throughput", "pcie_rx_throughput"})
+
+PROBE_KEYS: frozenset[str] = frozenset(key for probe in GPU_PROBES for key in probe.keys)
+
+
+def probes_for(
+    enabled: frozenset[str], *, mig: bool, pcie_every: int = 1
+) -> list[tuple[Probe, tuple[tuple[int, str], ...]]]:
+    """The probes one device runs, each with the (position, key) pairs of its values that are enabled.
+
+    A probe none of whose keys is enabled is left out: it is never called. PCIe throughput blocks 20 ms per call inside
+    the driver, so it runs every `pcie_every` cycles.
+    """
+    table = MIG_PROBES if mig else GPU_PROBES
+    chosen: list[tuple[Probe, tuple[tuple[int, str], ...]]] = []
+    for probe in table:
+        keep = tuple((i, key) for i, key in enumerate(probe.keys) if key in enabled)
+        if not keep:
+            continue
+        if probe.name in PCIE_PROBES and pcie_every > 1:
+            probe = Probe(probe.name, probe.keys, probe.read, every=pcie_every)
+        chosen.append((probe, keep))
+    return chosen

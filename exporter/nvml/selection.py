@@ -1,0 +1,31 @@
+"""Which measurements the collector reads: the CLI's `--collectors` selection, as a set of catalogue keys."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from exporter.catalogue import BY_KEY
+from exporter.nvml.fields import FIELDS, NVLINK_TOTAL
+from exporter.nvml.gpm import METRICS
+from exporter.nvml.probes import PROBE_KEYS
+
+XID_KEYS = frozenset({"xid_errors", "last_xid"})
+
+# Every catalogue measurement NVML gives without DCGM.
+NVML_MEASUREMENTS: frozenset[str] = frozenset(
+    PROBE_KEYS | FIELDS.keys() | {NVLINK_TOTAL} | METRICS.keys() | XID_KEYS
+) & frozenset(BY_KEY)
+
+
+def enabled_measurements(selection: Iterable[str] | None = None) -> frozenset[str]:
+    """The measurements to read and report: all NVML ones when `selection` is None, else those selected.
+
+    Raises ValueError naming the first key that is not in the catalogue. Catalogue keys NVML cannot give are left out.
+    """
+    if selection is None:
+        return NVML_MEASUREMENTS
+    chosen = frozenset(selection)
+    unknown = sorted(chosen - BY_KEY.keys())
+    if unknown:
+        raise ValueError(f"unknown measurement {unknown[0]!r}; known: {', '.join(sorted(BY_KEY))}")
+    return chosen & NVML_MEASUREMENTS

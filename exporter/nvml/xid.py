@@ -1,0 +1,154 @@
+"""XID critical-error events, heard on their own thread: a count per (GPU, XID) and the last XID per GPU."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Mapping, Sequence
+from types import MappingProxyType
+from typing import Any
+
+from exporter.nvml.discovery import handle_address
+from exporter.nvml.errors import Disposition, disposition, status_code
+
+log = logging.getLogger("exporter.nvml")
+
+XID_CRITICAL_ERROR = 0x8  # nvmlEventTypeXidCriticalError
+
+EMPTY_COUNTS: Mapping[str, float] = MappingProxyType({})
+
+
+class XidLedger:
+    """XID counts since the exporter started, by GPU UUID. Kept across rediscoveries; safe across threads."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counts: dict[str, dict[str, float]] = {}
+        self._last: dict[str, int] = {}
+        self._views: dict[str, Mapping[str, float]] = {}
+
+    def record(self, uuid: str, xid: int) -> None:
+        with self._lock:
+            counts = self._counts.setdefault(uuid, {})
+            key = str(xid)
+            counts[key] = counts.get(key, 0.0) + 1.0
+            self._last[uuid] = xid
+            self._views.pop(uuid, None)
+
+    def read(self, uuid: str) -> tuple[Mapping[str, float], int]:
+        """({xid: count}, last xid or 0) of one GPU."""
+        with self._lock:
+            view = self._views.get(uuid)
+            if view is None:
+                counts = self._counts.get(uuid)
+                view = MappingProxyType(dict(counts)) if counts else EMPTY_COUNTS
+                self._views[uuid] = view
+            return view, self._last.get(uuid, 0)
+
+
+class XidListener:
+    """Registers every GPU for XID events in one event set and waits on it in a loop until `stop()`.
+
+    The wait has a timeout (TIMEOUT is the normal answer when nothing happened), so a stop is seen within
+    `wait_ms`. Other wait errors are logged once and retried after a pause.
+    """
+
+    def __init__(
+        self,
+        nvml: Any,
+        gpus: Sequence[tuple[str, Any]],  # (uuid, handle)
+        ledger: XidLedger,
+        *,
+        wait_ms: int = 250,
+    ) -> None:
+        self._nvml = nvml
+        self._gpus = tuple(gpus)
+        self._ledger = ledger
+        self._wait_ms = wait_ms
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._event_set: Any = None
+        self._by_address: dict[int, str] = {}
+        self.registered: frozenset[str] = frozenset()
+        self.failures = 0  # wait errors other than TIMEOUT, since start
+
+    @property
+    def alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def start(self) -> None:
+        """Create the event set and register the GPUs; start the thread when at least one GPU can give XIDs."""
+        nvml = self._nvml
+        try:
+            self._event_set = nvml.nvmlEventSetCreate()
+        except nvml.NVMLError as exc:
+            log.warning("XID events are not available: %s", exc)
+            return
+        registered: set[str] = set()
+        for uuid, handle in self._gpus:
+            try:
+                nvml.nvmlDeviceRegisterEvents(handle, XID_CRITICAL_ERROR, self._event_set)
+            except nvml.NVMLError as exc:
+                level = logging.DEBUG if disposition(status_code(exc)) is Disposition.UNSUPPORTED else logging.WARNING
+                log.log(level, "%s: XID events cannot be registered: %s", uuid, exc)
+                continue
+            registered.add(uuid)
+            address = handle_address(handle)
+            if address is not None:
+                self._by_address[address] = uuid
+        self.registered = frozenset(registered)
+        if not registered:
+            self._free()
+            return
+        self._thread = threading.Thread(target=self._run, name="gpu-pulse-xid", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            if self._thread.is_alive():
+                log.warning("the XID listener did not stop within %.1f s", timeout)
+                return  # it still uses the event set: leave it
+            self._thread = None
+        self._free()
+
+    def _free(self) -> None:
+        if self._event_set is None:
+            return
+        try:
+            self._nvml.nvmlEventSetFree(self._event_set)
+        except self._nvml.NVMLError as exc:
+            log.debug("freeing the XID event set: %s", exc)
+        self._event_set = None
+
+    def _run(self) -> None:
+        nvml = self._nvml
+        logged = False
+        while not self._stop.is_set():
+            try:
+                data = nvml.nvmlEventSetWait_v2(self._event_set, self._wait_ms)
+            except nvml.NVMLError as exc:
+                if disposition(status_code(exc)) is Disposition.TIMEOUT:
+                    continue
+                self.failures += 1
+                if not logged:
+                    log.warning("waiting for XID events failed: %s; retrying", exc)
+                    logged = True
+                self._stop.wait(self._wait_ms / 1000)
+                continue
+            logged = False
+            self._heard(data)
+
+    def _heard(self, data: Any) -> None:
+        if int(data.eventType) & XID_CRITICAL_ERROR == 0:
+            return
+        uuid = self._by_address.get(handle_address(data.device) or 0)
+        if uuid is None:
+            if len(self.registered) != 1:
+                log.warning("XID %d from a device that was not registered", int(data.eventData))
+                return
+            (uuid,) = self.registered
+        xid = int(data.eventData)
+        self._ledger.record(uuid, xid)
+        log.warning("%s: XID %d", uuid, xid)

@@ -1,0 +1,404 @@
+"""The real NvmlCollector on the real pynvml over the NVML simulator: values, units, MIG, processes, GPM, history."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pynvml
+import pytest
+
+from exporter.collect import DeviceCollection
+from exporter.nvml import NvmlCollector
+from exporter.simulator import Simulator, install
+from exporter.simulator.hardware import GPU_MODELS
+from exporter.snapshot import DeviceReading, GpuIdentity, MigIdentity
+
+MIB = 1024 * 1024
+START = 1_750_000_000.0
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = START
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@contextmanager
+def collecting(scenario: str, clock: FakeClock, **options: Any) -> Iterator[tuple[Simulator, NvmlCollector]]:
+    sim = Simulator(scenario, clock=clock)
+    with install(sim):
+        collector = NvmlCollector(pynvml, clock=clock, wall_clock=clock, **options)
+        collector.start()
+        try:
+            yield sim, collector
+        finally:
+            collector.close()
+
+
+def gpus(collection: DeviceCollection) -> list[DeviceReading]:
+    return [d for d in collection.devices if not d.is_mig]
+
+
+def migs(collection: DeviceCollection) -> list[DeviceReading]:
+    return [d for d in collection.devices if d.is_mig]
+
+
+# An oracle per catalogue key: the same figure asked of NVML another way (another call, or one field at a time),
+# in the unit the catalogue names for the snapshot.
+def _field(field_id: int, scope: int = 0) -> Callable[[Any], float]:
+    def read(handle: Any) -> float:
+        (entry,) = pynvml.nvmlDeviceGetFieldValues(handle, [(field_id, scope)])
+        assert entry.nvmlReturn == pynvml.NVML_SUCCESS
+        return float(entry.value.ullVal if entry.valueType == pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG else
+                     entry.value.uiVal if entry.valueType == pynvml.NVML_VALUE_TYPE_UNSIGNED_INT else
+                     entry.value.sllVal if entry.valueType == pynvml.NVML_VALUE_TYPE_SIGNED_LONG_LONG else
+                     entry.value.dVal)  # fmt: skip
+
+    return read
+
+
+def _nvlink(field_id: int) -> Callable[[Any], float]:
+    def read(handle: Any) -> float:  # the sum of the per-link counters
+        links = int(_field(pynvml.NVML_FI_DEV_NVLINK_LINK_COUNT)(handle))
+        return sum(_field(field_id, link)(handle) for link in range(links))
+
+    return read
+
+
+def _memory(handle: Any) -> Any:
+    return pynvml.nvmlDeviceGetMemoryInfo(handle, version=pynvml.nvmlMemory_v2)
+
+
+ORACLE: dict[str, Callable[[Any], float]] = {
+    "gpu_util": lambda h: pynvml.nvmlDeviceGetUtilizationRates(h).gpu,
+    "mem_copy_util": lambda h: pynvml.nvmlDeviceGetUtilizationRates(h).memory,
+    "enc_util": lambda h: pynvml.nvmlDeviceGetEncoderUtilization(h)[0],
+    "dec_util": lambda h: pynvml.nvmlDeviceGetDecoderUtilization(h)[0],
+    "fb_used": lambda h: _memory(h).used,
+    "fb_free": lambda h: _memory(h).free,
+    "fb_reserved": lambda h: _memory(h).reserved,
+    "fb_total": lambda h: _memory(h).total,
+    "gpu_temp": lambda h: pynvml.nvmlDeviceGetTemperature(h, pynvml.NVML_TEMPERATURE_GPU),
+    "memory_temp": _field(pynvml.NVML_FI_DEV_MEMORY_TEMP),
+    "power_usage": lambda h: pynvml.nvmlDeviceGetPowerUsage(h),
+    "power_limit": lambda h: pynvml.nvmlDeviceGetPowerManagementLimit(h),
+    "total_energy": lambda h: pynvml.nvmlDeviceGetTotalEnergyConsumption(h),
+    "sm_clock": lambda h: pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM),
+    "mem_clock": lambda h: pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_MEM),
+    "pstate": lambda h: pynvml.nvmlDeviceGetPerformanceState(h),
+    "clock_event_reasons": lambda h: pynvml.nvmlDeviceGetCurrentClocksThrottleReasons(h),
+    "pcie_tx": lambda h: pynvml.nvmlDeviceGetPcieThroughput(h, pynvml.NVML_PCIE_UTIL_TX_BYTES),
+    "pcie_rx": lambda h: pynvml.nvmlDeviceGetPcieThroughput(h, pynvml.NVML_PCIE_UTIL_RX_BYTES),
+    "pcie_replay": lambda h: pynvml.nvmlDeviceGetPcieReplayCounter(h),
+    "ecc_sbe_volatile": _field(pynvml.NVML_FI_DEV_ECC_SBE_VOL_TOTAL),
+    "ecc_dbe_volatile": _field(pynvml.NVML_FI_DEV_ECC_DBE_VOL_TOTAL),
+    "remapped_rows_correctable": _field(pynvml.NVML_FI_DEV_REMAPPED_COR),
+    "remapped_rows_uncorrectable": _field(pynvml.NVML_FI_DEV_REMAPPED_UNC),
+    "row_remap_pending": _field(pynvml.NVML_FI_DEV_REMAPPED_PENDING),
+    "row_remap_failure": _field(pynvml.NVML_FI_DEV_REMAPPED_FAILURE),
+    "nvlink_tx": _nvlink(pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX),
+    "nvlink_rx": _nvlink(pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX),
+}
+GPM_KEYS = {"gr_engine_active", "sm_active", "tensor_active", "dram_active"}
+XID_KEYS = {"last_xid"}
+
+
+@pytest.mark.parametrize("scenario", ["h100x8", "a100-mig", "shared", "faulty"])
+def test_every_value_is_what_nvml_says_in_the_native_unit(scenario: str) -> None:
+    clock = FakeClock()
+    with collecting(scenario, clock) as (_, collector):
+        collection = collector.collect()  # the clock stands still: NVML would answer the same now
+        for reading in gpus(collection):
+            handle = pynvml.nvmlDeviceGetHandleByUUID(reading.uuid)
+            assert reading.up
+            for key, value in reading.values.items():
+                if key in GPM_KEYS | XID_KEYS:
+                    continue
+                if key == "nvlink_total":
+                    expected = ORACLE["nvlink_tx"](handle) + ORACLE["nvlink_rx"](handle)
+                else:
+                    expected = float(ORACLE[key](handle))
+                assert value == expected, f"{scenario} GPU {reading.gpu.index} {key}"
+            # what every board of these scenarios can give is there
+            must = {"fb_used", "fb_free", "fb_total", "gpu_temp", "power_usage", "total_energy", "sm_clock", "pstate"}
+            assert must <= reading.values.keys()
+
+
+def test_units_are_nvml_native_bytes_milliwatts_megahertz_and_millijoules() -> None:
+    clock = FakeClock()
+    with collecting("h100x8", clock) as (_, collector):
+        model = GPU_MODELS["H100-SXM5-80GB"]
+        first = gpus(collector.collect())[0].values
+        clock.advance(10.0)
+        second = gpus(collector.collect())[0].values
+    assert first["fb_total"] == model.memory_total_mib * MIB  # bytes, not MiB
+    assert first["power_limit"] == model.power_limit_mw  # milliwatts, not watts
+    assert model.idle_sm_clock_mhz <= first["sm_clock"] <= model.max_sm_clock_mhz  # MHz
+    assert 0 < first["gpu_util"] <= 100  # percent
+    # energy is a millijoule counter: over 10 s it grows by about (mean power in mW) x 10 s
+    grown = second["total_energy"] - first["total_energy"]
+    mean_power_mw = (first["power_usage"] + second["power_usage"]) / 2
+    assert 0.8 < grown / (mean_power_mw * 10) < 1.25
+    assert 0 < first["pcie_tx"] <= model.pcie_max_kb_per_s  # KB/s
+    assert first["nvlink_total"] == first["nvlink_tx"] + first["nvlink_rx"]
+
+
+def test_identity_is_read_once_with_every_detail() -> None:
+    clock = FakeClock()
+    with collecting("h100x8", clock) as (sim, collector):
+        readings = gpus(collector.collect())
+        calls_before = sim.call_counts.get("nvmlDeviceGetUUID", 0)
+        collector.collect()
+        assert sim.call_counts.get("nvmlDeviceGetUUID", 0) == calls_before  # no per-cycle re-discovery
+        assert sim.call_counts["nvmlDeviceGetHandleByIndex_v2"] == 8
+    assert [r.gpu.index for r in readings] == list(range(8))
+    spec = sim.scenario
+    for reading, gpu in zip(readings, spec.gpus, strict=True):
+        ident = reading.identity
+        assert isinstance(ident, GpuIdentity)
+        assert ident.uuid == gpu.uuid
+        assert ident.serial == gpu.serial
+        assert ident.pci_bus_id == gpu.pci_bus_id
+        assert ident.model == "NVIDIA H100 80GB HBM3"
+        assert ident.minor_number == reading.gpu.index
+        assert ident.driver_version == "550.54.15"
+        assert ident.cuda_driver_version == "12.4"
+        assert ident.vbios_version == GPU_MODELS["H100-SXM5-80GB"].vbios_version
+        assert ident.mig_enabled is False
+
+
+def test_mig_instances_are_found_in_every_slot_with_their_profile_and_ids() -> None:
+    clock = FakeClock()
+    with collecting("a100-mig", clock) as (sim, collector):
+        collection = collector.collect()
+    spec = sim.scenario
+    devices = collection.devices
+    # GPUs first by index, each GPU's MIG instances right after it
+    assert [d.uuid for d in devices] == [
+        uuid for gpu in spec.gpus for uuid in (gpu.uuid, *(m.uuid for m in gpu.mig or ()))
+    ]
+    for parent in gpus(collection):
+        assert parent.gpu.mig_enabled
+        assert "gpu_util" not in parent.values  # NOT_SUPPORTED in MIG mode: absent, not zero
+        assert parent.processes == ()  # listed per instance instead
+    found = {d.uuid: d for d in migs(collection)}
+    for gpu in spec.gpus:
+        for mig in gpu.mig or ():
+            assert mig.uuid is not None
+            reading = found[mig.uuid]
+            ident = reading.identity
+            assert isinstance(ident, MigIdentity)
+            assert ident.parent.uuid == gpu.uuid
+            assert ident.index == mig.index  # the second GPU's slots are 0, 1, 3: probed past the hole
+            assert ident.profile == mig.profile
+            assert ident.gpu_instance_id == mig.gpu_instance_id
+            assert ident.compute_instance_id == mig.compute_instance_id
+            profile = GPU_MODELS["A100-SXM4-40GB"].mig_profiles[mig.profile]
+            assert reading.values["fb_total"] == profile.memory_mib * MIB
+            assert reading.values["fb_used"] + reading.values["fb_free"] <= reading.values["fb_total"]
+            assert set(reading.values) == {"fb_used", "fb_free", "fb_reserved", "fb_total"}  # no GPM on A100
+
+
+def test_mig_instances_carry_their_own_processes() -> None:
+    clock = FakeClock()
+    with collecting("a100-mig", clock) as (sim, collector):
+        collection = collector.collect()
+    spec = sim.scenario
+    by_uuid = {d.uuid: d for d in migs(collection)}
+    for process in spec.processes:
+        gpu = spec.gpus[process.gpu]
+        mig = next(m for m in gpu.mig or () if m.index == process.mig)
+        assert mig.uuid is not None
+        (usage,) = [p for p in by_uuid[mig.uuid].processes if p.pid == process.pid]
+        assert usage.used_memory_bytes == round(process.memory_mib * MIB)
+        assert usage.gpu_instance_id == mig.gpu_instance_id
+        assert usage.compute_instance_id == mig.compute_instance_id
+        assert usage.sm_util_percent is None  # per-process utilization is NOT_SUPPORTED under MIG
+
+
+def test_processes_of_a_shared_gpu_come_with_their_utilization() -> None:
+    clock = FakeClock()
+    with collecting("shared", clock) as (sim, collector):
+        collector.collect()
+        clock.advance(1.0)
+        collection = collector.collect()
+    spec = sim.scenario
+    for reading in gpus(collection):
+        index = reading.gpu.index
+        expected_pids = {p.pid for p in spec.processes if p.gpu == index}
+        assert {p.pid for p in reading.processes} == expected_pids
+        for usage in reading.processes:
+            assert usage.sm_util_percent is not None
+            assert usage.memory_util_percent is not None
+            assert usage.used_memory_bytes is not None and usage.used_memory_bytes > 0
+            assert usage.gpu_instance_id is None  # not MIG
+        # per tick, the processes' shares add up to the GPU's utilization
+        total = sum(p.sm_util_percent or 0.0 for p in reading.processes)
+        assert total == pytest.approx(reading.values["gpu_util"], abs=len(reading.processes))
+
+
+def test_process_utilization_follows_the_load_of_each_process() -> None:
+    clock = FakeClock()
+    with collecting("shared", clock) as (sim, collector):
+        collector.collect()
+        sim.set_load("team-a/train-small-0", 30)  # this pod's process now runs at 30 %
+        for _ in range(3):
+            clock.advance(1.0)
+            collection = collector.collect()
+        (gpu0, _) = gpus(collection)
+        # the newest sample of each process, asked of NVML directly
+        samples = pynvml.nvmlDeviceGetProcessUtilization(pynvml.nvmlDeviceGetHandleByUUID(gpu0.uuid), 0)
+    newest = max(s.timeStamp for s in samples)
+    latest = {s.pid: s.smUtil for s in samples if s.timeStamp == newest}
+    assert {p.pid: p.sm_util_percent for p in gpu0.processes} == latest  # one new sample per 1 s cycle
+    pid = sim.scenario.pods[0].containers[0].pids[0]
+    assert latest[pid] == pytest.approx(30, abs=1)
+
+
+def test_gpm_activity_on_h100_follows_the_load() -> None:
+    clock = FakeClock()
+    with collecting("h100x8", clock) as (sim, collector):
+        sim.set_load(0, 37.0)
+        clock.advance(1.0)  # the simulated load changes on its 1 s grid
+        first = gpus(collector.collect())
+        assert not GPM_KEYS & first[0].values.keys()  # one sample is no activity yet
+        clock.advance(1.0)
+        second = gpus(collector.collect())
+    busy, idle = second[0].values, second[7].values
+    assert busy["gr_engine_active"] == pytest.approx(37.0, abs=0.5)
+    assert 0 < busy["tensor_active"] <= busy["sm_active"] <= 100
+    assert 0 < busy["dram_active"] <= 100
+    assert idle["gr_engine_active"] == pytest.approx(0.0, abs=0.5)
+
+
+def test_gpm_samples_closer_than_100_ms_report_the_previous_activity() -> None:
+    clock = FakeClock()
+    with collecting("h100x8", clock) as (sim, collector):
+        collector.collect()
+        clock.advance(1.0)
+        before = gpus(collector.collect())[0].values["sm_active"]
+        samples = sim.call_counts["nvmlGpmSampleGet"]
+        clock.advance(0.05)
+        after = gpus(collector.collect())[0].values["sm_active"]
+        assert sim.call_counts["nvmlGpmSampleGet"] == samples  # no new sample
+    assert after == before
+
+
+def test_gpm_is_off_on_a100() -> None:
+    clock = FakeClock()
+    with collecting("a100-mig", clock) as (sim, collector):
+        collector.collect()
+        clock.advance(1.0)
+        collection = collector.collect()
+        assert sim.call_counts.get("nvmlGpmSampleGet", 0) == 0
+        assert sim.call_counts.get("nvmlGpmMigSampleGet", 0) == 0
+    for reading in collection.devices:
+        assert not GPM_KEYS & reading.values.keys()
+
+
+def test_gpm_activity_per_mig_instance_on_h100() -> None:
+    clock = FakeClock()
+    with collecting("h100-mig", clock) as (_, collector):
+        collector.collect()
+        clock.advance(1.0)
+        collection = collector.collect()
+    instances = migs(collection)
+    assert len(instances) == 56
+    for reading in instances:
+        assert GPM_KEYS <= reading.values.keys()
+        assert all(0 <= reading.values[key] <= 100 for key in GPM_KEYS)
+
+
+def test_only_selected_measurements_are_read_and_reported() -> None:
+    clock = FakeClock()
+    with collecting("h100x8", clock, enabled={"fb_used", "nvlink_total"}) as (sim, collector):
+        collection = collector.collect()
+        calls = sim.call_counts
+    for reading in gpus(collection):
+        assert set(reading.values) == {"fb_used", "nvlink_total"}
+        assert reading.vectors.get("xid_errors") is None
+    assert "nvmlDeviceGetPowerUsage" not in calls
+    assert "nvmlEventSetCreate" not in calls  # no XID listener when no XID measurement is selected
+    assert "nvmlGpmSampleGet" not in calls
+    assert calls["nvmlDeviceGetFieldValues"] == 8  # one batch per GPU
+
+
+def test_counters_are_read_in_one_field_values_call_per_gpu() -> None:
+    clock = FakeClock()
+    with collecting("h100x8", clock) as (sim, collector):
+        before = sim.call_counts["nvmlDeviceGetFieldValues"] if "nvmlDeviceGetFieldValues" in sim.call_counts else 0
+        collector.collect()
+        assert sim.call_counts["nvmlDeviceGetFieldValues"] - before == 8
+
+
+def test_pcie_throughput_is_sampled_every_few_cycles_and_held_in_between() -> None:
+    clock = FakeClock()
+    with collecting("h100x8", clock, interval_seconds=1.0, pcie_period_seconds=3.0) as (sim, collector):
+        seen = []
+        counts = []
+        for _ in range(4):
+            seen.append(gpus(collector.collect())[0].values["pcie_tx"])
+            counts.append(sim.call_counts["nvmlDeviceGetPcieThroughput"])
+            clock.advance(1.0)
+    assert counts == [16, 16, 16, 32]  # tx and rx of 8 GPUs, on cycles 1 and 4
+    assert seen[0] == seen[1] == seen[2]
+
+
+def test_history_keeps_utilization_and_memory_per_device() -> None:
+    clock = FakeClock()
+    with collecting("a100-mig", clock, interval_seconds=1.0, history_seconds=5.0) as (_, collector):
+        taken = []
+        for _ in range(8):
+            taken.append(collector.collect())
+            clock.advance(1.0)
+        mig = migs(taken[-1])[0]
+        gpu = gpus(taken[-1])[0]
+        points = collector.history(mig.uuid, 3.5)
+        everything = collector.history(mig.uuid, 3600)
+        gpu_points = collector.history(gpu.uuid, 3600)
+        unknown = collector.history("GPU-nope", 60)
+    assert [p.at for p in points] == [taken[i].taken_at for i in (5, 6, 7)]
+    assert len(everything) == 5  # bounded: 5 s at 1 s
+    assert [p.memory_used_bytes for p in points] == [
+        next(d for d in taken[i].devices if d.uuid == mig.uuid).values["fb_used"] for i in (5, 6, 7)
+    ]
+    assert all(p.utilization_percent is None for p in points)  # A100 MIG: no utilization without GPM
+    assert all(p.utilization_percent is None for p in gpu_points)  # MIG-enabled parent: NOT_SUPPORTED
+    assert unknown == ()
+
+
+def test_history_of_a_whole_gpu_holds_its_utilization() -> None:
+    clock = FakeClock()
+    with collecting("h100x8", clock) as (_, collector):
+        collection = collector.collect()
+        gpu = gpus(collection)[0]
+        (point,) = collector.history(gpu.uuid, 60)
+    assert point.utilization_percent == gpu.values["gpu_util"]
+    assert point.memory_used_bytes == gpu.values["fb_used"]
+    assert point.at == collection.taken_at
+
+
+def test_rediscovery_finds_the_same_devices_and_keeps_counting() -> None:
+    clock = FakeClock()
+    with collecting("a100-mig", clock) as (sim, collector):
+        before = [d.uuid for d in collector.collect().devices]
+        collector.rediscover()
+        after = [d.uuid for d in collector.collect().devices]
+        assert sim.call_counts["nvmlDeviceGetHandleByIndex_v2"] == 4  # looked up again on purpose
+    assert before == after
+
+
+def test_statuses_name_every_sub_collector() -> None:
+    clock = FakeClock()
+    with collecting("h100x8", clock) as (_, collector):
+        statuses = collector.collect().statuses
+    assert [s.name for s in statuses] == ["nvml", "fields", "processes", "xid", "gpm"]
+    assert all(s.success for s in statuses)
+    assert all(s.duration_seconds >= 0 for s in statuses)

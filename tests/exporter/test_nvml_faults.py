@@ -1,0 +1,355 @@
+"""How the real NvmlCollector behaves when NVML says no: unsupported fields, permissions, lost GPUs, XIDs, no NVML."""
+
+from __future__ import annotations
+
+import ctypes.util
+import itertools
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pynvml
+import pytest
+
+from exporter.collect import DeviceCollection
+from exporter.nvml import NvmlCollector, NvmlUnavailable
+from exporter.simulator import Simulator, build_scenario, install, installed
+from exporter.snapshot import DeviceReading, MigIdentity
+
+START = 1_750_000_000.0
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = START
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@contextmanager
+def collecting(scenario: Any, clock: FakeClock, **options: Any) -> Iterator[tuple[Simulator, NvmlCollector]]:
+    sim = Simulator(scenario, clock=clock)
+    with install(sim):
+        collector = NvmlCollector(pynvml, clock=clock, wall_clock=clock, **options)
+        collector.start()
+        try:
+            yield sim, collector
+        finally:
+            collector.close()
+
+
+def by_index(collection: DeviceCollection) -> dict[int, DeviceReading]:
+    return {d.gpu.index: d for d in collection.devices if not d.is_mig}
+
+
+def wait_for(collector: NvmlCollector, done: Callable[[DeviceCollection], bool]) -> DeviceCollection:
+    """Collect until `done` holds: XID events arrive on the listener's own thread."""
+    deadline = time.monotonic() + 10.0
+    while True:
+        collection = collector.collect()
+        if done(collection) or time.monotonic() > deadline:
+            return collection
+        time.sleep(0.02)
+
+
+# ---- NOT_SUPPORTED ------------------------------------------------------------------------------------------------
+
+
+def test_unsupported_measurements_are_absent_and_not_asked_again() -> None:
+    clock = FakeClock()
+    with collecting("faulty", clock) as (sim, collector):
+        first = by_index(collector.collect())
+        encoder_calls = sim.call_counts["nvmlDeviceGetEncoderUtilization"]
+        pcie_calls = sim.call_counts["nvmlDeviceGetPcieThroughput"]
+        for _ in range(3):
+            clock.advance(0.5)  # the timeline's first fault is at 3 s
+            last = by_index(collector.collect())
+        # GPU 2 said NOT_SUPPORTED once; only the other three GPUs are asked again
+        assert sim.call_counts["nvmlDeviceGetEncoderUtilization"] - encoder_calls == 3 * 3
+        assert sim.call_counts["nvmlDeviceGetPcieThroughput"] == pcie_calls  # held between samples
+    for reading in (first[2], last[2]):
+        assert reading.up
+        for key in ("memory_temp", "enc_util", "dec_util", "pcie_tx", "pcie_rx"):
+            assert key not in reading.values  # absent, never zero
+        assert {"gpu_util", "fb_used", "gpu_temp", "pcie_replay", "nvlink_total"} <= reading.values.keys()
+        assert reading.errors == {}  # NOT_SUPPORTED is a fact of the board, not an error
+    assert "memory_temp" in last[0].values
+    # the L4 has no NVLink: its NVLink fields answer NOT_SUPPORTED entry by entry
+    assert not {"nvlink_tx", "nvlink_rx", "nvlink_total"} & last[3].values.keys()
+    assert "ecc_sbe_volatile" in last[3].values
+
+
+# ---- NO_PERMISSION ------------------------------------------------------------------------------------------------
+
+
+def test_no_permission_is_logged_once_and_counted_once(caplog: pytest.LogCaptureFixture) -> None:
+    clock = FakeClock()
+    with caplog.at_level(logging.WARNING, logger="exporter.nvml"), collecting("faulty", clock) as (_, collector):
+        for _ in range(4):
+            readings = by_index(collector.collect())
+            clock.advance(0.5)
+        collector.rediscover()  # counts survive a rediscovery of the same GPU
+        readings = by_index(collector.collect())
+    l4 = readings[3]
+    assert l4.up
+    assert "pcie_replay" not in l4.values
+    assert l4.errors == {"NO_PERMISSION": 1.0}
+    denied = [r for r in caplog.records if "no permission" in r.getMessage()]
+    assert len(denied) == 1
+    assert "pcie_replay" in denied[0].getMessage()
+    assert l4.gpu.uuid in denied[0].getMessage()
+
+
+# ---- other errors -------------------------------------------------------------------------------------------------
+
+
+def _one_gpu(**gpu: Any) -> Any:
+    return build_scenario({"name": "one", "gpus": [{"model": "H100-SXM5-80GB", **gpu}]})
+
+
+def test_another_error_drops_only_that_value_and_counts_every_time() -> None:
+    clock = FakeClock()
+    scenario = _one_gpu(errors={"nvmlDeviceGetPowerUsage": "UNKNOWN", "field:94": "UNKNOWN"})
+    with collecting(scenario, clock) as (sim, collector):
+        for _ in range(3):
+            collection = collector.collect()
+            clock.advance(1.0)
+        power_calls = sim.call_counts["nvmlDeviceGetPowerUsage"]
+    (gpu,) = collection.devices
+    assert gpu.up
+    assert "power_usage" not in gpu.values
+    assert "pcie_replay" not in gpu.values
+    assert {"power_limit", "total_energy", "memory_temp", "ecc_dbe_volatile"} <= gpu.values.keys()
+    assert gpu.errors == {"UNKNOWN": 6.0}  # two failing reads, three cycles
+    assert power_calls == 3  # asked again every cycle: the next one may work
+    nvml_status = {s.name: s for s in collection.statuses}["nvml"]
+    assert not nvml_status.success
+    assert nvml_status.errors_total == 3
+
+
+# ---- a lost GPU ---------------------------------------------------------------------------------------------------
+
+
+def test_a_lost_gpu_is_down_while_the_others_report_and_comes_back(caplog: pytest.LogCaptureFixture) -> None:
+    clock = FakeClock()
+    with caplog.at_level(logging.WARNING, logger="exporter.nvml"), collecting("faulty", clock) as (_, collector):
+        before = by_index(collector.collect())
+        clock.advance(6.0)  # GPU 1 falls off the bus at 5 s
+        during = by_index(collector.collect())
+        clock.advance(1.0)
+        still = collector.collect()
+        clock.advance(60.0)  # restored at 60 s, and the backoff has run out
+        after = by_index(collector.collect())
+    assert before[1].up
+    lost = during[1]
+    assert not lost.up
+    assert lost.uuid == before[1].uuid  # still named, so its series say "down"
+    assert lost.values == {}
+    assert lost.errors == {"GPU_IS_LOST": 1.0}
+    for index in (0, 2, 3):
+        assert during[index].up
+        assert "fb_used" in during[index].values
+    assert not by_index(still)[1].up
+    assert by_index(still)[1].errors == {"GPU_IS_LOST": 1.0}  # one loss, counted once
+    assert not {s.name: s for s in still.statuses}["nvml"].success
+    assert after[1].up
+    assert after[1].uuid == before[1].uuid
+    assert {"gpu_util", "fb_used", "memory_temp"} <= after[1].values.keys()
+    assert after[1].errors == {"GPU_IS_LOST": 1.0}
+    messages = [r.getMessage() for r in caplog.records]
+    assert any("GPU 1" in m and "lost" in m for m in messages)
+    assert any("GPU 1" in m and "answers again" in m for m in messages)
+
+
+def test_a_lost_gpu_is_probed_again_with_exponential_backoff() -> None:
+    clock = FakeClock()
+    with collecting("h100x8", clock, lost_backoff=(1.0, 60.0)) as (sim, collector):
+        collector.collect()
+
+        def lookups() -> int:
+            return sim.call_counts["nvmlDeviceGetHandleByIndex_v2"]
+
+        sim.lose_gpu(3)
+        assert not by_index(collector.collect())[3].up
+        seen = [lookups()]
+        for step in (0.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0):
+            clock.advance(step)
+            collector.collect()
+            seen.append(lookups())
+        sim.restore_gpu(3)
+        clock.advance(8.0)
+        back = by_index(collector.collect())
+    # probes at +1 s, then 2 s later (+3 s), then 4 s later (+7 s)
+    assert [b - a for a, b in itertools.pairwise(seen)] == [0, 1, 0, 1, 0, 0, 0, 1]
+    assert back[3].up
+    assert back[3].errors == {"GPU_IS_LOST": 1.0}
+
+
+def test_a_lost_mig_gpu_takes_its_instances_down_only() -> None:
+    clock = FakeClock()
+    with collecting("a100-mig", clock) as (sim, collector):
+        collector.collect()
+        sim.lose_gpu(0)
+        collection = collector.collect()
+    for reading in collection.devices:
+        if reading.gpu.index == 0:
+            assert not reading.up
+            assert reading.values == {}
+        else:
+            assert reading.up
+            assert "fb_used" in reading.values
+    assert sum(1 for d in collection.devices if d.is_mig and not d.up) == 4
+
+
+# ---- XID events ---------------------------------------------------------------------------------------------------
+
+
+def test_xid_events_are_counted_per_gpu_and_xid() -> None:
+    clock = FakeClock()
+    with collecting("h100x8", clock) as (sim, collector):
+        collector.collect()
+        for xid in (13, 13, 13, 31):
+            sim.inject_xid(2, xid)
+        collection = wait_for(collector, lambda c: by_index(c)[2].vectors["xid_errors"].get("31") == 1.0)
+    gpu = by_index(collection)
+    assert gpu[2].vectors["xid_errors"] == {"13": 3.0, "31": 1.0}
+    assert gpu[2].values["last_xid"] == 31
+    for index in (0, 1, 3, 4, 5, 6, 7):
+        assert gpu[index].vectors["xid_errors"] == {}
+        assert gpu[index].values["last_xid"] == 0
+
+
+def test_an_xid_burst_on_the_scenario_timeline_is_heard() -> None:
+    clock = FakeClock()
+    with collecting("faulty", clock) as (_, collector):
+        collector.collect()
+        clock.advance(4.0)  # 5 x XID 13 on GPU 0 from 3 s, 0.2 s apart
+        collection = wait_for(collector, lambda c: by_index(c)[0].vectors["xid_errors"].get("13") == 5.0)
+    assert by_index(collection)[0].vectors["xid_errors"] == {"13": 5.0}
+    assert by_index(collection)[0].values["last_xid"] == 13
+
+
+def test_close_stops_the_xid_thread_and_shuts_nvml_down() -> None:
+    clock = FakeClock()
+    with collecting("h100x8", clock) as (sim, collector):
+        collector.collect()
+        assert any(t.name == "gpu-pulse-xid" for t in threading.enumerate())
+        collector.close()
+        assert not any(t.name == "gpu-pulse-xid" for t in threading.enumerate())
+        assert not sim.initialized
+        assert sim.call_counts["nvmlEventSetFree"] == 1
+        collector.close()  # twice is harmless
+
+
+# ---- no NVML at all -----------------------------------------------------------------------------------------------
+
+
+def test_a_host_without_the_driver_gets_a_clear_error_that_suggests_simulate() -> None:
+    sim = Simulator("h100x8")
+    sim.fail_init()  # DRIVER_NOT_LOADED, as without the kernel module
+    with install(sim):
+        collector = NvmlCollector(pynvml)
+        with pytest.raises(NvmlUnavailable, match=r"NVML could not be loaded \(DRIVER_NOT_LOADED.*--simulate SCENARIO"):
+            collector.start()
+        collector.close()
+
+
+@pytest.mark.skipif(ctypes.util.find_library("nvidia-ml") is not None, reason="this host has a real libnvidia-ml")
+def test_a_host_without_libnvidia_ml_gets_a_clear_error() -> None:
+    assert installed() is None and pynvml.nvmlLib is None
+    with pytest.raises(NvmlUnavailable, match=r"LIBRARY_NOT_FOUND.*--simulate SCENARIO") as raised:
+        NvmlCollector(pynvml).start()
+    assert "\n" not in str(raised.value)
+
+
+# ---- GPM, best effort ---------------------------------------------------------------------------------------------
+
+
+def test_gpm_refused_by_a_gpu_is_switched_off_for_good() -> None:
+    clock = FakeClock()
+    with collecting(_one_gpu(errors={"nvmlGpmSampleGet": "NOT_SUPPORTED"}), clock) as (sim, collector):
+        for _ in range(3):
+            collection = collector.collect()
+            clock.advance(1.0)
+        assert sim.call_counts["nvmlGpmSampleGet"] == 1
+    (gpu,) = collection.devices
+    assert gpu.up
+    assert not {"sm_active", "tensor_active", "dram_active", "gr_engine_active"} & gpu.values.keys()
+    assert "gpu_util" in gpu.values
+    assert gpu.errors == {}
+    assert {s.name: s.success for s in collection.statuses}["gpm"]
+
+
+def test_a_gpm_metric_the_gpu_cannot_give_is_absent_alone() -> None:
+    clock = FakeClock()
+    with collecting(_one_gpu(errors={"gpm:5": "NOT_SUPPORTED"}), clock) as (_, collector):
+        collector.collect()
+        clock.advance(1.0)
+        (gpu,) = collector.collect().devices
+    assert "tensor_active" not in gpu.values
+    assert {"sm_active", "dram_active", "gr_engine_active"} <= gpu.values.keys()
+
+
+# ---- older drivers ------------------------------------------------------------------------------------------------
+
+
+def test_a_function_an_old_driver_lacks_is_treated_as_not_supported() -> None:
+    clock = FakeClock()
+    scenario = build_scenario(
+        {
+            "name": "old-driver",
+            "missing_functions": ["nvmlDeviceGetPcieThroughput", "nvmlGpmQueryDeviceSupport"],
+            "gpus": [{"model": "H100-SXM5-80GB"}],
+        }
+    )
+    with collecting(scenario, clock) as (_, collector):
+        collector.collect()
+        clock.advance(1.0)
+        (gpu,) = collector.collect().devices
+    assert gpu.up
+    assert not {"pcie_tx", "pcie_rx", "sm_active"} & gpu.values.keys()
+    assert {"gpu_util", "fb_used", "memory_temp"} <= gpu.values.keys()
+    assert gpu.errors == {}
+
+
+def test_clock_event_reasons_fall_back_to_the_old_throttle_reasons_call() -> None:
+    clock = FakeClock()
+    scenario = build_scenario(
+        {
+            "name": "r530",
+            "missing_functions": ["nvmlDeviceGetCurrentClocksEventReasons"],
+            "gpus": [{"model": "H100-SXM5-80GB"}],  # idle: the GPU_IDLE reason is set
+        }
+    )
+    with collecting(scenario, clock) as (_, collector):
+        (gpu,) = collector.collect().devices
+    assert gpu.values["clock_event_reasons"] == pynvml.nvmlClocksEventReasonGpuIdle
+
+
+def test_a_mig_profile_is_read_from_the_attributes_when_the_name_does_not_carry_it() -> None:
+    clock = FakeClock()
+    scenario = build_scenario(
+        {
+            "name": "plain-mig-names",
+            "gpus": [
+                {
+                    "model": "A100-SXM4-40GB",
+                    "mig_names": "plain",
+                    "mig": [{"profile": "3g.20gb"}, {"profile": "1g.5gb"}],
+                }
+            ],
+        }
+    )
+    with collecting(scenario, clock) as (_, collector):
+        collection = collector.collect()
+    assert [d.identity.profile for d in collection.devices if isinstance(d.identity, MigIdentity)] == [
+        "3g.20gb",
+        "1g.5gb",
+    ]
