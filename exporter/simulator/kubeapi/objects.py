@@ -1,0 +1,145 @@
+"""Kubernetes objects as the API serves them: pods, ReplicaSets, owner references, Status."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+JsonObject = dict[str, Any]
+
+UID_NAMESPACE: Final = uuid.UUID("6f1c1a52-1d0e-4b43-9d86-6b2a1f0c9e11")
+_OWNER_API_VERSIONS: Final = {
+    "ReplicaSet": "apps/v1",
+    "Deployment": "apps/v1",
+    "StatefulSet": "apps/v1",
+    "DaemonSet": "apps/v1",
+    "Job": "batch/v1",
+    "CronJob": "batch/v1",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Kind:
+    resource: str
+    kind: str
+    group_version: str  # "v1" or "apps/v1"
+    prefix: str  # "/api/v1" or "/apis/apps/v1"
+
+
+KINDS: Final = {
+    "pods": Kind("pods", "Pod", "v1", "/api/v1"),
+    "configmaps": Kind("configmaps", "ConfigMap", "v1", "/api/v1"),
+    "replicasets": Kind("replicasets", "ReplicaSet", "apps/v1", "/apis/apps/v1"),
+}
+
+
+def owner_uid(namespace: str, kind: str, name: str) -> str:
+    """The uid this server gives a controller object, so that ownerReferences and owners agree."""
+    return str(uuid.uuid5(UID_NAMESPACE, f"{kind}/{namespace}/{name}"))
+
+
+def owner_reference(namespace: str, kind: str, name: str) -> JsonObject:
+    return {
+        "apiVersion": _OWNER_API_VERSIONS.get(kind, "v1"),
+        "kind": kind,
+        "name": name,
+        "uid": owner_uid(namespace, kind, name),
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def pod_object(
+    namespace: str,
+    name: str,
+    *,
+    node: str | None = None,
+    labels: Mapping[str, str] | None = None,
+    phase: str = "Running",
+    pod_ip: str | None = None,
+    host_ip: str | None = None,
+    owner: tuple[str, str] | None = None,
+    containers: Sequence[str] = ("main",),
+    gpus_per_container: int = 0,
+    uid: str | None = None,
+) -> JsonObject:
+    """A Pod as the API returns it (uid, resourceVersion and creationTimestamp are set when it is stored)."""
+    metadata: JsonObject = {"name": name, "namespace": namespace, "labels": dict(labels or {})}
+    if uid is not None:
+        metadata["uid"] = uid
+    if owner is not None:
+        metadata["ownerReferences"] = [owner_reference(namespace, *owner)]
+    limits = {"nvidia.com/gpu": str(gpus_per_container)} if gpus_per_container else {}
+    spec: JsonObject = {
+        "containers": [
+            {
+                "name": c,
+                "image": f"registry.example/{c}:1.0",
+                "resources": {"limits": limits, "requests": dict(limits)},
+                "terminationMessagePath": "/dev/termination-log",
+                "imagePullPolicy": "IfNotPresent",
+            }
+            for c in containers
+        ],
+        "restartPolicy": "Always",
+        "schedulerName": "default-scheduler",
+        "serviceAccountName": "default",
+        "terminationGracePeriodSeconds": 30,
+    }
+    if node is not None:
+        spec["nodeName"] = node
+    status: JsonObject = {"phase": phase, "qosClass": "BestEffort"}
+    if pod_ip is not None:
+        status["podIP"] = pod_ip
+        status["podIPs"] = [{"ip": pod_ip}]
+    if host_ip is not None:
+        status["hostIP"] = host_ip
+    if phase == "Running":
+        status["containerStatuses"] = [
+            {
+                "name": c,
+                "ready": True,
+                "restartCount": 0,
+                "image": f"registry.example/{c}:1.0",
+                "imageID": "",
+                "started": True,
+                "state": {"running": {}},
+            }
+            for c in containers
+        ]
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec, "status": status}
+
+
+def replica_set_object(
+    namespace: str, name: str, *, deployment: str | None = None, labels: Mapping[str, str] | None = None
+) -> JsonObject:
+    """A ReplicaSet, owned by `deployment` when given."""
+    metadata: JsonObject = {
+        "name": name,
+        "namespace": namespace,
+        "labels": dict(labels or {}),
+        "uid": owner_uid(namespace, "ReplicaSet", name),
+    }
+    if deployment is not None:
+        metadata["ownerReferences"] = [owner_reference(namespace, "Deployment", deployment)]
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "ReplicaSet",
+        "metadata": metadata,
+        "spec": {"replicas": 1, "selector": {"matchLabels": dict(labels or {})}},
+        "status": {"replicas": 1},
+    }
+
+
+def status_object(code: int, reason: str, message: str) -> JsonObject:
+    return {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": reason,
+        "code": code,
+    }

@@ -1,0 +1,424 @@
+"""Authentication and authorization of an aggregated API server, end to end over TLS.
+
+A tiny aiohttp app stands in for the adapter's API (the router is another part); it is protected by the real
+middleware, authenticators and SubjectAccessReviewer, which talk to the Kubernetes API test server through the real
+`kubernetes` client. Certificates come from real CAs; `kubectl` is one of the clients.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import ssl
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from aiohttp import web
+from hypothesis import given
+from hypothesis import strategies as st
+from multidict import CIMultiDict
+
+from adapter.kube.auth import (
+    USER_KEY,
+    DelegatingAuthenticator,
+    NonResourceAttributes,
+    RequestAttributes,
+    ResourceAttributes,
+    UserInfo,
+    auth_middleware,
+    forbidden_message,
+)
+from adapter.kube.authconfig import AuthenticationFlags, load_authentication_config
+from adapter.kube.certs import CertificateAuthority, IssuedCertificate
+from adapter.kube.connection import api_client
+from adapter.kube.kubeconfig import write_kubeconfig
+from adapter.kube.sar import SubjectAccessReviewer
+from adapter.kube.tls import build_server_ssl_context
+from adapter.kube.tokenreview import TokenReviewer
+from exporter.simulator.kubeapi import AccessGrant, KubeApiServer, TokenUser
+
+METRICS = "/apis/custom.metrics.k8s.io/v1beta2"
+
+
+@dataclass
+class Pki:
+    front_proxy_ca: CertificateAuthority
+    client_ca: CertificateAuthority
+    proxy: IssuedCertificate  # the aggregator's client certificate
+    intruder: IssuedCertificate  # front-proxy CA, but a name that is not allowed
+    bob: IssuedCertificate  # a user certificate from the client CA
+    rogue: IssuedCertificate  # a "proxy" certificate from a CA nobody trusts
+    files: dict[str, tuple[Path, Path]] = field(default_factory=dict)
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
+    front_proxy_ca = CertificateAuthority.create("front-proxy-ca")
+    client_ca = CertificateAuthority.create("kubernetes-ca")
+    rogue_ca = CertificateAuthority.create("rogue-ca")
+    pki = Pki(
+        front_proxy_ca=front_proxy_ca,
+        client_ca=client_ca,
+        proxy=front_proxy_ca.issue_client("front-proxy-client"),
+        intruder=front_proxy_ca.issue_client("intruder"),
+        bob=client_ca.issue_client("bob", ["team-a", "team-b"]),
+        rogue=rogue_ca.issue_client("front-proxy-client"),
+    )
+    directory = tmp_path_factory.mktemp("pki")
+    for name in ("proxy", "intruder", "bob", "rogue"):
+        issued: IssuedCertificate = getattr(pki, name)
+        paths = (directory / f"{name}.crt", directory / f"{name}.key")
+        issued.write(*paths)
+        pki.files[name] = paths
+    return pki
+
+
+def metric_attributes(request: web.Request) -> ResourceAttributes | None:
+    """The resource a request touches, for the paths of this test app (the real router has its own)."""
+    parts = request.path.removeprefix(METRICS + "/").split("/")
+    if not request.path.startswith(METRICS + "/") or len(parts) != 5 or parts[0] != "namespaces":
+        return None
+    _, namespace, resource, name, metric = parts
+    return ResourceAttributes(
+        verb="get",
+        group="custom.metrics.k8s.io",
+        version="v1beta2",
+        resource=resource,
+        subresource=metric,
+        namespace=namespace,
+        name="" if name == "*" else name,
+    )
+
+
+async def whoami(request: web.Request) -> web.Response:
+    user = request[USER_KEY]
+    return web.json_response(
+        {"user": user.name, "groups": list(user.groups), "extra": {k: list(v) for k, v in user.extra.items()}}
+    )
+
+
+async def healthy(request: web.Request) -> web.Response:
+    return web.Response(text="ok")
+
+
+@dataclass
+class Stack:
+    kube: KubeApiServer
+    url: str
+    cert_dir: Path
+    tokens: TokenReviewer
+    access: SubjectAccessReviewer
+    reviews: list[Mapping[str, Any]]
+
+    def client_context(self, cert: tuple[Path, Path] | None = None) -> ssl.SSLContext:
+        context = ssl.create_default_context(cafile=self.cert_dir / "apiserver.crt")
+        if cert is not None:
+            context.load_cert_chain(*cert)
+        return context
+
+    async def get(
+        self,
+        path: str,
+        *,
+        cert: tuple[Path, Path] | None = None,
+        headers: Mapping[str, str] | CIMultiDict[str] | None = None,
+    ) -> tuple[int, Any]:
+        async with (
+            aiohttp.ClientSession() as session,
+            session.get(self.url + path, ssl=self.client_context(cert), headers=headers) as response,
+        ):
+            body = await response.read()
+            try:
+                return response.status, json.loads(body)
+            except ValueError:
+                return response.status, body.decode()
+
+
+async def start_stack(
+    pki: Pki, tmp_path: Path, *, allowed_names: list[str] | None = None, always_allow: tuple[str, ...] = ()
+) -> AsyncIterator[Stack]:
+    reviews: list[Mapping[str, Any]] = []
+
+    def policy(spec: Mapping[str, Any]) -> bool:
+        reviews.append(spec)
+        attributes = spec.get("resourceAttributes") or {}
+        if spec.get("nonResourceAttributes"):
+            return True  # discovery is open to every authenticated user, as system:discovery is
+        return attributes.get("subresource") == "gpu_utilization" or spec.get("user") == "admin"
+
+    kube = KubeApiServer(authorization=policy)
+    await kube.start()
+    kube.set_authentication_configmap(
+        {
+            "client-ca-file": pki.client_ca.cert_pem.decode(),
+            "requestheader-client-ca-file": pki.front_proxy_ca.cert_pem.decode(),
+            "requestheader-allowed-names": json.dumps(
+                ["front-proxy-client"] if allowed_names is None else allowed_names
+            ),
+            "requestheader-username-headers": '["X-Remote-User"]',
+            "requestheader-group-headers": '["X-Remote-Group"]',
+            "requestheader-extra-headers-prefix": '["X-Remote-Extra-"]',
+        }
+    )
+    client = api_client(base_url=kube.url)
+    config = await load_authentication_config(client, AuthenticationFlags())
+    cert_dir = tmp_path / "serving"
+    context = build_server_ssl_context(None, None, cert_dir, [], client_ca_data=config.ca_bundles())
+    tokens = TokenReviewer(client)
+    access = SubjectAccessReviewer(client)
+    app = web.Application(
+        middlewares=[
+            auth_middleware(
+                DelegatingAuthenticator.from_config(config, tokens), access, metric_attributes, always_allow
+            )
+        ]
+    )
+    app.router.add_get(METRICS + "/namespaces/{namespace}/pods/{name}/{metric}", whoami)
+    app.router.add_get("/apis", whoami)
+    for path in ("/healthz", "/livez", "/readyz", "/metrics"):
+        app.router.add_get(path, healthy)
+    runner = web.AppRunner(app, handle_signals=False)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=context)
+    await site.start()
+    port = runner.addresses[0][1]
+    try:
+        yield Stack(kube, f"https://127.0.0.1:{port}", cert_dir, tokens, access, reviews)
+    finally:
+        await runner.cleanup()
+        await kube.stop()
+
+
+@pytest.fixture
+async def stack(pki: Pki, tmp_path: Path) -> AsyncIterator[Stack]:
+    async for s in start_stack(pki, tmp_path, always_allow=("/metrics",)):
+        yield s
+
+
+AS_ALICE = {"X-Remote-User": "alice", "X-Remote-Group": "ml-team"}
+
+
+async def test_proxy_certificate_with_an_allowed_name_vouches_for_the_headers(pki: Pki, stack: Stack) -> None:
+    headers = CIMultiDict(
+        [
+            ("X-Remote-User", "alice"),
+            ("X-Remote-Group", "ml-team"),
+            ("X-Remote-Group", "oncall"),
+            ("X-Remote-Extra-Scopes%2Fread", "pods"),
+            ("X-Remote-Extra-Scopes%2Fread", "nodes"),
+        ]
+    )
+    status, body = await stack.get(
+        f"{METRICS}/namespaces/ml/pods/*/gpu_utilization", cert=pki.files["proxy"], headers=headers
+    )
+    assert status == 200, body
+    assert body == {
+        "user": "alice",
+        "groups": ["ml-team", "oncall", "system:authenticated"],
+        "extra": {"scopes/read": ["pods", "nodes"]},
+    }
+    # what the SubjectAccessReview asked, as the cluster saw it
+    spec = stack.reviews[-1]
+    assert spec["user"] == "alice" and spec["groups"] == ["ml-team", "oncall", "system:authenticated"]
+    assert spec["extra"] == {"scopes/read": ["pods", "nodes"]}
+    assert spec["resourceAttributes"] == {
+        "verb": "get",
+        "group": "custom.metrics.k8s.io",
+        "version": "v1beta2",
+        "resource": "pods",
+        "subresource": "gpu_utilization",
+        "namespace": "ml",
+    }
+
+
+async def test_headers_without_a_certificate_are_ignored(stack: Stack) -> None:
+    status, body = await stack.get(f"{METRICS}/namespaces/ml/pods/*/gpu_utilization", headers=AS_ALICE)
+    assert status == 401
+    assert body == {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": "Unauthorized",
+        "reason": "Unauthorized",
+        "code": 401,
+    }
+    assert stack.reviews == []  # never got as far as authorization
+
+
+async def test_proxy_certificate_with_a_name_not_allowed_is_ignored(pki: Pki, stack: Stack) -> None:
+    status, body = await stack.get(
+        f"{METRICS}/namespaces/ml/pods/*/gpu_utilization", cert=pki.files["intruder"], headers=AS_ALICE
+    )
+    assert status == 401 and body["reason"] == "Unauthorized"
+
+
+async def test_any_front_proxy_name_is_trusted_when_no_names_are_configured(pki: Pki, tmp_path: Path) -> None:
+    async for stack in start_stack(pki, tmp_path, allowed_names=[]):
+        status, body = await stack.get(
+            f"{METRICS}/namespaces/ml/pods/x/gpu_utilization", cert=pki.files["intruder"], headers=AS_ALICE
+        )
+        assert status == 200 and body["user"] == "alice"
+
+
+async def test_user_certificate_names_the_user_and_headers_cannot_change_it(pki: Pki, stack: Stack) -> None:
+    status, body = await stack.get(
+        f"{METRICS}/namespaces/ml/pods/x/gpu_utilization", cert=pki.files["bob"], headers=AS_ALICE
+    )
+    assert status == 200
+    assert body == {"user": "bob", "groups": ["team-a", "team-b", "system:authenticated"], "extra": {}}
+
+
+async def test_certificate_from_an_unknown_ca_is_refused(pki: Pki, stack: Stack) -> None:
+    # Python's TLS layer verifies presented client certificates: the handshake fails (kube-apiserver would say 401).
+    with pytest.raises(aiohttp.ClientError):
+        await stack.get(f"{METRICS}/namespaces/ml/pods/x/gpu_utilization", cert=pki.files["rogue"], headers=AS_ALICE)
+    assert stack.reviews == []
+
+
+async def test_bearer_tokens_are_reviewed_once_then_cached(stack: Stack) -> None:
+    stack.kube.set_token("good-token", TokenUser("carol", uid="c-1", groups=("ml-team",)))
+    path = f"{METRICS}/namespaces/ml/pods/x/gpu_utilization"
+    for _ in range(3):
+        status, body = await stack.get(path, headers={"Authorization": "Bearer good-token"})
+        assert status == 200 and body["user"] == "carol" and body["groups"] == ["ml-team", "system:authenticated"]
+    for _ in range(3):
+        status, body = await stack.get(path, headers={"Authorization": "Bearer bad-token"})
+        assert status == 401 and body["kind"] == "Status"
+    assert stack.kube.request_count("create", "tokenreviews") == 2  # one yes, one no, each cached
+    assert stack.kube.request_count("create", "subjectaccessreviews") == 1  # the allow is cached too
+
+
+async def test_concurrent_requests_with_one_new_token_make_one_review(stack: Stack) -> None:
+    stack.kube.set_token("fresh", TokenUser("dave"))
+    path = f"{METRICS}/namespaces/ml/pods/x/gpu_utilization"
+    results = await asyncio.gather(*(stack.get(path, headers={"Authorization": "Bearer fresh"}) for _ in range(8)))
+    assert [status for status, _ in results] == [200] * 8
+    assert stack.kube.request_count("create", "tokenreviews") == 1
+
+
+async def test_denied_access_is_a_forbidden_status(stack: Stack) -> None:
+    stack.kube.set_token("t", TokenUser("carol"))
+    auth = {"Authorization": "Bearer t"}
+    status, body = await stack.get(f"{METRICS}/namespaces/ml/pods/web-1/gpu_memory_used_bytes", headers=auth)
+    assert status == 403
+    assert body["kind"] == "Status" and body["reason"] == "Forbidden" and body["code"] == 403
+    assert body["message"].startswith(
+        'pods.custom.metrics.k8s.io "web-1" is forbidden: User "carol" cannot get resource '
+        '"pods/gpu_memory_used_bytes" in API group "custom.metrics.k8s.io" in the namespace "ml"'
+    )
+    status, _ = await stack.get(f"{METRICS}/namespaces/ml/pods/web-1/gpu_memory_used_bytes", headers=auth)
+    assert status == 403
+    assert stack.kube.request_count("create", "subjectaccessreviews") == 1  # the deny was cached
+
+
+async def test_paths_outside_the_api_are_checked_as_non_resource_requests(stack: Stack) -> None:
+    stack.kube.set_token("t", TokenUser("carol"))
+    status, _ = await stack.get("/apis", headers={"Authorization": "Bearer t"})
+    assert status == 200
+    assert stack.reviews[-1]["nonResourceAttributes"] == {"path": "/apis", "verb": "get"}
+    status, _ = await stack.get("/apis")
+    assert status == 401
+
+
+async def test_a_table_policy_grants_by_group(stack: Stack) -> None:
+    stack.kube.set_authorization([AccessGrant(group="ml-team", resource="pods", namespace="ml")])
+    stack.kube.set_token("member", TokenUser("erin", groups=("ml-team",)))
+    stack.kube.set_token("outsider", TokenUser("frank"))
+    path = f"{METRICS}/namespaces/ml/pods/x/gpu_memory_used_bytes"
+    assert (await stack.get(path, headers={"Authorization": "Bearer member"}))[0] == 200
+    assert (await stack.get(path, headers={"Authorization": "Bearer outsider"}))[0] == 403
+
+
+async def test_health_and_always_allowed_paths_need_no_credentials(stack: Stack) -> None:
+    for path in ("/healthz", "/livez", "/readyz", "/metrics"):
+        assert await stack.get(path) == (200, "ok")
+    assert stack.kube.request_count("create", "tokenreviews") == 0
+    assert stack.reviews == []
+
+
+async def test_an_unreachable_cluster_answers_with_a_status(pki: Pki, stack: Stack) -> None:
+    await stack.kube.stop()
+    status, body = await stack.get(
+        f"{METRICS}/namespaces/ml/pods/x/gpu_utilization", headers={"Authorization": "Bearer t"}
+    )
+    assert status == 503 and body["reason"] == "ServiceUnavailable" and "TokenReview" in body["message"]
+    # authenticated by certificate, but the SubjectAccessReview cannot be made
+    status, body = await stack.get(f"{METRICS}/namespaces/ml/pods/x/gpu_utilization", cert=pki.files["bob"])
+    assert status == 500 and body["reason"] == "InternalError" and "SubjectAccessReview" in body["message"]
+    # the failures were not cached: once the cluster is back, the same requests succeed
+    await stack.kube.start(port=int(stack.kube.url.rsplit(":", 1)[1]))
+    stack.kube.set_token("t", TokenUser("carol"))
+    status, _ = await stack.get(
+        f"{METRICS}/namespaces/ml/pods/x/gpu_utilization", headers={"Authorization": "Bearer t"}
+    )
+    assert status == 200
+    status, _ = await stack.get(f"{METRICS}/namespaces/ml/pods/x/gpu_utilization", cert=pki.files["bob"])
+    assert status == 200
+
+
+async def test_kubectl_with_a_client_certificate(pki: Pki, stack: Stack, tmp_path: Path) -> None:
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        if os.environ.get("CI"):
+            pytest.fail("kubectl is required in CI")
+        pytest.skip("kubectl is not installed")
+    serving_ca = (stack.cert_dir / "apiserver.crt").read_bytes()
+    kubeconfig = write_kubeconfig(
+        tmp_path / "kubeconfig",
+        server=stack.url,
+        ca_pem=serving_ca,
+        client_cert_pem=pki.bob.cert_pem,
+        client_key_pem=pki.bob.key_pem,
+    )
+    process = await asyncio.create_subprocess_exec(
+        kubectl,
+        "--kubeconfig",
+        str(kubeconfig),
+        "get",
+        "--raw",
+        f"{METRICS}/namespaces/ml/pods/%2A/gpu_utilization",
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(process.communicate(), 60)
+    assert process.returncode == 0, err.decode()
+    assert json.loads(out)["user"] == "bob"
+
+
+texts = st.text(alphabet=st.characters(blacklist_categories=("Cc", "Cs")), min_size=1, max_size=12)
+
+
+@given(
+    user=texts,
+    attributes=st.one_of(
+        st.builds(
+            ResourceAttributes,
+            verb=texts,
+            group=st.one_of(st.just(""), texts),
+            resource=texts,
+            subresource=st.one_of(st.just(""), texts),
+            namespace=st.one_of(st.just(""), texts),
+            name=st.one_of(st.just(""), texts),
+        ),
+        st.builds(NonResourceAttributes, path=texts, verb=texts),
+    ),
+    reason=st.one_of(st.just(""), texts),
+)
+def test_forbidden_messages_name_who_and_what(user: str, attributes: RequestAttributes, reason: str) -> None:
+    message = forbidden_message(UserInfo(user), attributes, reason)
+    assert f'User "{user}" cannot {attributes.verb} ' in message
+    if isinstance(attributes, NonResourceAttributes):
+        assert message.startswith("forbidden: ") and f'path "{attributes.path}"' in message
+    else:
+        resource = attributes.resource + (f"/{attributes.subresource}" if attributes.subresource else "")
+        assert f'resource "{resource}" in API group "{attributes.group}"' in message
+        assert (f'in the namespace "{attributes.namespace}"' in message) == bool(attributes.namespace)
+    if reason:
+        assert message.endswith(f": {reason}")

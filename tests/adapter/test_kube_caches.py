@@ -1,0 +1,72 @@
+"""The short memories of authentication and authorization: expiry, bounds, and shared loads."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from adapter.kube.ttlcache import CoalescingCache, ExpiringCache
+
+operations = st.lists(
+    st.one_of(
+        st.tuples(st.just("put"), st.integers(0, 5), st.floats(0, 20)),
+        st.tuples(st.just("get"), st.integers(0, 5), st.just(0.0)),
+        st.tuples(st.just("wait"), st.just(0), st.floats(0, 15)),
+    ),
+    max_size=40,
+)
+
+
+@given(operations, st.integers(1, 4))
+def test_expiring_cache_agrees_with_a_model(ops: list[tuple[str, int, float]], bound: int) -> None:
+    now = [0.0]
+    cache: ExpiringCache[int, str] = ExpiringCache(bound, clock=lambda: now[0])
+    model: dict[int, tuple[float, str]] = {}  # key -> (expiry, value), in recency order
+    for op, key, number in ops:
+        if op == "wait":
+            now[0] += number
+        elif op == "put":
+            if number > 0:
+                model.pop(key, None)
+                model[key] = (now[0] + number, f"v{key}@{now[0]}")
+                while len(model) > bound:
+                    del model[next(iter(model))]
+            cache.put(key, f"v{key}@{now[0]}", number)
+        else:
+            entry = model.pop(key, None)
+            want = None
+            if entry is not None and now[0] < entry[0]:
+                model[key] = entry  # most recently used now
+                want = entry[1]
+            assert cache.get(key) == want
+        assert len(cache) <= bound
+
+
+async def test_concurrent_misses_share_one_load_and_failures_are_not_kept() -> None:
+    cache: CoalescingCache[str, str] = CoalescingCache(16)
+    loads = 0
+    release = asyncio.Event()
+
+    async def load() -> str:
+        nonlocal loads
+        loads += 1
+        await release.wait()
+        return "yes"
+
+    waiters = [asyncio.create_task(cache.get("k", load, lambda _: 10.0)) for _ in range(5)]
+    await asyncio.sleep(0)
+    waiters[0].cancel()  # a client that hangs up does not cancel the load for the others
+    release.set()
+    assert await asyncio.gather(*waiters[1:]) == ["yes"] * 4
+    assert loads == 1
+    assert await cache.get("k", load, lambda _: 10.0) == "yes" and loads == 1
+
+    async def broken() -> str:
+        raise RuntimeError("cluster unreachable")
+
+    with pytest.raises(RuntimeError):
+        await cache.get("other", broken, lambda _: 10.0)
+    assert await cache.get("other", load, lambda _: 10.0) == "yes"  # the failure was not cached

@@ -1,0 +1,210 @@
+"""The pod cache's indexes and parser: incremental indexes agree with a plain scan, whatever the event order."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
+
+from adapter.kube.labelset import EMPTY_LABELS, LabelSets
+from adapter.kube.podindex import PodIndex, ReplicaSetOwner
+from adapter.kube.podinfo import MalformedObjectError, OwnerRef, PodInfo, PodParser
+from exporter.simulator.kubeapi import pod_object
+
+NAMESPACES = ("a", "b")
+NODES = (None, "n1", "n2")
+REPLICA_SETS = ("rs1", "rs2", "rs3")
+DEPLOYMENTS = ("d1", "d2")
+OWNERS = (
+    None,
+    *(OwnerRef("ReplicaSet", r) for r in REPLICA_SETS),
+    OwnerRef("StatefulSet", "s1"),
+    OwnerRef("Job", "j1"),
+)
+
+pods = st.builds(
+    PodInfo,
+    namespace=st.sampled_from(NAMESPACES),
+    name=st.sampled_from(("p1", "p2", "p3", "p4")),
+    uid=st.just("u"),
+    node=st.sampled_from(NODES),
+    labels=st.just(EMPTY_LABELS),
+    phase=st.sampled_from(("Running", "Pending")),
+    pod_ip=st.none(),
+    owner=st.sampled_from(OWNERS),
+)
+replica_sets = st.builds(
+    ReplicaSetOwner,
+    namespace=st.sampled_from(NAMESPACES),
+    name=st.sampled_from(REPLICA_SETS),
+    controller=st.one_of(st.none(), st.sampled_from([OwnerRef("Deployment", d) for d in DEPLOYMENTS])),
+)
+
+
+class IndexAgreesWithAScan(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.index = PodIndex()
+        self.pods: dict[tuple[str, str], PodInfo] = {}  # as given: direct owners
+        self.parents: dict[tuple[str, str], OwnerRef] = {}
+
+    @rule(pod=pods)
+    def upsert_pod(self, pod: PodInfo) -> None:
+        self.index.upsert_pod(pod)
+        self.pods[(pod.namespace, pod.name)] = pod
+
+    @rule(namespace=st.sampled_from(NAMESPACES), name=st.sampled_from(("p1", "p2", "p3", "p4")))
+    def remove_pod(self, namespace: str, name: str) -> None:
+        self.index.remove_pod(namespace, name)
+        self.pods.pop((namespace, name), None)
+
+    @rule(items=st.lists(pods, max_size=6))
+    def relist_pods(self, items: list[PodInfo]) -> None:
+        self.index.replace_pods(items)
+        self.pods = {(p.namespace, p.name): p for p in items}
+
+    @rule(rs=replica_sets)
+    def upsert_replica_set(self, rs: ReplicaSetOwner) -> None:
+        self.index.upsert_replica_set(rs)
+        self._set_parent(rs)
+
+    @rule(namespace=st.sampled_from(NAMESPACES), name=st.sampled_from(REPLICA_SETS))
+    def remove_replica_set(self, namespace: str, name: str) -> None:
+        self.index.remove_replica_set(namespace, name)
+        self.parents.pop((namespace, name), None)
+
+    @rule(items=st.lists(replica_sets, max_size=4))
+    def relist_replica_sets(self, items: list[ReplicaSetOwner]) -> None:
+        self.index.replace_replica_sets(items)
+        self.parents = {}
+        for rs in items:
+            self._set_parent(rs)
+
+    def _set_parent(self, rs: ReplicaSetOwner) -> None:
+        if rs.controller is None:
+            self.parents.pop((rs.namespace, rs.name), None)
+        else:
+            self.parents[(rs.namespace, rs.name)] = rs.controller
+
+    def expected(self) -> list[PodInfo]:
+        out = []
+        for pod in self.pods.values():
+            owner = pod.owner
+            if owner is not None and owner.kind == "ReplicaSet":
+                owner = self.parents.get((pod.namespace, owner.name), owner)
+            out.append(PodInfo(**{**_fields(pod), "owner": owner}))
+        return out
+
+    @invariant()
+    def every_query_matches_a_scan(self) -> None:
+        want = self.expected()
+        assert len(self.index) == len(want)
+        assert set(self.index.all()) == set(want)
+        for ns in NAMESPACES:
+            assert set(self.index.in_namespace(ns)) == {p for p in want if p.namespace == ns}
+            for pod in want:
+                if pod.namespace == ns:
+                    assert self.index.get(ns, pod.name) == pod
+            for kind, name in [("Deployment", d) for d in DEPLOYMENTS] + [("StatefulSet", "s1"), ("Job", "j1")]:
+                got = set(self.index.owned_by(ns, kind, name))
+                assert got == {p for p in want if p.namespace == ns and p.owner == OwnerRef(kind, name)}
+            for rs in REPLICA_SETS:
+                direct = {
+                    (p.namespace, p.name)
+                    for p in self.pods.values()
+                    if p.namespace == ns and p.owner == OwnerRef("ReplicaSet", rs)
+                }
+                assert {(p.namespace, p.name) for p in self.index.owned_by(ns, "ReplicaSet", rs)} == direct
+        for node in NODES[1:]:
+            assert node is not None
+            assert set(self.index.on_node(node)) == {p for p in want if p.node == node}
+
+
+def _fields(pod: PodInfo) -> dict[str, Any]:
+    return {f: getattr(pod, f) for f in PodInfo.__dataclass_fields__}
+
+
+TestIndexAgreesWithAScan = IndexAgreesWithAScan.TestCase
+TestIndexAgreesWithAScan.settings = settings(max_examples=60, stateful_step_count=25, deadline=None)
+
+
+names = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789-", min_size=1, max_size=20)
+label_maps = st.dictionaries(names, st.text(alphabet="abcxyz019._-", max_size=10), max_size=5)
+
+
+@given(
+    namespace=names,
+    name=names,
+    node=st.one_of(st.none(), names),
+    labels=label_maps,
+    phase=st.sampled_from(["Pending", "Running", "Succeeded", "Failed", "Unknown"]),
+    ip=st.one_of(st.none(), st.ip_addresses().map(str)),
+    owner=st.one_of(st.none(), st.tuples(st.sampled_from(["ReplicaSet", "StatefulSet", "Job", "Node"]), names)),
+)
+def test_parser_keeps_what_the_api_object_says(
+    namespace: str,
+    name: str,
+    node: str | None,
+    labels: dict[str, str],
+    phase: str,
+    ip: str | None,
+    owner: tuple[str, str] | None,
+) -> None:
+    obj = pod_object(namespace, name, node=node, labels=labels, phase=phase, pod_ip=ip, owner=owner, uid="u-1")
+    pod = PodParser()(obj)
+    assert (pod.namespace, pod.name, pod.uid, pod.node, pod.phase, pod.pod_ip) == (
+        namespace,
+        name,
+        "u-1",
+        node,
+        phase,
+        ip,
+    )
+    assert dict(pod.labels) == labels
+    assert pod.owner == (OwnerRef(*owner) if owner else None)
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+    max_leaves=12,
+)
+
+
+@given(
+    st.dictionaries(
+        st.sampled_from(["metadata", "spec", "status", "kind"]),
+        st.one_of(
+            json_values,
+            st.fixed_dictionaries(
+                {},
+                optional={
+                    "name": json_values,
+                    "namespace": json_values,
+                    "labels": json_values,
+                    "ownerReferences": json_values,
+                    "nodeName": json_values,
+                    "phase": json_values,
+                },
+            ),
+        ),
+    )
+)
+def test_parser_rejects_garbage_with_one_error_type(obj: dict[str, Any]) -> None:
+    try:
+        pod = PodParser()(obj)
+    except MalformedObjectError:
+        return
+    assert pod.name and pod.namespace
+
+
+@given(st.lists(label_maps, min_size=1, max_size=8))
+def test_equal_label_maps_share_one_set(maps: list[dict[str, str]]) -> None:
+    sets = LabelSets()
+    made = [sets(m) for m in maps]
+    for m, made_set in zip(maps, made, strict=True):
+        assert dict(made_set) == m and made_set == m
+        for other, other_set in zip(maps, made, strict=True):
+            assert (made_set is other_set) == (m == other)
