@@ -1,0 +1,360 @@
+"""Who uses which GPU or MIG instance, and what share of it: a pure function over plain data.
+
+Inputs: this cycle's device readings (with NVML's per-process figures), the kubelet's pod-resources list, and two
+look-ups: PID -> cgroup owner (pod UID, container ID) and pod UID -> pod (the pod watch). Either look-up may be absent.
+
+Rules:
+- A whole GPU held by one pod: `exclusive`, the device's own utilization, memory and power.
+- A MIG instance (MIG-<uuid>, MIG-GPU-<uuid>/<gi>/<ci>, GKE nvidia<N>/gi<M>): `mig`, the instance's memory, its
+  utilization from GPM activity when the collector has it (else None), no power (NVML has none per instance).
+- A shared device (a `::n` replica or GKE `/vgpu<K>` ID, or a `.shared` resource name): one row per sharing pod and
+  container. With both look-ups, each row is `process`: the pod's processes on the device, found through their cgroups,
+  give its memory (the sum of their framebuffer use) and its utilization, which is the device's utilization split in
+  proportion to the pods' summed per-process SM utilization (so the pods' shares add up to the device's figure, less
+  what processes outside any sharing pod used). Without them, or when the device is busy but none of its processes
+  can be tied to a sharing pod (the host's /proc is not visible, NVML lists no processes), every row is
+  `unattributed` with no figures: the whole device's number is never copied onto each pod, nor replaced by zeros.
+- Power (and so energy) is charged by the same proportion: `exclusive` 1, `process` the pod's part of the SM
+  utilization, or an equal part per sharing row (pod, container) when no process used the SMs in the cycle; `mig`
+  and `unattributed` rows carry none.
+- A shared device loses the rows of pods the watch knows as finished (Succeeded, Failed).
+- A non-shared device claimed by several pods (the kubelet before 1.34 still lists terminated pods whose devices were
+  handed on) goes to one pod: drop pods the watch knows as terminated or no longer knows, then prefer a pod with a
+  process on the device, then the most recently created, then the one listed last. Each such device counts as a
+  conflict.
+- Containers are matched by name (pod-resources lists sidecar init containers first: never by position).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+from exporter.attribution.cgroup import CgroupOwner
+from exporter.attribution.directory import PodDirectory, PodMeta
+from exporter.attribution.labels import PodLabelPolicy
+from exporter.kubelet.device_ids import DeviceIdError, DeviceKind, DeviceRef, ResourceNames, parse_device_id
+from exporter.kubelet.podresources import PodResources
+from exporter.snapshot import (
+    DeviceReading,
+    MigIdentity,
+    PodDeviceUse,
+    PodRef,
+    ProcessUsage,
+    ShareMethod,
+)
+
+OwnerLookup = Callable[[int], CgroupOwner | None]
+
+# Catalogue keys this module reads from DeviceReading.values (native NVML units).
+UTILIZATION = "gpu_util"  # %
+MEMORY_USED = "fb_used"  # bytes
+POWER = "power_usage"  # mW
+MIG_ACTIVITY = ("gr_engine_active", "sm_active")  # % (GPM), first present wins
+
+
+@dataclass(frozen=True, slots=True)
+class PodShare:
+    """One (pod, container, device) row, and the part of the device's power and energy charged to it."""
+
+    use: PodDeviceUse
+    fraction: float | None  # 0-1; None: no power/energy share (MIG, unattributed)
+
+
+@dataclass(frozen=True, slots=True)
+class AttributionResult:
+    shares: tuple[PodShare, ...] = ()
+    conflicts: int = 0  # non-shared devices claimed by more than one pod
+    unknown_device_ids: int = 0  # IDs under a GPU resource name in no known format
+    unmatched_device_ids: int = 0  # well-formed IDs naming no device on this node
+    unattributed_processes: int = 0  # processes on shared devices that belong to none of the sharing pods
+
+    @property
+    def uses(self) -> tuple[PodDeviceUse, ...]:
+        return tuple(share.use for share in self.shares)
+
+
+@dataclass(slots=True)
+class _Claim:
+    order: int  # position of the pod in the List reply
+    pod: PodResources
+    container: str
+    device: DeviceReading
+    shared: bool
+
+
+@dataclass(slots=True)
+class _DeviceIndex:
+    gpus: dict[str, DeviceReading] = field(default_factory=dict)
+    migs: dict[str, DeviceReading] = field(default_factory=dict)
+    by_minor: dict[int, DeviceReading] = field(default_factory=dict)
+    mig_by_instance: dict[tuple[str, int], list[DeviceReading]] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, devices: Iterable[DeviceReading]) -> _DeviceIndex:
+        index = cls()
+        for device in devices:
+            ident = device.identity
+            if isinstance(ident, MigIdentity):
+                index.migs[ident.uuid.lower()] = device
+                key = (ident.parent.uuid.lower(), ident.gpu_instance_id)
+                index.mig_by_instance.setdefault(key, []).append(device)
+            else:
+                index.gpus[ident.uuid.lower()] = device
+                index.by_minor[ident.minor_number] = device
+        for readings in index.mig_by_instance.values():
+            readings.sort(key=lambda d: _mig(d).compute_instance_id)
+        return index
+
+    def resolve(self, ref: DeviceRef) -> DeviceReading | None:
+        if ref.kind is DeviceKind.GPU:
+            return self.gpus.get(str(ref.uuid).lower())
+        if ref.kind is DeviceKind.MIG:
+            return self.migs.get(str(ref.uuid).lower())
+        if ref.kind is DeviceKind.MIG_LEGACY:
+            candidates = self.mig_by_instance.get((str(ref.uuid).lower(), int(ref.gpu_instance or 0)), [])
+            return next((d for d in candidates if _mig(d).compute_instance_id == ref.compute_instance), None)
+        gpu = self.by_minor.get(int(ref.minor or 0)) if ref.minor is not None else None
+        if gpu is None or ref.gpu_instance is None:
+            return gpu
+        candidates = self.mig_by_instance.get((gpu.uuid.lower(), ref.gpu_instance), [])
+        return candidates[0] if candidates else None
+
+
+def _mig(device: DeviceReading) -> MigIdentity:
+    assert isinstance(device.identity, MigIdentity)
+    return device.identity
+
+
+def attribute(
+    devices: Sequence[DeviceReading],
+    pods: Sequence[PodResources],
+    *,
+    resource_names: ResourceNames | None = None,
+    owner_of: OwnerLookup | None = None,
+    directory: PodDirectory | None = None,
+    labels: PodLabelPolicy | None = None,
+) -> AttributionResult:
+    """Map this cycle's devices to the pods holding them. Pure: reads only its arguments (and the look-ups)."""
+    names = resource_names or ResourceNames()
+    policy = labels or PodLabelPolicy()
+    index = _DeviceIndex.of(devices)
+    claims, unknown, unmatched = _claims(pods, names, index)
+    by_device: dict[str, list[_Claim]] = {}
+    for claim in claims:
+        by_device.setdefault(claim.device.uuid, []).append(claim)
+
+    process_pods = _ProcessPods(owner_of, directory)
+    shares: list[PodShare] = []
+    conflicts = unattributed_processes = 0
+    for device in devices:
+        device_claims = by_device.get(device.uuid)
+        if not device_claims:
+            continue
+        distinct_pods = {c.pod.key for c in device_claims}
+        if any(c.shared for c in device_claims):
+            device_claims = _without_terminated(device_claims, directory)
+            rows, stray = _shared(device, device_claims, process_pods, directory, policy)
+            shares.extend(rows)
+            unattributed_processes += stray
+            continue
+        if len(distinct_pods) > 1:
+            conflicts += 1
+            device_claims = _resolve_conflict(device, device_claims, process_pods, directory)
+        for claim in device_claims:
+            shares.append(_whole(device, claim, directory, policy))
+    return AttributionResult(tuple(shares), conflicts, unknown, unmatched, unattributed_processes)
+
+
+def _claims(pods: Sequence[PodResources], names: ResourceNames, index: _DeviceIndex) -> tuple[list[_Claim], int, int]:
+    claims: dict[tuple[tuple[str, str], str, str], _Claim] = {}
+    unknown = unmatched = 0
+    for order, pod in enumerate(pods):
+        for container in pod.containers:
+            for allocation in container.devices:
+                if allocation.resource_name not in names:
+                    continue
+                shared_name = names.shared(allocation.resource_name)
+                for raw in allocation.device_ids:
+                    try:
+                        ref = parse_device_id(raw)
+                    except DeviceIdError:
+                        unknown += 1
+                        continue
+                    device = index.resolve(ref)
+                    if device is None:
+                        unmatched += 1
+                        continue
+                    key = (pod.key, container.name, device.uuid)
+                    shared = ref.shared or shared_name
+                    previous = claims.get(key)
+                    if previous is not None:  # two replicas of one device in one container; or a listed twice pod
+                        previous.shared = previous.shared or shared
+                        previous.order = order
+                        continue
+                    claims[key] = _Claim(order, pod, container.name, device, shared)
+    return list(claims.values()), unknown, unmatched
+
+
+class _ProcessPods:
+    """PID -> (pod meta, container name), through the cgroup look-up and the pod directory; memoized per call."""
+
+    def __init__(self, owner_of: OwnerLookup | None, directory: PodDirectory | None) -> None:
+        self.enabled = owner_of is not None and directory is not None
+        self._owner_of = owner_of
+        self._directory = directory
+        self._memo: dict[int, tuple[PodMeta, str | None] | None] = {}
+
+    def of(self, pid: int) -> tuple[PodMeta, str | None] | None:
+        if not self.enabled:
+            return None
+        if pid in self._memo:
+            return self._memo[pid]
+        assert self._owner_of is not None and self._directory is not None
+        found: tuple[PodMeta, str | None] | None = None
+        owner = self._owner_of(pid)
+        if owner is not None:
+            meta = self._directory.by_uid(owner.pod_uid)
+            if meta is not None:
+                container = meta.containers.get(owner.container_id) if owner.container_id else None
+                found = (meta, container)
+        self._memo[pid] = found
+        return found
+
+
+def _pod_ref(pod: PodResources, container: str, directory: PodDirectory | None, policy: PodLabelPolicy) -> PodRef:
+    meta = directory.by_name(pod.namespace, pod.name) if directory is not None else None
+    if meta is None:
+        return PodRef(pod.namespace, pod.name, container)
+    return PodRef(pod.namespace, pod.name, container, uid=meta.uid, labels=policy.select(meta.labels))
+
+
+def _whole(device: DeviceReading, claim: _Claim, directory: PodDirectory | None, policy: PodLabelPolicy) -> PodShare:
+    ref = _pod_ref(claim.pod, claim.container, directory, policy)
+    memory = device.values.get(MEMORY_USED)
+    memory_bytes = None if memory is None else int(memory)
+    if device.is_mig:
+        activity = next((device.values[k] for k in MIG_ACTIVITY if k in device.values), None)
+        utilization = device.values.get(UTILIZATION, activity)
+        use = PodDeviceUse(ref, device.uuid, ShareMethod.MIG, utilization, memory_bytes)
+        return PodShare(use, None)
+    use = PodDeviceUse(
+        ref,
+        device.uuid,
+        ShareMethod.EXCLUSIVE,
+        device.values.get(UTILIZATION),
+        memory_bytes,
+        power_milliwatts=device.values.get(POWER),
+    )
+    return PodShare(use, 1.0)
+
+
+def _without_terminated(claims: list[_Claim], directory: PodDirectory | None) -> list[_Claim]:
+    """Drop the claims of pods the pod watch knows as finished (a stale replica of a terminated pod)."""
+    if directory is None:
+        return claims
+    kept = [c for c in claims if not ((m := directory.by_name(*c.pod.key)) is not None and m.terminated)]
+    return kept or claims
+
+
+def _resolve_conflict(
+    device: DeviceReading, claims: list[_Claim], process_pods: _ProcessPods, directory: PodDirectory | None
+) -> list[_Claim]:
+    """Keep the claims of the one pod that most likely holds the device now (see the module rules)."""
+    candidates = claims
+    metas: dict[tuple[str, str], PodMeta | None] = {}
+    if directory is not None:
+        metas = {c.pod.key: directory.by_name(*c.pod.key) for c in claims}
+        alive = [c for c in candidates if (m := metas[c.pod.key]) is not None and not m.terminated]
+        candidates = alive or candidates
+    running_here = {found.namespace_name for p in device.processes if (found := _found(process_pods, p)) is not None}
+    with_processes = [c for c in candidates if c.pod.key in running_here]
+    candidates = with_processes or candidates
+
+    def recency(claim: _Claim) -> tuple[float, int]:
+        meta = metas.get(claim.pod.key)
+        created = meta.created_at if meta is not None and meta.created_at is not None else float("-inf")
+        return (created, claim.order)
+
+    winner = max(candidates, key=recency).pod.key
+    return [c for c in claims if c.pod.key == winner]
+
+
+def _found(process_pods: _ProcessPods, process: ProcessUsage) -> _Found | None:
+    found = process_pods.of(process.pid)
+    return None if found is None else _Found(found[0], found[1])
+
+
+@dataclass(frozen=True, slots=True)
+class _Found:
+    meta: PodMeta
+    container: str | None
+
+    @property
+    def namespace_name(self) -> tuple[str, str]:
+        return (self.meta.namespace, self.meta.name)
+
+
+def _shared(
+    device: DeviceReading,
+    claims: list[_Claim],
+    process_pods: _ProcessPods,
+    directory: PodDirectory | None,
+    policy: PodLabelPolicy,
+) -> tuple[list[PodShare], int]:
+    """One row per sharing (pod, container); figures from the pods' processes when they can be tied to pods."""
+    claims = sorted(claims, key=lambda c: (c.pod.namespace, c.pod.name, c.container))
+    sharing = len({c.pod.key for c in claims})
+    refs = [_pod_ref(c.pod, c.container, directory, policy) for c in claims]
+    unattributed = [
+        PodShare(PodDeviceUse(ref, device.uuid, ShareMethod.UNATTRIBUTED, None, None, sharing_pods=sharing), None)
+        for ref in refs
+    ]
+    if not process_pods.enabled:
+        return unattributed, 0
+
+    # Assign each process to a row: its pod's row for its container, else that pod's first row on this device.
+    rows_of_pod: dict[tuple[str, str], list[int]] = {}
+    for i, claim in enumerate(claims):
+        rows_of_pod.setdefault(claim.pod.key, []).append(i)
+    assigned: list[list[ProcessUsage]] = [[] for _ in claims]
+    stray = 0
+    for process in device.processes:
+        found = _found(process_pods, process)
+        pod_rows = rows_of_pod.get(found.namespace_name) if found is not None else None
+        if found is None or pod_rows is None:
+            stray += 1
+            continue
+        row = next((i for i in pod_rows if claims[i].container == found.container), pod_rows[0])
+        assigned[row].append(process)
+    device_util = device.values.get(UTILIZATION)
+    if not any(assigned) and (device.processes or (device_util or 0.0) > 0):
+        # busy, but no process could be tied to a sharing pod (no host /proc, no process list): say so, never 0
+        return unattributed, stray
+
+    sampled = [p.sm_util_percent for p in device.processes if p.sm_util_percent is not None]
+    total_sm = float(sum(sampled))
+    power = device.values.get(POWER)
+    shares: list[PodShare] = []
+    for ref, processes in zip(refs, assigned, strict=True):
+        pod_sm = float(sum(p.sm_util_percent for p in processes if p.sm_util_percent is not None))
+        memories = [p.used_memory_bytes for p in processes if p.used_memory_bytes is not None]
+        memory = sum(memories) if memories or not processes else None
+        utilization: float | None
+        if total_sm > 0:
+            fraction = pod_sm / total_sm
+            utilization = fraction * device_util if device_util is not None else pod_sm
+        else:
+            fraction = 1.0 / len(claims)
+            utilization = 0.0 if sampled or device_util == 0 else None
+        use = PodDeviceUse(
+            ref,
+            device.uuid,
+            ShareMethod.PROCESS,
+            utilization,
+            memory,
+            power_milliwatts=None if power is None else power * fraction,
+            sharing_pods=sharing,
+        )
+        shares.append(PodShare(use, fraction))
+    return shares, stray

@@ -1,0 +1,130 @@
+"""The pod side of the poll loop: kubelet pod-resources + proc tree + pod watch -> who uses which device.
+
+`KubeletPodAttributor` implements `exporter.collect.PodAttributor`. Its `attribute` never calls the kubelet or the
+Kubernetes API: it reads the kubelet client's last mapping and the watch's cache, reads the cgroup files of the
+processes on shared GPUs, and runs the pure `attribute` function. When the kubelet stops answering, the last mapping
+stays in use until it is older than `max_mapping_age`; after that the devices lose their pods (rather than keep
+labels that may be wrong), and `kubelet_up`/`mapping_age_seconds` say why.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Protocol
+
+from exporter.attribution.attribute import attribute
+from exporter.attribution.directory import DirectoryStatus, PodDirectory
+from exporter.attribution.energy import EnergyLedger
+from exporter.attribution.labels import PodLabelPolicy
+from exporter.attribution.proc import ProcessOwners
+from exporter.collect import Attribution, DeviceCollection
+from exporter.kubelet.client import PodResourcesClient
+from exporter.kubelet.device_ids import ResourceNames
+from exporter.snapshot import CollectorStatus
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MAX_MAPPING_AGE = 60.0
+
+
+class WatchedPods(PodDirectory, Protocol):
+    """A pod directory with a lifecycle and a status: PodWatch, StaticPodDirectory."""
+
+    @property
+    def status(self) -> DirectoryStatus: ...
+
+    def start(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class KubeletPodAttributor:
+    """Implements exporter.collect.PodAttributor."""
+
+    def __init__(
+        self,
+        client: PodResourcesClient,
+        *,
+        owners: ProcessOwners | None = None,
+        pods: WatchedPods | None = None,
+        resource_names: ResourceNames | None = None,
+        labels: PodLabelPolicy | None = None,
+        max_mapping_age: float = DEFAULT_MAX_MAPPING_AGE,
+        timer: Callable[[], float] = time.perf_counter,
+    ) -> None:
+        self.client = client
+        self.owners = owners
+        self.pods = pods
+        self.resource_names = resource_names or ResourceNames()
+        self.labels = labels or PodLabelPolicy()
+        self.max_mapping_age = max_mapping_age
+        self._timer = timer
+        self._ledger = EnergyLedger()
+        self._stale_logged = False
+        self._attribution_errors = 0
+        self._last_problems = (0, 0)
+
+    def start(self) -> None:
+        self.client.start()
+        if self.pods is not None:
+            self.pods.start()
+
+    def close(self) -> None:
+        self.client.close()
+        if self.pods is not None:
+            self.pods.close()
+
+    def attribute(self, collection: DeviceCollection) -> Attribution:
+        started = self._timer()
+        state = self.client.state
+        age = state.age(self.client.now())
+        fresh = state.pods is not None and age is not None and age <= self.max_mapping_age
+        if state.pods is not None and not fresh and not self._stale_logged:
+            log.warning(
+                "the kubelet pod mapping is %.0f s old (bound %.0f s): devices are reported without pods until the "
+                "kubelet answers again",
+                age or 0.0,
+                self.max_mapping_age,
+            )
+        self._stale_logged = state.pods is not None and not fresh
+
+        directory = self.pods if self.pods is not None and self.pods.status.synced else None
+        owner_of = self.owners.owner_of if self.owners is not None and self.owners.available() else None
+        result = attribute(
+            collection.devices,
+            state.pods if fresh and state.pods is not None else (),
+            resource_names=self.resource_names,
+            owner_of=owner_of,
+            directory=directory,
+            labels=self.labels,
+        )
+        uses = self._ledger.charge(result.shares, collection.devices)
+        self._attribution_errors += result.conflicts + result.unknown_device_ids
+        problems = (result.conflicts, result.unknown_device_ids)
+        if problems != self._last_problems and any(problems):
+            log.info(
+                "pod-resources: %d device(s) claimed by more than one pod (stale entries of terminated pods: one pod "
+                "kept per device), %d device ID(s) in no known format",
+                *problems,
+            )
+        self._last_problems = problems
+        statuses = [
+            CollectorStatus("kubelet", state.up, state.last_duration_seconds, float(state.errors_total)),
+            CollectorStatus(
+                "pod_mapping",
+                fresh,
+                self._timer() - started,
+                float(self._attribution_errors),
+            ),
+        ]
+        if self.pods is not None:
+            watch = self.pods.status
+            statuses.append(CollectorStatus("podwatch", watch.connected, 0.0, float(watch.errors_total)))
+        return Attribution(
+            pods=uses,
+            kubelet_up=state.up,
+            mapping_age_seconds=age,
+            statuses=tuple(statuses),
+        )

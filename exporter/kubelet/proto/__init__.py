@@ -1,0 +1,1 @@
+"""Generated code for the kubelet pod-resources v1 proto (api.proto); regenerate with generate.py, never edit."""
