@@ -25,6 +25,7 @@ from exporter.catalogue import Dialect
 from exporter.exposition import ExpositionRenderer
 from exporter.loop import PollLoop
 from exporter.nvml import NvmlCollector
+from exporter.simulated_node import static_directory_of
 from exporter.simulator import Scenario, Simulator, build_scenario, install
 from exporter.simulator.kubelet import SimulatedPodSide, start_simulated_pod_side
 
@@ -102,7 +103,7 @@ def node(
                         kubelet_interval=kubelet_interval,
                         proc_root=side.proc_root,
                         pod_labels="app",
-                        directory=side.directory,
+                        directory=static_directory_of(scenario),
                     )
                     attributor.start()
                     attributor.client.refresh()

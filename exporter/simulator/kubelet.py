@@ -6,9 +6,8 @@ shows: a hang (calls block until released), bursts of RESOURCE_EXHAUSTED ("rejec
 100 qps limiter answers), `Get` disabled (a plain error, code UNKNOWN, as before the feature gate), a new pod list, and
 a restart that deletes the socket and creates it again.
 
-`start_simulated_pod_side` runs what a simulated node needs for pod attribution in-process: this fake kubelet serving
-the scenario's pods, a fake proc tree with the scenario's cgroups, and the scenario's pods as a pod directory (where
-a real node would watch the Kubernetes API).
+`start_simulated_pod_side` runs what a simulated node's kubelet and host show in-process: this fake kubelet serving
+the scenario's pods, and a fake proc tree with the scenario's cgroups.
 """
 
 from __future__ import annotations
@@ -21,11 +20,10 @@ from concurrent import futures
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
-from types import MappingProxyType, TracebackType
+from types import TracebackType
 
 import grpc
 
-from exporter.attribution.directory import PodMeta, StaticPodDirectory
 from exporter.kubelet.podresources import (
     ContainerDevices,
     ContainerResources,
@@ -227,21 +225,6 @@ def allocatable_of(scenario: Scenario) -> tuple[ContainerDevices, ...]:
     return (*listed, *(ContainerDevices(name, tuple(ids)) for name, ids in sorted(migs.items())))
 
 
-def pod_metas_of(scenario: Scenario) -> tuple[PodMeta, ...]:
-    """The scenario's pods as the pod watch would know them (UID, labels, container ids)."""
-    return tuple(
-        PodMeta(
-            uid=str(pod.uid).lower(),
-            namespace=pod.namespace,
-            name=pod.name,
-            labels=MappingProxyType(dict(pod.labels)),
-            phase="Running",
-            containers=MappingProxyType({str(c.id).lower(): c.name for c in pod.containers if c.id}),
-        )
-        for pod in scenario.pods
-    )
-
-
 @dataclass(frozen=True, slots=True)
 class SimulatedPodSide:
     """What `start_simulated_pod_side` started; `stop()` ends the kubelet and removes what it wrote."""
@@ -249,7 +232,6 @@ class SimulatedPodSide:
     kubelet: FakeKubelet
     socket_path: Path
     proc_root: Path
-    directory: StaticPodDirectory
     workdir: Path
     owns_workdir: bool
 
@@ -277,4 +259,4 @@ def start_simulated_pod_side(
         raise ValueError(f"simulated kubelet socket path too long for a unix socket: {socket_path}")
     kubelet = FakeKubelet(socket_path, pod_resources_of(scenario), allocatable_of(scenario))
     kubelet.start()
-    return SimulatedPodSide(kubelet, socket_path, proc_root, StaticPodDirectory(pod_metas_of(scenario)), root, owns)
+    return SimulatedPodSide(kubelet, socket_path, proc_root, root, owns)

@@ -16,6 +16,7 @@ from exporter.attribution.attributor import KubeletPodAttributor
 from exporter.attribution.podside import build_pod_side
 from exporter.collect import Attribution, DeviceCollection
 from exporter.nvml import NvmlCollector
+from exporter.simulated_node import static_directory_of
 from exporter.simulator import Simulator, install
 from exporter.simulator.kubelet import SimulatedPodSide, start_simulated_pod_side
 from exporter.simulator.loader import load_scenario
@@ -52,7 +53,7 @@ def simulated_node(
     clock = SteppedClock()
     scenario = load_scenario(name)
     side = start_simulated_pod_side(scenario, layout=layout, runtime=runtime)
-    options: dict[str, object] = {"kubelet_interval": 0.2, "directory": side.directory}
+    options: dict[str, object] = {"kubelet_interval": 0.2, "directory": static_directory_of(scenario)}
     options.update(pod_side)
     attributor = build_pod_side(
         node_name=scenario.node,
