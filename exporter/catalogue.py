@@ -168,7 +168,7 @@ MEASUREMENTS: tuple[Measurement, ...] = (
         "mW",
         "nvmlDeviceGetPowerUsage",
         _r("DCGM_FI_DEV_POWER_USAGE", G, "Power draw (in W).", 0.001),
-        _r("nvidia_gpu_power_watts", G, "Power draw, in watts (1 s average on Ampere and newer)."),
+        _r("nvidia_gpu_power_watts", G, "Power draw, in watts (1 s average on Ampere and newer).", 0.001),
     ),
     Measurement(
         "power_limit",

@@ -1,0 +1,203 @@
+"""A small layer over grafana-foundation-sdk: a dashboard with a datasource variable, filter variables, rows and panels
+that always carry a title, a description, a unit and Prometheus queries on the dashboard's datasource.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from grafana_foundation_sdk.builders import dashboard as gdb
+from grafana_foundation_sdk.builders import prometheus, stat, table, timeseries
+from grafana_foundation_sdk.builders.common import (
+    ReduceDataOptions,
+    StackingConfig,
+    VizLegendOptions,
+    VizTooltipOptions,
+)
+from grafana_foundation_sdk.cog import builder as cogbuilder
+from grafana_foundation_sdk.cog import variants as cogvariants
+from grafana_foundation_sdk.cog.encoder import JSONEncoder
+from grafana_foundation_sdk.models.common import (
+    LegendDisplayMode,
+    LegendPlacement,
+    SortOrder,
+    StackingMode,
+    TooltipDisplayMode,
+)
+from grafana_foundation_sdk.models.dashboard import (
+    DashboardCursorSync,
+    DataSourceRef,
+    VariableRefresh,
+    VariableSort,
+)
+from grafana_foundation_sdk.models.prometheus import PromQueryFormat
+
+DATASOURCE = DataSourceRef(type_val="prometheus", uid="${datasource}")
+REF_IDS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+@dataclass(frozen=True, slots=True)
+class Query:
+    expr: str
+    legend: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Variable:
+    """A query variable over label values; `All` means the regex `.*`, which also matches an absent label."""
+
+    name: str
+    label: str
+    query: str  # label_values(...) over a series
+    multi: bool = True
+    description: str = ""
+
+
+@dataclass(slots=True)
+class Board:
+    uid: str
+    title: str
+    description: str
+    tags: tuple[str, ...]
+    variables: tuple[Variable, ...]
+    _builder: gdb.Dashboard = field(init=False)
+    _next_id: int = field(init=False, default=1)
+
+    def __post_init__(self) -> None:
+        self._builder = (
+            gdb.Dashboard(self.title)
+            .uid(self.uid)
+            .description(self.description)
+            .tags(["gpu-pulse", *self.tags])
+            .time("now-1h", "now")
+            .refresh("30s")
+            .timezone("browser")
+            .tooltip(DashboardCursorSync.CROSSHAIR)
+            .editable()
+            .with_variable(
+                gdb.DatasourceVariable("datasource")
+                .label("Data source")
+                .description("The Prometheus (or Thanos, Mimir, VictoriaMetrics) holding gpu-pulse metrics and rules.")
+                .type("prometheus")
+            )
+        )
+        for var in self.variables:
+            self._builder.with_variable(
+                gdb.QueryVariable(var.name)
+                .label(var.label)
+                .description(var.description or var.label)
+                .datasource(DATASOURCE)
+                .query(var.query)
+                .refresh(VariableRefresh.ON_TIME_RANGE_CHANGED)
+                .sort(VariableSort.ALPHABETICAL_ASC)
+                .multi(var.multi)
+                .include_all(True)
+                .all_value(".*")
+            )
+
+    def _id(self) -> int:
+        value = self._next_id
+        self._next_id += 1
+        return value
+
+    def row(self, title: str) -> Board:
+        self._builder.with_row(gdb.Row(title).id(self._id()))
+        return self
+
+    def _targets(self, queries: tuple[Query, ...], instant: bool) -> list[cogbuilder.Builder[cogvariants.Dataquery]]:
+        out: list[cogbuilder.Builder[cogvariants.Dataquery]] = []
+        for ref, q in zip(REF_IDS, queries, strict=False):
+            target = prometheus.Dataquery().expr(q.expr).ref_id(ref).datasource(DATASOURCE)
+            if q.legend:
+                target.legend_format(q.legend)
+            if instant:
+                target.instant().format(PromQueryFormat.TABLE)
+            else:
+                target.range()
+            out.append(target)
+        if len(out) != len(queries):
+            raise ValueError(f"too many queries in one panel: {len(queries)}")
+        return out
+
+    def timeseries(
+        self,
+        title: str,
+        description: str,
+        unit: str,
+        *queries: Query,
+        width: int = 12,
+        height: int = 8,
+        stacked: bool = False,
+        max_value: float | None = None,
+    ) -> Board:
+        panel = (
+            timeseries.Panel()
+            .id(self._id())
+            .title(title)
+            .description(description)
+            .unit(unit)
+            .datasource(DATASOURCE)
+            .targets(self._targets(queries, instant=False))
+            .span(width)
+            .height(height)
+            .min(0)
+            .fill_opacity(10)
+            .legend(
+                VizLegendOptions()
+                .display_mode(LegendDisplayMode.LIST)
+                .placement(LegendPlacement.BOTTOM)
+                .show_legend(True)
+            )
+            .tooltip(VizTooltipOptions().mode(TooltipDisplayMode.MULTI).sort(SortOrder.DESCENDING))
+        )
+        if max_value is not None:
+            panel.max(max_value)
+        if stacked:
+            panel.stacking(StackingConfig().mode(StackingMode.NORMAL)).fill_opacity(40)
+        self._builder.with_panel(panel)
+        return self
+
+    def stat(self, title: str, description: str, unit: str, query: Query, *, width: int = 4, height: int = 4) -> Board:
+        panel = (
+            stat.Panel()
+            .id(self._id())
+            .title(title)
+            .description(description)
+            .unit(unit)
+            .datasource(DATASOURCE)
+            .targets(self._targets((query,), instant=False))
+            .span(width)
+            .height(height)
+            .reduce_options(ReduceDataOptions().calcs(["lastNotNull"]).values(False))
+        )
+        self._builder.with_panel(panel)
+        return self
+
+    def table(
+        self, title: str, description: str, unit: str, *queries: Query, width: int = 24, height: int = 8
+    ) -> Board:
+        panel = (
+            table.Panel()
+            .id(self._id())
+            .title(title)
+            .description(description)
+            .unit(unit)
+            .datasource(DATASOURCE)
+            .targets(self._targets(queries, instant=True))
+            .span(width)
+            .height(height)
+            .show_header(True)
+        )
+        self._builder.with_panel(panel)
+        return self
+
+    def to_json(self) -> str:
+        document: Any = json.loads(json.dumps(self._builder.build(), cls=JSONEncoder))
+        return json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def matcher(**labels: str) -> str:
+    """`{a=~"$a", ...}` from label -> variable name (the variable's value is a regex)."""
+    return "{" + ", ".join(f'{label}=~"${var}"' for label, var in labels.items()) + "}"

@@ -1,0 +1,214 @@
+"""Node and GPU detail: every catalogue measurement of the chosen dialect, per GPU and MIG instance, in base units.
+
+Built from exporter/catalogue.py, one dashboard per dialect: the dcgm dialect's values are converted to base units in
+the queries (MiB to bytes, % to ratios, mJ to joules) and its clock-event bitmask is split into one 0/1 series per
+reason, so both dashboards read alike.
+"""
+
+from __future__ import annotations
+
+from dashboards.board import Board, Query, Variable, matcher
+from exporter.catalogue import BY_KEY, CLOCK_EVENT_REASONS, PROM_INFO, Dialect, MetricType
+from rules.dialect import Vocabulary
+from rules.units import BASE
+
+EXPORTER_JOB = "gpu-pulse-exporter"
+
+SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("Utilization", ("gpu_util", "mem_copy_util", "enc_util", "dec_util")),
+    ("Activity (GPM: Hopper and newer, per GPU and MIG instance)", (
+        "sm_active", "tensor_active", "dram_active", "gr_engine_active",
+    )),
+    ("Framebuffer memory (GPUs and MIG instances)", ("fb_used", "fb_free", "fb_reserved", "fb_total")),
+    ("Power and temperature", ("power_usage", "power_limit", "total_energy", "gpu_temp", "memory_temp")),
+    ("Clocks", ("sm_clock", "mem_clock", "pstate", "clock_event_reasons")),
+    ("Interconnect", ("pcie_tx", "pcie_rx", "pcie_replay", "nvlink_tx", "nvlink_rx", "nvlink_total")),
+    ("Errors", (
+        "ecc_sbe_volatile", "ecc_dbe_volatile", "remapped_rows_correctable", "remapped_rows_uncorrectable",
+        "row_remap_pending", "row_remap_failure", "last_xid", "xid_errors",
+    )),
+)  # fmt: skip
+
+# counters charted as a per-second rate; the other counters are charted as their running total
+RATE_KEYS = frozenset({"total_energy", "pcie_replay", "nvlink_tx", "nvlink_rx", "nvlink_total"})
+
+TITLES = {
+    "gpu_util": ("GPU utilization", "Fraction of the sample period a kernel ran on the GPU."),
+    "mem_copy_util": ("Memory copy utilization", "Fraction of the sample period device memory was read or written."),
+    "enc_util": ("Encoder utilization", "Video encoder busy fraction."),
+    "dec_util": ("Decoder utilization", "Video decoder busy fraction."),
+    "sm_active": ("SM active", "Fraction of cycles an SM had at least one warp assigned (GPM)."),
+    "tensor_active": ("Tensor pipe active", "Fraction of cycles a tensor pipe was active (GPM)."),
+    "dram_active": ("DRAM active", "Fraction of cycles the memory interface was busy (GPM)."),
+    "gr_engine_active": ("Graphics engine active", "Fraction of time the graphics/compute engine was active (GPM)."),
+    "fb_used": ("Memory used", "Framebuffer bytes allocated, per GPU and per MIG instance."),
+    "fb_free": ("Memory free", "Framebuffer bytes free."),
+    "fb_reserved": ("Memory reserved", "Framebuffer bytes the driver reserves."),
+    "fb_total": ("Memory total", "Framebuffer size."),
+    "power_usage": ("Power draw", "Power draw in watts (1 s average on Ampere and newer)."),
+    "power_limit": ("Power limit", "Enforced power limit."),
+    "total_energy": ("Energy use", "Rate of the energy counter: average power over the interval."),
+    "gpu_temp": ("GPU temperature", "GPU die temperature."),
+    "memory_temp": ("Memory temperature", "HBM temperature."),
+    "sm_clock": ("SM clock", "SM clock frequency."),
+    "mem_clock": ("Memory clock", "Memory clock frequency."),
+    "pstate": ("Performance state", "P-state: 0 is the highest performance, 15 the lowest."),
+    "clock_event_reasons": ("Clock event reasons", "1 while a reason holds the clocks down (throttling)."),
+    "pcie_tx": ("PCIe transmit", "PCIe transmit throughput (20 ms samples)."),
+    "pcie_rx": ("PCIe receive", "PCIe receive throughput (20 ms samples)."),
+    "pcie_replay": ("PCIe replays", "Link-level PCIe retries per second."),
+    "nvlink_tx": ("NVLink transmit", "NVLink data transmitted per second."),
+    "nvlink_rx": ("NVLink receive", "NVLink data received per second."),
+    "nvlink_total": ("NVLink traffic", "NVLink data per second, all links and directions."),
+    "ecc_sbe_volatile": ("Correctable ECC errors", "Single-bit ECC errors since the driver was loaded."),
+    "ecc_dbe_volatile": ("Uncorrectable ECC errors", "Double-bit ECC errors since the driver was loaded."),
+    "remapped_rows_correctable": ("Rows remapped (correctable)", "Rows remapped after correctable errors."),
+    "remapped_rows_uncorrectable": ("Rows remapped (uncorrectable)", "Rows remapped after uncorrectable errors."),
+    "row_remap_pending": ("Row remap pending", "1 while a remap waits for the next GPU reset."),
+    "row_remap_failure": ("Row remap failure", "1 once a row remap failed: the GPU needs service."),
+    "last_xid": ("Last XID", "The last XID error seen since the exporter started (0: none)."),
+    "xid_errors": ("XID errors", "XID errors since the exporter started, by XID."),
+}
+
+
+def covered_keys(dialect: Dialect) -> frozenset[str]:
+    return frozenset(k for _, keys in SECTIONS for k in keys if BY_KEY[k].rendering(dialect) is not None)
+
+
+class NodeBoard:
+    def __init__(self, dialect: Dialect) -> None:
+        self.dialect = dialect
+        self.vocab = Vocabulary.of(dialect)
+        v = self.vocab
+        up = v.up
+        self.device_filter = matcher(cluster="cluster", **{v.node: "node"}, gpu="gpu")
+        self.target_filter = matcher(cluster="cluster", node="node")
+        suffix = "" if dialect is Dialect.PROMETHEUS else " (dcgm dialect)"
+        self.board = Board(
+            uid=f"gpu-pulse-node-{dialect}",
+            title=f"GPU node and device detail{suffix}",
+            description=(
+                f"Every measurement of the gpu-pulse exporter ({dialect} dialect) for the GPUs and MIG instances of "
+                "the chosen nodes, in base units."
+            ),
+            tags=("gpu", "node", str(dialect)),
+            variables=(
+                Variable("cluster", "Cluster", f"label_values({up}, cluster)"),
+                Variable("node", "Node", f'label_values({up}{{cluster=~"$cluster"}}, {v.node})'),
+                Variable("gpu", "GPU", f'label_values({up}{{cluster=~"$cluster", {v.node}=~"$node"}}, gpu)'),
+            ),
+        )
+
+    def selector(self, key: str, extra: str = "") -> str:
+        rendering = self.vocab.rendering(key)
+        const = "".join(f', {k}="{val}"' for k, val in rendering.const_labels.items())
+        return f"{rendering.name}{self.device_filter[:-1]}{const}{extra}}}"
+
+    def legend(self) -> str:
+        v = self.vocab
+        return f"{{{{{v.node}}}}} GPU {{{{gpu}}}} {{{{{v.mig_profile}}}}} {{{{{v.gpu_instance}}}}}"
+
+    def measurement(self, key: str) -> None:
+        measurement = BY_KEY[key]
+        rendering = self.vocab.rendering(key)
+        title, description = TITLES[key]
+        base = BASE[measurement.unit]
+        rate = rendering.type is MetricType.COUNTER and key in RATE_KEYS
+        legend = self.legend()
+        queries: tuple[Query, ...]
+        if rendering.bits is not None and self.dialect is Dialect.PROMETHEUS:
+            queries = (Query(self.selector(key), f"{legend} {{{{{rendering.bit_label}}}}}"),)
+        elif key == "clock_event_reasons":
+            queries = tuple(
+                Query(f"floor({self.selector(key)} / {bit}) % 2", f"{legend} {reason}")
+                for reason, bit in CLOCK_EVENT_REASONS.items()
+            )
+        elif rendering.vector_label is not None:
+            queries = (Query(self.selector(key), f"{legend} XID {{{{{rendering.vector_label}}}}}"),)
+        elif rate:
+            expr = self.vocab.to_base_unit(key, f"rate({self.selector(key)}[$__rate_interval])")
+            queries = (Query(expr, legend + self._const_legend(key)),)
+        else:
+            expr = self.vocab.to_base_unit(key, self.selector(key))
+            queries = (Query(expr, legend + self._const_legend(key)),)
+        if rendering.type is MetricType.COUNTER and not rate:
+            description += " Running total."
+        unit = base.grafana_rate if rate else base.grafana
+        self.board.timeseries(
+            title, description, unit, *queries, width=8, max_value=1 if unit == "percentunit" else None
+        )
+
+    def _const_legend(self, key: str) -> str:
+        return "".join(f" {v}" for v in self.vocab.rendering(key).const_labels.values())
+
+    def build(self) -> Board:
+        v = self.vocab
+        b = self.board
+        b.row("GPUs")
+        if self.dialect is Dialect.PROMETHEUS:
+            identity = Query(f"{PROM_INFO}{self.device_filter}")
+        else:
+            identity = Query(f"{v.up}{self.device_filter}")
+        b.table(
+            "GPUs and MIG instances",
+            "Identity of each GPU and MIG instance: model, PCI bus, driver.",
+            "none",
+            identity,
+            height=7,
+        )
+        b.timeseries(
+            "GPU answers NVML",
+            "1 while the GPU answers NVML, 0 once it is lost (its other series then stop).",
+            "bool",
+            Query(f"{v.up}{self.device_filter}", f"{{{{{v.node}}}}} GPU {{{{gpu}}}}"),
+        )
+        b.timeseries(
+            "MIG instances: memory used",
+            "Framebuffer use of each MIG instance against its size.",
+            "bytes",
+            Query(
+                self.vocab.to_base_unit("fb_used", self.selector("fb_used", f', {v.gpu_instance}!=""')),
+                f"GPU {{{{gpu}}}} {{{{{v.mig_profile}}}}} {{{{{v.gpu_instance}}}}} used",
+            ),
+            Query(
+                self.vocab.to_base_unit("fb_total", self.selector("fb_total", f', {v.gpu_instance}!=""')),
+                f"GPU {{{{gpu}}}} {{{{{v.mig_profile}}}}} {{{{{v.gpu_instance}}}}} size",
+            ),
+        )
+        for title, keys in SECTIONS:
+            present = [k for k in keys if BY_KEY[k].rendering(self.dialect) is not None]
+            if not present:
+                continue
+            b.row(title)
+            for key in present:
+                self.measurement(key)
+        b.row("Exporter")
+        job = f'job="{EXPORTER_JOB}", '
+        t = self.target_filter
+        b.timeseries(
+            "Collector duration",
+            "Seconds each collector took in the last poll cycle.",
+            "s",
+            Query(f"gpu_pulse_collector_duration_seconds{{{job}{t[1:]}", "{{node}} {{collector}}"),
+        )
+        b.timeseries(
+            "Snapshot age at scrape",
+            "How old the served snapshot was when Prometheus scraped it (should stay below the poll interval).",
+            "s",
+            Query(
+                f"timestamp(gpu_pulse_snapshot_timestamp_seconds{{{job}{t[1:]})"
+                f" - gpu_pulse_snapshot_timestamp_seconds{{{job}{t[1:]}",
+                "{{node}}",
+            ),
+        )
+        b.timeseries(
+            "Collector errors",
+            "Errors per second of each collector (the exporter's log says which).",
+            "cps",
+            Query(f"rate(gpu_pulse_collector_errors_total{{{job}{t[1:]}[$__rate_interval])", "{{node}} {{collector}}"),
+        )
+        return b
+
+
+def node_board(dialect: Dialect) -> Board:
+    return NodeBoard(dialect).build()

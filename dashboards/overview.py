@@ -1,0 +1,136 @@
+"""Cluster GPU overview: fleet utilization, allocation against use, idle cost, health. Reads recorded series only, so it
+works with exporters of either dialect.
+"""
+
+from __future__ import annotations
+
+from dashboards.board import Board, Query, Variable, matcher
+
+EXPORTER_JOB = "gpu-pulse-exporter"
+C = matcher(cluster="cluster")
+WHOLE = '{cluster=~"$cluster", gpu_instance=""}'
+
+
+def overview_board() -> Board:
+    b = Board(
+        uid="gpu-pulse-cluster",
+        title="GPU cluster overview",
+        description="The GPU fleet at a glance: how busy it is, how much of what is allocated is used, what idles, "
+        "and what is broken. Reads the gpu-pulse recording rules.",
+        tags=("gpu", "cluster"),
+        variables=(Variable("cluster", "Cluster", "label_values(node:nvidia_gpu_up:count, cluster)"),),
+    )
+    b.row("Fleet")
+    b.stat("GPUs", "Physical GPUs the exporters know.", "short", Query(f"sum(node:nvidia_gpu_up:count{C})"))
+    b.stat("GPUs lost", "GPUs that stopped answering NVML.", "short",
+           Query(f"sum(node:nvidia_gpu_up:count{C}) - sum(node:nvidia_gpu_up:sum{C})"))  # fmt: skip
+    b.stat(
+        "Utilization",
+        "Mean utilization of the whole GPUs (MIG-enabled GPUs do not report one).",
+        "percentunit",
+        Query(f"avg(node_gpu:nvidia_gpu_utilization_ratio:max{WHOLE})"),
+    )
+    b.stat(
+        "Memory allocated",
+        "Share of all GPU framebuffer that is allocated.",
+        "percentunit",
+        Query(f"sum(node:nvidia_gpu_memory_used_bytes:sum{C}) / sum(node:nvidia_gpu_memory_total_bytes:sum{C})"),
+    )
+    b.stat("Power", "Power draw of all GPUs.", "watt", Query(f"sum(node:nvidia_gpu_power_watts:sum{C})"))
+    b.stat(
+        "Devices allocated",
+        "Share of the allocatable devices (whole GPUs and MIG instances) that pods hold.",
+        "percentunit",
+        Query(f"sum(node:gpu_pulse_pod_allocated_devices:sum{C}) / sum(node:gpu_pulse_allocatable_devices:count{C})"),
+    )
+    b.timeseries(
+        "Fleet utilization",
+        "Mean utilization of whole GPUs, and the share of framebuffer allocated.",
+        "percentunit",
+        Query(f"avg(node_gpu:nvidia_gpu_utilization_ratio:max{WHOLE})", "utilization"),
+        Query(
+            f"sum(node:nvidia_gpu_memory_used_bytes:sum{C}) / sum(node:nvidia_gpu_memory_total_bytes:sum{C})",
+            "memory allocated",
+        ),
+        max_value=1,
+    )
+    b.timeseries(
+        "Utilization by node",
+        "Mean utilization of each node's whole GPUs.",
+        "percentunit",
+        Query(f"node:nvidia_gpu_utilization_ratio:avg{C}", "{{node}}"),
+        max_value=1,
+    )
+    b.row("Allocation and use")
+    b.timeseries(
+        "Devices: allocatable, allocated, busy",
+        "Devices pods can get (whole GPUs and MIG instances), devices pods hold (a GPU shared by n pods counts 1/n "
+        "per pod), and busy GPU-equivalents (the sum of the pods' utilization).",
+        "short",
+        Query(f"sum(node:gpu_pulse_allocatable_devices:count{C})", "allocatable"),
+        Query(f"sum(namespace:gpu_pulse_pod_allocated_devices:sum{C})", "allocated"),
+        Query(f"sum(namespace:gpu_pulse_pod_gpu_utilization_ratio:sum{C})", "busy"),
+    )
+    b.timeseries(
+        "Allocation efficiency by namespace",
+        "Busy GPU-equivalents over the allocation they were measured on (devices without a utilization figure, "
+        "such as MIG instances, are left out).",
+        "percentunit",
+        Query(f"namespace:gpu_pulse_pod_allocated_devices_used:ratio{C}", "{{namespace}}"),
+        max_value=1,
+    )
+    b.row("Idle cost")
+    b.timeseries(
+        "Idle devices by namespace",
+        "Allocated but unused devices: allocation minus utilization, per namespace.",
+        "short",
+        Query(f"namespace:gpu_pulse_pod_idle_devices:sum{C}", "{{namespace}}"),
+        stacked=True,
+    )
+    b.table(
+        "Idle GPU-hours in the time range",
+        "Idle device-hours per namespace over the dashboard's time range: the mean idle devices times the hours.",
+        "h",
+        Query(
+            f"sort_desc(avg_over_time(namespace:gpu_pulse_pod_idle_devices:sum{C}[$__range]) * $__range_s / 3600)",
+            "{{namespace}}",
+        ),
+        width=12,
+    )
+    b.row("Health")
+    b.table(
+        "GPU state",
+        "Every GPU with its NVML state (0: lost), lost ones first.",
+        "bool",
+        Query(f"sort(node_gpu:nvidia_gpu_up:max{C})"),
+        width=12,
+    )
+    b.timeseries(
+        "Firing GPU alerts",
+        "gpu-pulse alerts firing now, by name.",
+        "short",
+        Query(
+            'count by (alertname) (ALERTS{alertstate="firing", alertname=~"GPU.+", cluster=~"$cluster"})',
+            "{{alertname}}",
+        ),
+        Query('count(ALERTS{alertstate="firing", alertname=~"GPU.+", cluster=~"$cluster"}) or vector(0)', "total"),
+        width=12,
+    )
+    b.timeseries(
+        "Exporters up",
+        "Share of the gpu-pulse exporters Prometheus can scrape.",
+        "percentunit",
+        Query(f'avg(up{{job="{EXPORTER_JOB}", cluster=~"$cluster"}})', "exporters up"),
+        max_value=1,
+    )
+    b.timeseries(
+        "Snapshot age at scrape by node",
+        "How old each exporter's snapshot was when it was scraped; above a few poll intervals the poll loop is stuck.",
+        "s",
+        Query(
+            f'timestamp(gpu_pulse_snapshot_timestamp_seconds{{job="{EXPORTER_JOB}", cluster=~"$cluster"}})'
+            f' - gpu_pulse_snapshot_timestamp_seconds{{job="{EXPORTER_JOB}", cluster=~"$cluster"}}',
+            "{{node}}",
+        ),
+    )
+    return b

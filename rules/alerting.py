@@ -1,0 +1,349 @@
+"""Alerts on GPU allocation and on gpu-pulse itself: an allocated GPU left idle, the exporter (down, stale snapshot,
+failing collector, no kubelet mapping) and the adapter (API unavailable, down, serving nothing).
+"""
+
+from __future__ import annotations
+
+from rules.dialect import Vocabulary
+from rules.examples import GPU1, TRAIN_ON_GPU0, TRAIN_ON_GPU2
+from rules.gpu_health import gpu_alerts, lab
+from rules.model import Alert, AlertCase, ExpectedAlert, Group, InputSeries, RuleTest, Severity
+from rules.names import POD_UTIL
+from rules.series import (
+    PodEdge,
+    PodKey,
+    Values,
+    gap,
+    plain_series,
+    pod_series,
+    ramp,
+    steady,
+)
+
+EXPORTER_JOB = "gpu-pulse-exporter"
+ADAPTER_JOB = "gpu-pulse-adapter"
+EXPORTER_TARGET = {"job": EXPORTER_JOB, "instance": "10.0.0.11:9400", "node": "gpu-node-1"}
+
+
+def pod_alerts() -> tuple[Alert, ...]:
+    idle = TRAIN_ON_GPU0
+    busy = TRAIN_ON_GPU2
+    shared = PodEdge(PodKey("team-b", "notebook-1", "notebook"), GPU1, share="process")
+    labels = {k: v for k, v in idle.labels().items() if v}
+    return (
+        Alert(
+            "GPUAllocatedButIdle",
+            f'max_over_time({POD_UTIL}{{share=~"exclusive|mig"}}[30m]) < 0.01',
+            "1h",
+            Severity.INFO,
+            "A pod holds a GPU it has not used for over an hour.",
+            f"Pod {lab('namespace')}/{lab('pod')} (container {lab('container')}) holds GPU {lab('gpu')} "
+            f"({lab('uuid')}) on node {lab('node')} but has kept it below 1% utilization for 90 minutes; "
+            "the GPU could serve another workload.",
+            (
+                RuleTest(
+                    "GPUAllocatedButIdle: a GPU idle for 90 minutes, not a busy one nor an idle share of a shared GPU",
+                    (
+                        pod_series(POD_UTIL, idle, steady(0.5, 31).then(steady(0, 120))),
+                        pod_series(POD_UTIL, busy, steady(0.5, 151)),
+                        pod_series(POD_UTIL, shared, steady(0, 151)),
+                    ),
+                    alert_cases=(
+                        AlertCase("100m", ()),
+                        AlertCase(
+                            "125m",
+                            (
+                                ExpectedAlert(
+                                    labels,
+                                    f"Pod {idle.pod.namespace}/{idle.pod.pod} (container {idle.pod.container}) holds "
+                                    f"GPU {idle.device.gpu} ({idle.device.uuid}) on node {idle.device.node} but has "
+                                    "kept it below 1% utilization for 90 minutes; the GPU could serve another "
+                                    "workload.",
+                                ),
+                            ),
+                        ),
+                    ),
+                ),
+            ),
+        ),
+    )
+
+
+def _target(values: Values, **labels: str) -> InputSeries:
+    return plain_series("up", EXPORTER_TARGET | labels, values)
+
+
+def exporter_alerts() -> tuple[Alert, ...]:
+    other = {"instance": "10.0.0.12:9400", "node": "gpu-node-2"}
+    on_node = "on node {{ $labels.node }} ({{ $labels.instance }})"
+    node1 = f"on node {EXPORTER_TARGET['node']} ({EXPORTER_TARGET['instance']})"
+    self_labels = EXPORTER_TARGET
+    return (
+        Alert(
+            "GPUExporterDown",
+            f'up{{job="{EXPORTER_JOB}"}} == 0',
+            "5m",
+            Severity.WARNING,
+            "A gpu-pulse exporter cannot be scraped.",
+            f"The gpu-pulse exporter {on_node} cannot be scraped: that node's GPUs have no metrics, and "
+            "autoscalers reading them get no figures for its pods.",
+            (
+                RuleTest(
+                    "GPUExporterDown: fires after 5 minutes down",
+                    (_target(steady(1, 2).then(steady(0, 10))), _target(steady(1, 12), **other)),
+                    alert_cases=(
+                        AlertCase("4m", ()),
+                        AlertCase(
+                            "9m",
+                            (
+                                ExpectedAlert(
+                                    EXPORTER_TARGET,
+                                    f"The gpu-pulse exporter {node1} cannot be scraped: that node's GPUs have no "
+                                    "metrics, and autoscalers reading them get no figures for its pods.",
+                                ),
+                            ),
+                        ),
+                    ),
+                ),
+            ),
+        ),
+        Alert(
+            "GPUExporterSnapshotStale",
+            "timestamp(gpu_pulse_snapshot_timestamp_seconds) - gpu_pulse_snapshot_timestamp_seconds"
+            " > clamp_min(3 * gpu_pulse_poll_interval_seconds, 30)",
+            "5m",
+            Severity.WARNING,
+            "A gpu-pulse exporter serves an old snapshot.",
+            f"The gpu-pulse exporter {on_node} serves GPU figures that are {{{{ $value | humanizeDuration }}}} old: "
+            "its NVML poll loop is stuck or too slow.",
+            (
+                RuleTest(
+                    "GPUExporterSnapshotStale: a poll loop stuck at minute 10, not one that keeps up",
+                    (
+                        plain_series(
+                            "gpu_pulse_snapshot_timestamp_seconds", self_labels, ramp(0, 60, 11).then(steady(600, 15))
+                        ),
+                        plain_series("gpu_pulse_poll_interval_seconds", self_labels, steady(1, 26)),
+                        plain_series("gpu_pulse_snapshot_timestamp_seconds", EXPORTER_TARGET | other, ramp(0, 60, 26)),
+                        plain_series("gpu_pulse_poll_interval_seconds", EXPORTER_TARGET | other, steady(1, 26)),
+                    ),
+                    alert_cases=(
+                        AlertCase("12m", ()),
+                        AlertCase(
+                            "20m",
+                            (
+                                ExpectedAlert(
+                                    EXPORTER_TARGET,
+                                    f"The gpu-pulse exporter {node1} serves GPU figures that are 10m 0s old: its "
+                                    "NVML poll loop is stuck or too slow.",
+                                ),
+                            ),
+                        ),
+                    ),
+                ),
+            ),
+        ),
+        Alert(
+            "GPUExporterCollectorFailing",
+            "gpu_pulse_collector_success == 0",
+            "15m",
+            Severity.WARNING,
+            "A collector of a gpu-pulse exporter keeps failing.",
+            f"The {lab('collector')} collector of the gpu-pulse exporter {on_node} has failed every cycle for 15 "
+            "minutes; the figures it provides are missing. The exporter's log says why.",
+            (
+                RuleTest(
+                    "GPUExporterCollectorFailing: fires after 15 minutes of failures",
+                    (
+                        plain_series(
+                            "gpu_pulse_collector_success", self_labels | {"collector": "processes"}, steady(0, 25)
+                        ),
+                        plain_series("gpu_pulse_collector_success", self_labels | {"collector": "nvml"}, steady(1, 25)),
+                    ),
+                    alert_cases=(
+                        AlertCase("10m", ()),
+                        AlertCase(
+                            "20m",
+                            (
+                                ExpectedAlert(
+                                    self_labels | {"collector": "processes"},
+                                    f"The processes collector of the gpu-pulse exporter {node1} has failed every "
+                                    "cycle for 15 minutes; the figures it provides are missing. The exporter's log "
+                                    "says why.",
+                                ),
+                            ),
+                        ),
+                    ),
+                ),
+            ),
+        ),
+        Alert(
+            "GPUKubeletMappingUnavailable",
+            "gpu_pulse_kubelet_up == 0",
+            "5m",
+            Severity.WARNING,
+            "A gpu-pulse exporter cannot read the kubelet's pod-resources API.",
+            f"The gpu-pulse exporter {on_node} cannot list pod resources from the kubelet: GPU series lose their "
+            "pod labels once its last mapping is too old, and per-pod figures from that node stop.",
+            (
+                RuleTest(
+                    "GPUKubeletMappingUnavailable: fires after 5 minutes without the kubelet",
+                    (
+                        plain_series("gpu_pulse_kubelet_up", self_labels, steady(1, 2).then(steady(0, 10))),
+                        plain_series("gpu_pulse_kubelet_up", EXPORTER_TARGET | other, steady(1, 12)),
+                    ),
+                    alert_cases=(
+                        AlertCase("4m", ()),
+                        AlertCase(
+                            "9m",
+                            (
+                                ExpectedAlert(
+                                    self_labels,
+                                    f"The gpu-pulse exporter {node1} cannot list pod resources from the kubelet: GPU "
+                                    "series lose their pod labels once its last mapping is too old, and per-pod "
+                                    "figures from that node stop.",
+                                ),
+                            ),
+                        ),
+                    ),
+                ),
+            ),
+        ),
+    )
+
+
+def adapter_alerts() -> tuple[Alert, ...]:
+    apiservice = "v1beta2.custom.metrics.k8s.io"
+    adapter = {"job": ADAPTER_JOB}
+    replica = adapter | {"instance": "10.0.1.1:6443"}
+    requests = "gpu_pulse_adapter_request_duration_seconds_count"
+    served = "gpu_pulse_adapter_served_values_total"
+    return (
+        Alert(
+            "GPUMetricsAPIUnavailable",
+            "max by (cluster, name) (aggregator_unavailable_apiservice"
+            "{name=~`v1beta[12]\\.(custom|external)\\.metrics\\.k8s\\.io`}) == 1",
+            "5m",
+            Severity.CRITICAL,
+            "The kube-apiserver cannot reach the GPU metrics API.",
+            f"The kube-apiserver marks the APIService {lab('name')} unavailable: HorizontalPodAutoscalers that "
+            "read GPU metrics get none and stop scaling.",
+            (
+                RuleTest(
+                    "GPUMetricsAPIUnavailable: fires for our APIServices only",
+                    (
+                        plain_series(
+                            "aggregator_unavailable_apiservice",
+                            {"job": "apiserver", "instance": "10.0.0.1:6443", "name": apiservice},
+                            steady(0, 2).then(steady(1, 10)),
+                        ),
+                        plain_series(
+                            "aggregator_unavailable_apiservice",
+                            {"job": "apiserver", "instance": "10.0.0.1:6443", "name": "v1beta1.metrics.k8s.io"},
+                            steady(1, 12),
+                        ),
+                    ),
+                    alert_cases=(
+                        AlertCase("4m", ()),
+                        AlertCase(
+                            "9m",
+                            (
+                                ExpectedAlert(
+                                    {"name": apiservice},
+                                    f"The kube-apiserver marks the APIService {apiservice} unavailable: "
+                                    "HorizontalPodAutoscalers that read GPU metrics get none and stop scaling.",
+                                ),
+                            ),
+                        ),
+                    ),
+                ),
+            ),
+        ),
+        Alert(
+            "GPUAdapterDown",
+            f'sum by (cluster) (up{{job="{ADAPTER_JOB}"}}) == 0',
+            "5m",
+            Severity.CRITICAL,
+            "No gpu-pulse adapter replica can be scraped.",
+            "Every gpu-pulse adapter replica has been unreachable for 5 minutes: the custom and external metrics "
+            "APIs are down and GPU autoscaling has stopped.",
+            (
+                RuleTest(
+                    "GPUAdapterDown: fires when all replicas are down, not when one of two is",
+                    (
+                        plain_series("up", adapter | {"instance": "10.0.1.1:6443"}, steady(1, 2).then(steady(0, 20))),
+                        plain_series("up", adapter | {"instance": "10.0.1.2:6443"}, steady(1, 10).then(steady(0, 12))),
+                    ),
+                    alert_cases=(
+                        AlertCase("8m", ()),
+                        AlertCase(
+                            "17m",
+                            (
+                                ExpectedAlert(
+                                    {},
+                                    "Every gpu-pulse adapter replica has been unreachable for 5 minutes: the custom "
+                                    "and external metrics APIs are down and GPU autoscaling has stopped.",
+                                ),
+                            ),
+                        ),
+                    ),
+                ),
+            ),
+        ),
+        Alert(
+            "GPUAdapterServingNothing",
+            f'sum by (cluster) (rate({requests}{{job="{ADAPTER_JOB}", code=~"404|503"}}[15m])) > 0'
+            f' unless on (cluster) sum by (cluster) (rate({served}{{job="{ADAPTER_JOB}"}}[15m])) > 0',
+            "15m",
+            Severity.WARNING,
+            "The gpu-pulse adapter answers metric requests but serves no values.",
+            "For 15 minutes the gpu-pulse adapter has answered {{ $value | humanize }} failed metric requests per "
+            "second (not found or unavailable) and served no value at all: autoscalers that read GPU metrics get "
+            "nothing.",
+            (
+                RuleTest(
+                    "GPUAdapterServingNothing: only errors fire, errors beside served values do not",
+                    (
+                        plain_series(
+                            requests,
+                            replica | {"group": "custom.metrics.k8s.io", "version": "v1beta2", "code": "404"},
+                            ramp(0, 30, 41),
+                        ),
+                        plain_series(
+                            requests,
+                            replica | {"group": "custom.metrics.k8s.io", "version": "v1beta2", "code": "200"},
+                            steady(0, 21).then(ramp(0, 60, 20)),
+                        ),
+                        plain_series(
+                            served,
+                            replica | {"group": "custom.metrics.k8s.io"},
+                            gap(21).then(ramp(0, 60, 20)),
+                        ),
+                    ),
+                    alert_cases=(
+                        AlertCase(
+                            "18m",
+                            (
+                                ExpectedAlert(
+                                    {},
+                                    "For 15 minutes the gpu-pulse adapter has answered 500m failed metric requests "
+                                    "per second (not found or unavailable) and served no value at all: autoscalers "
+                                    "that read GPU metrics get nothing.",
+                                ),
+                            ),
+                        ),
+                        AlertCase("40m", ()),
+                    ),
+                ),
+            ),
+        ),
+    )
+
+
+def alert_groups(vocab: Vocabulary) -> tuple[Group, ...]:
+    """Alert groups of one dialect (only the GPU health alerts differ between dialects)."""
+    return (
+        Group("gpu-pulse.gpu.alerts", gpu_alerts(vocab) + pod_alerts()),
+        Group("gpu-pulse.exporter.alerts", exporter_alerts()),
+        Group("gpu-pulse.adapter.alerts", adapter_alerts()),
+    )

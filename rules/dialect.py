@@ -1,0 +1,75 @@
+"""What the rules need to know about a metric dialect: series names, label names and units, read from the catalogue.
+
+Device-level recording rules turn either dialect into the same normalized series (`node_gpu:*`, base units, labels
+`node`, `gpu`, `uuid`, `gpu_instance`, `mig_profile`, `model`); every rule above them is dialect-independent.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from decimal import Decimal
+
+from exporter.catalogue import BY_KEY, DCGM_UP, PROM_UP, Dialect, Rendering
+from rules.units import BASE, number
+
+# The labels of a normalized device series, in `by (...)` order. `cluster` is kept when the series carry one (an
+# external or relabelled label in multi-cluster setups) and is simply absent otherwise.
+DEVICE_LEVEL = ("cluster", "node", "gpu", "uuid", "gpu_instance", "mig_profile", "model")
+
+
+@dataclass(frozen=True, slots=True)
+class Vocabulary:
+    """Names of one dialect. Metric names come from exporter/catalogue.py, so rules cannot drift from the exporter."""
+
+    dialect: Dialect
+    node: str
+    uuid: str
+    model: str
+    gpu_instance: str
+    mig_profile: str
+    up: str
+    pod_labels_on_devices: bool  # dcgm: device series carry container/namespace/pod, one copy per pod
+
+    @classmethod
+    def of(cls, dialect: Dialect) -> Vocabulary:
+        if dialect is Dialect.DCGM:
+            return cls(dialect, "Hostname", "UUID", "modelName", "GPU_I_ID", "GPU_I_PROFILE", DCGM_UP, True)
+        return cls(dialect, "node", "uuid", "model", "gpu_instance", "mig_profile", PROM_UP, False)
+
+    def rendering(self, key: str) -> Rendering:
+        rendering = BY_KEY[key].rendering(self.dialect)
+        if rendering is None:
+            raise ValueError(f"the {self.dialect} dialect does not publish the measurement {key!r}")
+        return rendering
+
+    def name(self, key: str) -> str:
+        return self.rendering(key).name
+
+    def base_unit_factor(self, key: str) -> Decimal:
+        """What this dialect's published value of `key` is multiplied by to get its base unit (rules/units.py)."""
+        return BASE[BY_KEY[key].unit].factor / Decimal(repr(self.rendering(key).scale))
+
+    def to_base_unit(self, key: str, expr: str) -> str:
+        """`expr` (a value of measurement `key` in this dialect) converted to base units, exactly where possible."""
+        factor = self.base_unit_factor(key)
+        if factor == 1:
+            return expr
+        inverse = 1 / factor
+        if inverse == inverse.to_integral_value():
+            return f"{expr} / {number(inverse)}"
+        return f"{expr} * {number(factor)}"
+
+    def normalize_labels(self, expr: str) -> str:
+        """`expr` with this dialect's device labels copied to the normalized names (identity for prometheus)."""
+        if self.dialect is Dialect.PROMETHEUS:
+            return expr
+        pairs = (
+            ("node", self.node),
+            ("uuid", self.uuid),
+            ("model", self.model),
+            ("gpu_instance", self.gpu_instance),
+            ("mig_profile", self.mig_profile),
+        )
+        for target, source in pairs:
+            expr = f'label_replace({expr}, "{target}", "$1", "{source}", "(.*)")'
+        return expr

@@ -1,0 +1,23 @@
+"""Recording rules: `level:metric:operations` names, levels `node_gpu` (one GPU or MIG instance), `node`,
+`namespace_pod_container`, `namespace_pod`, `namespace_workload_pod`, `namespace_workload`, `namespace`. Every
+aggregation keeps `cluster`, so the same rules serve one cluster (no such label) and many.
+
+Allocation is counted in devices: a whole GPU or a MIG instance is one device; a GPU shared by time-slicing or MPS is
+split evenly among the pods holding it.
+"""
+
+from __future__ import annotations
+
+from rules.devices import device_rules, node_rules
+from rules.dialect import Vocabulary
+from rules.model import Group
+from rules.pods import namespace_rules, pod_rules
+from rules.workloads import workload_rules
+
+
+def recording_groups(vocab: Vocabulary) -> tuple[Group, ...]:
+    return (
+        Group("gpu-pulse.device.rules", device_rules(vocab) + node_rules()),
+        Group("gpu-pulse.pod.rules", pod_rules() + namespace_rules()),
+        Group("gpu-pulse.workload.rules", workload_rules()),
+    )

@@ -1,0 +1,275 @@
+"""Workload recording rules: pods to their Deployment, StatefulSet, Job ... through kube-state-metrics, and per-workload
+GPU figures. Without kube-state-metrics a pod is its own workload, labelled workload_type="unknown".
+"""
+
+from __future__ import annotations
+
+from rules.examples import (
+    FINETUNE_ON_MIG,
+    GIB,
+    GPU1,
+    INFER_ON_SHARED,
+    NOTEBOOK_ON_SHARED,
+    TRAIN_ON_GPU0,
+    TRAIN_ON_GPU2,
+    expect,
+    pod_of,
+)
+from rules.model import ExprCase, InputSeries, Recording, RuleTest
+from rules.names import BY_POD, BY_WORKLOAD, OWNER, POD_INFO, POD_MEMORY, POD_POWER, POD_UTIL
+from rules.series import PodEdge, PodKey, plain_series, pod_series, steady
+
+
+def _owner_expr() -> str:
+    """One series per pod: its workload and workload_type (a Kubernetes kind, or `unknown`).
+
+    Deployments are reached through the pod's ReplicaSet (kube_replicaset_owner); other controllers are the pod's own
+    owner; a pod without owner is its own workload (`Pod`). Pods with GPU series that kube-state-metrics does not
+    report (it is absent, or lags) are their own workload with workload_type="unknown": never guessed from names.
+    """
+    rs_owner = (
+        "max by (cluster, namespace, replicaset, owner_kind, owner_name)"
+        ' (kube_replicaset_owner{owner_kind="Deployment"})'
+    )
+    deployment = (
+        'label_replace(kube_pod_owner{owner_kind="ReplicaSet"}, "replicaset", "$1", "owner_name", "(.*)")'
+        " * on (cluster, namespace, replicaset) group_left (owner_kind, owner_name)"
+        f" topk by (cluster, namespace, replicaset) (1, {rs_owner})"
+    )
+    owned = 'kube_pod_owner{owner_kind!="<none>", owner_is_controller!="false"}'
+    ownerless = _relabel('kube_pod_owner{owner_kind="<none>"}', "owner_kind", "Pod", "owner_kind", ".*")
+    ownerless = _relabel(ownerless, "owner_name", "$1", "pod", "(.*)")
+    unknown = f"group by ({BY_POD}) ({POD_INFO}) unless on ({BY_POD}) kube_pod_owner"
+    unknown = _relabel(_relabel(unknown, "owner_kind", "unknown", "owner_kind", ""), "owner_name", "$1", "pod", "(.*)")
+    union = f"{deployment} or on ({BY_POD}) {owned} or on ({BY_POD}) {ownerless} or on ({BY_POD}) {unknown}"
+    relabelled = _relabel(
+        _relabel(union, "workload", "$1", "owner_name", "(.*)"), "workload_type", "$1", "owner_kind", "(.*)"
+    )
+    return f"max by ({BY_POD}, workload, workload_type) ({relabelled})"
+
+
+def _relabel(expr: str, target: str, replacement: str, source: str, regex: str) -> str:
+    return f'label_replace({expr}, "{target}", "{replacement}", "{source}", "{regex}")'
+
+
+def _ksm_inputs() -> tuple[InputSeries, ...]:
+    ksm = {"job": "kube-state-metrics"}
+    return (
+        plain_series(
+            "kube_pod_owner",
+            ksm
+            | {
+                "namespace": "team-a",
+                "pod": "infer-1",
+                "owner_kind": "ReplicaSet",
+                "owner_name": "infer-7c9f8",
+                "owner_is_controller": "true",
+            },
+            steady(1, 3),
+        ),
+        plain_series(
+            "kube_replicaset_owner",
+            ksm
+            | {"namespace": "team-a", "replicaset": "infer-7c9f8", "owner_kind": "Deployment", "owner_name": "infer"},
+            steady(1, 3),
+        ),
+        plain_series(
+            "kube_pod_owner",
+            ksm
+            | {
+                "namespace": "team-a",
+                "pod": "train-0",
+                "owner_kind": "StatefulSet",
+                "owner_name": "train",
+                "owner_is_controller": "true",
+            },
+            steady(1, 3),
+        ),
+        plain_series(
+            "kube_pod_owner",
+            ksm
+            | {
+                "namespace": "team-b",
+                "pod": "notebook-1",
+                "owner_kind": "<none>",
+                "owner_name": "<none>",
+                "owner_is_controller": "<none>",
+            },
+            steady(1, 3),
+        ),
+    )
+
+
+def workload_rules() -> tuple[Recording, ...]:
+    info = tuple(
+        pod_series(POD_INFO, e, steady(1, 3))
+        for e in (TRAIN_ON_GPU0, INFER_ON_SHARED, NOTEBOOK_ON_SHARED, FINETUNE_ON_MIG)
+    )
+
+    def owner(pod: PodEdge, workload: str, kind: str) -> dict[str, str]:
+        return pod_of(pod) | {"workload": workload, "workload_type": kind}
+
+    def owner_series(pod: PodEdge, workload: str, kind: str) -> InputSeries:
+        return plain_series(OWNER, owner(pod, workload, kind), steady(1, 3))
+
+    join = f"* on ({BY_POD}) group_left (workload, workload_type) {OWNER}"
+    return (
+        Recording(
+            OWNER,
+            _owner_expr(),
+            "1 per pod, labelled with its `workload` and `workload_type` (Deployment, StatefulSet, Job, DaemonSet, "
+            "ReplicaSet, Pod; `unknown` where kube-state-metrics does not report the pod).",
+            (
+                RuleTest(
+                    "pod owners: through the ReplicaSet, direct, none, and unknown to kube-state-metrics",
+                    _ksm_inputs() + info,
+                    expr_cases=(
+                        ExprCase(
+                            "2m",
+                            (
+                                expect(OWNER, owner(INFER_ON_SHARED, "infer", "Deployment"), 1),
+                                expect(OWNER, owner(TRAIN_ON_GPU0, "train", "StatefulSet"), 1),
+                                expect(OWNER, owner(NOTEBOOK_ON_SHARED, "notebook-1", "Pod"), 1),
+                                expect(OWNER, owner(FINETUNE_ON_MIG, "finetune-0", "unknown"), 1),
+                            ),
+                        ),
+                    ),
+                ),
+            ),
+        ),
+        Recording(
+            "namespace_workload:gpu_pulse_pod_gpu_utilization_ratio:avg",
+            f"avg by ({BY_WORKLOAD}) ({POD_UTIL} {join})",
+            "Mean GPU utilization of a workload's pods over their GPUs, 0-1.",
+            (
+                RuleTest(
+                    "workload utilization",
+                    (
+                        pod_series(POD_UTIL, TRAIN_ON_GPU0, steady(0.75, 3)),
+                        pod_series(POD_UTIL, TRAIN_ON_GPU2, steady(0.25, 3)),
+                        pod_series(POD_UTIL, PodEdge(PodKey("team-a", "train-1", "trainer"), GPU1), steady(0.5, 3)),
+                        owner_series(TRAIN_ON_GPU0, "train", "StatefulSet"),
+                        plain_series(
+                            OWNER,
+                            {
+                                "namespace": "team-a",
+                                "pod": "train-1",
+                                "workload": "train",
+                                "workload_type": "StatefulSet",
+                            },
+                            steady(1, 3),
+                        ),
+                    ),
+                    expr_cases=(
+                        ExprCase(
+                            "2m",
+                            (
+                                expect(
+                                    "namespace_workload:gpu_pulse_pod_gpu_utilization_ratio:avg",
+                                    {"namespace": "team-a", "workload": "train", "workload_type": "StatefulSet"},
+                                    0.5,
+                                ),
+                            ),
+                        ),
+                    ),
+                ),
+            ),
+        ),
+        Recording(
+            "namespace_workload:gpu_pulse_pod_gpu_memory_used_bytes:sum",
+            f"sum by ({BY_WORKLOAD}) ({POD_MEMORY} {join})",
+            "Framebuffer bytes a workload's pods use.",
+            (
+                RuleTest(
+                    "workload memory",
+                    (
+                        pod_series(POD_MEMORY, TRAIN_ON_GPU0, steady(30 * GIB, 3)),
+                        pod_series(POD_MEMORY, INFER_ON_SHARED, steady(3 * GIB, 3)),
+                        owner_series(TRAIN_ON_GPU0, "train", "StatefulSet"),
+                        owner_series(INFER_ON_SHARED, "infer", "Deployment"),
+                    ),
+                    expr_cases=(
+                        ExprCase(
+                            "2m",
+                            (
+                                expect(
+                                    "namespace_workload:gpu_pulse_pod_gpu_memory_used_bytes:sum",
+                                    {"namespace": "team-a", "workload": "infer", "workload_type": "Deployment"},
+                                    3 * GIB,
+                                ),
+                                expect(
+                                    "namespace_workload:gpu_pulse_pod_gpu_memory_used_bytes:sum",
+                                    {"namespace": "team-a", "workload": "train", "workload_type": "StatefulSet"},
+                                    30 * GIB,
+                                ),
+                            ),
+                        ),
+                    ),
+                ),
+            ),
+        ),
+        Recording(
+            "namespace_workload:gpu_pulse_pod_gpu_power_watts:sum",
+            f"sum by ({BY_WORKLOAD}) ({POD_POWER} {join})",
+            "A workload's part of GPU power draw, in watts.",
+            (
+                RuleTest(
+                    "workload power",
+                    (
+                        pod_series(POD_POWER, TRAIN_ON_GPU0, steady(200, 3)),
+                        pod_series(POD_POWER, TRAIN_ON_GPU2, steady(100, 3)),
+                        owner_series(TRAIN_ON_GPU0, "train", "StatefulSet"),
+                    ),
+                    expr_cases=(
+                        ExprCase(
+                            "2m",
+                            (
+                                expect(
+                                    "namespace_workload:gpu_pulse_pod_gpu_power_watts:sum",
+                                    {"namespace": "team-a", "workload": "train", "workload_type": "StatefulSet"},
+                                    300,
+                                ),
+                            ),
+                        ),
+                    ),
+                ),
+            ),
+        ),
+        Recording(
+            "namespace_workload:gpu_pulse_pod_allocated_devices:sum",
+            f"sum by ({BY_WORKLOAD}) (namespace_pod:gpu_pulse_pod_allocated_devices:sum {join})",
+            "Devices a workload's pods hold.",
+            (
+                RuleTest(
+                    "workload allocation",
+                    (
+                        plain_series(
+                            "namespace_pod:gpu_pulse_pod_allocated_devices:sum", pod_of(TRAIN_ON_GPU0), steady(2, 3)
+                        ),
+                        plain_series(
+                            "namespace_pod:gpu_pulse_pod_allocated_devices:sum", pod_of(INFER_ON_SHARED), steady(0.5, 3)
+                        ),
+                        owner_series(TRAIN_ON_GPU0, "train", "StatefulSet"),
+                        owner_series(INFER_ON_SHARED, "infer", "Deployment"),
+                    ),
+                    expr_cases=(
+                        ExprCase(
+                            "2m",
+                            (
+                                expect(
+                                    "namespace_workload:gpu_pulse_pod_allocated_devices:sum",
+                                    {"namespace": "team-a", "workload": "train", "workload_type": "StatefulSet"},
+                                    2,
+                                ),
+                                expect(
+                                    "namespace_workload:gpu_pulse_pod_allocated_devices:sum",
+                                    {"namespace": "team-a", "workload": "infer", "workload_type": "Deployment"},
+                                    0.5,
+                                ),
+                            ),
+                        ),
+                    ),
+                ),
+            ),
+        ),
+    )

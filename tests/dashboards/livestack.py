@@ -1,0 +1,299 @@
+"""A live monitoring stack on loopback: simulated exporters (the real exporter on the NVML simulator, both dialects),
+a simulated kube-state-metrics and kube-apiserver /metrics (external services), and one real `prometheus` per dialect
+with the shipped recording rules loaded, scraping every second.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import yaml
+
+from exporter.catalogue import Dialect
+from rules.generate import ROOT as RULES_ROOT
+from rules.render import RULE_FILE
+
+REPO = Path(__file__).resolve().parents[2]
+CLUSTER = "sim"
+EXPORTER_JOB = "gpu-pulse-exporter"
+
+# (dialect, scenario, node name): the prometheus-dialect stack covers whole GPUs, MIG on Ampere, shared GPUs and
+# faults (XIDs); the dcgm-dialect stack covers MIG on Hopper (GPM per instance) and shared GPUs (pod labels).
+EXPORTERS = (
+    (Dialect.PROMETHEUS, "h100x8", "gpu-h100"),
+    (Dialect.PROMETHEUS, "a100-mig", "gpu-a100-mig"),
+    (Dialect.PROMETHEUS, "shared", "gpu-shared"),
+    (Dialect.PROMETHEUS, "faulty", "gpu-faulty"),
+    (Dialect.DCGM, "h100-mig", "gpu-h100-mig"),
+    (Dialect.DCGM, "shared", "gpu-shared"),
+)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def http_get(url: str, timeout: float = 2.0) -> bytes:
+    with urllib.request.urlopen(url, timeout=timeout) as response:
+        body: bytes = response.read()
+        return body
+
+
+def wait_for(condition: Callable[[], bool], what: str, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if condition():
+                return
+        except (OSError, ValueError):
+            pass
+        time.sleep(0.25)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+@dataclass
+class SimulatedKube:
+    """kube-state-metrics and kube-apiserver /metrics for the pods the exporters' simulated kubelets report.
+
+    Pods are read from each exporter's /pods at scrape time, as kube-state-metrics follows the API. The first pod of
+    a namespace belongs to a Deployment (through a ReplicaSet) scaled by an HPA on gpu_utilization, the second to a
+    StatefulSet, the rest have no owner.
+    """
+
+    exporters: list[str]
+    server: ThreadingHTTPServer | None = None
+
+    def pods(self) -> list[tuple[str, str]]:
+        found: set[tuple[str, str]] = set()
+        for url in self.exporters:
+            try:
+                document = json.loads(http_get(f"{url}/pods"))
+            except (OSError, ValueError):
+                continue
+            found |= {(p["namespace"], p["name"]) for p in document.get("pods", [])}
+        return sorted(found)
+
+    def kube_state_metrics(self) -> str:
+        lines: list[str] = []
+        by_namespace: dict[str, list[str]] = {}
+        for namespace, pod in self.pods():
+            by_namespace.setdefault(namespace, []).append(pod)
+        for namespace, pods in by_namespace.items():
+            for i, pod in enumerate(pods):
+                base = pod.rsplit("-", 1)[0] or pod
+                if i == 0:
+                    rs = f"{base}-5d8f7c"
+                    lines.append(_owner(namespace, pod, "ReplicaSet", rs, "true"))
+                    lines.append(
+                        f'kube_replicaset_owner{{namespace="{namespace}",replicaset="{rs}",owner_kind="Deployment",'
+                        f'owner_name="{base}",owner_is_controller="true"}} 1'
+                    )
+                    hpa = f'namespace="{namespace}",horizontalpodautoscaler="{base}"'
+                    lines += [
+                        f'kube_horizontalpodautoscaler_info{{{hpa},scaletargetref_api_version="apps/v1",'
+                        f'scaletargetref_kind="Deployment",scaletargetref_name="{base}"}} 1',
+                        f"kube_horizontalpodautoscaler_spec_min_replicas{{{hpa}}} 1",
+                        f"kube_horizontalpodautoscaler_spec_max_replicas{{{hpa}}} 8",
+                        f"kube_horizontalpodautoscaler_status_current_replicas{{{hpa}}} 1",
+                        f"kube_horizontalpodautoscaler_status_desired_replicas{{{hpa}}} 2",
+                        f'kube_horizontalpodautoscaler_spec_target_metric{{{hpa},metric_name="gpu_utilization",'
+                        f'metric_target_type="average"}} 60',
+                    ]
+                elif i == 1:
+                    lines.append(_owner(namespace, pod, "StatefulSet", base, "true"))
+                else:
+                    lines.append(_owner(namespace, pod, "<none>", "<none>", "<none>"))
+        return "\n".join(lines) + "\n"
+
+    @staticmethod
+    def apiserver() -> str:
+        names = ("v1beta1.custom.metrics.k8s.io", "v1beta2.custom.metrics.k8s.io", "v1beta1.external.metrics.k8s.io")
+        return "".join(f'aggregator_unavailable_apiservice{{name="{n}"}} 0\n' for n in names)
+
+    def start(self) -> int:
+        kube = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                body = {"/ksm": kube.kube_state_metrics, "/apiserver": kube.apiserver}.get(self.path)
+                if body is None:
+                    self.send_error(404)
+                    return
+                data = body().encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain; version=0.0.4")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                return
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        port: int = self.server.server_address[1]
+        return port
+
+    def stop(self) -> None:
+        if self.server is not None:
+            self.server.shutdown()
+            self.server.server_close()
+
+
+def _owner(namespace: str, pod: str, kind: str, name: str, controller: str) -> str:
+    return (
+        f'kube_pod_owner{{namespace="{namespace}",pod="{pod}",uid="uid-{pod}",owner_kind="{kind}",'
+        f'owner_name="{name}",owner_is_controller="{controller}"}} 1'
+    )
+
+
+@dataclass
+class PrometheusServer:
+    dialect: Dialect
+    url: str
+    process: subprocess.Popen[bytes]
+    names: set[str] = field(default_factory=set)
+
+    def query(self, expr: str) -> list[dict[str, Any]]:
+        url = f"{self.url}/api/v1/query?{urllib.parse.urlencode({'query': expr})}"
+        try:
+            document = json.loads(http_get(url, timeout=10))
+        except urllib.error.HTTPError as exc:
+            raise AssertionError(f"prometheus refused {expr!r}: {exc.read().decode()}") from exc
+        result: list[dict[str, Any]] = document["data"]["result"]
+        return result
+
+    def label_values(self, label: str, match: str | None = None) -> list[str]:
+        params = {"match[]": match} if match else {}
+        url = f"{self.url}/api/v1/label/{label}/values?{urllib.parse.urlencode(params)}"
+        values: list[str] = json.loads(http_get(url, timeout=10))["data"]
+        return values
+
+
+@dataclass
+class LiveStack:
+    prometheus: dict[Dialect, PrometheusServer]
+    exporters: dict[tuple[Dialect, str], str]  # (dialect, node) -> base URL
+
+
+def _scrape_config(dialect: Dialect, exporters: list[tuple[str, str]], kube_port: int) -> dict[str, Any]:
+    def job(name: str, targets: list[tuple[str, dict[str, str]]], path: str = "/metrics") -> dict[str, Any]:
+        return {
+            "job_name": name,
+            "honor_labels": True,
+            "scrape_interval": "1s",
+            "metrics_path": path,
+            "static_configs": [
+                {"targets": [address], "labels": {"cluster": CLUSTER, **labels}} for address, labels in targets
+            ],
+        }
+
+    scrape = [job(EXPORTER_JOB, [(address, {"node": node}) for node, address in exporters])]
+    scrape.append(job("kube-state-metrics", [(f"127.0.0.1:{kube_port}", {})], "/ksm"))
+    scrape.append(job("apiserver", [(f"127.0.0.1:{kube_port}", {})], "/apiserver"))
+    return {
+        "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+        "rule_files": [str(RULES_ROOT / "dist" / str(dialect) / RULE_FILE)],
+        "scrape_configs": scrape,
+    }
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=5)
+
+
+def _serving(url: str) -> Callable[[], bool]:
+    return lambda: b"gpu_pulse_snapshot_timestamp_seconds" in http_get(f"{url}/metrics")
+
+
+def _ready(server: PrometheusServer) -> Callable[[], bool]:
+    def ready() -> bool:
+        if server.process.poll() is not None:
+            raise AssertionError(f"prometheus ({server.dialect}) exited: see its log in the test's tmp directory")
+        return bool(http_get(f"{server.url}/-/ready"))
+
+    return ready
+
+
+def _scraped(server: PrometheusServer, expected: int) -> Callable[[], bool]:
+    return lambda: len(server.query(f'up{{job="{EXPORTER_JOB}"}} == 1')) == expected
+
+
+@contextmanager
+def running_stack(prometheus_binary: str, workdir: Path) -> Iterator[LiveStack]:
+    """Start the stack, yield it once every exporter is scraped and the rules have run, then stop everything."""
+    processes: list[subprocess.Popen[bytes]] = []
+    logs: list[BinaryIO] = []
+    kube: SimulatedKube | None = None
+    try:
+        exporter_urls: dict[tuple[Dialect, str], str] = {}
+        for dialect, scenario, node in EXPORTERS:
+            port = free_port()
+            log: BinaryIO = open(workdir / f"exporter-{dialect}-{node}.log", "wb")
+            logs.append(log)
+            processes.append(
+                subprocess.Popen(
+                    [sys.executable, "-m", "exporter", "--simulate", scenario, "--dialect", str(dialect),
+                     "--listen", f"127.0.0.1:{port}", "--interval", "1", "--node-name", node],
+                    cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
+                )
+            )  # fmt: skip
+            exporter_urls[(dialect, node)] = f"http://127.0.0.1:{port}"
+        kube = SimulatedKube(list(exporter_urls.values()))
+        kube_port = kube.start()
+        for url in exporter_urls.values():
+            wait_for(_serving(url), f"exporter {url}", 30)
+        servers: dict[Dialect, PrometheusServer] = {}
+        for dialect in Dialect:
+            port = free_port()
+            config = workdir / f"prometheus-{dialect}.yml"
+            targets = [(node, url.removeprefix("http://")) for (d, node), url in exporter_urls.items() if d is dialect]
+            config.write_text(yaml.safe_dump(_scrape_config(dialect, targets, kube_port)), encoding="utf-8")
+            log = open(workdir / f"prometheus-{dialect}.log", "wb")
+            logs.append(log)
+            process = subprocess.Popen(
+                [prometheus_binary, f"--config.file={config}", f"--storage.tsdb.path={workdir / f'tsdb-{dialect}'}",
+                 f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"],
+                stdout=log, stderr=subprocess.STDOUT,
+            )  # fmt: skip
+            processes.append(process)
+            servers[dialect] = PrometheusServer(dialect, f"http://127.0.0.1:{port}", process)
+        for server in servers.values():
+            wait_for(_ready(server), f"{server.dialect} prometheus ready", 20)
+            expected = sum(1 for d, _, _ in EXPORTERS if d is server.dialect)
+            wait_for(_scraped(server, expected), f"{server.dialect} exporters scraped", 20)
+        # rate windows ($__rate_interval = 10s) and the rule groups need a few scrapes and evaluations
+        time.sleep(8)
+        for server in servers.values():
+            server.names = set(server.label_values("__name__"))
+        yield LiveStack(servers, exporter_urls)
+    finally:
+        for process in processes:
+            _stop(process)
+        if kube is not None:
+            kube.stop()
+        for log in logs:
+            log.close()

@@ -1,0 +1,129 @@
+"""The committed dashboards: current with the generator, and each panel titled, described, with a unit, on the
+datasource variable, rates over $__rate_interval, reading only series that exist."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dashboards.generate import ROOT, allowed_names, boards, expressions, panels, stale_files
+from dashboards.node import covered_keys
+from exporter.catalogue import MEASUREMENTS, Dialect
+from rules.inventory import exporter_names
+from rules.promql import metric_names
+
+FILES = sorted((ROOT / "dist").glob("*.json"))
+RANGE_FUNCTION = re.compile(r"\b(rate|irate|increase|deriv|changes|predict_linear|[a-z]+_over_time)\(")
+
+
+def _load(path: Path) -> dict[str, Any]:
+    document: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    return document
+
+
+def _variables(document: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {v["name"]: v for v in document["templating"]["list"]}
+
+
+def test_committed_dashboards_match_the_generator() -> None:
+    assert stale_files() == [], "regenerate with `python -m dashboards.generate`"
+    assert {p.stem for p in FILES} == set(boards())
+
+
+def test_dashboard_uids_are_unique_and_stable() -> None:
+    uids = [_load(p)["uid"] for p in FILES]
+    assert len(set(uids)) == len(uids)
+    assert all(uid.startswith("gpu-pulse-") and len(uid) <= 40 for uid in uids)
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.stem)
+def test_dashboard_has_datasource_and_filter_variables(path: Path) -> None:
+    document = _load(path)
+    variables = _variables(document)
+    assert variables["datasource"]["type"] == "datasource"
+    assert variables["datasource"]["query"] == "prometheus"
+    assert "cluster" in variables
+    for name, variable in variables.items():
+        if variable["type"] == "query":
+            assert variable["datasource"]["uid"] == "${datasource}", name
+            assert variable["includeAll"] and variable["allValue"] == ".*", name
+            assert variable["query"].startswith("label_values("), name
+    stem = path.stem
+    if "node" in stem:
+        assert "node" in variables
+    if "namespace" in stem or "autoscaling" in stem:
+        assert "namespace" in variables
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.stem)
+def test_every_panel_is_titled_described_and_has_a_unit(path: Path) -> None:
+    document = _load(path)
+    ids: list[int] = []
+    for panel in panels(document):
+        ids.append(panel["id"])
+        if panel["type"] == "row":
+            assert panel["title"]
+            continue
+        title = panel["title"]
+        assert title and panel["description"].endswith("."), title
+        assert panel["fieldConfig"]["defaults"].get("unit"), f"{title}: no unit"
+        assert panel["datasource"] == {"type": "prometheus", "uid": "${datasource}"}, title
+        assert panel["options"], f"{title}: no options"
+        refs = [t["refId"] for t in panel["targets"]]
+        assert refs and len(set(refs)) == len(refs), title
+        for target in panel["targets"]:
+            assert target["datasource"]["uid"] == "${datasource}", title
+        grid = panel["gridPos"]
+        assert 0 <= grid["x"] and grid["x"] + grid["w"] <= 24, title
+    assert len(set(ids)) == len(ids), "panel ids must be unique"
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.stem)
+def test_rates_use_the_rate_interval(path: Path) -> None:
+    for expr in expressions(_load(path)):
+        for match in RANGE_FUNCTION.finditer(expr):
+            function = match.group(1)
+            ranges = re.findall(r"\[([^\]]*)\]", expr[match.end() :])
+            assert ranges, expr
+            if function in {"rate", "irate", "increase"}:
+                assert ranges[0] == "$__rate_interval", f"{function} over [{ranges[0]}] in {expr}"
+            else:
+                assert ranges[0].startswith("$__"), f"fixed range [{ranges[0]}] in {expr}"
+
+
+@pytest.mark.parametrize("stem", list(boards()))
+def test_panels_read_only_series_that_exist(stem: str) -> None:
+    _, dialect = boards()[stem]
+    allowed = allowed_names(dialect)
+    for expr in expressions(_load(ROOT / "dist" / f"{stem}.json")):
+        assert metric_names(expr) <= allowed, expr
+
+
+@pytest.mark.parametrize("dialect", list(Dialect))
+def test_node_dashboard_shows_every_catalogue_measurement(dialect: Dialect) -> None:
+    document = _load(ROOT / "dist" / f"gpu-pulse-node-{dialect}.json")
+    read = set().union(*(metric_names(e) for e in expressions(document)))
+    renderings = [m.rendering(dialect) for m in MEASUREMENTS]
+    published = {r.name for r in renderings if r is not None}
+    assert published - read == set(), "catalogue measurements without a panel"
+    assert covered_keys(dialect) == {m.key for m in MEASUREMENTS if m.rendering(dialect) is not None}
+    titles = [p["title"] for p in panels(document)]
+    assert any("MIG" in t for t in titles)
+
+
+@pytest.mark.parametrize("stem", ["gpu-pulse-cluster", "gpu-pulse-namespace", "gpu-pulse-autoscaling"])
+def test_shared_dashboards_work_with_either_dialect(stem: str) -> None:
+    document = _load(ROOT / "dist" / f"{stem}.json")
+    specific = exporter_names(Dialect.PROMETHEUS) ^ exporter_names(Dialect.DCGM)
+    read = set().union(*(metric_names(e) for e in expressions(document)))
+    assert read & specific == set()
+
+
+def test_dashboards_fit_a_configmap_applied_client_side() -> None:
+    """kubectl apply keeps the object in a 256 KiB annotation: each dashboard must stay well below it."""
+    for path in FILES:
+        assert path.stat().st_size < 200_000, path.name

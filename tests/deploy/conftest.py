@@ -1,0 +1,18 @@
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.deploy.rendering import DEPLOY, OVERLAYS, kustomize, require_binary
+
+
+@pytest.fixture(scope="session")
+def kubectl() -> str:
+    return require_binary("kubectl")
+
+
+@pytest.fixture(scope="session")
+def rendered(kubectl: str) -> dict[str, list[dict[str, Any]]]:
+    """Every overlay rendered by `kubectl kustomize`, once per session."""
+    return {name: kustomize(kubectl, DEPLOY / "overlays" / name) for name in OVERLAYS}
