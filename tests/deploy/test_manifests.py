@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -267,8 +268,12 @@ def test_plain_scrape_config_loads_in_prometheus(rendered: dict[str, list[dict[s
     assert annotations["annotations"]["prometheus.io/port"] == "9400"
 
 
+_FLAG = re.compile(r"\[?(--[a-z0-9][a-z0-9-]*)")
+
+
 def _flags(args: list[str]) -> set[str]:
-    return {a.split("=", 1)[0] for a in args if a.startswith("--")}
+    """The flag names in manifest args (`--x=1`) or in --help words (`--x,`, `[--x`, `--x]`)."""
+    return {m.group(1) for a in args if (m := _FLAG.match(a))}
 
 
 def _help(module_call: str) -> str:

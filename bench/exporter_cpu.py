@@ -1,0 +1,98 @@
+"""CPU per poll cycle and per hour at --interval 1 for h100x8.
+
+1. In this process, the real pipeline's cycle (collect + render + /pods), CPU time of the polling thread, median of
+   the cycles; the simulator's own share (it stands in for libnvidia-ml, whose calls are C and near free) is estimated
+   with a profile and taken out, giving the exporter's cost alone.
+2. The whole exporter as its own process (`python -m exporter --simulate h100x8 --interval 1`: poll thread, XID
+   listener, event loop, simulator included), CPU seconds from /proc over a window with a Prometheus-like scrape every
+   15 s. The baseline is one core: 1 CPU second per second.
+Budget: under 2% of one core, for the exporter's own cost and for the whole process (exit code 1 otherwise).
+
+    python bench/exporter_cpu.py [--seconds N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import pstats
+import statistics
+import sys
+import time
+import urllib.request
+
+from exporter_pipeline import ExporterProcess, cpu_seconds, pipeline
+
+BUDGET = 0.02  # of one core
+PROMETHEUS_HEADERS = {"Accept": "application/openmetrics-text;version=1.0.0", "Accept-Encoding": "gzip"}
+
+
+def in_process(cycles: int) -> tuple[float, float]:
+    """(median CPU seconds per cycle, the simulator's share of it)"""
+    with pipeline("h100x8") as loop:
+        for _ in range(3):
+            loop.poll_once()
+            time.sleep(0.15)  # GPM needs samples > 100 ms apart
+        costs = []
+        for _ in range(cycles):
+            started = time.thread_time()
+            loop.poll_once()
+            costs.append(time.thread_time() - started)
+            time.sleep(0.15)
+        profile = cProfile.Profile()
+        for _ in range(10):
+            profile.enable()
+            loop.poll_once()
+            profile.disable()
+            time.sleep(0.15)
+    stats = pstats.Stats(profile).stats  # type: ignore[attr-defined]
+    total = sum(entry[2] for entry in stats.values())
+    simulated = sum(entry[2] for (filename, _, _), entry in stats.items() if "/exporter/simulator/" in filename)
+    return statistics.median(costs), simulated / total
+
+
+def whole_process(seconds: float) -> float:
+    """CPU seconds per wall second of a running exporter, scraped like Prometheus every 15 s."""
+    exporter = ExporterProcess("h100x8", interval=1.0)
+    try:
+        time.sleep(3)  # past start-up
+        start_cpu, start = cpu_seconds(exporter.pid), time.monotonic()
+        next_scrape = start
+        while time.monotonic() - start < seconds:
+            if time.monotonic() >= next_scrape:
+                request = urllib.request.Request(exporter.url + "/metrics", headers=PROMETHEUS_HEADERS)
+                with urllib.request.urlopen(request, timeout=10) as response:
+                    response.read()
+                next_scrape += 15
+            time.sleep(0.5)
+        return (cpu_seconds(exporter.pid) - start_cpu) / (time.monotonic() - start)
+    finally:
+        exporter.stop()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cycles", type=int, default=40)
+    parser.add_argument("--seconds", type=float, default=60.0)
+    args = parser.parse_args()
+    cycle, simulated = in_process(args.cycles)
+    own = cycle * (1 - simulated)
+    print(
+        f"poll cycle, h100x8 (collect + render + /pods): {cycle * 1e3:.2f} ms CPU, of which simulator {simulated:.0%}"
+    )
+    print(
+        f"  exporter alone: {own * 1e3:.2f} ms per cycle = {own * 3600:.1f} CPU s per hour at --interval 1 "
+        f"= {own:.2%} of one core"
+    )
+    share = whole_process(args.seconds)
+    print(
+        f"whole exporter process over {args.seconds:g} s (simulator included, scraped every 15 s): "
+        f"{share * 3600:.1f} CPU s per hour = {share:.2%} of one core"
+    )
+    ok = own < BUDGET and share < BUDGET
+    print(f"budget: under {BUDGET:.0%} of one core: {'met' if ok else 'NOT MET'}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,102 @@
+"""The exporter's own series (`gpu_pulse_*`), identical in both dialects.
+
+The age of the data is `time() - gpu_pulse_snapshot_timestamp_seconds`: the exposition is rendered once per snapshot
+and then served as is, so a live "age" value could not be correct on every scrape; the timestamp always is.
+"""
+
+from __future__ import annotations
+
+from exporter.catalogue import (
+    SELF_BUILD_INFO,
+    SELF_COLLECTOR_DURATION,
+    SELF_COLLECTOR_ERRORS,
+    SELF_COLLECTOR_SUCCESS,
+    SELF_KUBELET_MAPPING_AGE,
+    SELF_KUBELET_UP,
+    SELF_NVML_ERRORS,
+    SELF_POLL_INTERVAL,
+    SELF_SNAPSHOT_TIMESTAMP,
+    Dialect,
+    MetricType,
+)
+from exporter.exposition.devices import Families
+from exporter.exposition.plan import FamilyHeader
+from exporter.exposition.textformat import counter_value_is_valid, format_value, label_pairs
+from exporter.snapshot import CollectorStatus, MigIdentity, Snapshot
+
+G, C = MetricType.GAUGE, MetricType.COUNTER
+BUILD_INFO = FamilyHeader.of(SELF_BUILD_INFO, G, "gpu-pulse exporter build information (value 1).")
+SUCCESS = FamilyHeader.of(SELF_COLLECTOR_SUCCESS, G, "1 if the collector's last run succeeded, else 0.")
+DURATION = FamilyHeader.of(SELF_COLLECTOR_DURATION, G, "How long the collector's last run took, in seconds.")
+ERRORS = FamilyHeader.of(SELF_COLLECTOR_ERRORS, C, "Failed collector runs since the exporter started.")
+TIMESTAMP = FamilyHeader.of(
+    SELF_SNAPSHOT_TIMESTAMP, G, "Wall-clock time the served snapshot was taken, in seconds since the epoch."
+)
+INTERVAL = FamilyHeader.of(SELF_POLL_INTERVAL, G, "The configured poll interval, in seconds.")
+NVML_ERRORS = FamilyHeader.of(SELF_NVML_ERRORS, C, "NVML errors per device since the exporter started, by NVML error.")
+KUBELET_UP = FamilyHeader.of(SELF_KUBELET_UP, G, "1 while the last kubelet pod-resources List succeeded, else 0.")
+KUBELET_AGE = FamilyHeader.of(SELF_KUBELET_MAPPING_AGE, G, "Age of the pod-to-device mapping in use, in seconds.")
+
+
+class HealthSeries:
+    """Renders the self-metrics of one exporter (dialect, version and interval fixed at start)."""
+
+    def __init__(self, dialect: Dialect, version: str, interval_seconds: float) -> None:
+        labels = label_pairs((("version", version), ("dialect", str(dialect))))
+        self._build_line = f"{SELF_BUILD_INFO}{{{labels}}} 1\n"
+        self._interval_line = f"{SELF_POLL_INTERVAL} {format_value(interval_seconds)}\n"
+
+    def render(self, snapshot: Snapshot, out: Families) -> int:
+        families: list[tuple[FamilyHeader, list[str]]] = [
+            (BUILD_INFO, [self._build_line]),
+            (TIMESTAMP, [f"{SELF_SNAPSHOT_TIMESTAMP} {format_value(snapshot.taken_at)}\n"]),
+            (INTERVAL, [self._interval_line]),
+        ]
+        families += _collector_families(snapshot.collectors)
+        errors = _nvml_error_lines(snapshot)
+        if errors:
+            families.append((NVML_ERRORS, errors))
+        if snapshot.kubelet_up is not None:
+            families.append((KUBELET_UP, [f"{SELF_KUBELET_UP} {1 if snapshot.kubelet_up else 0}\n"]))
+            age = snapshot.kubelet_mapping_age_seconds
+            if age is not None:
+                families.append((KUBELET_AGE, [f"{SELF_KUBELET_MAPPING_AGE} {format_value(age)}\n"]))
+        out.extend(families)
+        return sum(len(lines) for _, lines in families)
+
+
+def _collector_families(statuses: tuple[CollectorStatus, ...]) -> list[tuple[FamilyHeader, list[str]]]:
+    by_name: dict[str, CollectorStatus] = {}
+    for status in statuses:  # one series per collector name: the last status of a name wins
+        by_name[status.name] = status
+    if not by_name:
+        return []
+    success, duration, errors = [], [], []
+    for name, status in by_name.items():
+        labels = label_pairs((("collector", name),))
+        success.append(f"{SELF_COLLECTOR_SUCCESS}{{{labels}}} {1 if status.success else 0}\n")
+        duration.append(f"{SELF_COLLECTOR_DURATION}{{{labels}}} {format_value(status.duration_seconds)}\n")
+        if counter_value_is_valid(status.errors_total):
+            errors.append(f"{SELF_COLLECTOR_ERRORS}{{{labels}}} {format_value(status.errors_total)}\n")
+    families = [(SUCCESS, success), (DURATION, duration)]
+    if errors:
+        families.append((ERRORS, errors))
+    return families
+
+
+def _nvml_error_lines(snapshot: Snapshot) -> list[str]:
+    lines: list[str] = []
+    seen: set[str] = set()
+    for reading in snapshot.devices:
+        if not reading.errors or reading.uuid in seen:
+            continue
+        seen.add(reading.uuid)
+        ident = reading.identity
+        gpu = ident.parent if isinstance(ident, MigIdentity) else ident
+        for error in sorted(reading.errors):
+            value = reading.errors[error]
+            if not counter_value_is_valid(value):
+                continue
+            labels = label_pairs((("gpu", str(gpu.index)), ("uuid", reading.uuid), ("error", error)))
+            lines.append(f"{SELF_NVML_ERRORS}{{{labels}}} {format_value(value)}\n")
+    return lines

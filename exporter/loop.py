@@ -1,0 +1,334 @@
+"""The poll loop: collect, attribute, render, publish, every `interval` seconds in a worker thread.
+
+Each cycle builds one immutable Snapshot, renders it once into everything a request may ask for (the exposition in text
+format and OpenMetrics, the `/pods` JSON per namespace), and swaps a single reference to the new `Published`. A request
+reads that reference once and only hands out its bytes, so it is O(1), never touches NVML or the kubelet, and every
+byte it sends comes from one cycle.
+
+Gzip is not done here: compressing every cycle costs more than the rest of the render and is wasted when scrapes are
+rarer than polls (Prometheus scrapes every 15-60 s; we poll every second). `Published.gzipped()` compresses on first
+request and keeps the result with that snapshot; the server calls it in a worker thread, never on the event loop.
+"""
+
+from __future__ import annotations
+
+import gzip
+import logging
+import math
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from types import MappingProxyType
+
+from exporter.collect import Attribution, DeviceCollection, DeviceCollector, PodAttributor
+from exporter.exposition import ExpositionRenderer
+from exporter.podview import NodePods
+from exporter.snapshot import CollectorStatus, Snapshot
+
+log = logging.getLogger("exporter.loop")
+
+GZIP_LEVEL = 6
+PodsView = Callable[[Snapshot], NodePods]
+
+
+@dataclass(frozen=True, slots=True)
+class PodsDocument:
+    """The `/pods` JSON of one snapshot: the whole document, and the document filtered to each namespace."""
+
+    full: bytes
+    by_namespace: Mapping[str, bytes]
+    no_pods: bytes  # the document for a namespace that has no pods on this node
+
+    def for_namespace(self, namespace: str | None) -> bytes:
+        if namespace is None:
+            return self.full
+        return self.by_namespace.get(namespace, self.no_pods)
+
+    @classmethod
+    def of(cls, document: NodePods) -> PodsDocument:
+        namespaces = sorted({pod.namespace for pod in document.pods})
+        by_namespace = {
+            ns: document.model_copy(update={"pods": tuple(p for p in document.pods if p.namespace == ns)})
+            .model_dump_json()
+            .encode()
+            for ns in namespaces
+        }
+        no_pods = document.model_copy(update={"pods": ()}).model_dump_json().encode()
+        return cls(document.model_dump_json().encode(), MappingProxyType(by_namespace), no_pods)
+
+
+@dataclass(frozen=True, slots=True)
+class Published:
+    """Everything requests are served from, for one snapshot. Only `gzipped()` memoizes, and only what it computes."""
+
+    snapshot: Snapshot
+    cycle: int
+    collected_at: float  # monotonic time the snapshot's data was collected (readiness measures age from it)
+    text: bytes
+    openmetrics: bytes
+    pods: PodsDocument | None
+    _gzip: dict[bool, bytes] = field(default_factory=dict, repr=False, compare=False)
+
+    def body(self, openmetrics: bool) -> bytes:
+        return self.openmetrics if openmetrics else self.text
+
+    def gzipped_if_ready(self, openmetrics: bool) -> bytes | None:
+        """The compressed body if some request already compressed it."""
+        return self._gzip.get(openmetrics)
+
+    def gzipped(self, openmetrics: bool) -> bytes:
+        """Compress once (blocking: call it off the event loop); later calls return the same bytes."""
+        done = self._gzip.get(openmetrics)
+        if done is None:
+            done = gzip.compress(self.body(openmetrics), compresslevel=GZIP_LEVEL, mtime=0)
+            done = self._gzip.setdefault(openmetrics, done)
+        return done
+
+
+@dataclass(frozen=True, slots=True)
+class Readiness:
+    ready: bool
+    reason: str
+
+
+class PollLoop:
+    """Runs one DeviceCollector (and optionally a PodAttributor and a `/pods` builder) on a fixed schedule.
+
+    The caller starts and closes the collector and the attributor; the loop only calls `collect()`/`attribute()`.
+    Scheduling is drift-free: cycle k starts at start + k * interval; a cycle that overruns skips the ticks it missed
+    instead of running late ones back to back. An exception in any stage is logged and counted (self-metrics with the
+    stage as `collector`: `poll`, `attribution`, `pods`, and `render`, which reports the previous cycle's rendering)
+    and the loop carries on.
+    """
+
+    def __init__(
+        self,
+        collector: DeviceCollector,
+        renderer: ExpositionRenderer,
+        *,
+        interval: float,
+        node: str,
+        attributor: PodAttributor | None = None,
+        pods_view: PodsView | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if not interval > 0 or not math.isfinite(interval):
+            raise ValueError(f"interval must be a positive number of seconds, got {interval}")
+        self.interval = interval
+        self.node = node
+        self._collector = collector
+        self._renderer = renderer
+        self._attributor = attributor
+        self._pods_view = pods_view
+        self._monotonic = monotonic
+        self._published: Published | None = None
+        self._cycle = 0
+        self._errors: dict[str, int] = {}
+        self._stage: dict[str, CollectorStatus] = {}  # last outcome of the render and pods stages
+        self._last_attribution: Attribution | None = None
+        self._last_error: str | None = None
+        self._cycle_failed = False
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.overruns = 0  # ticks skipped because a cycle took longer than the interval
+
+    # ---- what the server reads -------------------------------------------------------------------------------------
+    @property
+    def published(self) -> Published | None:
+        """The newest published snapshot (one reference read: atomic), or None before the first cycle."""
+        return self._published
+
+    @property
+    def collector(self) -> DeviceCollector:
+        return self._collector
+
+    def readiness(self) -> Readiness:
+        """Ready once a snapshot exists and its data is younger than 3 intervals."""
+        published = self._published
+        if published is None:
+            reason = "no snapshot yet"
+            if self._last_error:
+                reason += f"; last poll failed: {self._last_error}"
+            return Readiness(False, reason)
+        age = self._monotonic() - published.collected_at
+        limit = 3 * self.interval
+        if age >= limit:
+            reason = f"snapshot is {age:.1f} s old (limit: 3 intervals = {limit:g} s)"
+            if self._last_error:
+                reason += f"; last poll failed: {self._last_error}"
+            return Readiness(False, reason)
+        return Readiness(True, f"snapshot {published.cycle} is {age:.2f} s old")
+
+    # ---- one cycle ---------------------------------------------------------------------------------------------------
+    def _status(self, name: str, ok: bool, started: float) -> CollectorStatus:
+        if not ok:
+            self._errors[name] = self._errors.get(name, 0) + 1
+        return CollectorStatus(name, ok, self._monotonic() - started, float(self._errors.get(name, 0)))
+
+    def _failed(self, stage: str, error: BaseException) -> None:
+        self._cycle_failed = True
+        kind = f"{stage}: {type(error).__name__}"
+        if self._last_error is None or not self._last_error.startswith(kind + ":"):
+            log.error("poll cycle failed in %s", stage, exc_info=error)
+        else:  # the same failure again: once at error level is enough
+            log.debug("poll cycle failed again in %s: %s", stage, error)
+        self._last_error = f"{kind}: {error}"
+
+    def _attribute(self, collection: DeviceCollection) -> tuple[Attribution | None, CollectorStatus | None]:
+        if self._attributor is None:
+            return None, None
+        started = self._monotonic()
+        try:
+            attribution = self._attributor.attribute(collection)
+        except Exception as error:
+            self._failed("attribution", error)
+            return self._last_attribution, self._status("attribution", False, started)
+        self._last_attribution = attribution
+        return attribution, self._status("attribution", True, started)
+
+    def _snapshot(self) -> tuple[Snapshot, float] | None:
+        """Collect and attribute; on failure, the previous snapshot's data with this cycle's statuses."""
+        started = self._monotonic()
+        try:
+            collection = self._collector.collect()
+        except Exception as error:
+            self._failed("collect", error)
+            poll = self._status("poll", False, started)
+            previous = self._published
+            if previous is None:
+                return None
+            statuses = _merge(previous.snapshot.collectors, (poll, *self._stage.values()))
+            return replace(previous.snapshot, collectors=statuses), previous.collected_at
+        collected_at = self._monotonic()
+        attribution, attribution_status = self._attribute(collection)
+        poll = self._status("poll", True, started)
+        statuses = collection.statuses
+        if attribution is not None:
+            statuses += attribution.statuses
+        extra = (poll,) if attribution_status is None else (poll, attribution_status)
+        snapshot = Snapshot(
+            taken_at=collection.taken_at,
+            node=self.node,
+            devices=collection.devices,
+            pods=attribution.pods if attribution is not None else (),
+            collectors=_merge(statuses, (*extra, *self._stage.values())),
+            kubelet_up=attribution.kubelet_up if attribution is not None else None,
+            kubelet_mapping_age_seconds=attribution.mapping_age_seconds if attribution is not None else None,
+        )
+        return snapshot, collected_at
+
+    def _pods_document(self, snapshot: Snapshot) -> PodsDocument | None:
+        started = self._monotonic()
+        try:
+            if self._pods_view is None:
+                document = NodePods(
+                    node=snapshot.node,
+                    generated_at=datetime.fromtimestamp(snapshot.taken_at, UTC),
+                    interval_seconds=self.interval,
+                    kubelet_up=snapshot.kubelet_up,
+                    pods=(),
+                )
+            else:
+                document = self._pods_view(snapshot)
+            pods = PodsDocument.of(document)
+        except Exception as error:
+            self._failed("pods", error)
+            self._stage["pods"] = self._status("pods", False, started)
+            previous = self._published
+            return None if previous is None else previous.pods
+        if self._pods_view is not None:
+            self._stage["pods"] = self._status("pods", True, started)
+        return pods
+
+    def poll_once(self) -> Published | None:
+        """Run one cycle now, in the calling thread; return what it published (None if there is nothing to publish)."""
+        self._cycle_failed = False
+        try:
+            return self._poll()
+        finally:
+            if not self._cycle_failed and self._last_error is not None:
+                log.info("poll cycle succeeded again after: %s", self._last_error)
+                self._last_error = None
+
+    def _poll(self) -> Published | None:
+        built = self._snapshot()
+        if built is None:
+            return None
+        snapshot, collected_at = built
+        pods = self._pods_document(snapshot)
+        pods_status = self._stage.get("pods")
+        if pods_status is not None:  # this cycle's /pods outcome (the render's is known only after rendering)
+            snapshot = replace(snapshot, collectors=_merge(snapshot.collectors, (pods_status,)))
+        started = self._monotonic()
+        try:
+            rendered = self._renderer.render(snapshot)
+        except Exception as error:
+            self._failed("render", error)
+            self._stage["render"] = self._status("render", False, started)
+            return self._published
+        self._stage["render"] = self._status("render", True, started)
+        self._cycle += 1
+        published = Published(snapshot, self._cycle, collected_at, rendered.text, rendered.openmetrics, pods)
+        self._published = published
+        return published
+
+    # ---- the worker thread -------------------------------------------------------------------------------------------
+    def _run(self) -> None:
+        deadline = self._monotonic()
+        while not self._stop.is_set():
+            try:
+                self.poll_once()
+            except Exception as error:  # a defect in the loop itself: keep polling
+                self._failed("loop", error)
+            now = self._monotonic()
+            deadline, missed = next_tick(deadline, now, self.interval)
+            self.overruns += missed
+            self._stop.wait(deadline - now)
+
+    def start(self) -> None:
+        """Start polling in a worker thread (the first cycle runs at once)."""
+        if self._thread is not None:
+            raise RuntimeError("the poll loop is already running")
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, name="gpu-pulse-poll", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop after the cycle in progress; wait up to `timeout` seconds for it."""
+        self._stop.set()
+        thread, self._thread = self._thread, None
+        if thread is not None:
+            thread.join(timeout)
+            if thread.is_alive():
+                log.warning("poll loop still busy after %.1f s; leaving it (daemon thread)", timeout)
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+
+def next_tick(deadline: float, now: float, interval: float) -> tuple[float, int]:
+    """The start of the next cycle after the one that started at `deadline`, and how many ticks were skipped.
+
+    Ticks stay on the grid deadline + k * interval (no drift from cycle durations); a cycle that ran past one or more
+    ticks skips them, so the next cycle starts on the first tick after `now` rather than immediately.
+    """
+    following = deadline + interval
+    if now < following:
+        return following, 0
+    missed = math.floor((now - following) / interval) + 1
+    tick = following + missed * interval
+    if tick <= now:  # floating-point rounding right on a tick
+        tick += interval
+        missed += 1
+    return tick, missed
+
+
+def _merge(first: tuple[CollectorStatus, ...], then: tuple[CollectorStatus, ...]) -> tuple[CollectorStatus, ...]:
+    """Statuses by collector name, later ones replacing earlier ones of the same name."""
+    by_name = {s.name: s for s in first}
+    for status in then:
+        by_name[status.name] = status
+    return tuple(by_name.values())

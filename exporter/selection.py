@@ -1,0 +1,111 @@
+"""`--collectors FILE`: which measurements are exported.
+
+Two formats, line by line, mixable in one file:
+- ours: one catalogue key (`gpu_util`) or metric name of either dialect (`DCGM_FI_DEV_GPU_UTIL`,
+  `nvidia_gpu_utilization_ratio`, or a counter's family name without `_total`) per line; `#` starts a comment;
+- dcgm-exporter's counters CSV: `DCGM_FI_DEV_GPU_UTIL, gauge, help text`; lines starting with `#` are comments.
+So a user migrating from dcgm-exporter keeps the file they maintain. DCGM fields we cannot provide are collected in
+`Selection.unsupported` (the CLI names them once in the log); anything else we do not know is an error, on one line.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType
+
+from exporter.catalogue import MEASUREMENTS, Measurement
+
+CSV_TYPES = frozenset({"gauge", "counter", "label"})
+# dcgm-exporter fields of type `label` that we always put on dcgm series anyway
+PROVIDED_LABEL_FIELDS = frozenset({"DCGM_FI_DRIVER_VERSION"})
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+class SelectionError(ValueError):
+    """A `--collectors` file that cannot be used, as one line."""
+
+
+@dataclass(frozen=True, slots=True)
+class Selection:
+    keys: frozenset[str]  # catalogue keys to export
+    unsupported: tuple[str, ...]  # names in the file we cannot provide, in file order, each once
+
+
+def _names(measurement: Measurement) -> list[str]:
+    names = [measurement.key]
+    for rendering in (measurement.dcgm, measurement.prometheus):
+        if rendering is not None:
+            names.append(rendering.name)
+            if rendering.name.endswith("_total"):
+                names.append(rendering.name.removesuffix("_total"))
+    return names
+
+
+def _index() -> Mapping[str, frozenset[str]]:
+    found: dict[str, set[str]] = {}
+    for measurement in MEASUREMENTS:
+        for name in _names(measurement):
+            found.setdefault(name, set()).add(measurement.key)
+    return MappingProxyType({name: frozenset(keys) for name, keys in found.items()})
+
+
+NAME_INDEX: Mapping[str, frozenset[str]] = _index()  # any accepted name -> the catalogue keys it selects
+
+
+def parse_selection(text: str, origin: str = "--collectors") -> Selection:
+    """Parse the file's text. Raises SelectionError("<origin> line N: ...") on the first bad line."""
+    keys: set[str] = set()
+    unsupported: dict[str, None] = {}
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        where = f"{origin} line {number}"
+        is_csv = "," in line.partition("#")[0]  # a comment in our format may hold commas; a CSV help text may hold #
+        kind = ""
+        if is_csv:
+            name, _, rest = (part.strip() for part in line.partition(","))
+            kind = rest.partition(",")[0].strip().lower()
+            if kind not in CSV_TYPES:
+                raise SelectionError(
+                    f"{where}: {kind!r} is not a dcgm-exporter metric type (expected gauge, counter or label)"
+                )
+        else:
+            name = line.partition("#")[0].strip()
+        if _NAME.fullmatch(name) is None:
+            raise SelectionError(f"{where}: {name!r} is not a measurement name")
+        if kind == "label":  # dcgm-exporter puts label fields on every series; we provide only the driver version
+            if name not in PROVIDED_LABEL_FIELDS:
+                unsupported.setdefault(name, None)
+            continue
+        chosen = NAME_INDEX.get(name)
+        if chosen is not None:
+            keys.update(chosen)
+        elif is_csv or name.startswith("DCGM_FI_"):
+            unsupported.setdefault(name, None)
+        else:
+            raise SelectionError(
+                f"{where}: unknown measurement {name!r} (use catalogue keys such as gpu_util, or metric names of "
+                "either dialect)"
+            )
+    if not keys:
+        missing = f" (cannot provide: {', '.join(unsupported)})" if unsupported else ""
+        raise SelectionError(f"{origin}: selects no measurement we can export{missing}")
+    return Selection(frozenset(keys), tuple(unsupported))
+
+
+def load_selection(path: Path) -> Selection:
+    """Read and parse a `--collectors` file. Raises SelectionError with one line when unreadable or malformed."""
+    origin = f"--collectors {path}"
+    try:
+        data = path.read_bytes()
+    except OSError as error:
+        raise SelectionError(f"{origin}: cannot read the file: {error.strerror or error}") from None
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise SelectionError(f"{origin}: not a UTF-8 text file") from None
+    return parse_selection(text, origin)

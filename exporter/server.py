@@ -1,0 +1,326 @@
+"""The exporter's HTTP server (aiohttp): `/metrics`, `/pods`, `/healthz`, `/readyz` and the `/` page.
+
+Handlers only hand out what the poll loop published: one reference read, then bytes. Nothing here calls NVML or the
+kubelet. The only work done per request is gzip on the first compressed request of a snapshot (in a worker thread,
+shared by concurrent requests) and the HTML page (also in a worker thread). The poll loop runs for the lifetime of the
+application (`cleanup_ctx`), so `AppRunner.cleanup()` stops it gracefully.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import hashlib
+import hmac
+import logging
+import re
+import ssl
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from aiohttp import web
+
+from exporter.config import ListenAddress
+from exporter.exposition import CONTENT_TYPE_OPENMETRICS, CONTENT_TYPE_TEXT
+from exporter.loop import PollLoop, Published
+from exporter.page import render_page
+
+log = logging.getLogger("exporter.server")
+
+PROTECTED_PATHS = frozenset({"/metrics", "/pods", "/"})
+_NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+_PAGE_HEADERS = {
+    "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; img-src 'self'",
+    "X-Content-Type-Options": "nosniff",
+}
+
+
+# ---- content negotiation -------------------------------------------------------------------------------------------
+def _media_ranges(header: str) -> list[tuple[str, dict[str, str], float]]:
+    ranges = []
+    for part in header.split(","):
+        media, *params = (p.strip() for p in part.split(";"))
+        if not media:
+            continue
+        values: dict[str, str] = {}
+        for param in params:
+            key, _, value = param.partition("=")
+            values[key.strip().lower()] = value.strip().strip('"')
+        try:
+            q = float(values.pop("q", "1"))
+        except ValueError:
+            q = 0.0
+        ranges.append((media.lower(), values, q))
+    return ranges
+
+
+def wants_openmetrics(accept: str) -> bool:
+    """True when the Accept header prefers OpenMetrics 1.0 (or any version we can answer) over text 0.0.4."""
+    om_q = text_q = 0.0
+    for media, params, q in _media_ranges(accept):
+        if media == "application/openmetrics-text" and params.get("version", "1.0.0") in ("1.0.0", "0.0.1"):
+            om_q = max(om_q, q)
+        elif media in ("text/plain", "text/*", "*/*") and params.get("version", "0.0.4") == "0.0.4":
+            text_q = max(text_q, q)
+    return om_q > 0 and om_q >= text_q
+
+
+def accepts_gzip(accept_encoding: str) -> bool:
+    for coding, _, q in _media_ranges(accept_encoding):
+        if coding in ("gzip", "x-gzip", "*"):
+            return q > 0
+    return False
+
+
+class Compressor:
+    """Gzip on first request per (snapshot, format), in a worker thread; concurrent requests share one job."""
+
+    def __init__(self) -> None:
+        self._jobs: dict[tuple[int, bool], asyncio.Future[bytes]] = {}
+
+    async def gzipped(self, published: Published, openmetrics: bool) -> bytes:
+        ready = published.gzipped_if_ready(openmetrics)
+        if ready is not None:
+            return ready
+        key = (id(published), openmetrics)  # `published` stays alive while its job runs
+        job = self._jobs.get(key)
+        if job is None:
+            job = asyncio.get_running_loop().run_in_executor(None, published.gzipped, openmetrics)
+            self._jobs[key] = job
+            job.add_done_callback(lambda _: self._jobs.pop(key, None))
+        return await asyncio.shield(job)
+
+
+# ---- authentication ------------------------------------------------------------------------------------------------
+class Access(Protocol):
+    @property
+    def challenge(self) -> str:
+        """The WWW-Authenticate value of a 401."""
+        ...
+
+    def allows(self, authorization: str | None) -> bool: ...
+
+
+def _digest(secret: str) -> bytes:
+    return hashlib.sha256(secret.encode()).digest()
+
+
+@dataclass(frozen=True, slots=True)
+class BearerAccess:
+    token_digest: bytes
+    challenge: str = 'Bearer realm="gpu-pulse"'
+
+    def allows(self, authorization: str | None) -> bool:
+        scheme, _, token = (authorization or "").partition(" ")
+        return scheme.lower() == "bearer" and hmac.compare_digest(_digest(token.strip()), self.token_digest)
+
+
+@dataclass(frozen=True, slots=True)
+class BasicAccess:
+    users: Mapping[str, bytes]  # user -> sha256 digest of the password
+    challenge: str = 'Basic realm="gpu-pulse", charset="UTF-8"'
+
+    def allows(self, authorization: str | None) -> bool:
+        scheme, _, encoded = (authorization or "").partition(" ")
+        if scheme.lower() != "basic":
+            return False
+        try:
+            user, sep, password = base64.b64decode(encoded.strip(), validate=True).decode().partition(":")
+        except (binascii.Error, UnicodeDecodeError):
+            return False
+        expected = self.users.get(user)
+        # compare even for an unknown user, so the time taken does not tell which users exist
+        matches = hmac.compare_digest(_digest(password), expected if expected is not None else _digest("\0" + user))
+        return bool(sep) and expected is not None and matches
+
+
+def _read_secret_file(path: Path, flag: str) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise ValueError(f"{flag} {path}: cannot read: {getattr(error, 'strerror', None) or error}") from None
+
+
+def load_access(bearer_token_file: Path | None, basic_file: Path | None) -> Access | None:
+    """The access check from `--auth-bearer-token-file` or `--auth-basic-file` (None: no auth). ValueError: one line."""
+    if bearer_token_file is not None:
+        token = _read_secret_file(bearer_token_file, "--auth-bearer-token-file").strip()
+        if not token:
+            raise ValueError(f"--auth-bearer-token-file {bearer_token_file}: the file is empty")
+        return BearerAccess(_digest(token))
+    if basic_file is None:
+        return None
+    users: dict[str, bytes] = {}
+    for number, raw in enumerate(_read_secret_file(basic_file, "--auth-basic-file").splitlines(), start=1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        user, _, rest = line.partition(":")
+        scheme, _, secret = rest.partition(":")
+        where = f"--auth-basic-file {basic_file} line {number}"
+        if not user or not secret:
+            raise ValueError(f"{where}: expected user:sha256:<hex digest> or user:plain:<password>")
+        if scheme == "sha256":
+            try:
+                digest = bytes.fromhex(secret)
+            except ValueError:
+                digest = b""
+            if len(digest) != 32:
+                raise ValueError(f"{where}: a sha256 digest is 64 hexadecimal digits")
+            users[user] = digest
+        elif scheme == "plain":
+            users[user] = _digest(secret)
+        else:
+            raise ValueError(f"{where}: unknown scheme {scheme!r} (expected sha256 or plain)")
+    if not users:
+        raise ValueError(f"--auth-basic-file {basic_file}: no users in the file")
+    return BasicAccess(users)
+
+
+def tls_context(cert_file: Path, key_file: Path) -> ssl.SSLContext:
+    """A TLS 1.2+ server context. ValueError (one line) when the files cannot be loaded."""
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    try:
+        context.load_cert_chain(cert_file, key_file)
+    except (OSError, ssl.SSLError) as error:
+        raise ValueError(f"--tls-cert-file/--tls-key-file: cannot load {cert_file} / {key_file}: {error}") from None
+    return context
+
+
+# ---- the application -----------------------------------------------------------------------------------------------
+POLL_LOOP = web.AppKey("poll_loop", PollLoop)
+COMPRESSOR = web.AppKey("compressor", Compressor)
+ACCESS = web.AppKey("access", Access)  # set only when authentication is configured
+
+
+def _unavailable(reason: str) -> web.Response:
+    return web.Response(status=503, text=reason + "\n", headers={"Retry-After": "1"})
+
+
+async def metrics(request: web.Request) -> web.Response:
+    published = request.app[POLL_LOOP].published
+    if published is None:
+        return _unavailable("no snapshot yet: the first poll has not finished")
+    openmetrics = wants_openmetrics(request.headers.get("Accept", ""))
+    headers = {
+        "Content-Type": CONTENT_TYPE_OPENMETRICS if openmetrics else CONTENT_TYPE_TEXT,
+        "Vary": "Accept, Accept-Encoding",
+        "Cache-Control": "no-store",
+    }
+    if accepts_gzip(request.headers.get("Accept-Encoding", "")):
+        headers["Content-Encoding"] = "gzip"
+        body = await request.app[COMPRESSOR].gzipped(published, openmetrics)
+    else:
+        body = published.body(openmetrics)
+    return web.Response(body=body, headers=headers)
+
+
+async def pods(request: web.Request) -> web.Response:
+    published = request.app[POLL_LOOP].published
+    if published is None or published.pods is None:
+        return _unavailable("no snapshot yet: the first poll has not finished")
+    namespace = request.query.get("namespace")
+    if namespace is not None and _NAMESPACE.fullmatch(namespace) is None:
+        return web.Response(status=400, text=f"namespace: {namespace!r} is not a Kubernetes namespace name\n")
+    body = published.pods.for_namespace(namespace)
+    return web.Response(body=body, content_type="application/json", headers={"Cache-Control": "no-store"})
+
+
+async def healthz(request: web.Request) -> web.Response:
+    return web.Response(text="ok\n")
+
+
+async def readyz(request: web.Request) -> web.Response:
+    readiness = request.app[POLL_LOOP].readiness()
+    if readiness.ready:
+        return web.Response(text=f"ok: {readiness.reason}\n")
+    return _unavailable(f"not ready: {readiness.reason}")
+
+
+async def index(request: web.Request) -> web.Response:
+    poll_loop = request.app[POLL_LOOP]
+    published = poll_loop.published
+    readiness = poll_loop.readiness().reason
+    snapshot = None if published is None else published.snapshot
+    page = await asyncio.get_running_loop().run_in_executor(
+        None, lambda: render_page(snapshot, poll_loop.collector.history, readiness=readiness)
+    )
+    return web.Response(text=page, content_type="text/html", headers=_PAGE_HEADERS)
+
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+@web.middleware
+async def authenticate(request: web.Request, handler: Handler) -> web.StreamResponse:
+    access = request.app.get(ACCESS)
+    if access is not None and request.path in PROTECTED_PATHS:
+        if not access.allows(request.headers.get("Authorization")):
+            return web.Response(status=401, text="unauthorized\n", headers={"WWW-Authenticate": access.challenge})
+    return await handler(request)
+
+
+async def _run_poll_loop(app: web.Application) -> AsyncIterator[None]:
+    poll_loop = app[POLL_LOOP]
+    poll_loop.start()
+    yield
+    await asyncio.get_running_loop().run_in_executor(None, poll_loop.stop)
+
+
+def build_app(poll_loop: PollLoop, *, access: Access | None = None, run_poll_loop: bool = True) -> web.Application:
+    """The application. With `run_poll_loop`, the loop's thread starts and stops with the application."""
+    app = web.Application(middlewares=[authenticate])
+    app[POLL_LOOP] = poll_loop
+    app[COMPRESSOR] = Compressor()
+    if access is not None:
+        app[ACCESS] = access
+    if run_poll_loop:
+        app.cleanup_ctx.append(_run_poll_loop)
+    app.router.add_get("/metrics", metrics)
+    app.router.add_get("/pods", pods)
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/readyz", readyz)
+    app.router.add_get("/", index)
+    return app
+
+
+@dataclass(frozen=True, slots=True)
+class RunningServer:
+    runner: web.AppRunner
+    host: str
+    port: int
+    tls: bool
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{'https' if self.tls else 'http'}://{host}:{self.port}"
+
+    async def stop(self) -> None:
+        """Stop accepting, finish in-flight requests (up to the shutdown timeout), stop the poll loop."""
+        await self.runner.cleanup()
+
+
+async def start_server(
+    app: web.Application,
+    listen: ListenAddress,
+    *,
+    ssl_context: ssl.SSLContext | None = None,
+    shutdown_timeout: float = 5.0,
+) -> RunningServer:
+    """Start serving `app` on `listen` (port 0: an ephemeral port, reported in the result)."""
+    runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=shutdown_timeout)
+    await runner.setup()
+    site = web.TCPSite(runner, listen.host, listen.port, ssl_context=ssl_context, reuse_address=True)
+    try:
+        await site.start()
+    except BaseException:
+        await runner.cleanup()
+        raise
+    address = runner.addresses[0]
+    host = listen.host if listen.host not in ("0.0.0.0", "::") else ("127.0.0.1" if listen.host == "0.0.0.0" else "::1")
+    return RunningServer(runner, host, int(address[1]), ssl_context is not None)

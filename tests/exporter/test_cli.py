@@ -1,0 +1,236 @@
+"""The command line: exit codes, one-line errors, and a real process serving, reloading and stopping on signals."""
+
+from __future__ import annotations
+
+import io
+import os
+import queue
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from exporter.cli import StartupError, main, run
+from exporter.config import load_config
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GPU_PULSE_")}
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    return env | extra
+
+
+# ---- configuration errors: exit 2, one line ------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("argv", "environ", "names"),
+    [
+        (["--interval", "-1"], {}, "--interval"),
+        (["--dialect", "influx"], {}, "--dialect"),
+        ([], {"GPU_PULSE_LOG_FORMAT": "yaml"}, "GPU_PULSE_LOG_FORMAT"),
+        ([], {"GPU_PULSE_LISTEN": "nowhere"}, "GPU_PULSE_LISTEN"),
+        (["--bogus"], {}, "--bogus"),
+    ],
+)
+def test_bad_configuration_exits_2_with_one_line(argv: list[str], environ: dict[str, str], names: str) -> None:
+    stderr = io.StringIO()
+
+    def never(settings: object) -> None:
+        raise AssertionError("must not start")
+
+    assert main(argv, environ, stderr, runner=never) == 2
+    lines = stderr.getvalue().splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("gpu-pulse-exporter: error: ") and names in lines[0]
+
+
+def _startup_error(argv: list[str]) -> StartupError:
+    settings = load_config(argv, {}, hostname=lambda: "h")
+    with pytest.raises(StartupError) as error:
+        run(settings)
+    assert "\n" not in str(error.value)
+    return error.value
+
+
+def test_unreadable_collectors_file_exits_2(tmp_path: Path) -> None:
+    error = _startup_error(["--collectors", str(tmp_path / "missing.csv"), "--simulate", "h100x8"])
+    assert error.code == 2 and "--collectors" in str(error)
+
+
+def test_malformed_collectors_file_exits_2(tmp_path: Path) -> None:
+    path = tmp_path / "c.csv"
+    path.write_text("DCGM_FI_DEV_GPU_UTIL, sometimes, help\n")
+    error = _startup_error(["--collectors", str(path), "--simulate", "h100x8"])
+    assert error.code == 2 and "line 1" in str(error)
+
+
+def test_unknown_scenario_exits_2() -> None:
+    error = _startup_error(["--simulate", "no-such-scenario"])
+    assert error.code == 2 and str(error).startswith("--simulate: ")
+
+
+def test_bad_tls_or_auth_files_exit_2(tmp_path: Path) -> None:
+    (tmp_path / "cert.pem").write_text("garbage")
+    (tmp_path / "key.pem").write_text("garbage")
+    error = _startup_error(
+        [
+            "--simulate",
+            "h100x8",
+            "--tls-cert-file",
+            str(tmp_path / "cert.pem"),
+            "--tls-key-file",
+            str(tmp_path / "key.pem"),
+        ]
+    )
+    assert error.code == 2 and "--tls-cert-file" in str(error)
+    error = _startup_error(["--simulate", "h100x8", "--auth-bearer-token-file", str(tmp_path / "none")])
+    assert error.code == 2 and "--auth-bearer-token-file" in str(error)
+
+
+def test_help_explains_units_and_defaults() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "exporter", "--help"],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0
+    text = " ".join(result.stdout.split())
+    assert "--interval SECONDS Seconds between two polls" in text and "[env GPU_PULSE_INTERVAL; default: 1.0]" in text
+    assert "default: 0.0.0.0:9400" in text
+
+
+def test_no_nvml_is_one_line_pointing_at_simulate() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "exporter", "--listen", "127.0.0.1:0"],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 1
+    errors = [line for line in result.stderr.splitlines() if "error" in line.lower()]
+    assert len(errors) == 1, result.stderr
+    assert errors[0].startswith("gpu-pulse-exporter: error: ") and "--simulate" in errors[0]
+
+
+def test_bad_flag_in_a_real_process_exits_2() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "exporter", "--interval", "0"], capture_output=True, text=True, env=_env(), timeout=60
+    )
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1 and "--interval" in result.stderr
+
+
+# ---- a real process -------------------------------------------------------------------------------------------------
+class Exporter:
+    def __init__(self, process: subprocess.Popen[str]) -> None:
+        self.process = process
+        self.lines: queue.Queue[str] = queue.Queue()
+        self.log: list[str] = []
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.process.stderr is not None
+        for line in self.process.stderr:
+            self.lines.put(line)
+
+    def wait_for(self, pattern: str, timeout: float = 30.0) -> re.Match[str]:
+        while True:
+            try:
+                line = self.lines.get(timeout=timeout)
+            except queue.Empty:
+                raise AssertionError(f"no log line matching {pattern!r}; got: {''.join(self.log)}") from None
+            self.log.append(line)
+            found = re.search(pattern, line)
+            if found:
+                return found
+
+
+@pytest.fixture
+def exporter() -> Iterator[Exporter]:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "exporter", "--simulate", "h100x8", "--listen", "127.0.0.1:0", "--interval", "0.2"],
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(GPU_PULSE_DIALECT="prometheus", NODE_NAME="cli-node"),
+    )
+    try:
+        yield Exporter(process)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(timeout=10)
+
+
+def _get(url: str) -> tuple[int, bytes]:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            return response.status, response.read()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read()
+
+
+def test_serves_reloads_on_sighup_and_stops_cleanly_on_sigterm(exporter: Exporter) -> None:
+    url = exporter.wait_for(r"serving .* on (http://127\.0\.0\.1:\d+)").group(1)
+    for _ in range(100):
+        status, body = _get(url + "/metrics")
+        if status == 200:
+            break
+        assert exporter.process.poll() is None, "the exporter exited"
+        time.sleep(0.05)
+    assert status == 200
+    assert b'nvidia_gpu_utilization_ratio{gpu="0"' in body  # GPU_PULSE_DIALECT=prometheus
+    assert b'node="cli-node"' in body  # NODE_NAME
+    exporter.process.send_signal(signal.SIGHUP)
+    exporter.wait_for("SIGHUP: enumerating the GPUs again")
+    exporter.wait_for(r"found 8 GPU")
+    assert _get(url + "/metrics")[0] == 200
+    exporter.process.send_signal(signal.SIGTERM)
+    assert exporter.process.wait(timeout=20) == 0
+    exporter.wait_for("stopped")
+
+
+def test_sigint_stops_cleanly_too(exporter: Exporter) -> None:
+    exporter.wait_for(r"serving .* on http://")
+    exporter.process.send_signal(signal.SIGINT)
+    assert exporter.process.wait(timeout=20) == 0
+
+
+def test_simulate_shared_shows_every_pod_with_no_other_setup() -> None:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "exporter", "--simulate", "shared", "--listen", "127.0.0.1:0", "--interval", "0.2"],
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(),
+    )
+    exporter = Exporter(process)
+    try:
+        url = exporter.wait_for(r"serving .* on (http://127\.0\.0\.1:\d+)").group(1)
+        pods: set[str] = set()
+        for _ in range(100):
+            status, body = _get(url + "/metrics")
+            pods = set(re.findall(rb'gpu_pulse_pod_device_info\{[^}]*pod="([^"]+)"', body))  # type: ignore[arg-type]
+            if status == 200 and len(pods) == 8:
+                break
+            time.sleep(0.1)
+        assert len(pods) == 8
+        status, document = _get(url + "/pods")
+        assert status == 200 and document.count(b'"share":"process"') >= 4
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=20) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(timeout=10)
