@@ -1,0 +1,106 @@
+"""The JSON bodies of the metrics APIs, exactly as k8s.io/metrics types serialize them.
+
+custom.metrics.k8s.io/v1beta2 MetricValue: describedObject, metric {name, selector}, timestamp, windowSeconds, value.
+custom.metrics.k8s.io/v1beta1 MetricValue: describedObject, metricName, timestamp, window, value, selector.
+external.metrics.k8s.io/v1beta1 ExternalMetricValue: metricName, metricLabels, timestamp, window, value.
+Values are canonical Quantity strings; timestamps RFC 3339 in UTC, whole seconds, the time the figures were sampled.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from decimal import Decimal
+from functools import lru_cache
+
+from adapter.api.paths import CUSTOM_GROUP, EXTERNAL_GROUP
+from adapter.api.values import ServedValue
+from adapter.quantity import canonical_quantity
+
+JsonObject = dict[str, object]
+
+
+def rfc3339(unix_seconds: float) -> str:
+    """RFC 3339 UTC with whole seconds, rounded down (a sample time is never reported later than it was)."""
+    return _rfc3339_second(int(unix_seconds // 1))
+
+
+@lru_cache(maxsize=256)
+def _rfc3339_second(second: int) -> str:
+    return datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@lru_cache(maxsize=16384)
+def quantity(value: Decimal) -> str:
+    """canonical_quantity, remembered: figures repeat (a pod's percent, a GPU's memory size) across items."""
+    return canonical_quantity(value)
+
+
+_PLAIN = re.compile(r"[A-Za-z0-9._/:*-]*").fullmatch  # Kubernetes names and kinds: nothing JSON would escape
+
+
+def _string(text: str) -> str:
+    """A JSON string literal; names (the common case) without the encoder's overhead."""
+    return f'"{text}"' if _PLAIN(text) else json.dumps(text, ensure_ascii=False)
+
+
+@lru_cache(maxsize=32768)  # the same pods are asked about every HPA sync
+def described_object(kind: str, api_version: str, namespace: str | None, name: str) -> str:
+    """The describedObject (an ObjectReference) as JSON text: kind, namespace (namespaced objects only), name,
+    apiVersion ("/v1" for core objects, as custom-metrics-apiserver writes it)."""
+    where = f',"namespace":{_string(namespace)}' if namespace is not None else ""
+    return f'{{"kind":{_string(kind)}{where},"name":{_string(name)},"apiVersion":{_string(api_version)}}}'
+
+
+class CustomItems:
+    """Renders the items of one custom.metrics.k8s.io answer as JSON text, field order as the Go types write them.
+
+    Items are rendered as text, not built as dicts and encoded: an HPA answer holds one item per pod, and this is the
+    per-pod cost of the request. `text()` gives the whole MetricValueList.
+    """
+
+    def __init__(self, version: str, metric: str, selector: JsonObject | None) -> None:
+        self.version = version
+        self._items: list[str] = []
+        if version == "v1beta1":
+            self._metric = f'"metricName":{_string(metric)},'
+            self._window = "window"
+            self._selector = f',"selector":{json.dumps(selector, separators=(",", ":"))}'
+        else:
+            self._metric = f'"metric":{json.dumps({"name": metric, "selector": selector}, separators=(",", ":"))},'
+            self._window = "windowSeconds"
+            self._selector = ""
+
+    def add(self, described: str, served: ServedValue) -> None:
+        self._items.append(
+            f'{{"describedObject":{described},{self._metric}"timestamp":"{rfc3339(served.sampled_at)}",'
+            f'"{self._window}":{served.window_seconds},"value":"{quantity(served.value)}"{self._selector}}}'
+        )
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def text(self) -> str:
+        head = f'{{"kind":"MetricValueList","apiVersion":"{CUSTOM_GROUP}/{self.version}","metadata":{{}},"items":['
+        return head + ",".join(self._items) + "]}"
+
+
+def external_item(metric: str, labels: Mapping[str, str], served: ServedValue) -> JsonObject:
+    return {
+        "metricName": metric,
+        "metricLabels": dict(labels),
+        "timestamp": rfc3339(served.sampled_at),
+        "window": served.window_seconds,
+        "value": quantity(served.value),
+    }
+
+
+def external_list(version: str, items: list[JsonObject]) -> JsonObject:
+    return {
+        "kind": "ExternalMetricValueList",
+        "apiVersion": f"{EXTERNAL_GROUP}/{version}",
+        "metadata": {},
+        "items": items,
+    }

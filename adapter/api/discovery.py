@@ -1,0 +1,91 @@
+"""API discovery: `/apis` (APIGroupList), `/apis/{group}` (APIGroup) and `/apis/{group}/{version}` (APIResourceList
+with one resource per served metric and described resource, e.g. `pods/gpu_utilization`)."""
+
+from __future__ import annotations
+
+import json
+
+from aiohttp import web
+
+from adapter.api.objects import KINDS
+from adapter.api.paths import CUSTOM_GROUP, SERVED
+from adapter.api.status import ApiError
+from adapter.metrics_config import MetricDefinition
+
+JsonObject = dict[str, object]
+
+
+def _group(name: str) -> JsonObject:
+    versions = [{"groupVersion": f"{name}/{v}", "version": v} for v in SERVED[name]]
+    return {"name": name, "versions": versions, "preferredVersion": versions[0]}
+
+
+def group_list() -> JsonObject:
+    return {"kind": "APIGroupList", "apiVersion": "v1", "groups": [_group(g) for g in SERVED]}
+
+
+def api_group(name: str) -> JsonObject:
+    return {"kind": "APIGroup", "apiVersion": "v1", **_group(name)}
+
+
+def resource_list(
+    group: str, version: str, custom: list[MetricDefinition], external: list[MetricDefinition]
+) -> JsonObject:
+    resources: list[JsonObject] = []
+    if group == CUSTOM_GROUP:
+        for metric in custom:
+            for kind in KINDS:
+                resources.append(
+                    {
+                        "name": f"{kind.resource}/{metric.name}",
+                        "singularName": "",
+                        "namespaced": kind.namespaced,
+                        "kind": "MetricValueList",
+                        "verbs": ["get"],
+                    }
+                )
+    else:
+        for metric in external:
+            resources.append(
+                {
+                    "name": metric.name,
+                    "singularName": "",
+                    "namespaced": True,
+                    "kind": "ExternalMetricValueList",
+                    "verbs": ["get"],
+                }
+            )
+    return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": f"{group}/{version}", "resources": resources}
+
+
+def _json(body: JsonObject) -> bytes:
+    return json.dumps(body, separators=(",", ":")).encode()
+
+
+class Discovery:
+    """The discovery documents, rendered once from the served metrics."""
+
+    def __init__(self, custom: list[MetricDefinition], external: list[MetricDefinition]) -> None:
+        self._groups = _json(group_list())
+        self._group = {g: _json(api_group(g)) for g in SERVED}
+        self._resources = {
+            (g, v): _json(resource_list(g, v, custom, external)) for g, versions in SERVED.items() for v in versions
+        }
+
+    async def groups(self, request: web.Request) -> web.Response:
+        return web.Response(body=self._groups, content_type="application/json")
+
+    async def group(self, request: web.Request) -> web.Response:
+        body = self._group.get(request.match_info["group"])
+        if body is None:
+            raise ApiError(
+                404, f"the server could not find the requested resource: group {request.match_info['group']}"
+            )
+        return web.Response(body=body, content_type="application/json")
+
+    async def resources(self, request: web.Request) -> web.Response:
+        group, version = request.match_info["group"], request.match_info["version"]
+        body = self._resources.get((group, version))
+        if body is None:
+            raise ApiError(404, f"the server could not find the requested resource: {group}/{version} is not served")
+        return web.Response(body=body, content_type="application/json")

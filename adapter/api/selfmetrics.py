@@ -1,0 +1,94 @@
+"""The adapter's own metrics (`/metrics`): request and source latency, cache sizes, age of the figures it serves.
+
+All names start with `gpu_pulse_adapter_`. The registry is the adapter's own (not prometheus_client's global one), so
+two adapters in one process, as in tests, never share counts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from aiohttp import web
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.exposition import choose_encoder
+from prometheus_client.registry import Collector
+
+_LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+_AGE_BUCKETS = (0.5, 1.0, 2.0, 3.0, 5.0, 10.0, 15.0, 30.0, 60.0, 120.0, 300.0)
+
+
+class _CacheSizes(Collector):
+    """Sizes read at scrape time from the live caches."""
+
+    def __init__(self) -> None:
+        self.pod_cache_size: Callable[[], int] = lambda: 0
+        self.pod_cache_synced: Callable[[], bool] = lambda: False
+        self.node_documents: Callable[[], int] = lambda: 0
+
+    def collect(self) -> Iterable[Metric]:
+        yield GaugeMetricFamily(
+            "gpu_pulse_adapter_pod_cache_pods", "Pods held in the adapter's pod cache.", value=self.pod_cache_size()
+        )
+        yield GaugeMetricFamily(
+            "gpu_pulse_adapter_pod_cache_synced",
+            "1 once the pod cache has listed every pod and follows the watch.",
+            value=1.0 if self.pod_cache_synced() else 0.0,
+        )
+        yield GaugeMetricFamily(
+            "gpu_pulse_adapter_node_documents",
+            "Exporter /pods documents the direct source keeps (one per node and namespace asked about).",
+            value=self.node_documents(),
+        )
+
+
+class AdapterMetrics:
+    def __init__(self, source: str, version: str = "0.1.0") -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.requests = Histogram(
+            "gpu_pulse_adapter_request_duration_seconds",
+            "Time to answer an API request, by API group, version and HTTP status code.",
+            ["group", "version", "code"],
+            buckets=_LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.source_calls = Histogram(
+            "gpu_pulse_adapter_source_duration_seconds",
+            "Time of one call to the number source (an exporter /pods fetch or a PromQL query), by outcome.",
+            ["source", "outcome"],
+            buckets=_LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.figure_age = Histogram(
+            "gpu_pulse_adapter_served_figure_age_seconds",
+            "Age of the oldest figure behind each answer, from its sample time to the answer.",
+            ["group"],
+            buckets=_AGE_BUCKETS,
+            registry=self.registry,
+        )
+        self.served_values = Counter(
+            "gpu_pulse_adapter_served_values",
+            "Metric values served, by API group.",
+            ["group"],
+            registry=self.registry,
+        )
+        self.info = Gauge(
+            "gpu_pulse_adapter_build_info",
+            "Version and number source of the adapter; always 1.",
+            ["version", "source"],
+            registry=self.registry,
+        )
+        self.info.labels(version, source).set(1)
+        self._source = source
+        self.caches = _CacheSizes()
+        self.registry.register(self.caches)
+
+    def observe_source_call(self, outcome: str, seconds: float) -> None:
+        self.source_calls.labels(self._source, outcome).observe(seconds)
+
+    async def handle(self, request: web.Request) -> web.Response:
+        """GET /metrics: the registry in the text format the scraper asks for."""
+        encoder, content_type = choose_encoder(request.headers.get("Accept", ""))
+        response = web.Response(body=encoder(self.registry))
+        response.headers["Content-Type"] = content_type
+        return response

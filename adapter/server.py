@@ -1,0 +1,247 @@
+"""Assembling the adapter: the aiohttp application (routes, middlewares, lifecycle) and serving it over TLS.
+
+`build_app` wires given parts (tests pass a pod cache on a test Kubernetes API, simulated exporters, no auth);
+`Adapter.from_settings` builds every part from the settings, as the CLI does, and `serve` runs it until stopped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import logging
+import ssl
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from aiohttp import web
+from aiohttp.typedefs import Middleware
+from kubernetes.client import ApiClient
+
+from adapter.api.middleware import instrument, status_errors
+from adapter.api.paths import resource_attributes
+from adapter.api.routes import add_routes
+from adapter.api.selfmetrics import AdapterMetrics
+from adapter.api.state import ApiState
+from adapter.kube.auth import DelegatingAuthenticator, auth_middleware
+from adapter.kube.authconfig import AuthenticationFlags, load_authentication_config
+from adapter.kube.connection import api_client
+from adapter.kube.pods import PodCache
+from adapter.kube.sar import SubjectAccessReviewer
+from adapter.kube.tls import build_server_ssl_context
+from adapter.kube.tokenreview import TokenReviewer
+from adapter.metrics_config import MetricsConfig, MetricsConfigError, default_metrics_config, load_metrics_config
+from adapter.selectors import parse_selector
+from adapter.settings import AdapterSettings, ListenAddress
+from adapter.sources.credentials import BearerToken, client_ssl_context
+from adapter.sources.direct import DirectSource
+from adapter.sources.exporters import (
+    ExporterLocator,
+    PodExporters,
+    StaticExporters,
+    TemplateExporters,
+    parse_endpoint_map,
+)
+from adapter.sources.model import MetricSource, PodDirectory
+from adapter.sources.nodepods import NodePodsCache
+from adapter.sources.prometheus import PrometheusSource
+
+log = logging.getLogger(__name__)
+
+
+class PodCacheLifecycle(Protocol):
+    async def start(self) -> None: ...
+
+    async def stop(self, timeout: float = 5.0) -> None: ...
+
+
+def build_app(
+    *,
+    config: MetricsConfig,
+    pods: PodDirectory,
+    source: MetricSource,
+    metrics: AdapterMetrics,
+    auth: Middleware | None = None,
+    pod_cache_lifecycle: PodCacheLifecycle | None = None,
+    clock: Callable[[], float] = time.time,
+    freeze_gc: bool = False,
+) -> web.Application:
+    """The application: every route, `Status` errors, request timing, optional auth; starting and stopping the
+    source (and the pod cache, when given its lifecycle) with the application. `freeze_gc` keeps the pod cache out
+    of the garbage collector's full passes (see `_keep_gc_short`), for a process that serves one adapter."""
+    middlewares: list[Middleware] = [instrument(metrics), status_errors]
+    if auth is not None:
+        middlewares.append(auth)
+    app = web.Application(middlewares=middlewares, handler_args={"max_field_size": 16384})
+    state = ApiState(config=config, pods=pods, source=source, metrics=metrics, clock=clock)
+    metrics.caches.pod_cache_size = lambda: pods.size
+    metrics.caches.pod_cache_synced = lambda: pods.synced
+    add_routes(app, state, readiness=[("pod-cache", lambda: pods.synced)])
+
+    async def lifecycle(_: web.Application) -> AsyncIterator[None]:
+        if pod_cache_lifecycle is not None:
+            await pod_cache_lifecycle.start()
+        await source.start()
+        housekeeping = asyncio.create_task(_keep_gc_short(pods)) if freeze_gc else None
+        try:
+            yield
+        finally:
+            if housekeeping is not None:
+                housekeeping.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await housekeeping
+            await source.close()
+            if pod_cache_lifecycle is not None:
+                await pod_cache_lifecycle.stop()
+
+    app.cleanup_ctx.append(lifecycle)
+    return app
+
+
+GC_REFREEZE_SECONDS = 600.0
+
+
+async def _keep_gc_short(pods: PodDirectory) -> None:
+    """Move the long-lived objects (the pod cache: 10,000 pods are ~10^5 objects) out of the collector's reach.
+
+    A full collection walks every tracked object; with the pod cache inside, one takes 100+ ms, stalling whatever
+    query it lands on. Once the cache has synced, and every ten minutes after (pods come and go), collect and then
+    freeze the survivors: later full passes only walk what is new since.
+    """
+    while not pods.synced:
+        await asyncio.sleep(0.2)
+    while True:
+        gc.collect()
+        gc.freeze()
+        await asyncio.sleep(GC_REFREEZE_SECONDS)
+
+
+def build_source(settings: AdapterSettings, pods: PodDirectory, metrics: AdapterMetrics) -> MetricSource:
+    """The number source the settings ask for (raises ValueError with one line on unusable credentials)."""
+    if settings.source == "prometheus":
+        assert settings.prometheus_url is not None  # checked by the settings
+        token = BearerToken(settings.prometheus_token_file) if settings.prometheus_token_file else None
+        return PrometheusSource(
+            settings.prometheus_url,
+            headers=token.headers if token else None,
+            ssl_context=client_ssl_context(settings.prometheus_ca_file),
+            timeout=settings.prometheus_timeout,
+            max_age=settings.max_age,
+            observe=metrics.observe_source_call,
+        )
+    locator: ExporterLocator
+    if settings.exporter_endpoints is not None:
+        locator = StaticExporters(parse_endpoint_map(settings.exporter_endpoints))
+    elif settings.exporter_url_template is not None:
+        locator = TemplateExporters(settings.exporter_url_template)
+    else:
+        locator = PodExporters(
+            pods,
+            parse_selector(settings.exporter_selector),
+            settings.exporter_port,
+            settings.exporter_scheme,
+            settings.exporter_namespace,
+        )
+    token = BearerToken(settings.exporter_token_file) if settings.exporter_token_file else None
+    cache = NodePodsCache(
+        timeout=settings.exporter_timeout,
+        headers=token.headers if token else None,
+        ssl_context=client_ssl_context(settings.exporter_ca_file),
+        keep_warm_seconds=settings.keep_warm,
+        observe=metrics.observe_source_call,
+    )
+    metrics.caches.node_documents = lambda: cache.size
+    return DirectSource(locator, cache, max_age=settings.max_age)
+
+
+def metrics_config_for(settings: AdapterSettings) -> MetricsConfig:
+    """The metric definitions (--config or the shipped defaults), checked against the chosen source."""
+    config = load_metrics_config(settings.config) if settings.config is not None else default_metrics_config()
+    if settings.source == "prometheus":
+        missing = config.without_prometheus_queries()
+        if missing:
+            where = settings.config or "the defaults"
+            raise MetricsConfigError(f"{where}: --source prometheus needs a prometheus query for {', '.join(missing)}")
+    return config
+
+
+@dataclass
+class Adapter:
+    """Every part of a running adapter, built from settings."""
+
+    app: web.Application
+    ssl_context: ssl.SSLContext
+    listen: ListenAddress
+    api: ApiClient
+
+    @classmethod
+    async def from_settings(cls, settings: AdapterSettings) -> Adapter:
+        """Build everything; raises ValueError subclasses with one line when the configuration cannot work."""
+        config = metrics_config_for(settings)
+        client = api_client(kubeconfig=settings.kubeconfig)
+        flags = AuthenticationFlags(
+            client_ca_file=settings.client_ca_file,
+            requestheader_client_ca_file=settings.requestheader_client_ca_file,
+            requestheader_allowed_names=settings.requestheader_allowed_names,
+            requestheader_username_headers=settings.requestheader_username_headers,
+            requestheader_group_headers=settings.requestheader_group_headers,
+            requestheader_extra_headers_prefix=settings.requestheader_extra_headers_prefix,
+        )
+        auth_config = await load_authentication_config(client, flags)
+        ssl_context = build_server_ssl_context(
+            settings.tls_cert_file,
+            settings.tls_private_key_file,
+            settings.cert_dir,
+            (),
+            client_ca_data=auth_config.ca_bundles(),
+        )
+        authenticator = DelegatingAuthenticator.from_config(auth_config, TokenReviewer(client))
+        auth = auth_middleware(
+            authenticator,
+            SubjectAccessReviewer(client),
+            resource_attributes,
+            settings.authorization_always_allow_paths,
+        )
+        pod_cache = PodCache(client)
+        metrics = AdapterMetrics(settings.source)
+        source = build_source(settings, pod_cache, metrics)
+        app = build_app(
+            config=config,
+            pods=pod_cache,
+            source=source,
+            metrics=metrics,
+            auth=auth,
+            pod_cache_lifecycle=pod_cache,
+            freeze_gc=True,
+        )
+        return cls(app=app, ssl_context=ssl_context, listen=settings.listen, api=client)
+
+    async def serve(self, stop: asyncio.Event, on_serving: Sequence[Callable[[str], None]] = ()) -> None:
+        """Serve until `stop` is set, then shut down gracefully (open requests get a few seconds)."""
+        runner = web.AppRunner(self.app, handle_signals=False, shutdown_timeout=5.0, access_log=None)
+        await runner.setup()
+        try:
+            site = web.TCPSite(runner, self.listen.host, self.listen.port, ssl_context=self.ssl_context)
+            try:
+                await site.start()
+            except OSError as exc:
+                raise OSError(exc.errno, f"--listen {self.listen}: cannot listen: {exc.strerror or exc}") from None
+            url = _serving_url(runner, self.listen)
+            log.info("serving custom.metrics.k8s.io and external.metrics.k8s.io on %s", url)
+            for callback in on_serving:
+                callback(url)
+            await stop.wait()
+            log.info("stopping")
+        finally:
+            await runner.cleanup()
+            self.api.close()  # type: ignore[no-untyped-call]
+
+
+def _serving_url(runner: web.AppRunner, listen: ListenAddress) -> str:
+    for address in runner.addresses:
+        if isinstance(address, tuple) and len(address) >= 2:
+            host = str(address[0])
+            return f"https://[{host}]:{address[1]}" if ":" in host else f"https://{host}:{address[1]}"
+    return f"https://{listen}"

@@ -1,0 +1,87 @@
+"""Where the exporter of a node answers: found from its pod in the pod cache, from a URL template, or from a map."""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Mapping
+from typing import Protocol
+
+from adapter.selectors import Selector
+from adapter.sources.model import PodDirectory
+
+
+class ExporterLocator(Protocol):
+    def base_url(self, node: str) -> str | None:
+        """The exporter's base URL on `node` (no trailing slash), or None when the node has no exporter."""
+        ...
+
+
+def _host(ip: str) -> str:
+    try:
+        return f"[{ip}]" if ipaddress.ip_address(ip).version == 6 else ip
+    except ValueError:
+        return ip
+
+
+class PodExporters:
+    """The exporter pods in the pod cache: a Running pod on the node whose labels match `selector`, at pod_ip:port."""
+
+    def __init__(
+        self,
+        pods: PodDirectory,
+        selector: Selector,
+        port: int,
+        scheme: str = "http",
+        namespace: str | None = None,
+    ) -> None:
+        self._pods = pods
+        self._selector = selector
+        self._port = port
+        self._scheme = scheme
+        self._namespace = namespace
+
+    def base_url(self, node: str) -> str | None:
+        for pod in self._pods.pods_on_node(node):
+            if pod.phase != "Running" or not pod.pod_ip:
+                continue
+            if self._namespace is not None and pod.namespace != self._namespace:
+                continue
+            if self._selector.matches(pod.labels):
+                return f"{self._scheme}://{_host(pod.pod_ip)}:{self._port}"
+        return None
+
+
+class TemplateExporters:
+    """A URL template with `{node}`, e.g. `http://{node}:9400` where node names resolve (host-network exporters)."""
+
+    def __init__(self, template: str) -> None:
+        if "{node}" not in template:
+            raise ValueError(f"exporter URL template {template!r} must contain {{node}}")
+        self._template = template.rstrip("/")
+
+    def base_url(self, node: str) -> str | None:
+        return self._template.replace("{node}", node)
+
+
+class StaticExporters:
+    """A fixed node -> URL map (`--exporter-endpoints node-a=http://10.0.0.5:9400,...`)."""
+
+    def __init__(self, endpoints: Mapping[str, str]) -> None:
+        self._endpoints = {node: url.rstrip("/") for node, url in endpoints.items()}
+
+    def base_url(self, node: str) -> str | None:
+        return self._endpoints.get(node)
+
+
+def parse_endpoint_map(text: str) -> dict[str, str]:
+    """`node-a=http://host:port,node-b=...` as a dict; raises ValueError naming the bad entry."""
+    endpoints: dict[str, str] = {}
+    for entry in filter(None, (part.strip() for part in text.split(","))):
+        node, sep, url = entry.partition("=")
+        node, url = node.strip(), url.strip()
+        if not sep or not node or not url.startswith(("http://", "https://")):
+            raise ValueError(f"exporter endpoint {entry!r} must look like node-name=http://host:port")
+        if node in endpoints:
+            raise ValueError(f"exporter endpoint for node {node!r} is given twice")
+        endpoints[node] = url
+    return endpoints

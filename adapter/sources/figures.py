@@ -1,0 +1,72 @@
+"""From the exporter's `/pods` view to exact per-device figures of one metric."""
+
+from __future__ import annotations
+
+from decimal import Decimal, DivisionByZero, InvalidOperation
+from types import MappingProxyType
+
+from adapter.metrics_config import Figure
+from adapter.quantity import QuantityError, decimal_from_float
+from adapter.sources.model import DeviceValue, PodSample
+from exporter.podview import DeviceFigures, PodView
+
+
+def exact(number: float | int) -> Decimal | None:
+    """A JSON number as the decimal it stands for (85.3 stays 85.3, float noise goes); None when not finite."""
+    try:
+        return decimal_from_float(number)
+    except QuantityError:
+        return None
+
+
+def figure_of(device: DeviceFigures, figure: Figure) -> Decimal | None:
+    """One device's figure in its /pods unit, or None when the exporter does not know it."""
+    if figure is Figure.UTILIZATION_PERCENT:
+        return None if device.utilization_percent is None else exact(device.utilization_percent)
+    if figure is Figure.MEMORY_USED_BYTES:
+        return None if device.memory_used_bytes is None else exact(device.memory_used_bytes)
+    if figure is Figure.POWER_WATTS:
+        return None if device.power_watts is None else exact(device.power_watts)
+    used, total = device.memory_used_bytes, device.memory_total_bytes
+    if used is None or not total:
+        return None
+    try:
+        return Decimal(used) / Decimal(total)
+    except (DivisionByZero, InvalidOperation):  # pragma: no cover - total is checked non-zero above
+        return None
+
+
+def device_labels(node: str, container: str, device: DeviceFigures) -> MappingProxyType[str, str]:
+    """The labels `metricLabelSelector` matches, named like the exporter's per-pod series."""
+    labels = {
+        "node": node,
+        "container": container,
+        "gpu": str(device.gpu),
+        "uuid": device.gpu_uuid,
+        "share": device.share,
+    }
+    if device.gpu_instance is not None:
+        labels["gpu_instance"] = str(device.gpu_instance)
+    if device.mig_profile:
+        labels["mig_profile"] = device.mig_profile
+    return MappingProxyType(labels)
+
+
+def pod_sample(node: str, pod: PodView, figure: Figure) -> PodSample | None:
+    """A pod's sample of one figure, or None when none of its devices has that figure."""
+    devices: list[DeviceValue] = []
+    for container in pod.containers:
+        for device in container.devices:
+            value = figure_of(device, figure)
+            if value is not None:
+                devices.append(DeviceValue(value, device_labels(node, container.name, device)))
+    if not devices:
+        return None
+    return PodSample(
+        namespace=pod.namespace,
+        name=pod.name,
+        devices=tuple(devices),
+        sampled_at=pod.sampled_at.timestamp(),
+        window_seconds=pod.window_seconds,
+        uid=pod.uid,
+    )

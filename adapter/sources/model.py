@@ -1,0 +1,86 @@
+"""What a number source hands the API: per-pod samples with their device figures, sample times and windows."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Protocol
+
+from adapter.kube.pods import PodInfo
+from adapter.metrics_config import MetricDefinition
+
+PodKey = tuple[str, str]  # (namespace, name)
+
+
+class SourceUnavailableError(Exception):
+    """The source could not answer at all (Prometheus down, no exporter answered): the API says 503."""
+
+
+class SourceError(Exception):
+    """The source answered that the question is wrong (e.g. a configured query Prometheus rejects): the API says 500."""
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceValue:
+    """One figure of one device a pod uses, in the unit of the `/pods` figure (before the metric's scale).
+
+    `labels` are what `metricLabelSelector` matches: node, container, gpu, uuid (of the physical GPU), gpu_instance
+    and mig_profile (MIG only), share.
+    """
+
+    value: Decimal
+    labels: Mapping[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class PodSample:
+    """A pod's figures for one metric: one value per device (or a single per-pod value), with the sample time."""
+
+    namespace: str
+    name: str
+    devices: tuple[DeviceValue, ...]
+    sampled_at: float  # Unix seconds of the newest sample behind the figures
+    window_seconds: float | None  # what the figures average over; None: the source cannot say
+    uid: str | None = None  # the pod's uid when the source knows it (a re-created pod of the same name differs)
+
+
+class PodDirectory(Protocol):
+    """The read side of the pod cache that the API and the sources use."""
+
+    @property
+    def synced(self) -> bool: ...
+
+    @property
+    def size(self) -> int: ...
+
+    def pods_in_namespace(self, namespace: str) -> Sequence[PodInfo]: ...
+
+    def all_pods(self) -> Sequence[PodInfo]: ...
+
+    def get(self, namespace: str, name: str) -> PodInfo | None: ...
+
+    def pods_on_node(self, node: str) -> Sequence[PodInfo]: ...
+
+    def pods_owned_by(self, namespace: str, kind: str, name: str) -> Sequence[PodInfo]: ...
+
+
+class MetricSource(Protocol):
+    """Where numbers come from. `samples` returns figures only for pods it has fresh figures for."""
+
+    name: str
+
+    async def start(self) -> None:
+        """Open connections and start background work; called once the event loop runs."""
+
+    async def close(self) -> None:
+        """Stop background work and close connections."""
+
+    async def samples(self, metric: MetricDefinition, pods: Sequence[PodInfo]) -> Mapping[PodKey, PodSample]:
+        """Fresh figures of `metric` for those of `pods` that have them. Raises SourceUnavailableError when the source
+        cannot answer at all; a partial answer (some nodes down) is not an error."""
+        ...
+
+    def serves(self, metric: MetricDefinition) -> bool:
+        """Whether this source can compute `metric` at all (the prometheus source needs a query)."""
+        ...

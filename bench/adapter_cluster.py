@@ -1,0 +1,287 @@
+"""A simulated cluster for the adapter benchmarks, in its own process: the Kubernetes API test server with N pods and
+simulated exporter `/pods` endpoints for the GPU nodes of the benchmarked namespace; and the real adapter (the
+`gpu-pulse-adapter` CLI, TLS and client-certificate auth) in another process, pointed at it.
+
+    python bench/adapter_cluster.py --pods 10000 --namespace-pods 1000 --ready FILE
+
+Namespace `bench` holds `--namespace-pods` pods of Deployment `infer` (label app=infer), 8 per node on nodes
+gpu-0000..; the other pods fill 100-pod namespaces team-00.. on further nodes. Every node of `bench` gets an exporter
+endpoint on loopback that answers `/pods` (the exporter's NodePods model) with fresh figures at every request. When
+everything serves, `--ready` receives {"kube": URL, "exporters": {node: URL}}; the process runs until SIGTERM.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import aiohttp
+from aiohttp import web
+
+from adapter.kube.certs import CertificateAuthority
+from adapter.kube.kubeconfig import write_kubeconfig
+from exporter.podview import ContainerView, DeviceFigures, NodePods, PodView
+from exporter.simulator.kubeapi import KubeApiServer
+
+GPUS_PER_NODE = 8
+PODS_PER_TEAM = 100
+NAMESPACE = "bench"
+SELECTOR = "app=infer"
+
+
+def node_name(index: int) -> str:
+    return f"gpu-{index:04d}"
+
+
+def populate(kube: KubeApiServer, pods: int, namespace_pods: int) -> dict[str, list[str]]:
+    """Create the pods; return the bench namespace's pods by node."""
+    kube.put_replica_set(NAMESPACE, "infer-6b7f9", deployment="infer", labels={"app": "infer"})
+    owner = ("ReplicaSet", "infer-6b7f9")
+    labels = {"app": "infer", "pod-template-hash": "6b7f9"}
+    by_node: dict[str, list[str]] = {}
+    for i in range(namespace_pods):
+        node = node_name(i // GPUS_PER_NODE)
+        name = f"infer-6b7f9-{i:05d}"
+        ip = f"10.{i // 65536}.{(i // 256) % 256}.{i % 256}"
+        kube.put_pod(NAMESPACE, name, node=node, labels=labels, pod_ip=ip, owner=owner, gpus_per_container=1)
+        by_node.setdefault(node, []).append(name)
+    first_other_node = (namespace_pods + GPUS_PER_NODE - 1) // GPUS_PER_NODE
+    for j in range(pods - namespace_pods):
+        team = j // PODS_PER_TEAM
+        node = node_name(first_other_node + j // GPUS_PER_NODE)
+        kube.put_pod(
+            f"team-{team:02d}",
+            f"svc-{team:02d}-{j % PODS_PER_TEAM:03d}",
+            node=node,
+            labels={"app": f"svc-{team:02d}", "team": f"t{team:02d}"},
+            pod_ip=f"10.200.{(j // 256) % 256}.{j % 256}",
+            gpus_per_container=1,
+        )
+    return by_node
+
+
+class ExporterEndpoints:
+    """One loopback HTTP server per node, answering `/pods` with fresh figures for that node's bench pods."""
+
+    def __init__(self, by_node: dict[str, list[str]]) -> None:
+        self._by_node = by_node
+        self._runners: list[web.AppRunner] = []
+        self.urls: dict[str, str] = {}
+
+    def _document(self, node: str) -> bytes:
+        now = time.time()
+        sampled = datetime.fromtimestamp(now - 0.3, UTC)
+        pods = []
+        for gpu, name in enumerate(self._by_node[node]):
+            figures = DeviceFigures(
+                uuid=f"GPU-{node}-{gpu}",
+                gpu=gpu,
+                gpu_uuid=f"GPU-{node}-{gpu}",
+                model="NVIDIA H100 80GB HBM3",
+                share="exclusive",
+                utilization_percent=round(50 + 40 * ((hash(name) + int(now)) % 100) / 100, 1),
+                memory_used_bytes=20 * 2**30,
+                memory_total_bytes=80 * 2**30,
+                power_watts=350.0,
+                energy_joules=1000.0,
+                sharing_pods=1,
+                gpu_instance=None,
+                mig_profile=None,
+            )
+            pods.append(
+                PodView(
+                    namespace=NAMESPACE,
+                    name=name,
+                    uid=None,
+                    containers=(ContainerView(name="main", devices=(figures,)),),
+                    sampled_at=sampled,
+                    window_seconds=30.0,
+                )
+            )
+        document = NodePods(node=node, generated_at=sampled, interval_seconds=1.0, kubelet_up=True, pods=tuple(pods))
+        return document.model_dump_json().encode()
+
+    async def start(self) -> None:
+        for node in self._by_node:
+
+            async def handler(request: web.Request, node: str = node) -> web.Response:
+                return web.Response(body=self._document(node), content_type="application/json")
+
+            app = web.Application()
+            app.router.add_get("/pods", handler)
+            runner = web.AppRunner(app, access_log=None, handle_signals=False)
+            await runner.setup()
+            site = web.TCPSite(runner, "127.0.0.1", 0)
+            await site.start()
+            server = site._server
+            assert isinstance(server, asyncio.Server)
+            self.urls[node] = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+            self._runners.append(runner)
+
+    async def stop(self) -> None:
+        for runner in self._runners:
+            await runner.cleanup()
+
+
+async def serve(pods: int, namespace_pods: int, ready: Path) -> None:
+    kube = KubeApiServer()
+    await kube.start()
+    by_node = populate(kube, pods, namespace_pods)
+    exporters = ExporterEndpoints(by_node)
+    await exporters.start()
+    tmp = ready.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"kube": kube.url, "exporters": exporters.urls}))
+    tmp.replace(ready)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGTERM, stop.set)
+    loop.add_signal_handler(signal.SIGINT, stop.set)
+    await stop.wait()
+    await exporters.stop()
+    await kube.stop()
+
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Launched:
+    """The cluster and adapter processes of one benchmark run, and how to talk to the adapter."""
+
+    cluster: subprocess.Popen[bytes]
+    adapter: subprocess.Popen[bytes] | None
+    url: str
+    client_ssl: ssl.SSLContext
+    serving_cert: Path
+    serving_key: Path
+    kube_url: str
+
+    def stop(self) -> None:
+        for process in (self.adapter, self.cluster):
+            if process is not None and process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+                try:
+                    process.wait(20)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    process.wait()
+
+
+def start_cluster(pods: int, namespace_pods: int, workdir: Path) -> tuple[subprocess.Popen[bytes], dict[str, object]]:
+    ready = workdir / "cluster.json"
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            str(Path(__file__)),
+            f"--pods={pods}",
+            f"--namespace-pods={namespace_pods}",
+            f"--ready={ready}",
+        ],
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    deadline = time.monotonic() + 300
+    while not ready.exists():
+        if process.poll() is not None or time.monotonic() > deadline:
+            raise SystemExit("the simulated cluster did not start")
+        time.sleep(0.1)
+    info: dict[str, object] = json.loads(ready.read_text())
+    return process, info
+
+
+def launch(pods: int, namespace_pods: int, workdir: Path, *extra_flags: str) -> Launched:
+    """Start the simulated cluster, then the adapter CLI on it (direct source, a static exporter map), and wait
+    until the adapter is ready (its pod cache synced)."""
+    cluster, info = start_cluster(pods, namespace_pods, workdir)
+    ca = CertificateAuthority.create("bench-ca")
+    serving = ca.issue_server(["127.0.0.1"])
+    serving.write(workdir / "serving.crt", workdir / "serving.key")
+    (workdir / "client-ca.crt").write_bytes(ca.cert_pem)
+    client = ca.issue_client("system:serviceaccount:kube-system:horizontal-pod-autoscaler")
+    (workdir / "client.crt").write_bytes(client.cert_pem)
+    (workdir / "client.key").write_bytes(client.key_pem)
+    write_kubeconfig(workdir / "adapter.kubeconfig", server=str(info["kube"]))
+    exporters = info["exporters"]
+    assert isinstance(exporters, dict)
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GPU_PULSE_")}
+    env["GPU_PULSE_ADAPTER_EXPORTER_ENDPOINTS"] = ",".join(f"{node}={url}" for node, url in exporters.items())
+    adapter = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "adapter.cli",
+            f"--listen=127.0.0.1:{port}",
+            f"--kubeconfig={workdir / 'adapter.kubeconfig'}",
+            f"--tls-cert-file={workdir / 'serving.crt'}",
+            f"--tls-private-key-file={workdir / 'serving.key'}",
+            f"--client-ca-file={workdir / 'client-ca.crt'}",
+            f"--requestheader-client-ca-file={workdir / 'client-ca.crt'}",
+            "--log-level=warning",
+            *extra_flags,
+        ],
+        cwd=REPO,
+        env=env,
+    )
+    client_ssl = ssl.create_default_context(cadata=ca.cert_pem.decode())
+    client_ssl.load_cert_chain(workdir / "client.crt", workdir / "client.key")
+    launched = Launched(
+        cluster,
+        adapter,
+        f"https://127.0.0.1:{port}",
+        client_ssl,
+        workdir / "serving.crt",
+        workdir / "serving.key",
+        str(info["kube"]),
+    )
+    asyncio.run(_wait_ready(launched))
+    return launched
+
+
+async def _wait_ready(launched: Launched) -> None:
+    deadline = time.monotonic() + 300
+    async with aiohttp.ClientSession() as session:
+        while True:
+            if launched.adapter is not None and launched.adapter.poll() is not None:
+                launched.stop()
+                raise SystemExit("the adapter exited")
+            try:
+                async with session.get(f"{launched.url}/readyz", ssl=launched.client_ssl) as response:
+                    if response.status == 200:
+                        return
+            except aiohttp.ClientError:
+                pass
+            if time.monotonic() > deadline:
+                launched.stop()
+                raise SystemExit("the adapter never became ready")
+            await asyncio.sleep(0.2)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pods", type=int, default=10_000)
+    parser.add_argument("--namespace-pods", type=int, default=1_000)
+    parser.add_argument("--ready", type=Path, required=True)
+    args = parser.parse_args()
+    asyncio.run(serve(args.pods, min(args.namespace_pods, args.pods), args.ready))
+
+
+if __name__ == "__main__":
+    main()

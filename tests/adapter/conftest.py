@@ -1,0 +1,71 @@
+"""Fixtures of the adapter tests: the simulated cluster (tests.adapter.simcluster) and adapters over it."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+import pytest
+from aiohttp.test_utils import TestClient
+
+from adapter.api.selfmetrics import AdapterMetrics
+from adapter.kube.connection import api_client
+from adapter.kube.pods import Backoff, PodCache
+from adapter.metrics_config import MetricsConfig, default_metrics_config
+from adapter.server import build_app
+from adapter.sources.direct import DirectSource
+from adapter.sources.exporters import ExporterLocator
+from adapter.sources.model import MetricSource, PodDirectory
+from adapter.sources.nodepods import NodePodsCache
+from exporter.simulator.kubeapi import KubeApiServer
+from tests.adapter.simcluster import AdapterFactory, Cluster, populate, set_figures
+from tests.adapter.simnodes import SimulatedNode
+
+
+@pytest.fixture
+async def cluster() -> AsyncIterator[Cluster]:
+    kube = KubeApiServer(bookmark_interval=0.2)
+    await kube.start()
+    populate(kube)
+    nodes = {name: SimulatedNode(name) for name in ("gpu-1", "gpu-2")}
+    for node in nodes.values():
+        await node.start()
+    set_figures(nodes)
+    cache = PodCache(api_client(base_url=kube.url), backoff=Backoff(initial=0.05, maximum=0.2))
+    await cache.start()
+    assert await cache.wait_synced(10), "the pod cache never synced"
+    try:
+        yield Cluster(kube, nodes, cache)
+    finally:
+        await cache.stop()
+        for node in nodes.values():
+            await node.stop()
+        await kube.stop()
+
+
+@pytest.fixture
+def make_adapter(
+    cluster: Cluster,
+    aiohttp_client: Callable[..., Awaitable[TestClient]],  # type: ignore[type-arg]
+) -> AdapterFactory:
+    """An adapter (no auth) over the cluster, with the direct source on the simulated nodes unless told otherwise."""
+
+    async def make(
+        *,
+        source: MetricSource | None = None,
+        config: MetricsConfig | None = None,
+        locator: ExporterLocator | None = None,
+        max_age: float | None = None,
+        metrics: AdapterMetrics | None = None,
+        pods: PodDirectory | None = None,
+    ) -> TestClient:  # type: ignore[type-arg]
+        metrics = metrics or AdapterMetrics("direct")
+        if source is None:
+            cache = NodePodsCache(timeout=1.0, observe=metrics.observe_source_call)
+            metrics.caches.node_documents = lambda: cache.size
+            source = DirectSource(locator or cluster.locator(), cache, max_age=max_age)
+        app = build_app(
+            config=config or default_metrics_config(), pods=pods or cluster.pods, source=source, metrics=metrics
+        )
+        return await aiohttp_client(app)
+
+    return make

@@ -1,0 +1,226 @@
+"""The direct source: exporters found per node, documents cached one interval and kept warm, stale figures and
+silent nodes left out rather than served."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+import pytest
+
+from adapter.api.selfmetrics import AdapterMetrics
+from adapter.quantity import parse_quantity
+from adapter.selectors import parse_selector
+from adapter.sources.direct import DirectSource
+from adapter.sources.exporters import PodExporters, StaticExporters
+from adapter.sources.nodepods import NodePodsCache
+from tests.adapter.simcluster import EXPORTER_LABELS, AdapterFactory, Cluster, eventually
+from tests.adapter.simnodes import Gpu, SimulatedNode
+
+PODS = "/apis/custom.metrics.k8s.io/v1beta2/namespaces/ml/pods/*/gpu_utilization"
+
+
+@dataclass
+class FakeClock:
+    """Wall and monotonic time that move only when told to, shared by the simulated nodes and the adapter."""
+
+    now: float = field(default_factory=time.time)
+
+    def time(self) -> float:
+        return self.now
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+async def served(client: Any, path: str = PODS) -> dict[str, dict[str, Any]]:
+    response = await client.get(path)
+    body = await response.json()
+    assert response.status == 200, body
+    return {item["describedObject"]["name"]: item for item in body["items"]}
+
+
+async def served_until(client: Any, condition: Callable[[set[str]], bool], what: str) -> dict[str, dict[str, Any]]:
+    """Ask again until the served pods satisfy `condition` (a document being fetched in the background arrives);
+    fail naming `what` after a deadline."""
+    deadline = time.monotonic() + 10
+    while True:
+        items = await served(client)
+        if condition(set(items)):
+            return items
+        if time.monotonic() > deadline:
+            pytest.fail(f"never happened: {what} (served {sorted(items)})")
+        await asyncio.sleep(0.02)
+
+
+def timestamp(item: dict[str, Any]) -> float:
+    return datetime.fromisoformat(item["timestamp"].replace("Z", "+00:00")).timestamp()
+
+
+def direct(cluster: Cluster, clock: FakeClock, max_age: float | None = None, **cache: Any) -> DirectSource:
+    nodes_cache = NodePodsCache(clock=clock.monotonic, **cache)
+    return DirectSource(cluster.locator(), nodes_cache, max_age=max_age, clock=clock.time)
+
+
+async def test_served_figures_are_never_older_than_max_age(make_adapter: AdapterFactory, cluster: Cluster) -> None:
+    clock = FakeClock()
+    for node in cluster.nodes.values():
+        node.clock = clock.time
+    client = await make_adapter(source=direct(cluster, clock, max_age=3.0))
+    cluster.nodes["gpu-1"].freeze()  # gpu-1's exporter stops producing new samples; gpu-2 goes on
+    frozen_sample = clock.now - cluster.nodes["gpu-1"].lag
+    seen_a = []
+    for _ in range(12):
+        items = await served(client)
+        for item in items.values():
+            # timestamps are whole seconds, rounded down: at most one second older than the sample
+            assert clock.now - timestamp(item) <= 3.0 + 1.0
+        if "infer-a" in items:
+            seen_a.append(clock.now)
+            assert clock.now - frozen_sample <= 3.0
+        assert "infer-b" in items  # the healthy node keeps being served
+        clock.advance(0.5)
+    assert seen_a, "the frozen node's pod was served while its figures were fresh"
+    assert max(seen_a) - frozen_sample <= 3.0
+    assert "infer-a" not in await served(client)
+
+
+async def test_default_max_age_is_three_intervals_and_two_seconds(
+    make_adapter: AdapterFactory, cluster: Cluster
+) -> None:
+    clock = FakeClock()
+    node = cluster.nodes["gpu-1"]
+    node.clock, node.interval, node.lag = clock.time, 2.0, 0.0
+    client = await make_adapter(source=direct(cluster, clock))
+    node.freeze()
+    clock.advance(7.9)  # 3 x 2 s + 2 s = 8 s
+    assert "infer-a" in await served(client)
+    clock.advance(0.2)
+    assert "infer-a" not in await served(client)
+
+
+async def test_stopped_exporter_drops_its_pods_and_they_return(make_adapter: AdapterFactory, cluster: Cluster) -> None:
+    clock = FakeClock()
+    client = await make_adapter(source=direct(cluster, clock))
+    assert set(await served(client)) == {"infer-a", "infer-b", "train-0"}
+    gpu2 = cluster.nodes["gpu-2"]
+    await gpu2.stop()
+    clock.advance(1.1)  # past the document's interval: asked again in the background, refused
+    await served_until(client, lambda pods: pods == {"infer-a", "train-0"}, "the stopped node's pod drops out")
+    await gpu2.start()  # same port
+    clock.advance(1.1)  # past the failure's retry time
+    await served_until(client, lambda pods: "infer-b" in pods, "the restarted node's pod is back")
+
+
+async def test_each_node_is_asked_once_per_interval(make_adapter: AdapterFactory, cluster: Cluster) -> None:
+    clock = FakeClock()
+    client = await make_adapter(source=direct(cluster, clock, keep_warm_seconds=0))
+    gpu1 = cluster.nodes["gpu-1"]
+    for _ in range(5):
+        await served(client)
+    assert gpu1.requests == 1
+    clock.advance(1.0)  # one interval later the next query asks again (in the background, answering meanwhile)
+    await served(client)
+    await eventually(lambda: gpu1.requests == 2, "a second request one interval later")
+    for _ in range(5):
+        await served(client)
+    assert gpu1.requests == 2
+    assert gpu1.namespaces_asked == ["ml", "ml"]  # only the namespace asked about travels
+    await served(client, "/apis/custom.metrics.k8s.io/v1beta2/namespaces/*/gpu_utilization")
+    assert gpu1.namespaces_asked[-1] is None  # several namespaces: the whole document
+
+
+async def test_documents_asked_for_are_kept_warm_then_forgotten(cluster: Cluster) -> None:
+    for node in cluster.nodes.values():
+        node.interval = 0.1
+    cache = NodePodsCache(keep_warm_seconds=0.6)
+    source = DirectSource(cluster.locator(), cache)
+    await source.start()
+    try:
+        gpu1 = cluster.nodes["gpu-1"]
+        answer = await cache.answer("gpu-1", gpu1.url, "ml")
+        assert answer is not None
+        await eventually(lambda: gpu1.requests >= 3, "background refreshes of a document someone asked for")
+        await eventually(lambda: cache.size == 0, "a document nobody asks for any more is dropped")
+        settled = gpu1.requests
+        await asyncio.sleep(0.5)  # five intervals: a forgotten document is not fetched any more
+        assert gpu1.requests == settled
+    finally:
+        await source.close()
+
+
+async def test_recreated_pod_does_not_inherit_old_figures(make_adapter: AdapterFactory, cluster: Cluster) -> None:
+    clock = FakeClock()
+    client = await make_adapter(source=direct(cluster, clock))
+    cluster.nodes["gpu-1"].set_pod("ml", "infer-a", [Gpu(utilization=99.0)], uid="uid-of-an-earlier-infer-a")
+    assert "infer-a" not in await served(client)
+    pod = cluster.pods.get("ml", "infer-a")
+    assert pod is not None
+    cluster.nodes["gpu-1"].set_pod("ml", "infer-a", [Gpu(utilization=99.0)], uid=pod.uid)
+    clock.advance(1.0)
+    items = await served_until(client, lambda pods: "infer-a" in pods, "the pod's own figures are served")
+    assert parse_quantity(items["infer-a"]["value"]) == Decimal(99)
+
+
+async def test_slow_or_broken_exporters_drop_only_their_pods(make_adapter: AdapterFactory, cluster: Cluster) -> None:
+    cluster.nodes["gpu-2"].delay = 2.0
+    metrics = AdapterMetrics("direct")
+    client = await make_adapter(
+        source=DirectSource(cluster.locator(), NodePodsCache(timeout=0.3, observe=metrics.observe_source_call)),
+        metrics=metrics,
+    )
+    assert set(await served(client)) == {"infer-a", "train-0"}
+    timeouts = metrics.registry.get_sample_value(
+        "gpu_pulse_adapter_source_duration_seconds_count", {"source": "direct", "outcome": "timeout"}
+    )
+    assert timeouts == 1
+    for broken in ("not json", '{"api_version": "gpu-pulse.dev/v1"}'):
+        cluster.nodes["gpu-1"].broken = broken
+        client = await make_adapter(source=DirectSource(cluster.locator(), NodePodsCache(timeout=0.3)))
+        response = await client.get(PODS)
+        assert response.status == 503  # no node gave a usable answer
+        assert "no exporter answered" in (await response.json())["message"]
+
+
+async def test_a_document_about_another_node_is_refused(make_adapter: AdapterFactory, cluster: Cluster) -> None:
+    swapped = StaticExporters({"gpu-1": cluster.nodes["gpu-2"].url, "gpu-2": cluster.nodes["gpu-2"].url})
+    client = await make_adapter(locator=swapped)
+    assert set(await served(client)) == {"infer-b"}
+
+
+async def test_exporters_are_found_by_their_pods(make_adapter: AdapterFactory, cluster: Cluster) -> None:
+    # two exporters on one port, on two loopback addresses, as two nodes' exporter pods would be
+    first = SimulatedNode("gpu-1", host="127.0.0.2")
+    await first.start()
+    second = SimulatedNode("gpu-2", host="127.0.0.3", port=first.port)
+    await second.start()
+    try:
+        first.set_pod("ml", "infer-a", [Gpu(utilization=11.0)])
+        second.set_pod("ml", "infer-b", [Gpu(utilization=22.0)])
+        kube = cluster.kube
+        kube.put_pod("gpu-pulse", "exporter-1", node="gpu-1", labels=EXPORTER_LABELS, pod_ip="127.0.0.2")
+        kube.put_pod("gpu-pulse", "exporter-2", node="gpu-2", labels=EXPORTER_LABELS, pod_ip="127.0.0.3")
+        kube.put_pod("gpu-pulse", "impostor", node="gpu-1", labels={"app": "other"}, pod_ip="127.0.0.1")
+        await eventually(lambda: len(cluster.pods.pods_in_namespace("gpu-pulse")) == 3, "the exporter pods are cached")
+        locator = PodExporters(cluster.pods, parse_selector("app.kubernetes.io/name=gpu-pulse-exporter"), first.port)
+        client = await make_adapter(locator=locator)
+        values = {name: parse_quantity(item["value"]) for name, item in (await served(client)).items()}
+        assert values == {"infer-a": Decimal(11), "infer-b": Decimal(22)}
+        # an exporter pod that is not running does not count
+        kube.put_pod(
+            "gpu-pulse", "exporter-2", node="gpu-2", labels=EXPORTER_LABELS, pod_ip="127.0.0.3", phase="Failed"
+        )
+        await eventually(lambda: cluster.pods.get("gpu-pulse", "exporter-2").phase == "Failed", "the pod failed")  # type: ignore[union-attr]
+        assert locator.base_url("gpu-2") is None
+        assert locator.base_url("gpu-1") == f"http://127.0.0.2:{first.port}"
+    finally:
+        await first.stop()
+        await second.stop()

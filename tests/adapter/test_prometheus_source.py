@@ -1,0 +1,195 @@
+"""The prometheus source against a real `prometheus` process that scrapes the simulated nodes' exporter exposition."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from adapter.api.selfmetrics import AdapterMetrics
+from adapter.metrics_config import default_metrics_config, parse_metrics_config
+from adapter.quantity import parse_quantity
+from adapter.sources.prometheus import PrometheusSource, namespace_matcher
+from tests.adapter.promserver import Prometheus, free_port
+from tests.adapter.simcluster import AdapterFactory, Cluster, eventually
+
+V2 = "/apis/custom.metrics.k8s.io/v1beta2"
+V1 = "/apis/custom.metrics.k8s.io/v1beta1"
+
+
+@pytest.fixture(scope="module")
+def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus]:
+    server = Prometheus(tmp_path_factory.mktemp("prometheus"))
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def node_ports(prometheus: Prometheus) -> dict[str, int]:
+    """Fixed ports for the simulated nodes of every test here, so that Prometheus' targets never change."""
+    ports = {"gpu-1": free_port(), "gpu-2": free_port()}
+    prometheus.set_targets([f"127.0.0.1:{port}" for port in ports.values()])
+    return ports
+
+
+@pytest.fixture
+async def scraped(prometheus: Prometheus, node_ports: dict[str, int], cluster: Cluster) -> Prometheus:
+    """Prometheus scraping this test's simulated nodes, with every pod's series present and fresh."""
+    for name, node in cluster.nodes.items():
+        await node.stop()
+        node.port = node_ports[name]
+        await node.start()
+    started = time.time()
+
+    def ready() -> bool:
+        stamps = prometheus.query("timestamp(gpu_pulse_pod_gpu_utilization_ratio)")
+        return len(stamps) == 5 and all(float(s["value"][1]) > started for s in stamps)
+
+    await eventually(ready, "prometheus scraped every simulated node", timeout=20)
+    return prometheus
+
+
+def source_for(prometheus: Prometheus, **kwargs: Any) -> PrometheusSource:
+    return PrometheusSource(prometheus.url, **kwargs)
+
+
+async def get(client: Any, path: str, status: int = 200) -> dict[str, Any]:
+    response = await client.get(path)
+    body = await response.json()
+    assert response.status == status, body
+    return body  # type: ignore[no-any-return]
+
+
+def values(body: dict[str, Any]) -> dict[str, Decimal]:
+    return {item["describedObject"]["name"]: parse_quantity(item["value"]) for item in body["items"]}
+
+
+async def test_both_sources_serve_the_same_answers(make_adapter: AdapterFactory, scraped: Prometheus) -> None:
+    via_prometheus = await make_adapter(source=source_for(scraped), metrics=AdapterMetrics("prometheus"))
+    direct = await make_adapter()
+    paths = [
+        f"{V2}/namespaces/ml/pods/*/gpu_utilization?labelSelector=app%3Dinfer",
+        f"{V1}/namespaces/ml/pods/*/gpu_utilization",
+        f"{V2}/namespaces/ml/pods/*/gpu_memory_used_bytes",
+        f"{V2}/namespaces/ml/pods/*/gpu_memory_utilization",
+        f"{V2}/namespaces/ml/pods/*/gpu_power_watts",
+        f"{V2}/namespaces/ml/pods/infer-b/gpu_utilization?metricLabelSelector=gpu%3D1",
+        f"{V2}/namespaces/ml/deployments.apps/infer/gpu_utilization",
+        f"{V2}/namespaces/*/gpu_utilization",
+        f"{V2}/nodes/*/gpu_power_watts",
+    ]
+    for path in paths:
+        expected = values(await get(direct, path))
+        assert expected, path
+        assert values(await get(via_prometheus, path)) == expected, path
+    external = "/apis/external.metrics.k8s.io/v1beta1/namespaces/ml/namespace_gpu_utilization?labelSelector=app%3Dinfer"
+    got = (await get(via_prometheus, external))["items"][0]
+    assert parse_quantity(got["value"]) == parse_quantity((await get(direct, external))["items"][0]["value"])
+
+
+async def test_queries_select_by_namespace_only(make_adapter: AdapterFactory, scraped: Prometheus) -> None:
+    client = await make_adapter(source=source_for(scraped))
+    body = await get(client, f"{V2}/namespaces/ml/pods/*/gpu_utilization?labelSelector=app%3Dinfer")
+    assert {item["describedObject"]["name"] for item in body["items"]} == {"infer-a", "infer-b"}
+    assert all(item["windowSeconds"] == 60 for item in body["items"])  # prometheus cannot know the exporter's window
+    queries = [q for q in scraped.logged_queries() if "$" not in q and "gpu_pulse_pod_" in q]
+    assert any('namespace="ml"' in q for q in queries)
+    assert not any("pod=" in q or "pod!" in q for q in queries)  # never a selection by pod name
+
+
+async def test_timestamps_are_the_samples_not_now(
+    make_adapter: AdapterFactory, cluster: Cluster, tmp_path: Path
+) -> None:
+    sampled = int(time.time()) - 20  # the exporters' samples carry a time 20 s ago: still fresh, but clearly not now
+    for node in cluster.nodes.values():
+        node.exposition_time = sampled
+    prometheus = Prometheus(tmp_path)  # its own: samples older than those of earlier tests would be out of order
+    try:
+        prometheus.set_targets([node.url for node in cluster.nodes.values()])
+        await eventually(
+            lambda: len(prometheus.query("gpu_pulse_pod_gpu_utilization_ratio")) == 5, "prometheus scraped", timeout=20
+        )
+        client = await make_adapter(source=source_for(prometheus))
+        body = await get(client, f"{V2}/namespaces/ml/pods/*/gpu_utilization?labelSelector=app%3Dinfer")
+        expected = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(sampled))
+        assert [item["timestamp"] for item in body["items"]] == [expected, expected]
+    finally:
+        prometheus.stop()
+
+
+async def test_a_stopped_exporter_drops_out(
+    make_adapter: AdapterFactory, scraped: Prometheus, cluster: Cluster
+) -> None:
+    client = await make_adapter(source=source_for(scraped))
+    assert set(values(await get(client, f"{V2}/namespaces/ml/pods/*/gpu_utilization"))) == {
+        "infer-a",
+        "infer-b",
+        "train-0",
+    }
+    await cluster.nodes["gpu-2"].stop()  # its scrapes fail: Prometheus marks its series stale
+
+    async def dropped() -> bool:
+        return "infer-b" not in values(await get(client, f"{V2}/namespaces/ml/pods/*/gpu_utilization"))
+
+    deadline = time.monotonic() + 10
+    while not await dropped():
+        assert time.monotonic() < deadline, "the stopped exporter's pod is still served"
+        await asyncio.sleep(0.1)
+    assert "infer-a" in values(await get(client, f"{V2}/namespaces/ml/pods/*/gpu_utilization"))
+
+
+async def test_figures_older_than_max_age_are_left_out(make_adapter: AdapterFactory, scraped: Prometheus) -> None:
+    late = source_for(scraped, max_age=30, clock=lambda: time.time() + 60)  # every sample looks a minute old
+    client = await make_adapter(source=late)
+    assert (await get(client, f"{V2}/namespaces/ml/pods/*/gpu_utilization"))["items"] == []
+
+
+async def test_prometheus_down_is_service_unavailable(make_adapter: AdapterFactory) -> None:
+    client = await make_adapter(source=PrometheusSource(f"http://127.0.0.1:{free_port()}", timeout=1))
+    body = await get(client, f"{V2}/namespaces/ml/pods/*/gpu_utilization", status=503)
+    assert body["reason"] == "ServiceUnavailable"
+    assert "cannot reach prometheus" in body["message"]
+
+
+async def test_a_query_prometheus_rejects_is_an_internal_error(
+    make_adapter: AdapterFactory, prometheus: Prometheus
+) -> None:
+    config = parse_metrics_config(
+        """
+metrics:
+  - name: broken
+    figure: utilization_percent
+    combine: mean
+    prometheus:
+      query: sum by (pod (gpu_pulse_pod_gpu_utilization_ratio{$namespace_matcher})
+      sample_time_query: timestamp(gpu_pulse_pod_gpu_utilization_ratio{$namespace_matcher})
+"""
+    )
+    client = await make_adapter(source=source_for(prometheus), config=config)
+    body = await get(client, f"{V2}/namespaces/ml/pods/*/broken", status=500)
+    assert body["reason"] == "InternalError"
+    assert "prometheus rejected the query" in body["message"]
+
+
+def test_metrics_without_a_query_are_not_served_by_prometheus() -> None:
+    config = parse_metrics_config("metrics: [{name: plain, figure: power_watts, combine: sum}]")
+    assert config.without_prometheus_queries() == ["plain"]
+    assert not PrometheusSource("http://127.0.0.1:1").serves(config.metrics[0])
+    assert all(PrometheusSource("http://127.0.0.1:1").serves(m) for m in default_metrics_config().metrics)
+
+
+@pytest.mark.parametrize(
+    ("namespaces", "matcher"),
+    [
+        (["ml"], 'namespace="ml"'),
+        (["b", "a", "b"], 'namespace=~"a|b"'),
+        ([f"ns-{i}" for i in range(30)], 'namespace!=""'),  # many namespaces: one short query, filtered here
+    ],
+)
+def test_namespace_matcher(namespaces: list[str], matcher: str) -> None:
+    assert namespace_matcher(namespaces) == matcher

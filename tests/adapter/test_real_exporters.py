@@ -1,0 +1,217 @@
+"""The adapter against real exporter processes (`python -m exporter --simulate ...`: the real collector, attribution
+and server on the NVML simulator and its simulated kubelet), read directly and through a real Prometheus."""
+
+from __future__ import annotations
+
+import calendar
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from adapter.api.selfmetrics import AdapterMetrics
+from adapter.kube.connection import api_client
+from adapter.kube.pods import Backoff, PodCache
+from adapter.metrics_config import default_metrics_config
+from adapter.quantity import decimal_from_float, parse_quantity
+from adapter.server import build_app
+from adapter.sources.direct import DirectSource
+from adapter.sources.exporters import StaticExporters
+from adapter.sources.nodepods import NodePodsCache
+from adapter.sources.prometheus import PrometheusSource
+from exporter.podview import NodePods
+from exporter.simulator.kubeapi import KubeApiServer
+from tests.adapter.promserver import Prometheus, free_port
+from tests.adapter.simcluster import eventually
+
+REPO = Path(__file__).resolve().parents[2]
+SCENARIOS = {"gpu-h100": "h100x8", "gpu-shared": "shared", "gpu-mig": "a100-mig"}
+V2 = "/apis/custom.metrics.k8s.io/v1beta2"
+
+
+@dataclass
+class Exporter:
+    node: str
+    url: str
+    process: subprocess.Popen[bytes]
+
+    def document(self) -> NodePods:
+        with urllib.request.urlopen(f"{self.url}/pods", timeout=5) as response:
+            return NodePods.model_validate_json(response.read())
+
+
+def _started(node: str, scenario: str, log: Path) -> Exporter:
+    port = free_port()
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "exporter",
+            f"--simulate={scenario}",
+            f"--node-name={node}",
+            f"--listen=127.0.0.1:{port}",
+            "--dialect=prometheus",
+            "--log-level=warning",
+        ],
+        cwd=REPO,
+        stdout=log.open("w"),
+        stderr=subprocess.STDOUT,
+    )
+    return Exporter(node, f"http://127.0.0.1:{port}", process)
+
+
+@pytest.fixture(scope="module")
+def exporters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Exporter]]:
+    logs = tmp_path_factory.mktemp("exporters")
+    running = {node: _started(node, scenario, logs / f"{node}.log") for node, scenario in SCENARIOS.items()}
+    try:
+        deadline = time.monotonic() + 60
+        for exporter in running.values():
+            while True:
+                if exporter.process.poll() is not None:
+                    pytest.fail(
+                        f"the exporter for {exporter.node} exited: {(logs / f'{exporter.node}.log').read_text()}"
+                    )
+                try:
+                    if exporter.document().pods:
+                        break
+                except OSError:
+                    pass
+                if time.monotonic() > deadline:
+                    pytest.fail(f"the exporter for {exporter.node} never served its pods")
+                time.sleep(0.1)
+        yield running
+    finally:
+        for exporter in running.values():
+            exporter.process.terminate()
+            exporter.process.wait(10)
+
+
+@dataclass
+class RealCluster:
+    kube: KubeApiServer
+    pods: PodCache
+    exporters: dict[str, Exporter]
+
+
+@pytest.fixture
+async def real_cluster(exporters: dict[str, Exporter]) -> AsyncIterator[RealCluster]:
+    """The Kubernetes API test server holding exactly the pods the exporters attribute GPUs to, with their uids."""
+    kube = KubeApiServer()
+    await kube.start()
+    for exporter in exporters.values():
+        for pod in exporter.document().pods:
+            app = pod.name.rsplit("-", 1)[0]
+            kube.put_pod(pod.namespace, pod.name, node=exporter.node, labels={"app": app}, uid=pod.uid)
+    cache = PodCache(api_client(base_url=kube.url), backoff=Backoff(initial=0.05, maximum=0.2))
+    await cache.start()
+    assert await cache.wait_synced(10)
+    try:
+        yield RealCluster(kube, cache, exporters)
+    finally:
+        await cache.stop()
+        await kube.stop()
+
+
+def documents(cluster: RealCluster) -> dict[tuple[str, str], tuple[str, list[Any]]]:
+    """Every pod's node and devices, from the exporters' /pods right now."""
+    found = {}
+    for exporter in cluster.exporters.values():
+        for pod in exporter.document().pods:
+            found[(pod.namespace, pod.name)] = (exporter.node, [d for c in pod.containers for d in c.devices])
+    return found
+
+
+async def served(client: Any, path: str) -> dict[str, dict[str, Any]]:
+    response = await client.get(path)
+    body = await response.json()
+    assert response.status == 200, body
+    return {item["describedObject"]["name"]: item for item in body["items"]}
+
+
+async def test_direct_source_serves_what_the_real_exporters_report(
+    real_cluster: RealCluster, aiohttp_client: Any
+) -> None:
+    locator = StaticExporters({node: e.url for node, e in real_cluster.exporters.items()})
+    app = build_app(
+        config=default_metrics_config(),
+        pods=real_cluster.pods,
+        source=DirectSource(locator, NodePodsCache()),
+        metrics=AdapterMetrics("direct"),
+    )
+    client = await aiohttp_client(app)
+    truth = documents(real_cluster)
+    namespaces = {ns for ns, _ in truth}
+    for namespace in namespaces:
+        memory = await served(client, f"{V2}/namespaces/{namespace}/pods/*/gpu_memory_used_bytes")
+        utilization = await served(client, f"{V2}/namespaces/{namespace}/pods/*/gpu_utilization")
+        for (ns, name), (_, devices) in truth.items():
+            if ns != namespace:
+                continue
+            if any(d.memory_used_bytes is not None for d in devices):
+                assert name in memory, f"{ns}/{name} has memory figures but is not served"
+                assert parse_quantity(memory[name]["value"]) > 0
+            figures = [d.utilization_percent for d in devices if d.utilization_percent is not None]
+            if not figures:
+                assert name not in utilization  # MIG instances: NVML has no utilization, nothing is made up
+                continue
+            value = parse_quantity(utilization[name]["value"])
+            mean = sum(decimal_from_float(f) for f in figures) / len(figures)
+            assert abs(value - mean) <= 10, f"{ns}/{name}: served {value}, the exporter says {mean}"
+            assert Decimal(0) <= value <= Decimal(100)
+            # values are exact decimals: no float noise such as 20.999999999999996 reaches the wire
+            assert len(utilization[name]["value"]) <= 12
+            sampled = calendar.timegm(time.strptime(utilization[name]["timestamp"], "%Y-%m-%dT%H:%M:%SZ"))
+            assert time.time() - sampled <= 5 + 1  # max-age (3 intervals + 2 s), plus the timestamp's rounding down
+
+
+async def test_both_sources_agree_on_the_real_exporters(
+    real_cluster: RealCluster, aiohttp_client: Any, tmp_path: Path
+) -> None:
+    prometheus = Prometheus(tmp_path)
+    try:
+        prometheus.set_targets([e.url for e in real_cluster.exporters.values()])
+        nodes = set(real_cluster.exporters)
+
+        def scraped() -> bool:
+            series = prometheus.query("gpu_pulse_pod_gpu_memory_used_bytes")
+            return {s["metric"].get("node") for s in series} == nodes
+
+        await eventually(scraped, "prometheus scraped the real exporters", timeout=30)
+        locator = StaticExporters({node: e.url for node, e in real_cluster.exporters.items()})
+        direct = await aiohttp_client(
+            build_app(
+                config=default_metrics_config(),
+                pods=real_cluster.pods,
+                source=DirectSource(locator, NodePodsCache()),
+                metrics=AdapterMetrics("direct"),
+            )
+        )
+        via_prometheus = await aiohttp_client(
+            build_app(
+                config=default_metrics_config(),
+                pods=real_cluster.pods,
+                source=PrometheusSource(prometheus.url),
+                metrics=AdapterMetrics("prometheus"),
+            )
+        )
+        compared = 0
+        for namespace in {ns for ns, _ in documents(real_cluster)}:
+            for metric, tolerance in (("gpu_utilization", Decimal(10)), ("gpu_memory_utilization", Decimal(10))):
+                path = f"{V2}/namespaces/{namespace}/pods/*/{metric}"
+                one, other = await served(direct, path), await served(via_prometheus, path)
+                assert set(one) == set(other), f"{path}: the sources serve different pods"
+                for name in one:
+                    a, b = parse_quantity(one[name]["value"]), parse_quantity(other[name]["value"])
+                    assert abs(a - b) <= tolerance, f"{path} {name}: direct {a}, prometheus {b}"
+                    compared += 1
+        assert compared >= 20
+    finally:
+        prometheus.stop()

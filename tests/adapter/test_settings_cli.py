@@ -1,0 +1,100 @@
+"""Settings and the command line: every flag is also a variable, bad values are one clear line and exit code 2."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from adapter.cli import main
+from adapter.settings import AdapterSettings, SettingsError, argument_parser, env_name, flag_name, load_settings
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_defaults() -> None:
+    settings = load_settings([], {})
+    assert str(settings.listen) == "0.0.0.0:6443"
+    assert settings.source == "direct"
+    assert settings.exporter_selector == "app.kubernetes.io/name=gpu-pulse-exporter"
+    assert settings.exporter_port == 9400
+    assert settings.max_age is None
+    assert settings.authorization_always_allow_paths == ("/healthz", "/livez", "/readyz", "/metrics")
+
+
+def test_every_field_is_a_flag_and_a_variable() -> None:
+    help_text = argument_parser().format_help()
+    for field in AdapterSettings.model_fields:
+        assert flag_name(field) in help_text
+        assert env_name(field) in help_text
+        assert env_name(field).startswith("GPU_PULSE_ADAPTER_")
+
+
+def test_flags_win_over_variables() -> None:
+    environ = {"GPU_PULSE_ADAPTER_EXPORTER_PORT": "9500", "GPU_PULSE_ADAPTER_SOURCE": "PROMETHEUS"}
+    environ["GPU_PULSE_ADAPTER_PROMETHEUS_URL"] = "http://prometheus:9090"
+    settings = load_settings(["--exporter-port", "9600"], environ)
+    assert settings.exporter_port == 9600
+    assert settings.source == "prometheus"
+    settings = load_settings(["--requestheader-allowed-names", "front-proxy-client, aggregator"], {})
+    assert settings.requestheader_allowed_names == ("front-proxy-client", "aggregator")
+
+
+@pytest.mark.parametrize(
+    ("argv", "environ", "words"),
+    [
+        (["--exporter-port", "x"], {}, "--exporter-port: Input should be a valid integer"),
+        ([], {"GPU_PULSE_ADAPTER_EXPORTER_PORT": "70000"}, "GPU_PULSE_ADAPTER_EXPORTER_PORT: Input should be less"),
+        (["--source", "carrier-pigeon"], {}, "--source: Input should be 'direct' or 'prometheus'"),
+        (["--source", "prometheus"], {}, "--source prometheus needs --prometheus-url"),
+        (["--exporter-selector", "app in x"], {}, "--exporter-selector: invalid label selector"),
+        (["--exporter-endpoints", "gpu-1"], {}, "must look like node-name=http://host:port"),
+        (["--exporter-url-template", "http://x:9400"], {}, "containing {node}"),
+        (["--listen", "6443"], {}, "--listen: expected host:port"),
+        (["--max-age", "-1"], {}, "--max-age: Input should be greater than 0"),
+        (["--tls-cert-file", "a.crt"], {}, "go together"),
+        (["--no-such-flag"], {}, "unrecognized arguments: --no-such-flag"),
+        ([], {"GPU_PULSE_ADAPTER_COLOUR": "blue"}, "GPU_PULSE_ADAPTER_COLOUR: not a setting"),
+    ],
+)
+def test_bad_values_are_one_line_naming_the_setting(argv: list[str], environ: dict[str, str], words: str) -> None:
+    with pytest.raises(SettingsError) as caught:
+        load_settings(argv, environ)
+    assert words in str(caught.value)
+    assert "\n" not in str(caught.value)
+
+
+def test_cli_exits_2_with_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--exporter-port", "0"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert err.startswith("gpu-pulse-adapter: --exporter-port:")
+
+
+def test_unusable_metrics_config_exits_2(tmp_path: Path) -> None:
+    config = tmp_path / "metrics.yaml"
+    config.write_text("metrics:\n  - name: x\n    figure: temperature\n    combine: mean\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "adapter.cli", f"--config={config}"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"PATH": "/usr/bin:/bin"},
+    )
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        f"gpu-pulse-adapter: {config}: metrics[0].figure: Input should be 'utilization_percent', 'memory_used_bytes', "
+        "'memory_utilization' or 'power_watts' (got 'temperature')"
+    ]
+
+
+def test_help_explains_units_and_defaults() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "adapter.cli", "--help"], cwd=REPO, capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0
+    assert "--max-age SECONDS" in result.stdout
+    assert "default: 9400" in result.stdout

@@ -1,0 +1,226 @@
+"""The small wire formats besides quantities and selectors: request paths, timestamps, float figures, configuration."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from decimal import Decimal
+from urllib.parse import quote
+
+import pytest
+import yaml
+from hypothesis import given
+from hypothesis import strategies as st
+
+from adapter.api.bodies import CustomItems, described_object, rfc3339
+from adapter.api.paths import parse_custom_path, parse_external_path, request_attributes
+from adapter.api.status import ApiError
+from adapter.api.values import ServedValue
+from adapter.metrics_config import MetricsConfig, MetricsConfigError, parse_metrics_config
+from adapter.quantity import canonical_quantity, decimal_from_float, parse_quantity
+
+names = st.from_regex(r"\A[a-z0-9]([a-z0-9.-]{0,20}[a-z0-9])?\Z")
+metric_names = st.from_regex(r"\A[a-z_][a-z0-9_]{0,30}\Z")
+resources = st.sampled_from(["pods", "deployments.apps", "statefulsets.apps", "widgets.example.com"])
+GROUP = "/apis/custom.metrics.k8s.io/v1beta2"
+
+
+@given(names, resources, st.one_of(names, st.just("*")), metric_names, st.booleans())
+def test_namespaced_paths_parse_back(namespace: str, resource: str, name: str, metric: str, encode: bool) -> None:
+    shown = quote(name, safe="") if encode else name  # `*` may come as %2A
+    path = parse_custom_path(f"{GROUP}/namespaces/{namespace}/{resource}/{shown}/{metric}", "v1beta2")
+    assert (path.namespace, path.resource, path.name, path.metric) == (namespace, resource, name, metric)
+    assert path.wildcard == (name == "*")
+
+
+@given(st.sampled_from(["namespaces", "nodes"]), st.one_of(names, st.just("*")), metric_names)
+def test_cluster_scoped_paths_parse_back(resource: str, name: str, metric: str) -> None:
+    path = parse_custom_path(f"{GROUP}/{resource}/{name}/{metric}", "v1beta2")
+    assert (path.namespace, path.resource, path.name, path.metric) == (None, resource, name, metric)
+
+
+@given(names, metric_names)
+def test_namespace_metric_and_external_paths_parse_back(namespace: str, metric: str) -> None:
+    path = parse_custom_path(f"{GROUP}/namespaces/{namespace}/metrics/{metric}", "v1beta2")
+    assert path.namespace_metric and (path.namespace, path.name, path.metric) == (namespace, namespace, metric)
+    external = parse_external_path(f"/apis/external.metrics.k8s.io/v1beta1/namespaces/{namespace}/{metric}", "v1beta1")
+    assert (external.namespace, external.metric) == (namespace, metric)
+
+
+@pytest.mark.parametrize("rest", ["", "/namespaces", "/namespaces/ml", "/pods/x", "/a/b/c/d/e/f", "/namespaces/ml/x/y"])
+def test_malformed_paths_are_client_errors(rest: str) -> None:
+    with pytest.raises(ApiError) as caught:
+        parse_custom_path(f"{GROUP}{rest}", "v1beta2")
+    assert caught.value.code in (400, 404)
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "expected"),
+    [
+        (
+            "GET",
+            "/apis/custom.metrics.k8s.io/v1beta2/namespaces/ml/pods/*/gpu_utilization",
+            ("get", "custom.metrics.k8s.io", "v1beta2", "pods", "gpu_utilization", "ml", "*"),
+        ),
+        (
+            "GET",
+            "/apis/custom.metrics.k8s.io/v1beta1/namespaces/ml/pods/%2A/gpu_utilization",
+            ("get", "custom.metrics.k8s.io", "v1beta1", "pods", "gpu_utilization", "ml", "*"),
+        ),
+        (
+            "GET",
+            "/apis/custom.metrics.k8s.io/v1beta2/nodes/n1/gpu_power_watts",
+            ("get", "custom.metrics.k8s.io", "v1beta2", "nodes", "gpu_power_watts", "", "n1"),
+        ),
+        (
+            "GET",
+            "/apis/custom.metrics.k8s.io/v1beta2/namespaces/ml/metrics/gpu_utilization",
+            ("get", "custom.metrics.k8s.io", "v1beta2", "metrics", "", "ml", "gpu_utilization"),
+        ),
+        (
+            "GET",
+            "/apis/external.metrics.k8s.io/v1beta1/namespaces/ml/namespace_gpu_utilization",
+            ("list", "external.metrics.k8s.io", "v1beta1", "namespace_gpu_utilization", "", "ml", ""),
+        ),
+    ],
+)
+def test_authorization_attributes_follow_kube_apiserver(method: str, path: str, expected: tuple[str, ...]) -> None:
+    attributes = request_attributes(method, path)
+    assert attributes is not None
+    got = (
+        attributes.verb,
+        attributes.group,
+        attributes.version,
+        attributes.resource,
+        attributes.subresource,
+        attributes.namespace,
+        attributes.name,
+    )
+    assert got == expected
+
+
+@pytest.mark.parametrize("path", ["/apis", "/apis/custom.metrics.k8s.io/v1beta2", "/openapi/v2", "/healthz"])
+def test_discovery_and_other_paths_are_non_resource_requests(path: str) -> None:
+    assert request_attributes("GET", path) is None
+
+
+@given(st.floats(min_value=0, max_value=4e9, allow_nan=False))
+def test_timestamps_are_utc_whole_seconds_never_later_than_the_sample(at: float) -> None:
+    text = rfc3339(at)
+    back = datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
+    assert back <= at < back + 1
+
+
+@given(st.decimals(allow_nan=False, allow_infinity=False, places=6, min_value=-1e9, max_value=1e9))
+def test_float_figures_recover_their_decimal(value: Decimal) -> None:
+    # a decimal of at most 15 significant digits survives the exporter's JSON float and the conversion back
+    assert decimal_from_float(float(value)) == value
+
+
+@given(st.floats(allow_nan=False, allow_infinity=False, min_value=-1e12, max_value=1e12))
+def test_float_figures_stay_within_float_precision(number: float) -> None:
+    value = decimal_from_float(number)
+    assert abs(float(value) - number) <= abs(number) * 1e-14
+    assert "e" not in canonical_quantity(value)  # always a suffix form in this range
+
+
+def test_float_noise_does_not_reach_the_wire() -> None:
+    assert canonical_quantity(decimal_from_float(0.1 + 0.2)) == "300m"
+    assert canonical_quantity(decimal_from_float(0.605 * 100)) == "60500m"
+    assert canonical_quantity(decimal_from_float(80.00000000000001)) == "80"
+
+
+figures = st.sampled_from(["utilization_percent", "memory_used_bytes", "memory_utilization", "power_watts"])
+definitions = st.fixed_dictionaries(
+    {"name": metric_names, "figure": figures, "combine": st.sampled_from(["mean", "max", "sum"])},
+    optional={
+        "unit": st.sampled_from(["percent", "bytes", "watts"]),
+        "scale": st.integers(1, 1000),
+        "window_seconds": st.integers(1, 3600),
+        "description": st.text(max_size=20),
+        "prometheus": st.fixed_dictionaries(
+            {
+                "query": st.just("x{$namespace_matcher}"),
+                "sample_time_query": st.just("timestamp(x{$namespace_matcher})"),
+            }
+        ),
+    },
+)
+
+
+@given(st.lists(definitions, max_size=4, unique_by=lambda d: d["name"]), st.lists(definitions, max_size=2))
+def test_any_valid_configuration_parses_to_what_it_says(
+    metrics: list[dict[str, object]], external: list[dict[str, object]]
+) -> None:
+    external = list({d["name"]: d for d in external}.values())
+    config = parse_metrics_config(yaml.safe_dump({"metrics": metrics, "external": external}))
+    assert MetricsConfig.model_validate(config.model_dump()) == config
+    assert [m.name for m in config.metrics] == [d["name"] for d in metrics]
+    for definition, parsed in zip(metrics, config.metrics, strict=True):
+        assert parsed.figure == definition["figure"]
+        assert parsed.scale == Decimal(str(definition.get("scale", 1)))
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ("metrics: [{name: x, figure: power_watts}]", "metrics[0].combine: Field required"),
+        ("metrics: [{name: '1x', figure: power_watts, combine: sum}]", "metrics[0].name: must start with a letter"),
+        ("metrics: [{name: x, figure: power_watts, combine: median}]", "metrics[0].combine: Input should be"),
+        ("external: [{name: x, figure: power_watts, combine: sum, window_seconds: 0}]", "external[0].window_seconds"),
+        (
+            "metrics: [{name: x, figure: power_watts, combine: sum, prometheus: {query: 'up{pod=~\"$pods\"}', "
+            "sample_time_query: 'timestamp(up{$namespace_matcher})'}}]",
+            "metrics[0].prometheus.query: must select by namespace with $namespace_matcher",
+        ),
+        ("metrics: {name: x}", "metrics: Input should be a valid"),
+        ("metrics: [\n  {name: x", "line"),
+    ],
+)
+def test_configuration_errors_name_the_field(text: str, words: str) -> None:
+    with pytest.raises(MetricsConfigError) as caught:
+        parse_metrics_config(text, "metrics.yaml")
+    message = str(caught.value)
+    assert message.startswith("metrics.yaml")
+    assert words in message
+    assert "\n" not in message
+
+
+texts = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=12)
+
+
+@given(
+    st.sampled_from(["v1beta1", "v1beta2"]),
+    texts,
+    st.lists(
+        st.tuples(texts, st.one_of(st.none(), texts), st.decimals(places=3, min_value=-1e6, max_value=1e6)), max_size=5
+    ),
+    st.one_of(st.none(), st.just({"matchLabels": {"gpu": "1"}})),
+    st.floats(min_value=1e9, max_value=3e9),
+)
+def test_rendered_items_are_the_json_the_types_describe(
+    version: str,
+    metric: str,
+    objects: list[tuple[str, str | None, Decimal]],
+    selector: dict[str, object] | None,
+    sampled_at: float,
+) -> None:
+    items = CustomItems(version, metric, selector)
+    for name, namespace, value in objects:
+        items.add(described_object("Pod", "/v1", namespace, name), ServedValue(value, sampled_at, 60))
+    body = json.loads(items.text())
+    assert body["kind"] == "MetricValueList"
+    assert body["apiVersion"] == f"custom.metrics.k8s.io/{version}"
+    assert body["metadata"] == {}
+    assert len(body["items"]) == len(objects)
+    for item, (name, namespace, value) in zip(body["items"], objects, strict=True):
+        reference = {"kind": "Pod", "name": name, "apiVersion": "/v1"}
+        if namespace is not None:
+            reference["namespace"] = namespace
+        expected: dict[str, object] = {"describedObject": reference, "timestamp": rfc3339(sampled_at)}
+        if version == "v1beta1":
+            expected |= {"metricName": metric, "window": 60, "selector": selector}
+        else:
+            expected |= {"metric": {"name": metric, "selector": selector}, "windowSeconds": 60}
+        assert {k: v for k, v in item.items() if k != "value"} == expected
+        assert parse_quantity(item["value"]) == parse_quantity(canonical_quantity(value))
