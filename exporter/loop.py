@@ -48,15 +48,19 @@ class PodsDocument:
 
     @classmethod
     def of(cls, document: NodePods) -> PodsDocument:
-        namespaces = sorted({pod.namespace for pod in document.pods})
-        by_namespace = {
-            ns: document.model_copy(update={"pods": tuple(p for p in document.pods if p.namespace == ns)})
-            .model_dump_json()
-            .encode()
-            for ns in namespaces
-        }
-        no_pods = document.model_copy(update={"pods": ()}).model_dump_json().encode()
-        return cls(document.model_dump_json().encode(), MappingProxyType(by_namespace), no_pods)
+        """Serialize each pod once; the whole document and the per-namespace ones are joins of those pieces."""
+        empty = document.model_copy(update={"pods": ()}).model_dump_json().encode()
+        tail = b'"pods":[]}'
+        if not empty.endswith(tail):  # `pods` must stay NodePods' last field for the joins below
+            raise AssertionError("NodePods must end with its pods field")
+        head = empty[: -len(tail)] + b'"pods":['
+        serialized = [(pod.namespace, pod.model_dump_json().encode()) for pod in document.pods]
+        pieces: dict[str, list[bytes]] = {}
+        for namespace, piece in serialized:
+            pieces.setdefault(namespace, []).append(piece)
+        by_namespace = {ns: head + b",".join(parts) + b"]}" for ns, parts in sorted(pieces.items())}
+        everything = head + b",".join(piece for _, piece in serialized) + b"]}"
+        return cls(everything, MappingProxyType(by_namespace), empty)
 
 
 @dataclass(frozen=True, slots=True)
