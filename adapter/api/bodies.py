@@ -16,8 +16,8 @@ from decimal import Decimal
 from functools import lru_cache
 
 from adapter.api.paths import CUSTOM_GROUP, EXTERNAL_GROUP
-from adapter.api.values import ServedValue
 from adapter.quantity import canonical_quantity
+from adapter.sources.model import ServedValue
 
 JsonObject = dict[str, object]
 

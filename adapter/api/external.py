@@ -8,8 +8,8 @@ from adapter.api.bodies import external_item, external_list
 from adapter.api.paths import EXTERNAL_GROUP, EXTERNAL_VERSIONS, parse_external_path
 from adapter.api.state import API_STATE, json_response, query_selector
 from adapter.api.status import ApiError
-from adapter.api.values import served_value
 from adapter.selectors import EVERYTHING, Operator
+from adapter.sources.values import served_value
 
 
 async def external_metrics(request: web.Request) -> web.Response:
@@ -25,7 +25,7 @@ async def external_metrics(request: web.Request) -> web.Response:
         raise ApiError(404, f"the server could not find the external metric {path.metric}")
     selector = query_selector(request, "labelSelector")
     state.require_synced()
-    pods = [pod for pod in state.pods.pods_in_namespace(path.namespace) if selector.matches(pod.labels)]
+    pods = state.pods.pods_in_namespace(path.namespace, selector)
     samples = await state.source.samples(metric, pods) if pods else {}
     served = served_value(metric, samples.values(), EVERYTHING) if samples else None
     items = []

@@ -60,15 +60,9 @@ def described_objects(
     directory: PodDirectory, path: CustomMetricPath, kind: ObjectKind, selector: Selector
 ) -> list[DescribedObject]:
     """The objects a request names (one for a name, every one with pods for `*`), each with its pods."""
-    if kind.namespaced and path.namespace is None:
-        raise ApiError(404, f"{kind.resource} are namespaced: use namespaces/{{namespace}}/{kind.resource}/...")
-    if not kind.namespaced and path.namespace is not None and not path.namespace_metric:
-        raise ApiError(404, f"{kind.resource} are not namespaced: use {kind.resource}/{{name or *}}/{{metric}}")
-    if kind is not POD and not selector.empty:
-        raise bad_request("labelSelector selects objects by their labels, which the adapter knows only for pods")
+    _check_path(path, kind, selector)
     if kind is POD:
-        assert path.namespace is not None
-        return _pods(directory, path.namespace, path.name, selector)
+        return [DescribedObject(POD, pod.namespace, pod.name, (pod,)) for pod in _pods(directory, path, selector)]
     if kind.owner_kind is not None:
         assert path.namespace is not None
         if not path.wildcard:
@@ -86,17 +80,33 @@ def described_objects(
     return _grouped(directory.all_pods(), NODE, lambda p: p.node)
 
 
-def _pods(directory: PodDirectory, namespace: str, name: str, selector: Selector) -> list[DescribedObject]:
-    if name != "*":
-        pod = directory.get(namespace, name)
-        if pod is None or not selector.matches(pod.labels):
-            return []
-        return [DescribedObject(POD, namespace, name, (pod,))]
-    return [
-        DescribedObject(POD, namespace, pod.name, (pod,))
-        for pod in directory.pods_in_namespace(namespace)
-        if selector.matches(pod.labels)
-    ]
+def described_pods(directory: PodDirectory, path: CustomMetricPath, selector: Selector) -> Sequence[PodInfo]:
+    """`described_objects` for a request about pods, where each pod describes itself: the pods, without an object
+    around each (an HPA answer holds one item per pod, and this is the path it takes every 15 s)."""
+    _check_path(path, POD, selector)
+    return _pods(directory, path, selector)
+
+
+def pod_reference(pod: PodInfo) -> str:
+    """The describedObject of a pod's metric item (what `DescribedObject.reference` gives for it), as JSON text."""
+    return described_object(POD.kind, POD.api_version, pod.namespace, pod.name)
+
+
+def _check_path(path: CustomMetricPath, kind: ObjectKind, selector: Selector) -> None:
+    if kind.namespaced and path.namespace is None:
+        raise ApiError(404, f"{kind.resource} are namespaced: use namespaces/{{namespace}}/{kind.resource}/...")
+    if not kind.namespaced and path.namespace is not None and not path.namespace_metric:
+        raise ApiError(404, f"{kind.resource} are not namespaced: use {kind.resource}/{{name or *}}/{{metric}}")
+    if kind is not POD and not selector.empty:
+        raise bad_request("labelSelector selects objects by their labels, which the adapter knows only for pods")
+
+
+def _pods(directory: PodDirectory, path: CustomMetricPath, selector: Selector) -> Sequence[PodInfo]:
+    assert path.namespace is not None  # pods are namespaced: checked by _check_path
+    if not path.wildcard:
+        pod = directory.get(path.namespace, path.name)
+        return (pod,) if pod is not None and selector.matches(pod.labels) else ()
+    return directory.pods_in_namespace(path.namespace, selector)
 
 
 def _workloads(pods: Sequence[PodInfo], kind: ObjectKind, namespace: str) -> list[DescribedObject]:

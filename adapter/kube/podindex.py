@@ -1,8 +1,10 @@
 """The pod cache's indexes: by namespace, node and top controller, kept incrementally under one lock.
 
 Writers are the watch threads; readers are request handlers on the event loop. Every query reads one index entry and
-copies only what it returns; nothing scans all pods. A pod's `owner` is resolved to its top controller: a Pod owned by
-a ReplicaSet that a Deployment owns is indexed under the Deployment, and re-indexed when ReplicaSet events change that.
+copies only what it returns; nothing scans all pods. A namespace's pods in name order are kept between queries (the
+HPA asks about the same namespace every 15 s) and dropped when a pod of that namespace changes. A pod's `owner` is
+resolved to its top controller: a Pod owned by a ReplicaSet that a Deployment owns is indexed under the Deployment,
+and re-indexed when ReplicaSet events change that.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from operator import attrgetter
 from typing import TypeVar
 
 from adapter.kube.podinfo import OwnerRef, PodInfo
+from adapter.selectors import EVERYTHING, Selector
 
 PodKey = tuple[str, str]  # (namespace, name)
 OwnerKey = tuple[str, str, str]  # (namespace, kind, name)
@@ -41,6 +44,7 @@ class PodIndex:
         self._lock = threading.Lock()
         self._pods: dict[PodKey, PodInfo] = {}
         self._by_namespace: dict[str, dict[str, PodInfo]] = {}
+        self._namespace_in_order: dict[str, tuple[PodInfo, ...]] = {}  # in_namespace answers; dropped on change
         self._by_node: dict[str, dict[PodKey, PodInfo]] = {}
         self._by_owner: dict[OwnerKey, dict[str, PodInfo]] = {}
         self._pod_replica_set: dict[PodKey, str] = {}  # pods whose direct controller is a ReplicaSet
@@ -53,10 +57,11 @@ class PodIndex:
         with self._lock:
             return self._pods.get((namespace, name))
 
-    def in_namespace(self, namespace: str) -> tuple[PodInfo, ...]:
+    def in_namespace(self, namespace: str, selector: Selector = EVERYTHING) -> tuple[PodInfo, ...]:
+        """The namespace's pods that `selector` picks, by name."""
         with self._lock:
-            found = list(self._by_namespace.get(namespace, {}).values())
-        return tuple(sorted(found, key=_by_name))
+            pods = self._in_order(namespace)
+        return pods if selector.empty else _picked(pods, selector)
 
     def on_node(self, node: str) -> tuple[PodInfo, ...]:
         with self._lock:
@@ -73,9 +78,9 @@ class PodIndex:
         return tuple(sorted(found, key=_by_name))
 
     def all(self) -> tuple[PodInfo, ...]:
+        """Every pod, by namespace and name."""
         with self._lock:
-            found = list(self._pods.values())
-        return tuple(sorted(found, key=_by_namespace_name))
+            return tuple(pod for namespace in sorted(self._by_namespace) for pod in self._in_order(namespace))
 
     def __len__(self) -> int:
         return len(self._pods)
@@ -106,6 +111,7 @@ class PodIndex:
         with self._lock:
             self._pods.clear()
             self._by_namespace.clear()
+            self._namespace_in_order.clear()
             self._by_node.clear()
             self._by_owner.clear()
             self._pod_replica_set.clear()
@@ -138,6 +144,15 @@ class PodIndex:
 
     # ---- internals (lock held) ----
 
+    def _in_order(self, namespace: str) -> tuple[PodInfo, ...]:
+        found = self._namespace_in_order.get(namespace)
+        if found is None:
+            pods = self._by_namespace.get(namespace)
+            if pods is None:
+                return ()
+            found = self._namespace_in_order[namespace] = tuple(sorted(pods.values(), key=_by_name))
+        return found
+
     def _index(self, key: PodKey, pod: PodInfo) -> None:
         direct = pod.owner
         if direct is not None and direct.kind == "ReplicaSet":
@@ -148,6 +163,7 @@ class PodIndex:
                 pod = replace(pod, owner=parent)
         self._pods[key] = pod
         self._by_namespace.setdefault(pod.namespace, {})[pod.name] = pod
+        self._namespace_in_order.pop(pod.namespace, None)
         if pod.node:
             self._by_node.setdefault(pod.node, {})[key] = pod
         if pod.owner is not None:
@@ -156,6 +172,7 @@ class PodIndex:
     def _unindex(self, key: PodKey, pod: PodInfo) -> None:
         del self._pods[key]
         _discard(self._by_namespace, pod.namespace, pod.name)
+        self._namespace_in_order.pop(pod.namespace, None)
         if pod.node:
             _discard(self._by_node, pod.node, key)
         if pod.owner is not None:
@@ -182,6 +199,20 @@ class PodIndex:
             pod = self._pods[key]
             self._unindex(key, pod)
             self._index(key, replace(pod, owner=direct))
+
+
+def _picked(pods: tuple[PodInfo, ...], selector: Selector) -> tuple[PodInfo, ...]:
+    """The pods whose labels `selector` matches. Pods with equal labels share one label map (see `LabelSets`): the
+    replicas of a workload are matched once, not once each."""
+    verdicts: dict[int, bool] = {}  # by id() of the label map: every map is held by a pod in `pods` meanwhile
+    picked = []
+    for pod in pods:
+        verdict = verdicts.get(id(pod.labels))
+        if verdict is None:
+            verdict = verdicts[id(pod.labels)] = selector.matches(pod.labels)
+        if verdict:
+            picked.append(pod)
+    return tuple(picked)
 
 
 def _discard(index: dict[K, dict[V, PodInfo]], outer: K, inner: V) -> None:

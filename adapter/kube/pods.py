@@ -19,6 +19,7 @@ from kubernetes.client import ApiClient, AppsV1Api, CoreV1Api
 from adapter.kube.podindex import PodIndex, ReplicaSetOwner
 from adapter.kube.podinfo import OwnerRef, OwnerRefs, PodInfo, PodParser, object_key
 from adapter.kube.reflector import Backoff, Reflector, ReflectorStats
+from adapter.selectors import EVERYTHING, Selector
 
 __all__ = ["Backoff", "OwnerRef", "PodCache", "PodCacheStats", "PodInfo"]
 
@@ -92,9 +93,9 @@ class PodCache:
 
     # ---- queries (no API calls; safe from any thread) ----
 
-    def pods_in_namespace(self, namespace: str) -> Sequence[PodInfo]:
-        """The namespace's pods, by name."""
-        return self._index.in_namespace(namespace)
+    def pods_in_namespace(self, namespace: str, selector: Selector = EVERYTHING) -> Sequence[PodInfo]:
+        """The namespace's pods that `selector` picks (all of them by default), by name."""
+        return self._index.in_namespace(namespace, selector)
 
     def all_pods(self) -> Sequence[PodInfo]:
         return self._index.all()

@@ -5,10 +5,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from adapter.kube.pods import PodInfo
 from adapter.metrics_config import MetricDefinition
+from adapter.selectors import Selector
 
 PodKey = tuple[str, str]  # (namespace, name)
 
@@ -45,6 +46,14 @@ class PodSample:
     uid: str | None = None  # the pod's uid when the source knows it (a re-created pod of the same name differs)
 
 
+class ServedValue(NamedTuple):  # a tuple: one per item of every answer
+    """A metric's value for one object (a pod, a workload, a selection of pods), as the API serves it."""
+
+    value: Decimal  # in the served unit (scale applied)
+    sampled_at: float  # Unix seconds of the oldest figure behind the value
+    window_seconds: int
+
+
 class PodDirectory(Protocol):
     """The read side of the pod cache that the API and the sources use."""
 
@@ -54,7 +63,9 @@ class PodDirectory(Protocol):
     @property
     def size(self) -> int: ...
 
-    def pods_in_namespace(self, namespace: str) -> Sequence[PodInfo]: ...
+    def pods_in_namespace(self, namespace: str, selector: Selector = ...) -> Sequence[PodInfo]:
+        """The namespace's pods that `selector` picks (all of them by default), by name."""
+        ...
 
     def all_pods(self) -> Sequence[PodInfo]: ...
 
@@ -79,6 +90,11 @@ class MetricSource(Protocol):
     async def samples(self, metric: MetricDefinition, pods: Sequence[PodInfo]) -> Mapping[PodKey, PodSample]:
         """Fresh figures of `metric` for those of `pods` that have them. Raises SourceUnavailableError when the source
         cannot answer at all; a partial answer (some nodes down) is not an error."""
+        ...
+
+    async def pod_values(self, metric: MetricDefinition, pods: Sequence[PodInfo]) -> list[ServedValue | None]:
+        """Each pod's value of `metric` over all its devices (the HPA's question: `pod_value` of the pod's sample), in
+        the order of `pods`; None for a pod `samples` would leave out."""
         ...
 
     def serves(self, metric: MetricDefinition) -> bool:

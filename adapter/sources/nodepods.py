@@ -18,13 +18,15 @@ import ssl
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import aiohttp
 import pydantic
 
-from adapter.metrics_config import Figure
+from adapter.metrics_config import MetricDefinition
 from adapter.sources.figures import pod_sample
-from adapter.sources.model import PodKey, PodSample
+from adapter.sources.model import PodKey, PodSample, ServedValue
+from adapter.sources.values import pod_value
 from exporter.podview import NodePods
 
 log = logging.getLogger(__name__)
@@ -40,32 +42,39 @@ class Miss:
 MISS = Miss()
 
 
-class NodeAnswer:
-    """One node's `/pods` document, with the per-figure samples computed once per document.
+class PodFigures(NamedTuple):
+    """A pod's figures of one metric in one document, worked out when the document arrives."""
 
-    `wanted` is shared by the answers of one cache: figures ever asked for, which the refresher computes as soon as
+    sample: PodSample  # device by device
+    value: ServedValue  # over all its devices: `pod_value`
+
+
+class NodeAnswer:
+    """One node's `/pods` document, with each pod's figures of a metric worked out once per document.
+
+    `wanted` is shared by the answers of one cache: metrics ever asked about, which the refresher works out as soon as
     a document arrives, so that queries find them ready.
     """
 
-    __slots__ = ("_samples", "_wanted", "document")
+    __slots__ = ("_figures", "_wanted", "document")
 
-    def __init__(self, document: NodePods, wanted: set[Figure] | None = None) -> None:
+    def __init__(self, document: NodePods, wanted: set[MetricDefinition] | None = None) -> None:
         self.document = document
-        self._samples: dict[Figure, dict[PodKey, PodSample]] = {}
+        self._figures: dict[MetricDefinition, dict[PodKey, PodFigures]] = {}
         self._wanted = wanted if wanted is not None else set()
-        for figure in tuple(self._wanted):
-            self.samples(figure)
+        for metric in tuple(self._wanted):
+            self.figures(metric)
 
-    def samples(self, figure: Figure) -> Mapping[PodKey, PodSample]:
-        found = self._samples.get(figure)
+    def figures(self, metric: MetricDefinition) -> Mapping[PodKey, PodFigures]:
+        found = self._figures.get(metric)
         if found is None:
-            self._wanted.add(figure)
+            self._wanted.add(metric)
             found = {}
             for pod in self.document.pods:
-                sample = pod_sample(self.document.node, pod, figure)
+                sample = pod_sample(self.document.node, pod, metric.figure)
                 if sample is not None:
-                    found[(pod.namespace, pod.name)] = sample
-            self._samples[figure] = found
+                    found[(pod.namespace, pod.name)] = PodFigures(sample, pod_value(metric, sample))
+            self._figures[metric] = found
         return found
 
 
@@ -106,7 +115,7 @@ class NodePodsCache:
         self._clock = clock
         self._observe = observe
         self._entries: dict[tuple[str, str | None], _Entry] = {}
-        self._wanted_figures: set[Figure] = set()
+        self._wanted_metrics: set[MetricDefinition] = set()
         self._session: aiohttp.ClientSession | None = None
         self._refresher: asyncio.Task[None] | None = None
         self._slots: asyncio.Semaphore | None = None
@@ -218,7 +227,7 @@ class NodePodsCache:
             problem = f"{entry.url}/pods describes node {document.node!r}, not {entry.node!r}"
             return None, problem, "error", _since(started)
         seconds = _since(started)
-        return NodeAnswer(document, self._wanted_figures), None, "ok", seconds
+        return NodeAnswer(document, self._wanted_metrics), None, "ok", seconds
 
     async def _keep_warm_loop(self) -> None:
         """Refresh the entries that are one interval old, oldest first, spread evenly over the interval: with N

@@ -23,7 +23,8 @@ import aiohttp
 from adapter.kube.pods import PodInfo
 from adapter.metrics_config import MetricDefinition
 from adapter.quantity import QuantityError, decimal_from_float
-from adapter.sources.model import DeviceValue, PodKey, PodSample, SourceError, SourceUnavailableError
+from adapter.sources.model import DeviceValue, PodKey, PodSample, ServedValue, SourceError, SourceUnavailableError
+from adapter.sources.values import pod_value
 
 QueryObserver = Callable[[str, float], None]  # (outcome "ok" | "error" | "timeout", seconds)
 DEFAULT_MAX_AGE = 60.0
@@ -125,6 +126,13 @@ class PrometheusSource:
                 continue  # no sample time (cannot vouch for freshness) or too old
             found[key] = PodSample(key[0], key[1], tuple(values), when_sampled, window_seconds=None)
         return found
+
+    async def pod_values(self, metric: MetricDefinition, pods: Sequence[PodInfo]) -> list[ServedValue | None]:
+        samples = await self.samples(metric, pods)
+        return [
+            pod_value(metric, sample) if (sample := samples.get((pod.namespace, pod.name))) is not None else None
+            for pod in pods
+        ]
 
     async def query(self, promql: str) -> list[dict[str, Any]]:
         """An instant query; its vector result. SourceUnavailableError when Prometheus cannot be reached or is failing,

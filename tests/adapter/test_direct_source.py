@@ -14,11 +14,13 @@ from typing import Any
 import pytest
 
 from adapter.api.selfmetrics import AdapterMetrics
-from adapter.quantity import parse_quantity
+from adapter.metrics_config import default_metrics_config
+from adapter.quantity import canonical_quantity, parse_quantity
 from adapter.selectors import parse_selector
 from adapter.sources.direct import DirectSource
 from adapter.sources.exporters import PodExporters, StaticExporters
 from adapter.sources.nodepods import NodePodsCache
+from adapter.sources.values import pod_value
 from tests.adapter.simcluster import EXPORTER_LABELS, AdapterFactory, Cluster, eventually
 from tests.adapter.simnodes import Gpu, SimulatedNode
 
@@ -224,3 +226,43 @@ async def test_exporters_are_found_by_their_pods(make_adapter: AdapterFactory, c
     finally:
         await first.stop()
         await second.stop()
+
+
+async def test_pod_values_leave_out_what_samples_leave_out(cluster: Cluster) -> None:
+    """The HPA's pods answers (`pod_values`) and every other answer (`samples`) see the same fresh figures: a pod
+    whose figures are too old, that is not scheduled, or whose node has no exporter has neither."""
+    clock = FakeClock()
+    for node in cluster.nodes.values():
+        node.clock = clock.time
+    source = direct(cluster, clock, max_age=3.0)
+    await source.start()
+    try:
+        metric = default_metrics_config().custom("gpu_utilization")
+        assert metric is not None
+        pods = cluster.pods.pods_in_namespace("ml")
+        assert [p.name for p in pods] == ["infer-a", "infer-b", "infer-pending", "train-0", "web-0"]
+        assert [v is not None for v in await source.pod_values(metric, pods)] == [True, True, False, True, False]
+        cluster.nodes["gpu-1"].freeze()
+        clock.advance(3.5)  # gpu-1's figures grow too old; gpu-2 goes on sampling
+        samples = await source.samples(metric, pods)
+        values = await source.pod_values(metric, pods)
+        assert set(samples) == {("ml", "infer-b")}
+        assert values == [None, pod_value(metric, samples[("ml", "infer-b")]), None, None, None]
+        assert values[1] is not None and values[1].value == Decimal("50.25")  # the mean of its two GPUs
+    finally:
+        await source.close()
+
+
+async def test_workload_values_leave_out_stale_pods(make_adapter: AdapterFactory, cluster: Cluster) -> None:
+    clock = FakeClock()
+    for node in cluster.nodes.values():
+        node.clock = clock.time
+    client = await make_adapter(source=direct(cluster, clock, max_age=3.0))
+    path = "/apis/custom.metrics.k8s.io/v1beta2/namespaces/ml/deployments.apps/infer/gpu_utilization"
+    mean_of_three_gpus = (Decimal(80) + Decimal(40) + Decimal("60.5")) / 3
+    assert parse_quantity((await served(client, path))["infer"]["value"]) == parse_quantity(
+        canonical_quantity(mean_of_three_gpus)
+    )
+    cluster.nodes["gpu-1"].freeze()
+    clock.advance(3.5)
+    assert parse_quantity((await served(client, path))["infer"]["value"]) == Decimal("50.25")  # infer-b's GPUs only

@@ -11,6 +11,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 from adapter.kube.labelset import EMPTY_LABELS, LabelSets
 from adapter.kube.podindex import PodIndex, ReplicaSetOwner
 from adapter.kube.podinfo import MalformedObjectError, OwnerRef, PodInfo, PodParser
+from adapter.selectors import Selector, parse_selector
 from exporter.simulator.kubeapi import pod_object
 
 NAMESPACES = ("a", "b")
@@ -101,9 +102,9 @@ class IndexAgreesWithAScan(RuleBasedStateMachine):
     def every_query_matches_a_scan(self) -> None:
         want = self.expected()
         assert len(self.index) == len(want)
-        assert set(self.index.all()) == set(want)
+        assert list(self.index.all()) == sorted(want, key=lambda p: (p.namespace, p.name))
         for ns in NAMESPACES:
-            assert set(self.index.in_namespace(ns)) == {p for p in want if p.namespace == ns}
+            assert list(self.index.in_namespace(ns)) == sorted((p for p in want if p.namespace == ns), key=_name)
             for pod in want:
                 if pod.namespace == ns:
                     assert self.index.get(ns, pod.name) == pod
@@ -120,6 +121,10 @@ class IndexAgreesWithAScan(RuleBasedStateMachine):
         for node in NODES[1:]:
             assert node is not None
             assert set(self.index.on_node(node)) == {p for p in want if p.node == node}
+
+
+def _name(pod: PodInfo) -> str:
+    return pod.name
 
 
 def _fields(pod: PodInfo) -> dict[str, Any]:
@@ -208,3 +213,32 @@ def test_equal_label_maps_share_one_set(maps: list[dict[str, str]]) -> None:
         assert dict(made_set) == m and made_set == m
         for other, other_set in zip(maps, made, strict=True):
             assert (made_set is other_set) == (m == other)
+
+
+SELECTORS = ("", "app=a", "app!=a", "tier", "!tier", "app in (a,b),tier=x", "app notin (b)")
+
+
+@given(
+    pods=st.lists(
+        st.tuples(st.sampled_from(NAMESPACES), names, st.sampled_from([{}, {"app": "a"}, {"app": "b", "tier": "x"}])),
+        max_size=12,
+        unique_by=lambda p: (p[0], p[1]),
+    ),
+    shared=st.booleans(),
+    selector=st.sampled_from(SELECTORS).map(parse_selector),
+)
+def test_a_namespace_selection_is_what_the_selector_picks_by_name(
+    pods: list[tuple[str, str, dict[str, str]]], shared: bool, selector: Selector
+) -> None:
+    """Replicas share one label map, and the selection matches each map once: whether or not the maps are shared,
+    it picks what matching every pod picks, in name order."""
+    label_sets = LabelSets()
+    made = [
+        PodInfo(ns, name, "u", None, label_sets(labels) if shared else LabelSets()(labels), "Running", None, None)
+        for ns, name, labels in pods
+    ]
+    index = PodIndex()
+    index.replace_pods(made)
+    for ns in NAMESPACES:
+        expected = sorted((p for p in made if p.namespace == ns and selector.matches(p.labels)), key=_name)
+        assert list(index.in_namespace(ns, selector)) == expected

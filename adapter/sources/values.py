@@ -10,23 +10,16 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from decimal import ROUND_HALF_EVEN, Context, Decimal
-from typing import NamedTuple
 
 from adapter.metrics_config import Combine, MetricDefinition
 from adapter.selectors import Selector
-from adapter.sources.model import PodSample
+from adapter.sources.model import PodSample, ServedValue
 
 DEFAULT_WINDOW_SECONDS = 60  # the HPA's own assumption when a metric says nothing
 # Arithmetic in an explicit context (not the thread's): sums of figures are exact, a mean keeps 34 digits, far finer
 # than the nano step a Quantity keeps.
 _ARITHMETIC = Context(prec=34, rounding=ROUND_HALF_EVEN)
 _ONE = Decimal(1)
-
-
-class ServedValue(NamedTuple):  # a tuple: one per item of every answer
-    value: Decimal  # in the served unit (scale applied)
-    sampled_at: float  # Unix seconds of the oldest figure behind the value
-    window_seconds: int
 
 
 def combine(values: list[Decimal], how: Combine) -> Decimal:
