@@ -75,7 +75,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 2
     configure_logging(settings.log_level, settings.log_format)
+    if settings.demo:
+        return _run_demo(settings)
     return asyncio.run(run(settings))
+
+
+def _run_demo(settings: AdapterSettings) -> int:
+    from adapter.demo import DEFAULT_LISTEN, DemoOptions, run_demo
+
+    listen = str(settings.listen) if "listen" in settings.model_fields_set else DEFAULT_LISTEN
+    try:
+        options = DemoOptions(listen=listen, kubeconfig=settings.demo_kubeconfig)
+    except ValueError as exc:
+        print(f"{PROG}: --demo: {exc}", file=sys.stderr)
+        return 2
+    return run_demo(options)
 
 
 if __name__ == "__main__":

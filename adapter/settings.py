@@ -211,6 +211,17 @@ class AdapterSettings(BaseSettings):
     log_format: Annotated[Literal["text", "json"], BeforeValidator(_lower)] = _setting(
         "text", "Log line format.", metavar="{text,json}"
     )
+    demo: bool = _setting(
+        False,
+        "Run the whole pipeline on this machine instead: simulated GPU nodes, a Kubernetes API stand-in and this "
+        "adapter (direct source) on --listen (default 127.0.0.1:6443 here), with a kubeconfig for kubectl.",
+        metavar="",
+    )
+    demo_kubeconfig: Path = _setting(
+        Path("gpu-pulse-demo.kubeconfig"),
+        "With --demo: where to write the kubeconfig for kubectl, once the adapter serves.",
+        metavar="FILE",
+    )
 
     @field_validator("exporter_selector")
     @classmethod
@@ -291,7 +302,10 @@ def argument_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
     for name, info in AdapterSettings.model_fields.items():
         help_ = f"{info.description} [env {env_name(name)}{_shown_default(info.default)}]".replace("%", "%%")
-        parser.add_argument(flag_name(name), dest=name, metavar=_metavar(info), help=help_)
+        if info.annotation is bool:
+            parser.add_argument(flag_name(name), dest=name, action=argparse.BooleanOptionalAction, help=help_)
+        else:
+            parser.add_argument(flag_name(name), dest=name, metavar=_metavar(info), help=help_)
     return parser
 
 
