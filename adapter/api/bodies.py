@@ -12,7 +12,7 @@ import json
 import re
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Decimal, localcontext
 from functools import lru_cache
 
 from adapter.api.paths import CUSTOM_GROUP, EXTERNAL_GROUP
@@ -32,9 +32,18 @@ def _rfc3339_second(second: int) -> str:
     return datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+_MILLI = Decimal("0.001")
+
+
 @lru_cache(maxsize=16384)
 def quantity(value: Decimal) -> str:
-    """canonical_quantity, remembered: figures repeat (a pod's percent, a GPU's memory size) across items."""
+    """The served value as a canonical quantity, to the milli-unit: the HPA reads values as milli-units (MilliValue),
+    so finer digits would only make "82849271278n" out of 82.849 for whoever reads the answer. Remembered: figures
+    repeat (a pod's percent, a GPU's memory size) across items."""
+    if value.as_tuple().exponent < -3:  # type: ignore[operator]  # finite here: figures are checked on the way in
+        with localcontext() as ctx:
+            ctx.prec = max(28, value.adjusted() + 8)
+            value = value.quantize(_MILLI, rounding=ROUND_HALF_UP)
     return canonical_quantity(value)
 
 

@@ -134,7 +134,8 @@ async def test_deployment_and_statefulset_aggregate_their_pods(make_adapter: Ada
         "apiVersion": "apps/v1",
     }
     # the mean over the Deployment's three GPUs: (80 + 40 + 60.5) / 3
-    assert values(body) == {"infer": parse_quantity("60166666667n")}
+    # served to the milli-unit the HPA reads, rounded half up: 60.1666... -> 60167m
+    assert values(body) == {"infer": parse_quantity("60167m")}
     body = await get(client, f"{V1}/namespaces/ml/statefulsets.apps/*/gpu_power_watts")
     assert body["items"][0]["describedObject"]["kind"] == "StatefulSet"
     assert values(body) == {"train": Decimal(300)}
@@ -161,7 +162,7 @@ async def test_nodes_are_cluster_scoped_objects(make_adapter: AdapterFactory) ->
     assert values(body) == {"gpu-1": Decimal("550.5"), "gpu-2": Decimal("250.25")}  # solo has no power figure
     assert body["items"][0]["describedObject"] == {"kind": "Node", "name": "gpu-1", "apiVersion": "/v1"}
     body = await get(client, f"{V1}/nodes/gpu-2/gpu_utilization")
-    assert values(body) == {"gpu-2": Decimal("36.833333334")}  # (40 + 60.5 + 10) / 3, rounded up at nano
+    assert values(body) == {"gpu-2": Decimal("36.833")}  # (40 + 60.5 + 10) / 3, to the milli-unit the HPA reads
 
 
 @pytest.mark.parametrize(

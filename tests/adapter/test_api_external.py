@@ -28,7 +28,7 @@ async def test_namespace_mean_over_the_selected_pods_gpus(make_adapter: AdapterF
     assert set(item) == {"metricName", "metricLabels", "timestamp", "window", "value"}
     assert item["metricName"] == "namespace_gpu_utilization"
     assert item["metricLabels"] == {"app": "infer"}
-    assert parse_quantity(item["value"]) == Decimal("60.166666667")  # (80 + 40 + 60.5) / 3, rounded up at nano
+    assert parse_quantity(item["value"]) == Decimal("60.167")  # (80 + 40 + 60.5) / 3, to the milli-unit
     assert item["window"] == 30
 
 

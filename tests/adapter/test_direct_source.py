@@ -15,7 +15,7 @@ import pytest
 
 from adapter.api.selfmetrics import AdapterMetrics
 from adapter.metrics_config import default_metrics_config
-from adapter.quantity import canonical_quantity, parse_quantity
+from adapter.quantity import parse_quantity
 from adapter.selectors import parse_selector
 from adapter.sources.direct import DirectSource
 from adapter.sources.exporters import PodExporters, StaticExporters
@@ -259,10 +259,8 @@ async def test_workload_values_leave_out_stale_pods(make_adapter: AdapterFactory
         node.clock = clock.time
     client = await make_adapter(source=direct(cluster, clock, max_age=3.0))
     path = "/apis/custom.metrics.k8s.io/v1beta2/namespaces/ml/deployments.apps/infer/gpu_utilization"
-    mean_of_three_gpus = (Decimal(80) + Decimal(40) + Decimal("60.5")) / 3
-    assert parse_quantity((await served(client, path))["infer"]["value"]) == parse_quantity(
-        canonical_quantity(mean_of_three_gpus)
-    )
+    mean_of_three_gpus = Decimal("60.167")  # (80 + 40 + 60.5) / 3, served to the milli-unit the HPA reads
+    assert parse_quantity((await served(client, path))["infer"]["value"]) == mean_of_three_gpus
     cluster.nodes["gpu-1"].freeze()
     clock.advance(3.5)
     assert parse_quantity((await served(client, path))["infer"]["value"]) == Decimal("50.25")  # infer-b's GPUs only

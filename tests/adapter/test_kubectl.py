@@ -141,7 +141,7 @@ async def test_kubectl_reads_custom_and_external_metrics_and_discovery(adapter: 
     path = "/apis/external.metrics.k8s.io/v1beta1/namespaces/ml/namespace_gpu_utilization?labelSelector=app%3Dinfer"
     code, body, err = await adapter.kubectl(kubeconfig, path)
     assert code == 0, err
-    assert parse_quantity(body["items"][0]["value"]) == Decimal("60.166666667")
+    assert parse_quantity(body["items"][0]["value"]) == Decimal("60.167")  # (80 + 40 + 60.5) / 3, to the milli
     code, body, err = await adapter.kubectl(kubeconfig, "/apis/custom.metrics.k8s.io/v1beta2")
     assert code == 0, err
     assert "pods/gpu_utilization" in {r["name"] for r in body["resources"]}

@@ -224,3 +224,13 @@ def test_rendered_items_are_the_json_the_types_describe(
             expected |= {"metric": {"name": metric, "selector": selector}, "windowSeconds": 60}
         assert {k: v for k, v in item.items() if k != "value"} == expected
         assert parse_quantity(item["value"]) == parse_quantity(canonical_quantity(value))
+
+
+def test_served_values_are_rounded_to_the_milli_unit_the_hpa_reads() -> None:
+    from adapter.api.bodies import quantity
+
+    assert quantity(Decimal("82.849271278")) == "82849m"  # a window mean, not "82849271278n"
+    assert quantity(Decimal("0.0005")) == "1m"  # half up
+    assert quantity(Decimal("-0.0005")) == "-1m"
+    assert quantity(Decimal("85.3")) == "85300m"
+    assert quantity(Decimal(64 * 2**30)) == "68719476736"  # whole numbers stay exact
