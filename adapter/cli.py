@@ -83,6 +83,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _run_demo(settings: AdapterSettings) -> int:
     from adapter.demo import DEFAULT_LISTEN, DemoOptions, run_demo
 
+    if "log_level" not in settings.model_fields_set:  # the demo's own screen says what happens; logs would tear it
+        logging.getLogger().setLevel(logging.WARNING)
     listen = str(settings.listen) if "listen" in settings.model_fields_set else DEFAULT_LISTEN
     try:
         options = DemoOptions(listen=listen, kubeconfig=settings.demo_kubeconfig)

@@ -6,17 +6,13 @@ with the shipped recording rules loaded, scraping every second.
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 import threading
 import time
-import urllib.error
-import urllib.parse
-import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -24,8 +20,9 @@ from typing import Any, BinaryIO
 import yaml
 
 from exporter.catalogue import Dialect
-from rules.generate import ROOT as RULES_ROOT
-from rules.render import RULE_FILE
+from tests.support.loopback import free_port, http_get, wait_for
+from tests.support.processes import stop_process
+from tests.support.prometheus import PrometheusServer, rule_file
 
 REPO = Path(__file__).resolve().parents[2]
 CLUSTER = "sim"
@@ -41,31 +38,6 @@ EXPORTERS = (
     (Dialect.DCGM, "h100-mig", "gpu-h100-mig"),
     (Dialect.DCGM, "shared", "gpu-shared"),
 )
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-def http_get(url: str, timeout: float = 2.0) -> bytes:
-    with urllib.request.urlopen(url, timeout=timeout) as response:
-        body: bytes = response.read()
-        return body
-
-
-def wait_for(condition: Callable[[], bool], what: str, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            if condition():
-                return
-        except (OSError, ValueError):
-            pass
-        time.sleep(0.25)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
 @dataclass
@@ -165,29 +137,6 @@ def _owner(namespace: str, pod: str, kind: str, name: str, controller: str) -> s
 
 
 @dataclass
-class PrometheusServer:
-    dialect: Dialect
-    url: str
-    process: subprocess.Popen[bytes]
-    names: set[str] = field(default_factory=set)
-
-    def query(self, expr: str) -> list[dict[str, Any]]:
-        url = f"{self.url}/api/v1/query?{urllib.parse.urlencode({'query': expr})}"
-        try:
-            document = json.loads(http_get(url, timeout=10))
-        except urllib.error.HTTPError as exc:
-            raise AssertionError(f"prometheus refused {expr!r}: {exc.read().decode()}") from exc
-        result: list[dict[str, Any]] = document["data"]["result"]
-        return result
-
-    def label_values(self, label: str, match: str | None = None) -> list[str]:
-        params = {"match[]": match} if match else {}
-        url = f"{self.url}/api/v1/label/{label}/values?{urllib.parse.urlencode(params)}"
-        values: list[str] = json.loads(http_get(url, timeout=10))["data"]
-        return values
-
-
-@dataclass
 class LiveStack:
     prometheus: dict[Dialect, PrometheusServer]
     exporters: dict[tuple[Dialect, str], str]  # (dialect, node) -> base URL
@@ -210,32 +159,13 @@ def _scrape_config(dialect: Dialect, exporters: list[tuple[str, str]], kube_port
     scrape.append(job("apiserver", [(f"127.0.0.1:{kube_port}", {})], "/apiserver"))
     return {
         "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
-        "rule_files": [str(RULES_ROOT / "dist" / str(dialect) / RULE_FILE)],
+        "rule_files": [str(rule_file(dialect))],
         "scrape_configs": scrape,
     }
 
 
-def _stop(process: subprocess.Popen[bytes]) -> None:
-    if process.poll() is None:
-        process.terminate()
-        try:
-            process.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=5)
-
-
 def _serving(url: str) -> Callable[[], bool]:
     return lambda: b"gpu_pulse_snapshot_timestamp_seconds" in http_get(f"{url}/metrics")
-
-
-def _ready(server: PrometheusServer) -> Callable[[], bool]:
-    def ready() -> bool:
-        if server.process.poll() is not None:
-            raise AssertionError(f"prometheus ({server.dialect}) exited: see its log in the test's tmp directory")
-        return bool(http_get(f"{server.url}/-/ready"))
-
-    return ready
 
 
 def _scraped(server: PrometheusServer, expected: int) -> Callable[[], bool]:
@@ -282,7 +212,7 @@ def running_stack(prometheus_binary: str, workdir: Path) -> Iterator[LiveStack]:
             processes.append(process)
             servers[dialect] = PrometheusServer(dialect, f"http://127.0.0.1:{port}", process)
         for server in servers.values():
-            wait_for(_ready(server), f"{server.dialect} prometheus ready", 20)
+            wait_for(server.ready, f"{server.dialect} prometheus ready", 20)
             expected = sum(1 for d, _, _ in EXPORTERS if d is server.dialect)
             wait_for(_scraped(server, expected), f"{server.dialect} exporters scraped", 20)
         # rate windows ($__rate_interval = 10s) and the rule groups need a few scrapes and evaluations
@@ -292,7 +222,7 @@ def running_stack(prometheus_binary: str, workdir: Path) -> Iterator[LiveStack]:
         yield LiveStack(servers, exporter_urls)
     finally:
         for process in processes:
-            _stop(process)
+            stop_process(process)
         if kube is not None:
             kube.stop()
         for log in logs:

@@ -3,78 +3,44 @@ NVML simulator, in both dialects (see conftest.py for the stack)."""
 
 from __future__ import annotations
 
-import json
-import re
 from typing import Any
 
 import pytest
-import yaml
 
-from dashboards.generate import ROOT, boards, expressions, panels
+from dashboards.generate import boards, expressions
 from exporter.catalogue import Dialect
-from rules.generate import ROOT as RULES_ROOT
 from rules.inventory import adapter_names, exporter_names
 from rules.promql import metric_names
-from rules.render import RULE_FILE
 from tests.dashboards.livestack import LiveStack
+from tests.support.dashboard_queries import (
+    board_dialects,
+    document,
+    panel_targets,
+    query_variables,
+    substitute,
+    variable_names,
+)
+from tests.support.prometheus import shipped_rules
 
 pytestmark = pytest.mark.timeout(180)
 
-# Grafana's built-in variables, as Grafana would expand them for a 1-minute range with 1 s scrapes
-BUILT_IN = {"__rate_interval": "10s", "__range_s": "60", "__range": "1m", "__interval": "2s"}
-VARIABLE = re.compile(r"\$\{?(\w+)\}?")
 ADAPTER = adapter_names()
 
 
-def substitute(expr: str, variables: set[str]) -> str:
-    """The dashboard's variables as `All` (the regex .*) and Grafana's built-ins as Grafana expands them; anything
-    else that looks like a variable (`$1` in label_replace) stays."""
-
-    def value(match: re.Match[str]) -> str:
-        name = match.group(1)
-        return BUILT_IN.get(name) or (".*" if name in variables else match.group(0))
-
-    return VARIABLE.sub(value, expr)
-
-
-def _variable_names(stem: str) -> set[str]:
-    return {v["name"] for v in _document(stem)["templating"]["list"]}
-
-
-def _document(stem: str) -> dict[str, Any]:
-    document: dict[str, Any] = json.loads((ROOT / "dist" / f"{stem}.json").read_text(encoding="utf-8"))
-    return document
-
-
-def _targets(stem: str) -> list[tuple[str, str]]:
-    """(panel title, expression) of every panel query."""
-    return [
-        (panel["title"], target["expr"])
-        for panel in panels(_document(stem))
-        if panel["type"] != "row"
-        for target in panel["targets"]
-    ]
-
-
-def _dialects(stem: str) -> list[Dialect]:
-    _, dialect = boards()[stem]
-    return [dialect] if dialect is not None else list(Dialect)
-
-
-CASES = [(stem, dialect) for stem in boards() for dialect in _dialects(stem)]
+CASES = [(stem, dialect) for stem in boards() for dialect in board_dialects(stem)]
 
 
 @pytest.mark.parametrize(("stem", "dialect"), CASES, ids=[f"{s}-{d}" for s, d in CASES])
 def test_every_panel_query_returns_data(live_stack: LiveStack, stem: str, dialect: Dialect) -> None:
     server = live_stack.prometheus[dialect]
-    variables = _variable_names(stem)
+    variables = variable_names(stem)
     alerting = bool(server.query('ALERTS{alertstate="firing"}'))
     empty = []
-    for title, expr in _targets(stem):
+    for title, expr in panel_targets(stem):
         names = metric_names(expr)
         if names & ADAPTER:
-            # unverified here: the adapter needs a Kubernetes API for its pod cache and has no self-contained mode
-            # yet; the names these panels read are checked against the adapter's own registry instead
+            # not here: this stack runs no adapter (tests/e2e scrapes two real adapters and checks these panels);
+            # the names these panels read are checked against the adapter's own registry instead
             continue
         if "ALERTS" in names and not alerting:
             continue  # no alert fires in this stack: an empty answer is the right one
@@ -86,24 +52,15 @@ def test_every_panel_query_returns_data(live_stack: LiveStack, stem: str, dialec
 @pytest.mark.parametrize(("stem", "dialect"), CASES, ids=[f"{s}-{d}" for s, d in CASES])
 def test_every_variable_has_values(live_stack: LiveStack, stem: str, dialect: Dialect) -> None:
     server = live_stack.prometheus[dialect]
-    for variable in _document(stem)["templating"]["list"]:
-        if variable["type"] != "query":
-            continue
-        match = re.fullmatch(r"label_values\((.*), (\w+)\)", variable["query"])
-        assert match, variable["query"]
-        values = server.label_values(match.group(2), substitute(match.group(1), _variable_names(stem)))
-        assert values, f"variable {variable['name']} has no values: {variable['query']}"
-
-
-def _rules(dialect: Dialect) -> list[dict[str, Any]]:
-    document = yaml.safe_load((RULES_ROOT / "dist" / str(dialect) / RULE_FILE).read_text(encoding="utf-8"))
-    return [rule for group in document["groups"] for rule in group["rules"]]
+    for name, selector, label in query_variables(stem):
+        values = server.label_values(label, selector)
+        assert values, f"variable {name} has no values: label_values({selector}, {label})"
 
 
 @pytest.mark.parametrize("dialect", list(Dialect))
 def test_every_recording_rule_has_data(live_stack: LiveStack, dialect: Dialect) -> None:
     server = live_stack.prometheus[dialect]
-    missing = [r["record"] for r in _rules(dialect) if "record" in r and not server.query(r["record"])]
+    missing = [r["record"] for r in shipped_rules(dialect) if "record" in r and not server.query(r["record"])]
     assert missing == [], f"recording rules without data in the live {dialect} Prometheus: {missing}"
 
 
@@ -111,11 +68,11 @@ def test_every_recording_rule_has_data(live_stack: LiveStack, dialect: Dialect) 
 def test_rules_and_dashboards_read_what_the_exporters_publish(live_stack: LiveStack, dialect: Dialect) -> None:
     """The names come from the catalogue; here the real exporters must actually publish every one that is read."""
     read: set[str] = set()
-    for rule in _rules(dialect):
+    for rule in shipped_rules(dialect):
         read |= metric_names(rule["expr"])
     for stem, board_dialect in ((s, d) for s, (_, d) in boards().items()):
         if board_dialect in (None, dialect):
-            for expr in expressions(_document(stem)):
+            for expr in expressions(document(stem)):
                 read |= metric_names(expr)
     published = exporter_names(dialect)
     absent = sorted((read & published) - live_stack.prometheus[dialect].names)

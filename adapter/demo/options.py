@@ -1,0 +1,27 @@
+"""The demo's options: plain data the CLI fills from its flags."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+DEFAULT_LISTEN = "127.0.0.1:6443"
+DEFAULT_KUBECONFIG = Path("gpu-pulse-demo.kubeconfig")
+
+
+@dataclass(frozen=True, slots=True)
+class DemoOptions:
+    """`listen`: where the adapter serves (host:port, as --listen). `kubeconfig`: where the kubeconfig for kubectl is
+    written once the adapter serves (removed when the demo stops). `interval`: seconds between two summaries.
+    `terminal`: redraw one screen (True) or print log lines (False); None asks whether stdout is a terminal.
+    `seed`: of the simulated GPUs' identities and load curves."""
+
+    listen: str = DEFAULT_LISTEN
+    kubeconfig: Path = DEFAULT_KUBECONFIG
+    interval: float = 3.0
+    terminal: bool | None = None
+    seed: int = 1
+
+    def __post_init__(self) -> None:
+        if not self.interval > 0:
+            raise ValueError(f"the demo's summary interval must be positive, got {self.interval}")

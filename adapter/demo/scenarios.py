@@ -1,0 +1,131 @@
+"""The demo cluster as simulator scenarios: three GPU nodes whose pods run in namespace `demo`.
+
+Deployment `llm-inference` (pods labelled `app=llm-inference`) has a pod on each kind of node: two on whole H100s,
+one on a time-sliced H100, one on an H100 MIG instance. Their load follows one slow "traffic" swing (four minutes)
+with a faster ripple and a little noise, each pod a bit out of phase, so their average crosses the HPA's 60 % target
+and the suggested replica count moves. Beside it: `embeddings` (two pods sharing a GPU with an inference pod) and a
+fine-tuning job on the other MIG instance.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+NAMESPACE = "demo"
+DEPLOYMENT = "llm-inference"
+SELECTOR = f"app={DEPLOYMENT}"
+TARGET_UTILIZATION = 60
+
+
+@dataclass(frozen=True, slots=True)
+class DemoWorkload:
+    name: str
+    kind: str  # Deployment or Job
+    template_hash: str = ""
+
+    @property
+    def replica_set(self) -> str:
+        return f"{self.name}-{self.template_hash}"
+
+
+INFERENCE = DemoWorkload(DEPLOYMENT, "Deployment", "7d4b9c")
+EMBEDDINGS = DemoWorkload("embeddings", "Deployment", "5f8e2a")
+FINETUNE = DemoWorkload("finetune", "Job")
+WORKLOADS = (INFERENCE, EMBEDDINGS, FINETUNE)
+
+
+def _traffic(phase: float) -> dict[str, Any]:
+    return {
+        "baseline": 60,
+        "waves": [{"amplitude": 28, "period_s": 240, "phase": phase}, {"amplitude": 7, "period_s": 57}],
+        "noise": 2,
+    }
+
+
+def _steady(percent: float, amplitude: float, period: float) -> dict[str, Any]:
+    return {"baseline": percent, "waves": [{"amplitude": amplitude, "period_s": period}]}
+
+
+def _pod(workload: DemoWorkload, suffix: str, gpus: list[dict[str, Any]], pids: list[int]) -> dict[str, Any]:
+    labels = {"app": workload.name}
+    name = f"{workload.name}-{suffix}"
+    if workload.kind == "Deployment":
+        labels["pod-template-hash"] = workload.template_hash
+        name = f"{workload.replica_set}-{suffix}"
+    return {
+        "namespace": NAMESPACE,
+        "name": name,
+        "labels": labels,
+        "containers": [{"name": "server" if workload.kind == "Deployment" else "worker", "gpus": gpus, "pids": pids}],
+    }
+
+
+NODES: tuple[dict[str, Any], ...] = (
+    {
+        "node": "demo-h100",
+        "description": "4 x H100: two llm-inference pods, two idle GPUs",
+        "gpus": [
+            {"model": "H100-SXM5-80GB", "load": _traffic(0.0)},
+            {"model": "H100-SXM5-80GB", "load": _traffic(0.04)},
+            {"model": "H100-SXM5-80GB", "count": 2},
+        ],
+        "processes": [
+            {"pid": 41001, "gpu": 0, "name": "vllm", "memory_mib": 61000},
+            {"pid": 41002, "gpu": 1, "name": "vllm", "memory_mib": 60500},
+        ],
+        "pods": [
+            _pod(INFERENCE, "k8x2p", [{"gpu": 0}], [41001]),
+            _pod(INFERENCE, "m4q7z", [{"gpu": 1}], [41002]),
+        ],
+    },
+    {
+        "node": "demo-shared",
+        "description": "1 x H100 time-sliced: an llm-inference pod and two embeddings pods",
+        "gpus": [{"model": "H100-SXM5-80GB"}],
+        "processes": [
+            {"pid": 42001, "gpu": 0, "name": "vllm", "memory_mib": 40000, "load": _traffic(0.08)},
+            {"pid": 42002, "gpu": 0, "memory_mib": 9000, "load": _steady(12, 5, 90)},
+            {"pid": 42003, "gpu": 0, "memory_mib": 9000, "load": _steady(9, 4, 70)},
+        ],
+        "pods": [
+            _pod(INFERENCE, "t3v9w", [{"gpu": 0, "replica": 0}], [42001]),
+            _pod(EMBEDDINGS, "a7c2d", [{"gpu": 0, "replica": 1}], [42002]),
+            _pod(EMBEDDINGS, "b5e8f", [{"gpu": 0, "replica": 2}], [42003]),
+        ],
+    },
+    {
+        "node": "demo-mig",
+        "description": "1 x H100 in MIG mode: llm-inference on one 3g.40gb instance, a fine-tuning job on the other",
+        "gpus": [
+            {
+                "model": "H100-SXM5-80GB",
+                "mig": [
+                    {"profile": "3g.40gb", "load": _traffic(0.12)},
+                    {"profile": "3g.40gb", "load": _steady(85, 6, 120)},
+                ],
+            }
+        ],
+        "processes": [
+            {"pid": 43001, "gpu": 0, "mig": 0, "name": "vllm", "memory_mib": 36000},
+            {"pid": 43002, "gpu": 0, "mig": 1, "memory_mib": 30000},
+        ],
+        "pods": [
+            _pod(INFERENCE, "r6n4h", [{"gpu": 0, "mig": 0}], [43001]),
+            _pod(FINETUNE, "0", [{"gpu": 0, "mig": 1, "strategy": "single"}], [43002]),
+        ],
+    },
+)
+
+
+def write_scenarios(directory: Path, seed: int) -> dict[str, Path]:
+    """The demo's scenario files in `directory`: node name -> path."""
+    paths = {}
+    for data in NODES:
+        path = directory / f"{data['node']}.yaml"
+        path.write_text(yaml.safe_dump({"seed": seed, **data}, sort_keys=False), encoding="utf-8")
+        paths[str(data["node"])] = path
+    return paths

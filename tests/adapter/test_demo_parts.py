@@ -1,0 +1,214 @@
+"""The demo's parts on their own: the HPA calculation, the scenarios' moving load, the summary, the kubeconfig guard,
+the printed commands, and `run_demo` refusing options that cannot work (before anything starts)."""
+
+from __future__ import annotations
+
+import io
+import math
+import shlex
+import socket
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from adapter.demo import DemoOptions, run_demo
+from adapter.demo.cluster import demo_pods
+from adapter.demo.commands import kubectl_commands
+from adapter.demo.hpa import suggest_replicas
+from adapter.demo.nodes import child_environment
+from adapter.demo.scenarios import DEPLOYMENT, NAMESPACE, TARGET_UTILIZATION, write_scenarios
+from adapter.demo.summary import render_line, render_screen, summarize
+from adapter.demo.trust import (
+    KubeconfigInUseError,
+    clear_kubeconfig_path,
+    create_trust,
+    is_demo_kubeconfig,
+    server_url,
+    serving_hostnames,
+    write_demo_kubeconfig,
+)
+from adapter.settings import ListenAddress, parse_listen
+from exporter.simulator import load_scenario
+from exporter.simulator.curves import Curve
+from exporter.simulator.scenario import Scenario
+from tests.support.hpa import hpa_desired_replicas
+from tests.support.loopback import free_port
+
+TARGET = Decimal(TARGET_UTILIZATION)
+percentages = st.decimals(min_value=Decimal("0.5"), max_value=100, places=3)
+
+
+@given(st.lists(percentages, min_size=1, max_size=30))
+def test_with_every_pod_reporting_the_suggestion_is_the_hpa_formula(values: list[Decimal]) -> None:
+    pods = [f"p{i}" for i in range(len(values))]
+    suggestion = suggest_replicas(pods, dict(zip(pods, values, strict=True)), TARGET)
+    assert suggestion.current == len(pods) and suggestion.missing == 0
+    assert suggestion.desired == max(1, hpa_desired_replicas(values, TARGET))
+
+
+def test_pods_without_figures_damp_the_change_as_the_hpa_does() -> None:
+    pods = ["a", "b", "c", "d"]
+    # scale up (90 % is 1.5 x the target), but with the missing pods at 0: (90+90+0+0)/4 = 45 %, below the target:
+    # the direction flips, so nothing changes
+    assert suggest_replicas(pods, {"a": Decimal(90), "b": Decimal(90)}, TARGET).desired == 4
+    # scale up that survives: (120+120+120+0)/4 = 90 -> ratio 1.5 -> ceil(1.5 * 4) = 6
+    high = {"a": Decimal(120), "b": Decimal(120), "c": Decimal(120)}
+    assert suggest_replicas(pods, high, TARGET).desired == 6
+    # scale down: missing pods count as the target -> (6+6+60+60)/4 = 33 -> ratio 0.55 -> ceil(2.2) = 3
+    low = suggest_replicas(pods, {"a": Decimal(6), "b": Decimal(6)}, TARGET)
+    assert (low.desired, low.missing) == (3, 2)
+    assert "scale down" in low.verdict
+    # no figures at all: the HPA does not act
+    none = suggest_replicas(pods, {}, TARGET)
+    assert (none.desired, none.ratio) == (4, None)
+    # within the tolerance of 0.1 nothing changes; min and max replicas bound the rest
+    assert suggest_replicas(pods, dict.fromkeys(pods, Decimal(65)), TARGET).desired == 4
+    assert suggest_replicas(pods, dict.fromkeys(pods, Decimal(100)), TARGET, max_replicas=5).desired == 5
+    assert suggest_replicas(pods, dict.fromkeys(pods, Decimal(1)), TARGET).desired == 1
+
+
+def _written(tmp_path: Path) -> dict[str, Path]:
+    return write_scenarios(tmp_path, seed=1)
+
+
+def test_the_scenarios_put_the_deployment_on_every_kind_of_node(tmp_path: Path) -> None:
+    scenarios = {node: load_scenario(str(path)) for node, path in _written(tmp_path).items()}
+    pods = demo_pods(scenarios)
+    assert {p.namespace for p in pods} == {NAMESPACE}
+    inference = [p for p in pods if p.workload.name == DEPLOYMENT]
+    assert len(inference) == 4 and {p.node for p in inference} == set(scenarios)
+    for scenario in scenarios.values():
+        for pod in scenario.pods:
+            assert pod.labels["app"] in {"llm-inference", "embeddings", "finetune"}
+            assert pod.uid  # the loader derives it: the Kubernetes API test server gets the same
+
+
+def _inference_curves(scenario: Scenario) -> list[Curve]:
+    """The load curve behind each llm-inference pod: its processes' own, else its GPU's or MIG instance's."""
+    curves = []
+    for pod in scenario.pods:
+        if pod.labels.get("app") != DEPLOYMENT:
+            continue
+        for container in pod.containers:
+            own = [p.load for p in scenario.processes if p.pid in container.pids and p.load is not None]
+            for ref in container.gpus if not own else ():
+                gpu = scenario.gpus[ref.gpu]
+                own.append(gpu.load if ref.mig is None else next(m.load for m in gpu.mig or () if m.index == ref.mig))
+            curves += [load.compile(f"{scenario.name}/{pod.name}") for load in own]
+    return curves
+
+
+def test_the_load_moves_the_hpa_suggestion_over_a_few_minutes(tmp_path: Path) -> None:
+    """The llm-inference pods' load, averaged over the exporter's one-minute window as /pods reports it: the HPA's
+    answer changes several times within ten minutes, up and down."""
+    curves = [c for path in _written(tmp_path).values() for c in _inference_curves(load_scenario(str(path)))]
+    assert len(curves) == 4
+
+    def windowed(curve: Curve, t: int) -> Decimal:
+        return Decimal(sum(curve(s) for s in range(t - 59, t + 1)) / 60).quantize(Decimal("0.001"))
+
+    pods = ["a", "b", "c", "d"]
+    suggestions = [
+        suggest_replicas(pods, {pod: windowed(c, t) for pod, c in zip(pods, curves, strict=True)}, TARGET)
+        for t in range(60, 660, 15)
+    ]
+    assert len({s.desired for s in suggestions}) >= 3
+    assert {"scale up", "scale down"} <= {s.verdict for s in suggestions}
+
+
+def _body(values: dict[str, str]) -> dict[str, object]:
+    items = [
+        {
+            "describedObject": {"kind": "Pod", "namespace": NAMESPACE, "name": name, "apiVersion": "/v1"},
+            "metric": {"name": "gpu_utilization", "selector": None},
+            "timestamp": "2026-01-02T03:04:05Z",
+            "windowSeconds": 60,
+            "value": value,
+        }
+        for name, value in values.items()
+    ]
+    return {"kind": "MetricValueList", "apiVersion": "custom.metrics.k8s.io/v1beta2", "metadata": {}, "items": items}
+
+
+def test_the_summary_shows_each_pod_and_the_hpa_suggestion(tmp_path: Path) -> None:
+    scenarios = {node: load_scenario(str(path)) for node, path in _written(tmp_path).items()}
+    pods = demo_pods(scenarios)
+    names = sorted(p.name for p in pods if p.workload.name == DEPLOYMENT)
+    served = dict(zip(names, ["85300m", "90", "75", "72055555556n"], strict=True))
+    summary = summarize(pods, _body(served), taken_at=1767323045.0)
+    assert [f.name for f in summary.pods] == names
+    assert summary.suggestion.desired == math.ceil(4 * (85.3 + 90 + 75 + 72.055555556) / 4 / 60)
+    line = render_line(summary)
+    assert line.startswith("2026-01-02T03:04:05Z llm-inference: 4 pods, gpu_utilization avg 80.6%")
+    assert f"{names[0]} 85.3%" in line and "HPA at 60%: 4 -> 6 replicas (scale up)" in line
+    screen = render_screen(summary, ["header"], ["footer"])
+    assert screen.splitlines()[0] == "header" and screen.splitlines()[-1] == "footer"
+    assert all(name in screen for name in names) and "03:04:05" in screen and "4 -> 6 replicas" in screen
+    # a pod the adapter has no figure for is shown as such and counted as the HPA counts it
+    partial = summarize(pods, _body({names[0]: "90"}), taken_at=1767323045.0)
+    assert partial.suggestion.missing == 3 and "3 pod(s) without a figure" in render_line(partial)
+    failed = summarize(pods, None, taken_at=1767323045.0, problem="HTTP 503: no exporter answered")
+    assert "no figures: HTTP 503: no exporter answered" in render_line(failed)
+
+
+def test_the_kubeconfig_is_ours_to_replace_and_nobody_elses(tmp_path: Path) -> None:
+    trust = create_trust(tmp_path / "trust", ListenAddress("127.0.0.1", 6443), "demo-user", ())
+    path = tmp_path / "gpu-pulse-demo.kubeconfig"
+    write_demo_kubeconfig(path, "https://127.0.0.1:6443", trust)
+    assert is_demo_kubeconfig(path) and path.stat().st_mode & 0o077 == 0
+    clear_kubeconfig_path(path)  # a demo kubeconfig left by an earlier run goes
+    assert not path.exists()
+    foreign = tmp_path / "config"
+    foreign.write_text("apiVersion: v1\nkind: Config\ncurrent-context: production\n")
+    with pytest.raises(KubeconfigInUseError, match="not a gpu-pulse demo kubeconfig"):
+        clear_kubeconfig_path(foreign)
+    assert "production" in foreign.read_text()
+
+
+def test_kubectl_is_pointed_at_an_address_the_certificate_names() -> None:
+    assert server_url(parse_listen("0.0.0.0:6443"), 6443) == "https://127.0.0.1:6443"
+    assert server_url(parse_listen("[::1]:7443"), 7443) == "https://[::1]:7443"
+    assert server_url(parse_listen("127.0.0.1:0"), 41000) == "https://127.0.0.1:41000"
+    assert "0.0.0.0" not in serving_hostnames(parse_listen(":6443"))
+    assert serving_hostnames(parse_listen("demo.local:6443"))[0] == "demo.local"
+
+
+def test_the_printed_commands_are_one_shell_word_per_argument() -> None:
+    for _, command in kubectl_commands(Path("my dir/demo.kubeconfig")):
+        argv = shlex.split(command)
+        assert argv[:5] == ["kubectl", "--kubeconfig", "my dir/demo.kubeconfig", "get", "--raw"]
+        assert len(argv) == 6 and argv[5].startswith("/apis/")
+
+
+def test_exporter_children_get_no_settings_of_ours_and_find_the_package() -> None:
+    env = child_environment({"GPU_PULSE_LISTEN": "0.0.0.0:1", "PATH": "/bin", "PYTHONPATH": "/elsewhere"})
+    assert "GPU_PULSE_LISTEN" not in env and env["PATH"] == "/bin"
+    root, rest = env["PYTHONPATH"].split(":", 1)
+    assert (Path(root) / "exporter" / "__init__.py").exists() and rest == "/elsewhere"
+
+
+def test_a_taken_address_fails_at_once_without_a_kubeconfig(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        out = io.StringIO()
+        kubeconfig = tmp_path / "demo.kubeconfig"
+        assert run_demo(DemoOptions(listen=f"127.0.0.1:{port}", kubeconfig=kubeconfig), out=out) == 1
+    assert f"--listen 127.0.0.1:{port}: cannot listen" in capsys.readouterr().err
+    assert not kubeconfig.exists() and out.getvalue() == ""
+
+
+def test_options_that_cannot_work_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    foreign = tmp_path / "config"
+    foreign.write_text("current-context: production\n")
+    listen = f"127.0.0.1:{free_port()}"
+    assert run_demo(DemoOptions(listen=listen, kubeconfig=foreign), out=io.StringIO()) == 2
+    assert "--demo-kubeconfig" in capsys.readouterr().err and "production" in foreign.read_text()
+    assert run_demo(DemoOptions(listen="nowhere", kubeconfig=tmp_path / "k"), out=io.StringIO()) == 2
+    assert "--listen nowhere" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="interval"):
+        DemoOptions(interval=0)

@@ -1,0 +1,186 @@
+"""The demo as a new user runs it: started in its own process (stdout a file, not a terminal), waited for until its
+kubeconfig appears, asked with the exact kubectl commands it prints, then stopped with SIGTERM or SIGINT.
+
+Until `gpu-pulse-adapter --demo` is wired, the process runs `run_demo` through `python -c`.
+"""
+
+from __future__ import annotations
+
+import calendar
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+from adapter.quantity import parse_quantity
+from exporter.podview import NodePods
+from tests.adapter.simcluster import require_tool
+from tests.support.hpa import hpa_desired_replicas
+from tests.support.kubectl import run_kubectl
+from tests.support.loopback import free_port, http_get, wait_for
+from tests.support.processes import clean_environment, stop_process
+
+pytestmark = pytest.mark.timeout(180)
+
+DEPLOYMENT_PREFIX = "llm-inference-"
+ENTRY = ("-m", "adapter", "--demo")  # the README's command, `gpu-pulse-adapter --demo`
+NODE_LINE = re.compile(r"node (\S+): exporter (http://\S+) \(pid (\d+)\)")
+SUMMARY_LINE = re.compile(
+    r"llm-inference: (\d+) pods, gpu_utilization avg ([\d.]+)% \((.*)\); HPA at 60%: (\d+) -> (\d+) replicas"
+)
+
+
+@dataclass
+class RunningDemo:
+    process: subprocess.Popen[bytes]
+    cwd: Path
+    stdout: Path
+    stderr: Path
+    tmpdir: Path
+    kubeconfig: Path
+
+    def output(self) -> str:
+        return self.stdout.read_text(errors="replace")
+
+    def exporters(self) -> dict[str, tuple[str, int]]:
+        """node -> (exporter URL, pid), as the demo printed them."""
+        return {m[1]: (m[2], int(m[3])) for m in NODE_LINE.finditer(self.output())}
+
+    def commands(self) -> list[str]:
+        return [line.strip() for line in self.output().splitlines() if line.strip().startswith("kubectl ")]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    stat = Path(f"/proc/{pid}/stat")
+    return not (stat.exists() and stat.read_text().split(") ")[-1].startswith("Z"))
+
+
+@pytest.fixture
+def demo(tmp_path: Path) -> Iterator[RunningDemo]:
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    # the demo's and its exporters' temporary files go here (short: the simulated kubelet's unix socket lives there)
+    tmpdir = Path(tempfile.mkdtemp(prefix="gpd-", dir="/tmp"))
+    stdout, stderr = tmp_path / "stdout.txt", tmp_path / "stderr.txt"
+    kubeconfig = Path("gpu-pulse-demo.kubeconfig")  # relative, as the default: the printed commands use it
+    with stdout.open("wb") as out, stderr.open("wb") as err:
+        process = subprocess.Popen(
+            [sys.executable, *ENTRY, "--listen", f"127.0.0.1:{free_port()}", "--demo-kubeconfig", str(kubeconfig)],
+            cwd=cwd, env=clean_environment({"TMPDIR": str(tmpdir)}), stdout=out, stderr=err,
+            stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+    running = RunningDemo(process, cwd, stdout, stderr, tmpdir, cwd / kubeconfig)
+    try:
+
+        def ready() -> bool:
+            if process.poll() is not None:
+                raise AssertionError(f"the demo exited ({process.returncode}): {stderr.read_text()}")
+            return running.kubeconfig.exists()
+
+        wait_for(ready, "the demo's kubeconfig", 90)
+        yield running
+    finally:
+        stop_process(process, grace=20)
+        for _, pid in running.exporters().values():  # never leave an exporter behind, even on failure
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+        shutil.rmtree(tmpdir, ignore_errors=True)
+
+
+def _documents(demo: RunningDemo) -> dict[str, NodePods]:
+    return {
+        node: NodePods.model_validate_json(http_get(f"{url}/pods?namespace=demo", timeout=5))
+        for node, (url, _) in demo.exporters().items()
+    }
+
+
+def _exporter_figures(demo: RunningDemo) -> dict[str, float]:
+    """The exporters' own figure of each llm-inference pod: the mean of its devices' utilization."""
+    figures = {}
+    for document in _documents(demo).values():
+        for pod in document.pods:
+            if pod.name.startswith(DEPLOYMENT_PREFIX):
+                values = [d.utilization_percent for c in pod.containers for d in c.devices]
+                known = [v for v in values if v is not None]
+                figures[pod.name] = sum(known) / len(known)
+    return figures
+
+
+def _stops_cleanly(demo: RunningDemo, signum: signal.Signals) -> None:
+    children = [pid for _, pid in demo.exporters().values()]
+    assert len(children) == 3 and all(_alive(pid) for pid in children)
+    demo.process.send_signal(signum)
+    assert demo.process.wait(timeout=30) == 0, demo.stderr.read_text()
+    assert [pid for pid in children if _alive(pid)] == [], "exporter processes outlived the demo"
+    assert not demo.kubeconfig.exists(), "the kubeconfig of a stopped demo is left behind"
+    assert list(demo.tmpdir.iterdir()) == [], "the demo's temporary directory is left behind"
+    assert "stopped" in demo.output().splitlines()[-1]
+
+
+def test_the_printed_kubectl_commands_answer_and_sigterm_stops_everything(demo: RunningDemo) -> None:
+    require_tool("kubectl")
+    commands = demo.commands()
+    assert len(commands) == 5
+    answers = {}
+    for command in commands:
+        argv = shlex.split(command)
+        assert argv[:3] == ["kubectl", "--kubeconfig", "gpu-pulse-demo.kubeconfig"]
+        result = run_kubectl(argv, cwd=demo.cwd)
+        assert result.code == 0, f"{command}: {result.stderr}"
+        answers[argv[-1]] = result.body
+    truth = _exporter_figures(demo)
+    assert len(truth) == 4
+    now = time.time()
+    hpa_query = next(path for path in answers if "/v1beta2/" in path and "pods/*" in path)
+    items = {i["describedObject"]["name"]: i for i in answers[hpa_query]["items"]}
+    assert set(items) == set(truth)
+    for name, item in items.items():
+        assert abs(float(parse_quantity(item["value"])) - truth[name]) <= 3, (name, item, truth[name])
+        sampled = calendar.timegm(time.strptime(item["timestamp"], "%Y-%m-%dT%H:%M:%SZ"))
+        assert now - sampled <= 5 + 1 + 2, f"{name}: stale figure {item['timestamp']}"  # max-age, rounding, kubectl
+    v1beta1 = next(path for path in answers if "/v1beta1/" in path and "custom.metrics" in path)
+    assert {i["describedObject"]["name"] for i in answers[v1beta1]["items"]} == set(truth)
+    mean = sum(truth.values()) / len(truth)
+    deployment = next(body for path, body in answers.items() if "deployments.apps" in path)
+    [whole] = deployment["items"]
+    assert whole["describedObject"]["kind"] == "Deployment"
+    assert abs(float(parse_quantity(whole["value"])) - mean) <= 3
+    external = next(body for path, body in answers.items() if "external.metrics" in path)
+    assert abs(float(parse_quantity(external["items"][0]["value"])) - mean) <= 3
+    discovery = next(body for path, body in answers.items() if path.endswith("/v1beta2"))
+    assert "pods/gpu_utilization" in {r["name"] for r in discovery["resources"]}
+    # the summary, as log lines: each pod's figure and what an HPA at 60 % would do with them
+    wait_for(lambda: len(SUMMARY_LINE.findall(demo.output())) >= 3, "three summary lines", 20)
+    output = demo.output()
+    assert "\x1b[" not in output, "screen control codes on a stdout that is not a terminal"
+    checked = 0
+    for count, _, pods, current, desired in SUMMARY_LINE.findall(output):
+        values = [Decimal(v) for v in re.findall(r"llm-inference-\S+ ([\d.]+)%", pods)]
+        assert int(count) == int(current) == len(values) == 4
+        # the line shows one decimal: check the lines where that rounding cannot change the HPA's answer
+        rounding = (Decimal("-0.05"), Decimal(0), Decimal("0.05"))
+        possible = {hpa_desired_replicas([v + d for v in values], Decimal(60)) for d in rounding}
+        if len(possible) == 1:
+            assert int(desired) == possible.pop(), f"wrong HPA suggestion in: {pods} -> {desired}"
+            checked += 1
+    assert checked
+    _stops_cleanly(demo, signal.SIGTERM)
+
+
+def test_ctrl_c_stops_everything(demo: RunningDemo) -> None:
+    _stops_cleanly(demo, signal.SIGINT)

@@ -1,0 +1,218 @@
+"""The end-to-end cluster as data: three simulated GPU nodes (whole GPUs, MIG, a time-sliced GPU), the workloads whose
+pods run on them, and what the simulator does on the nodes' timelines.
+
+Each node is a scenario file written for the run (the simulator's file format); the Kubernetes API test server gets
+the same pods, with the UIDs the scenario loader derives, their workload's labels, and owner references (Deployment
+pods through a ReplicaSet), as a cluster would have them.
+
+Timeline (seconds of each node's scenario time, which starts when its exporter starts):
+- LOAD_CHANGE_AT: the two GPUs of Deployment `llm-serve` go from 30 % (flat) to 90 %;
+- GPU_LOST_AT: GPU 5 of `e2e-whole` (no pod on it) falls off the bus (XID 79, then GPU_IS_LOST), and GPU 4 (chat's)
+  reports XID 13 (an application error).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+from exporter.simulator import load_scenario
+from exporter.simulator.kubeapi import KubeApiServer
+from exporter.simulator.scenario import Scenario
+
+LOAD_CHANGE_AT = 45.0
+GPU_LOST_AT = 50.0
+LOW_LOAD = 30.0
+HIGH_LOAD = 90.0
+LOST_GPU = ("e2e-whole", 5)
+XID_GPU = ("e2e-whole", 4, 13)  # at the same time, the chat pod's GPU reports an application XID
+SEED = 11
+
+
+@dataclass(frozen=True)
+class Workload:
+    namespace: str
+    name: str
+    kind: Literal["Deployment", "StatefulSet", "Pod"]
+    template_hash: str = ""  # a Deployment's ReplicaSet is <name>-<hash>
+
+    @property
+    def selector(self) -> str:
+        return f"app={self.name}"
+
+    @property
+    def replica_set(self) -> str:
+        return f"{self.name}-{self.template_hash}"
+
+
+LLM_SERVE = Workload("serving", "llm-serve", "Deployment", "6d9c7f")
+CHAT = Workload("serving", "chat", "Deployment", "5b8d4c")
+EMBED = Workload("search", "embed", "Deployment", "7f6b9d")
+TRAINER = Workload("research", "trainer", "StatefulSet")
+FINETUNE = Workload("research", "finetune", "StatefulSet")
+NOTEBOOK = Workload("lab", "notebook-dana", "Pod")
+WORKLOADS = (LLM_SERVE, CHAT, EMBED, TRAINER, FINETUNE, NOTEBOOK)
+# workloads whose GPUs report utilization (A100 MIG instances have none: `finetune` reports memory only)
+WITH_UTILIZATION = (LLM_SERVE, CHAT, EMBED, TRAINER, NOTEBOOK)
+
+
+def _pod(workload: Workload, name: str, gpus: list[dict[str, Any]], pids: list[int], **extra: Any) -> dict[str, Any]:
+    labels = {"app": workload.name}
+    if workload.kind == "Deployment":
+        labels["pod-template-hash"] = workload.template_hash
+    return {
+        "namespace": workload.namespace,
+        "name": name,
+        "labels": labels,
+        "containers": [{"name": "main", "gpus": gpus, "pids": pids}],
+        **extra,
+    }
+
+
+def _flat(percent: float) -> dict[str, Any]:
+    return {"baseline": percent}
+
+
+def _wavy(percent: float, amplitude: float, period: float, phase: float = 0.0) -> dict[str, Any]:
+    return {"baseline": percent, "waves": [{"amplitude": amplitude, "period_s": period, "phase": phase}], "noise": 1}
+
+
+WHOLE = {
+    "description": "6 x H100: llm-serve on GPUs 0-1 (30 % until the load change), a 2-GPU trainer, a chat pod, "
+    "GPU 5 idle until it falls off the bus",
+    "node": "e2e-whole",
+    "gpus": [
+        {"model": "H100-SXM5-80GB", "count": 2, "load": _flat(LOW_LOAD)},
+        {"model": "H100-SXM5-80GB", "count": 2, "load": _wavy(80, 4, 90)},
+        {"model": "H100-SXM5-80GB", "load": _wavy(45, 3, 70)},
+        {"model": "H100-SXM5-80GB"},
+    ],
+    "processes": [
+        {"pid": 11001, "gpu": 0, "memory_mib": 30000},
+        {"pid": 11002, "gpu": 1, "memory_mib": 30000},
+        {"pid": 12001, "gpu": 2, "memory_mib": 60000},
+        {"pid": 12002, "gpu": 3, "memory_mib": 60000},
+        {"pid": 13001, "gpu": 4, "memory_mib": 20000},
+    ],
+    "pods": [
+        _pod(LLM_SERVE, "llm-serve-6d9c7f-k2x4p", [{"gpu": 0}], [11001]),
+        _pod(LLM_SERVE, "llm-serve-6d9c7f-q8z5m", [{"gpu": 1}], [11002]),
+        _pod(TRAINER, "trainer-0", [{"gpu": 2}, {"gpu": 3}], [12001, 12002], qos="guaranteed"),
+        _pod(CHAT, "chat-5b8d4c-w7r2t", [{"gpu": 4}], [13001]),
+    ],
+    "timeline": [
+        {"at": LOAD_CHANGE_AT, "action": "set_load", "target": "0", "percent": HIGH_LOAD},
+        {"at": LOAD_CHANGE_AT, "action": "set_load", "target": "1", "percent": HIGH_LOAD},
+        {"at": GPU_LOST_AT, "action": "lose_gpu", "gpu": LOST_GPU[1]},
+        {"at": GPU_LOST_AT, "action": "xid", "gpu": XID_GPU[1], "xid": XID_GPU[2]},
+    ],
+}
+
+MIG = {
+    "description": "an H100 with two 3g.40gb MIG instances (GPM gives per-instance utilization) for embed, and an "
+    "A100 with a 3g.20gb instance (no utilization on A100 MIG) for finetune",
+    "node": "e2e-mig",
+    "gpus": [
+        {
+            "model": "H100-SXM5-80GB",
+            "mig": [
+                {"profile": "3g.40gb", "load": _wavy(40, 3, 80)},
+                {"profile": "3g.40gb", "load": _wavy(55, 3, 100, 0.5)},
+            ],
+        },
+        {"model": "A100-SXM4-40GB", "mig": [{"profile": "3g.20gb", "load": _flat(60)}, {"profile": "2g.10gb"}]},
+    ],
+    "processes": [
+        {"pid": 21001, "gpu": 0, "mig": 0, "memory_mib": 30000},
+        {"pid": 21002, "gpu": 0, "mig": 1, "memory_mib": 25000},
+        {"pid": 22001, "gpu": 1, "mig": 0, "memory_mib": 15000},
+    ],
+    "pods": [
+        _pod(EMBED, "embed-7f6b9d-h3n8c", [{"gpu": 0, "mig": 0}], [21001]),
+        _pod(EMBED, "embed-7f6b9d-v5t2j", [{"gpu": 0, "mig": 1, "strategy": "single"}], [21002]),
+        _pod(FINETUNE, "finetune-0", [{"gpu": 1, "mig": 0}], [22001]),
+    ],
+}
+
+SHARED = {
+    "description": "one time-sliced H100: three chat pods and a notebook, each with its own load",
+    "node": "e2e-shared",
+    "gpus": [{"model": "H100-SXM5-80GB"}],
+    "processes": [
+        {"pid": 31001, "gpu": 0, "memory_mib": 12000, "load": _wavy(20, 2, 60)},
+        {"pid": 31002, "gpu": 0, "memory_mib": 14000, "load": _wavy(25, 2, 75, 0.3)},
+        {"pid": 31003, "gpu": 0, "memory_mib": 9000, "load": _wavy(15, 2, 50, 0.6)},
+        {"pid": 31004, "gpu": 0, "memory_mib": 3000, "load": _flat(5)},
+    ],
+    "pods": [
+        _pod(CHAT, "chat-5b8d4c-a1b2c", [{"gpu": 0, "replica": 0}], [31001]),
+        _pod(CHAT, "chat-5b8d4c-d3e4f", [{"gpu": 0, "replica": 1}], [31002]),
+        _pod(CHAT, "chat-5b8d4c-g5h6j", [{"gpu": 0, "replica": 2}], [31003]),
+        _pod(NOTEBOOK, "notebook-dana", [{"gpu": 0, "replica": 3}], [31004], qos="besteffort"),
+    ],
+}
+
+NODES: dict[str, dict[str, Any]] = {str(data["node"]): data for data in (WHOLE, MIG, SHARED)}
+KILLED_NODE = "e2e-shared"  # the node whose exporter the last test stops
+
+
+def write_scenarios(directory: Path) -> dict[str, Path]:
+    """One scenario file per node; node name -> path."""
+    directory.mkdir(parents=True, exist_ok=True)
+    paths = {}
+    for node, data in NODES.items():
+        path = directory / f"{node}.yaml"
+        path.write_text(yaml.safe_dump({"seed": SEED, **data}, sort_keys=False), encoding="utf-8")
+        paths[node] = path
+    return paths
+
+
+def load_scenarios(paths: dict[str, Path]) -> dict[str, Scenario]:
+    """The scenarios as the exporters load them (same files, same seed: the same pod UIDs)."""
+    return {node: load_scenario(str(path)) for node, path in paths.items()}
+
+
+def workload_of(namespace: str, labels: dict[str, str]) -> Workload:
+    return next(w for w in WORKLOADS if w.namespace == namespace and labels.get("app") == w.name)
+
+
+def populate(kube: KubeApiServer, scenarios: dict[str, Scenario]) -> None:
+    """The workloads' ReplicaSets and every scenario pod, Running on its node."""
+    for workload in WORKLOADS:
+        if workload.kind == "Deployment":
+            kube.put_replica_set(
+                workload.namespace, workload.replica_set, deployment=workload.name, labels={"app": workload.name}
+            )
+    for n, (node, scenario) in enumerate(sorted(scenarios.items()), start=1):
+        for m, pod in enumerate(scenario.pods, start=1):
+            workload = workload_of(pod.namespace, dict(pod.labels))
+            owner = {
+                "Deployment": ("ReplicaSet", workload.replica_set),
+                "StatefulSet": ("StatefulSet", workload.name),
+                "Pod": None,
+            }[workload.kind]
+            kube.put_pod(
+                pod.namespace,
+                pod.name,
+                node=node,
+                labels=dict(pod.labels),
+                uid=pod.uid,
+                owner=owner,
+                pod_ip=f"10.{n}.0.{m}",
+                host_ip=f"192.168.0.{n}",
+                containers=[c.name for c in pod.containers],
+                gpus_per_container=1,
+            )
+
+
+def pods_of(workload: Workload, scenarios: dict[str, Scenario]) -> dict[str, str]:
+    """The workload's pods: name -> node."""
+    return {
+        pod.name: node
+        for node, scenario in scenarios.items()
+        for pod in scenario.pods
+        if pod.namespace == workload.namespace and pod.labels.get("app") == workload.name
+    }

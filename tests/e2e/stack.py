@@ -1,0 +1,158 @@
+"""Everything the end-to-end test runs, started once, all on loopback with free ports:
+
+- three exporter processes on simulated GPUs (cluster.py), prometheus dialect, 1 s interval;
+- the Kubernetes API test server (on a thread) with the pods of all three nodes and their owners;
+- a real `prometheus` scraping the exporters, both adapters and the control-plane stand-ins every second, with the
+  shipped rules of the prometheus dialect, evaluated every second;
+- the real adapter twice, over TLS with client-certificate authentication and SubjectAccessReview authorization:
+  `--source direct` (exporters by `--exporter-endpoints`) and `--source prometheus`;
+- a kubeconfig per adapter for kubectl, as the HPA's service account.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from exporter.catalogue import Dialect
+from exporter.simulator.kubeapi import KubeApiServer
+from exporter.simulator.scenario import Scenario
+from tests.e2e.cluster import CHAT, EMBED, LLM_SERVE, load_scenarios, populate, write_scenarios
+from tests.support.adapters import (
+    HPA_USER,
+    METRICS_POLICY,
+    AdapterProcess,
+    ClientIdentity,
+    ClusterTrust,
+    adapter_ready,
+    start_adapter,
+)
+from tests.support.exporters import ExporterProcess, serving, start_exporter
+from tests.support.kubeapi import kube_api_on_a_thread
+from tests.support.kubestate import ControlPlaneMetrics, DeclaredHpa
+from tests.support.loopback import free_port, wait_for
+from tests.support.processes import ChildProcesses
+from tests.support.prometheus import PrometheusServer, rule_file, start_prometheus, wait_ready
+
+INTERVAL = 1.0  # exporter poll interval, prometheus scrape and rule evaluation interval (seconds)
+DIRECT_MAX_AGE = 3 * INTERVAL + 2  # the adapter's default for the direct source, given explicitly
+PROMETHEUS_MAX_AGE = 10.0
+CLUSTER = "e2e"
+TARGET_UTILIZATION = 60
+HPAS = tuple(
+    DeclaredHpa(w.namespace, w.name, w.name, target_average=TARGET_UTILIZATION) for w in (LLM_SERVE, CHAT, EMBED)
+)
+
+
+@dataclass
+class E2EStack:
+    workdir: Path
+    processes: ChildProcesses
+    scenarios: dict[str, Scenario]
+    exporters: dict[str, ExporterProcess]
+    kube: KubeApiServer
+    prometheus: PrometheusServer
+    direct: AdapterProcess
+    via_prometheus: AdapterProcess
+    hpa: ClientIdentity
+    kubeconfigs: dict[str, Path]  # adapter name -> kubeconfig of the HPA's identity
+    began: float  # wall clock when the first process was started
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def adapters(self) -> tuple[AdapterProcess, AdapterProcess]:
+        return self.direct, self.via_prometheus
+
+    def wall_time_of(self, node: str, scenario_seconds: float) -> float:
+        """The latest wall-clock time at which the node's scenario can reach `scenario_seconds` (its exporter
+        started the simulator after being launched, and before serving)."""
+        return self.exporters[node].launched_at + self.timings[f"serving:{node}"] + scenario_seconds
+
+
+def _scrape_config(
+    exporters: dict[str, ExporterProcess], adapters: dict[str, str], control_plane: str, ca_file: Path
+) -> dict[str, Any]:
+    def job(name: str, targets: list[tuple[str, dict[str, str]]], **extra: Any) -> dict[str, Any]:
+        static = [{"targets": [address], "labels": {"cluster": CLUSTER, **labels}} for address, labels in targets]
+        return {"job_name": name, "honor_labels": True, "static_configs": static, **extra}
+
+    interval = f"{INTERVAL:g}s"
+    return {
+        "global": {"scrape_interval": interval, "scrape_timeout": interval, "evaluation_interval": interval},
+        "rule_files": [str(rule_file(Dialect.PROMETHEUS))],
+        "scrape_configs": [
+            job("gpu-pulse-exporter", [(e.address, {"node": node}) for node, e in exporters.items()]),
+            job(
+                "gpu-pulse-adapter",
+                [(address, {"source": name}) for name, address in adapters.items()],
+                scheme="https",
+                tls_config={"ca_file": str(ca_file)},
+            ),
+            job("kube-state-metrics", [(control_plane, {})], metrics_path="/ksm"),
+            job("apiserver", [(control_plane, {})], metrics_path="/apiserver"),
+        ],
+    }
+
+
+def _all_targets_up(prometheus: PrometheusServer, expected: int) -> bool:
+    return len(prometheus.query("up == 1")) == expected
+
+
+@contextmanager
+def running_e2e_stack(prometheus_binary: str, workdir: Path) -> Iterator[E2EStack]:
+    began = time.time()
+    timings: dict[str, float] = {}
+    processes = ChildProcesses(workdir)
+    with ExitStack() as cleanup:
+        cleanup.callback(processes.stop_all)
+        scenarios = load_scenarios(write_scenarios(workdir / "scenarios"))
+        paths = {node: workdir / "scenarios" / f"{node}.yaml" for node in scenarios}
+        exporters = {node: start_exporter(processes, node, paths[node], interval=INTERVAL) for node in scenarios}
+        kube = cleanup.enter_context(kube_api_on_a_thread(bookmark_interval=0.5))
+        kube.set_authorization(METRICS_POLICY)
+        populate(kube, scenarios)
+        trust = ClusterTrust.create(workdir / "trust")
+        hpa = trust.client(HPA_USER)
+        for node, exporter in exporters.items():
+            count = len(scenarios[node].pods)
+            wait_for(partial(serving, processes, exporter, count), f"exporter {node} serving its pods", 60)
+            timings[f"serving:{node}"] = time.time() - exporter.launched_at
+        adapter_ports = {"adapter-direct": free_port(), "adapter-prometheus": free_port()}
+        prometheus_port = free_port()
+        endpoints = ",".join(f"{node}={e.url}" for node, e in exporters.items())
+        direct = start_adapter(
+            processes, "adapter-direct", trust, kube.url, max_age=DIRECT_MAX_AGE, port=adapter_ports["adapter-direct"],
+            args=["--source=direct", f"--exporter-endpoints={endpoints}"],
+        )  # fmt: skip
+        via_prometheus = start_adapter(
+            processes, "adapter-prometheus", trust, kube.url, max_age=PROMETHEUS_MAX_AGE,
+            port=adapter_ports["adapter-prometheus"],
+            args=["--source=prometheus", f"--prometheus-url=http://127.0.0.1:{prometheus_port}"],
+        )  # fmt: skip
+        control_plane = ControlPlaneMetrics(kube.url, HPAS, api_service_available=direct.ready)
+        cleanup.callback(control_plane.stop)
+        control_plane_address = control_plane.start()
+        adapters = {a.name: a.url.removeprefix("https://") for a in (direct, via_prometheus)}
+        config = _scrape_config(exporters, adapters, control_plane_address, trust.ca_file)
+        prometheus = start_prometheus(
+            prometheus_binary, config, workdir, processes, "prometheus", Dialect.PROMETHEUS, port=prometheus_port
+        )
+        wait_ready(prometheus)
+        for adapter in (direct, via_prometheus):
+            wait_for(partial(adapter_ready, processes, adapter), f"adapter {adapter.name} ready", 60)
+        expected_targets = len(exporters) + len(adapters) + 2
+        wait_for(lambda: _all_targets_up(prometheus, expected_targets), "prometheus scraping every target", 30)
+        timings["stack ready"] = time.time() - began
+        kubeconfigs = {a.name: trust.kubeconfig(hpa, a.url, f"hpa-{a.name}") for a in (direct, via_prometheus)}
+        yield E2EStack(
+            workdir, processes, scenarios, exporters, kube, prometheus, direct, via_prometheus, hpa, kubeconfigs,
+            began, timings,
+        )  # fmt: skip
+        for adapter in (direct, via_prometheus):  # a clean stop on SIGTERM, after everything the tests did
+            code = processes.stop(adapter.name)
+            assert code == 0, f"{adapter.name} exited with {code} on SIGTERM:\n{processes.log_tail(adapter.name)}"

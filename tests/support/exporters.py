@@ -1,0 +1,64 @@
+"""Real exporter processes on simulated GPUs (`python -m exporter --simulate ...`: the real collector, attribution and
+server over the NVML simulator, with the scenario's simulated kubelet and proc tree started in the process)."""
+
+from __future__ import annotations
+
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+from exporter.catalogue import Dialect
+from exporter.podview import NodePods
+from tests.support.loopback import free_port, http_get
+from tests.support.processes import ChildProcesses, python_module
+
+
+@dataclass(frozen=True)
+class ExporterProcess:
+    node: str
+    url: str
+    launched_at: float  # wall clock just before the process started: its scenario time 0 is after this
+
+    @property
+    def address(self) -> str:
+        return self.url.removeprefix("http://")
+
+    def document(self, namespace: str | None = None) -> NodePods:
+        query = f"?namespace={namespace}" if namespace else ""
+        with urllib.request.urlopen(f"{self.url}/pods{query}", timeout=5) as response:
+            return NodePods.model_validate_json(response.read())
+
+    def metrics(self) -> str:
+        return http_get(f"{self.url}/metrics", timeout=5).decode()
+
+
+def start_exporter(
+    processes: ChildProcesses,
+    node: str,
+    scenario: str | Path,
+    *,
+    dialect: Dialect = Dialect.PROMETHEUS,
+    interval: float = 1.0,
+    seed: int | None = None,
+) -> ExporterProcess:
+    """Start an exporter for `node` on a scenario (built-in name or file); see `serving` for when it is ready."""
+    port = free_port()
+    args = [
+        f"--simulate={scenario}", f"--node-name={node}", f"--listen=127.0.0.1:{port}", f"--dialect={dialect}",
+        f"--interval={interval:g}", "--log-level=warning",
+    ]  # fmt: skip
+    if seed is not None:
+        args.append(f"--seed={seed}")
+    launched = time.time()
+    processes.start(f"exporter-{node}", python_module("exporter", *args))
+    return ExporterProcess(node, f"http://127.0.0.1:{port}", launched)
+
+
+def serving(processes: ChildProcesses, exporter: ExporterProcess, pods: int) -> bool:
+    """Whether the exporter serves a `/pods` document with `pods` pods (AssertionError if it exited)."""
+    processes.check_running(f"exporter-{exporter.node}")
+    try:
+        return len(exporter.document().pods) == pods
+    except OSError:
+        return False

@@ -1,0 +1,86 @@
+"""Child processes of a test: each started with its output in a log file, all stopped (SIGTERM, then SIGKILL) at the
+end, also when the test fails. The environment handed to children drops `GPU_PULSE_*` variables, so a developer's
+settings cannot leak into the processes under test."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import BinaryIO
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def clean_environment(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """This process's environment without `GPU_PULSE_*`, with the repository importable, plus `extra`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GPU_PULSE_")}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)
+    env.update(extra or {})
+    return env
+
+
+def python_module(module: str, *args: str) -> list[str]:
+    return [sys.executable, "-m", module, *args]
+
+
+def stop_process(process: subprocess.Popen[bytes], grace: float = 5.0) -> int:
+    """SIGTERM, then SIGKILL after `grace` seconds; the exit code (negative: the signal that ended it)."""
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=grace)
+    return process.returncode
+
+
+@dataclass
+class ChildProcesses:
+    """The processes one test (or module) started; `stop_all()` ends them in reverse order of starting."""
+
+    logs_dir: Path
+    started: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    _logs: list[BinaryIO] = field(default_factory=list)
+
+    def start(self, name: str, argv: Sequence[str], env: Mapping[str, str] | None = None) -> subprocess.Popen[bytes]:
+        if name in self.started:
+            raise ValueError(f"a process named {name} was started already")
+        log = open(self.log_path(name), "wb")  # closed by stop_all
+        self._logs.append(log)
+        process = subprocess.Popen(
+            list(argv), cwd=REPO, env=dict(env) if env is not None else clean_environment(), stdout=log,
+            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+        self.started[name] = process
+        return process
+
+    def log_path(self, name: str) -> Path:
+        return self.logs_dir / f"{name}.log"
+
+    def log_tail(self, name: str, lines: int = 30) -> str:
+        try:
+            text = self.log_path(name).read_text(errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])
+
+    def check_running(self, name: str) -> None:
+        """AssertionError with the log's tail when the process has exited."""
+        code = self.started[name].poll()
+        if code is not None:
+            raise AssertionError(f"{name} exited with code {code}:\n{self.log_tail(name)}")
+
+    def stop(self, name: str) -> int:
+        return stop_process(self.started[name])
+
+    def stop_all(self) -> None:
+        for process in reversed(list(self.started.values())):
+            stop_process(process)
+        for log in self._logs:
+            log.close()
+        self._logs.clear()

@@ -1,0 +1,85 @@
+"""A real `prometheus` process for tests: started on a free loopback port with a configuration the test writes,
+queried over its HTTP API."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import urllib.error
+import urllib.parse
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from exporter.catalogue import Dialect
+from rules.generate import ROOT as RULES_ROOT
+from rules.render import RULE_FILE
+from tests.support.loopback import free_port, http_get, wait_for
+from tests.support.processes import ChildProcesses
+
+
+def rule_file(dialect: Dialect) -> Path:
+    """The shipped plain rule file of a dialect."""
+    return RULES_ROOT / "dist" / str(dialect) / RULE_FILE
+
+
+def shipped_rules(dialect: Dialect) -> list[dict[str, Any]]:
+    """Every rule (recording and alerting) of the shipped rule file of `dialect`."""
+    document = yaml.safe_load(rule_file(dialect).read_text(encoding="utf-8"))
+    return [rule for group in document["groups"] for rule in group["rules"]]
+
+
+@dataclass
+class PrometheusServer:
+    dialect: Dialect
+    url: str
+    process: subprocess.Popen[bytes]
+    names: set[str] = field(default_factory=set)
+
+    def query(self, expr: str) -> list[dict[str, Any]]:
+        url = f"{self.url}/api/v1/query?{urllib.parse.urlencode({'query': expr})}"
+        try:
+            document = json.loads(http_get(url, timeout=10))
+        except urllib.error.HTTPError as exc:
+            raise AssertionError(f"prometheus refused {expr!r}: {exc.read().decode()}") from exc
+        result: list[dict[str, Any]] = document["data"]["result"]
+        return result
+
+    def label_values(self, label: str, match: str | None = None) -> list[str]:
+        params = {"match[]": match} if match else {}
+        url = f"{self.url}/api/v1/label/{label}/values?{urllib.parse.urlencode(params)}"
+        values: list[str] = json.loads(http_get(url, timeout=10))["data"]
+        return values
+
+    def ready(self) -> bool:
+        if self.process.poll() is not None:
+            raise AssertionError(f"prometheus ({self.dialect}) exited: see its log in the test's tmp directory")
+        return bool(http_get(f"{self.url}/-/ready"))
+
+
+def start_prometheus(
+    binary: str,
+    config: dict[str, Any],
+    workdir: Path,
+    processes: ChildProcesses,
+    name: str,
+    dialect: Dialect,
+    *,
+    port: int | None = None,
+) -> PrometheusServer:
+    """Write `config` and start prometheus with it (started, not yet ready: see `PrometheusServer.ready`)."""
+    port = port or free_port()
+    config_file = workdir / f"{name}.yml"
+    config_file.write_text(yaml.safe_dump(config), encoding="utf-8")
+    argv = [
+        binary, f"--config.file={config_file}", f"--storage.tsdb.path={workdir / f'tsdb-{name}'}",
+        f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn",
+    ]  # fmt: skip
+    process = processes.start(name, argv)
+    return PrometheusServer(dialect, f"http://127.0.0.1:{port}", process)
+
+
+def wait_ready(server: PrometheusServer, timeout: float = 20) -> None:
+    wait_for(server.ready, f"{server.dialect} prometheus ready", timeout)
