@@ -19,7 +19,7 @@ def require_binary(name: str) -> str:
     return path
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")  # its processes stop once the module is done, not at the end of the session
 def live_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveStack]:
     with running_stack(require_binary("prometheus"), tmp_path_factory.mktemp("live")) as stack:
         yield stack
