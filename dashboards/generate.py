@@ -7,7 +7,6 @@ writes nothing and exits 1 naming every file that differs from what would be gen
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from collections.abc import Iterator
@@ -22,6 +21,7 @@ from dashboards.namespace import namespace_board
 from dashboards.node import node_board
 from dashboards.overview import overview_board
 from exporter.catalogue import Dialect
+from rules import committed_files
 from rules.generate import recordings
 from rules.inventory import EXTERNAL_NAMES, adapter_names, exporter_names
 from rules.promql import metric_names
@@ -108,28 +108,14 @@ def render_all() -> dict[Path, str]:
 
 
 def stale_files(root: Path = ROOT) -> list[Path]:
-    return [
-        path
-        for path, text in render_all().items()
-        if not (root / path).is_file() or (root / path).read_text(encoding="utf-8") != text
-    ]
+    """Generated files that are missing or differ on disk."""
+    return committed_files.stale_files(render_all, root)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m dashboards.generate", description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="write nothing; exit 1 if a committed file is stale")
-    args = parser.parse_args(argv)
-    if args.check:
-        stale = stale_files()
-        for path in stale:
-            print(f"stale: dashboards/{path} (run python -m dashboards.generate)", file=sys.stderr)
-        return 1 if stale else 0
-    for path, text in render_all().items():
-        target = ROOT / path
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text, encoding="utf-8")
-        print(f"wrote dashboards/{path}")
-    return 0
+    return committed_files.generator_main(
+        render_all, ROOT, prog="python -m dashboards.generate", description=__doc__.splitlines()[0], argv=argv
+    )
 
 
 if __name__ == "__main__":

@@ -7,11 +7,11 @@ nothing and exits 1 naming every file that differs from what would be generated.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
 from exporter.catalogue import Dialect
+from rules import committed_files
 from rules.alerting import alert_groups
 from rules.dialect import Vocabulary
 from rules.inventory import readable_names
@@ -151,28 +151,13 @@ def render_all() -> dict[Path, str]:
 
 def stale_files(root: Path = ROOT) -> list[Path]:
     """Generated files that are missing or differ on disk."""
-    return [
-        path
-        for path, text in render_all().items()
-        if not (root / path).is_file() or (root / path).read_text(encoding="utf-8") != text
-    ]
+    return committed_files.stale_files(render_all, root)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m rules.generate", description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="write nothing; exit 1 if a committed file is stale")
-    args = parser.parse_args(argv)
-    if args.check:
-        stale = stale_files()
-        for path in stale:
-            print(f"stale: rules/{path} (run python -m rules.generate)", file=sys.stderr)
-        return 1 if stale else 0
-    for path, text in render_all().items():
-        target = ROOT / path
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text, encoding="utf-8")
-        print(f"wrote rules/{path}")
-    return 0
+    return committed_files.generator_main(
+        render_all, ROOT, prog="python -m rules.generate", description=__doc__.splitlines()[0], argv=argv
+    )
 
 
 if __name__ == "__main__":
