@@ -107,9 +107,14 @@ class PodsDocumentBuilder:
             mig_profile=mig.profile if mig is not None else None,
             share=use.share.value,
             sharing_pods=max(1, use.sharing_pods),
-            utilization_percent=samples.mean(),
+            utilization_percent=_thousandths(samples.mean()),
             memory_used_bytes=use.memory_used_bytes,
             memory_total_bytes=None if total is None else int(total),
-            power_watts=None if use.power_milliwatts is None else use.power_milliwatts / 1000.0,
-            energy_joules=None if use.energy_millijoules is None else use.energy_millijoules / 1000.0,
+            power_watts=None if use.power_milliwatts is None else _thousandths(use.power_milliwatts / 1000.0),
+            energy_joules=None if use.energy_millijoules is None else _thousandths(use.energy_millijoules / 1000.0),
         )
+
+
+def _thousandths(value: float | None) -> float | None:
+    """Figures to a thousandth: a mean of floats is 20.999999999999996 otherwise, and no reader needs more."""
+    return None if value is None else round(value, 3)
