@@ -2,44 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any
 
 import pynvml
 import pytest
 
 from exporter.collect import DeviceCollection
-from exporter.nvml import NvmlCollector
-from exporter.simulator import Simulator, install
 from exporter.simulator.hardware import GPU_MODELS
 from exporter.snapshot import DeviceReading, GpuIdentity, MigIdentity
+from tests.exporter.collecting import FakeClock, collecting
 
 MIB = 1024 * 1024
-START = 1_750_000_000.0
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = START
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
-
-
-@contextmanager
-def collecting(scenario: str, clock: FakeClock, **options: Any) -> Iterator[tuple[Simulator, NvmlCollector]]:
-    sim = Simulator(scenario, clock=clock)
-    with install(sim):
-        collector = NvmlCollector(pynvml, clock=clock, wall_clock=clock, **options)
-        collector.start()
-        try:
-            yield sim, collector
-        finally:
-            collector.close()
 
 
 def gpus(collection: DeviceCollection) -> list[DeviceReading]:

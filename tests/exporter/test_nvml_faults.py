@@ -7,8 +7,7 @@ import itertools
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any
 
 import pynvml
@@ -18,31 +17,7 @@ from exporter.collect import DeviceCollection
 from exporter.nvml import NvmlCollector, NvmlUnavailable
 from exporter.simulator import Simulator, build_scenario, install, installed
 from exporter.snapshot import DeviceReading, MigIdentity
-
-START = 1_750_000_000.0
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = START
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
-
-
-@contextmanager
-def collecting(scenario: Any, clock: FakeClock, **options: Any) -> Iterator[tuple[Simulator, NvmlCollector]]:
-    sim = Simulator(scenario, clock=clock)
-    with install(sim):
-        collector = NvmlCollector(pynvml, clock=clock, wall_clock=clock, **options)
-        collector.start()
-        try:
-            yield sim, collector
-        finally:
-            collector.close()
+from tests.exporter.collecting import FakeClock, collecting
 
 
 def by_index(collection: DeviceCollection) -> dict[int, DeviceReading]:
