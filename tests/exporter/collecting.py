@@ -11,18 +11,25 @@ import pynvml
 from exporter.nvml import NvmlCollector
 from exporter.simulator import Simulator, install
 
-START = 1_750_000_000.0
+START = 1_760_000_000.0
 
 
 class FakeClock:
-    def __init__(self) -> None:
-        self.now = START
+    """Wall-clock seconds that move only when the test says so."""
+
+    def __init__(self, start: float = START) -> None:
+        self.start = start
+        self.now = start
 
     def __call__(self) -> float:
         return self.now
 
     def advance(self, seconds: float) -> None:
         self.now += seconds
+
+    def at(self, scenario_seconds: float) -> None:
+        """Jump to this many seconds after the start (the simulator's scenario time, for one created at the start)."""
+        self.now = self.start + scenario_seconds
 
 
 @contextmanager

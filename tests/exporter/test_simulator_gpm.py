@@ -8,6 +8,7 @@ import pynvml
 import pytest
 
 from exporter.simulator import Simulator, install
+from tests.exporter.collecting import FakeClock
 
 METRICS = (
     pynvml.NVML_GPM_METRIC_GRAPHICS_UTIL,
@@ -17,21 +18,8 @@ METRICS = (
 )
 
 
-class Clock:
-    def __init__(self, start: float = 1_760_000_000.0) -> None:
-        self.now = start
-
-    def __call__(self) -> float:
-        return self.now
-
-
 @pytest.fixture
-def clock() -> Clock:
-    return Clock()
-
-
-@pytest.fixture
-def h100(clock: Clock) -> Iterator[Simulator]:
+def h100(clock: FakeClock) -> Iterator[Simulator]:
     s = Simulator("h100x8", clock=clock)
     with install(s):
         pynvml.nvmlInit()
@@ -53,7 +41,7 @@ def metrics(first: object, second: object, ids: tuple[int, ...] = METRICS) -> di
 
 @pytest.mark.parametrize(("scenario", "supported"), [("h100x8", 1), ("a100-mig", 0)])
 def test_gpm_support_per_model(scenario: str, supported: int) -> None:
-    with install(Simulator(scenario, clock=Clock())):
+    with install(Simulator(scenario, clock=FakeClock())):
         pynvml.nvmlInit()
         try:
             h = pynvml.nvmlDeviceGetHandleByIndex(0)
@@ -69,7 +57,7 @@ def test_gpm_support_per_model(scenario: str, supported: int) -> None:
             pynvml.nvmlShutdown()
 
 
-def test_metrics_from_two_samples_follow_the_load(h100: Simulator, clock: Clock) -> None:
+def test_metrics_from_two_samples_follow_the_load(h100: Simulator, clock: FakeClock) -> None:
     h = pynvml.nvmlDeviceGetHandleByIndex(0)
     s1, s2 = pynvml.nvmlGpmSampleAlloc(), pynvml.nvmlGpmSampleAlloc()
     try:
@@ -97,7 +85,7 @@ def test_metrics_from_two_samples_follow_the_load(h100: Simulator, clock: Clock)
         pynvml.nvmlGpmSampleFree(s2)
 
 
-def test_samples_must_be_apart_in_time_and_from_one_device(h100: Simulator, clock: Clock) -> None:
+def test_samples_must_be_apart_in_time_and_from_one_device(h100: Simulator, clock: FakeClock) -> None:
     s1, s2 = pynvml.nvmlGpmSampleAlloc(), pynvml.nvmlGpmSampleAlloc()
     pynvml.nvmlGpmSampleGet(pynvml.nvmlDeviceGetHandleByIndex(0), s1)
     pynvml.nvmlGpmSampleGet(pynvml.nvmlDeviceGetHandleByIndex(0), s2)
@@ -114,7 +102,7 @@ def test_samples_must_be_apart_in_time_and_from_one_device(h100: Simulator, cloc
 
 
 def test_per_gpu_instance_metrics_on_an_h100_in_mig_mode() -> None:
-    clock = Clock()
+    clock = FakeClock()
     sim = Simulator("h100-mig", clock=clock)
     with install(sim):
         pynvml.nvmlInit()

@@ -8,21 +8,14 @@ import pynvml
 import pytest
 
 from exporter.simulator import Simulator, build_scenario, install
+from tests.exporter.collecting import FakeClock
 
 MIB = 1024 * 1024
 
 
-class Clock:
-    def __init__(self, start: float = 1_760_000_000.0) -> None:
-        self.now = start
-
-    def __call__(self) -> float:
-        return self.now
-
-
 @pytest.fixture
 def sim() -> Iterator[Simulator]:
-    s = Simulator("a100-mig", clock=Clock())
+    s = Simulator("a100-mig", clock=FakeClock())
     with install(s):
         pynvml.nvmlInit()
         yield s
@@ -121,7 +114,7 @@ def test_what_a_mig_enabled_gpu_and_a_mig_handle_refuse(sim: Simulator) -> None:
 
 
 def test_a_gpu_without_mig_enabled_reports_mode_zero() -> None:
-    with install(Simulator("h100x8", clock=Clock())):
+    with install(Simulator("h100x8", clock=FakeClock())):
         pynvml.nvmlInit()
         try:
             h = pynvml.nvmlDeviceGetHandleByIndex(0)
@@ -132,7 +125,7 @@ def test_a_gpu_without_mig_enabled_reports_mode_zero() -> None:
 
 
 def test_fifty_six_mig_devices() -> None:
-    with install(Simulator("h100-mig", clock=Clock())):
+    with install(Simulator("h100-mig", clock=FakeClock())):
         pynvml.nvmlInit()
         try:
             names = set()
@@ -149,7 +142,7 @@ def test_drivers_that_name_mig_devices_without_the_profile() -> None:
     scenario = build_scenario(
         {"gpus": [{"model": "A100-SXM4-40GB", "mig_names": "plain", "mig": [{"profile": "2g.10gb"}]}]}
     )
-    with install(Simulator(scenario, clock=Clock())):
+    with install(Simulator(scenario, clock=FakeClock())):
         pynvml.nvmlInit()
         try:
             mig = pynvml.nvmlDeviceGetMigDeviceHandleByIndex(pynvml.nvmlDeviceGetHandleByIndex(0), 0)
