@@ -81,7 +81,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run_demo(settings: AdapterSettings) -> int:
-    from adapter.demo import DEFAULT_LISTEN, DemoOptions, run_demo
+    from simulation.demo import DEFAULT_LISTEN, DemoOptions, run_demo
 
     if "log_level" not in settings.model_fields_set:  # the demo's own screen says what happens; logs would tear it
         logging.getLogger().setLevel(logging.WARNING)

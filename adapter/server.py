@@ -25,14 +25,13 @@ from adapter.api.paths import resource_attributes
 from adapter.api.routes import add_routes
 from adapter.api.selfmetrics import AdapterMetrics
 from adapter.api.state import ApiState
-from adapter.kube.auth import DelegatingAuthenticator, auth_middleware
-from adapter.kube.authconfig import AuthenticationFlags, load_authentication_config
-from adapter.kube.connection import api_client
-from adapter.kube.pods import PodCache
-from adapter.kube.sar import SubjectAccessReviewer
-from adapter.kube.tls import build_server_ssl_context
-from adapter.kube.tokenreview import TokenReviewer
+from adapter.auth.config import AuthenticationFlags, load_authentication_config
+from adapter.auth.requests import DelegatingAuthenticator, auth_middleware
+from adapter.auth.sar import SubjectAccessReviewer
+from adapter.auth.tls import build_server_ssl_context
+from adapter.auth.tokenreview import TokenReviewer
 from adapter.metrics_config import MetricsConfig, MetricsConfigError, default_metrics_config, load_metrics_config
+from adapter.podcache.cache import PodCache
 from adapter.selectors import parse_selector
 from adapter.settings import AdapterSettings, ListenAddress
 from adapter.sources.credentials import BearerToken, client_ssl_context
@@ -47,6 +46,7 @@ from adapter.sources.exporters import (
 from adapter.sources.model import MetricSource, PodDirectory
 from adapter.sources.nodepods import NodePodsCache
 from adapter.sources.prometheus import PrometheusSource
+from toolkit.kubeclient import api_client
 
 log = logging.getLogger(__name__)
 

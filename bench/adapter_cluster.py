@@ -29,10 +29,10 @@ from pathlib import Path
 import aiohttp
 from aiohttp import web
 
-from adapter.kube.certs import CertificateAuthority
-from adapter.kube.kubeconfig import write_kubeconfig
-from exporter.podview import ContainerView, DeviceFigures, NodePods, PodView
-from exporter.simulator.kubeapi import KubeApiServer
+from exporter.pods_document import ContainerView, DeviceFigures, NodePods, PodView
+from simulation.kubeapi import KubeApiServer
+from simulation.kubeconfig import write_kubeconfig
+from toolkit.certs import CertificateAuthority
 
 GPUS_PER_NODE = 8
 PODS_PER_TEAM = 100

@@ -18,16 +18,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import pynvml
 
+from exporter.attribution.assemble import build_pod_side
 from exporter.attribution.attributor import KubeletPodAttributor
-from exporter.attribution.document import PodsDocumentBuilder
-from exporter.attribution.podside import build_pod_side
+from exporter.attribution.pods_builder import PodsDocumentBuilder
 from exporter.catalogue import Dialect
 from exporter.exposition import ExpositionRenderer
 from exporter.loop import PollLoop
 from exporter.nvml import NvmlCollector
-from exporter.simulated_node import static_directory_of
-from exporter.simulator import Scenario, Simulator, build_scenario, install
-from exporter.simulator.kubelet import SimulatedPodSide, start_simulated_pod_side
+from simulation import Scenario, Simulator, build_scenario, install
+from simulation.kubelet import SimulatedPodSide, start_simulated_pod_side
+from simulation.node import static_directory_of
 
 GPUS = 8
 PODS_PER_GPU = 4

@@ -27,7 +27,7 @@ from exporter.catalogue import Dialect  # noqa: E402
 from exporter.exposition import ExpositionRenderer  # noqa: E402
 from exporter.loop import PollLoop  # noqa: E402
 from exporter.nvml import NvmlCollector  # noqa: E402
-from exporter.simulator import Simulator, build_scenario, install, load_scenario  # noqa: E402
+from simulation import Simulator, build_scenario, install, load_scenario  # noqa: E402
 
 SCENARIOS = ("h100x8", "mig56")
 

@@ -19,17 +19,17 @@ from typing import TYPE_CHECKING, TextIO
 
 from exporter.attribution import PodsDocumentBuilder, build_pod_side
 from exporter.attribution.podwatch import PodWatchConfigError
-from exporter.collect import PodAttributor
+from exporter.collection import PodAttributor
+from exporter.collectors_file import SelectionError, load_selection
 from exporter.config import PROG, ConfigError, ExporterSettings, load_config, package_version
 from exporter.exposition import ExpositionRenderer
 from exporter.logs import configure_logging
 from exporter.loop import PollLoop
 from exporter.nvml import NVML_MEASUREMENTS, NvmlCollector, NvmlUnavailable
-from exporter.selection import SelectionError, load_selection
 from exporter.server import Access, build_app, load_access, start_server, tls_context
 
 if TYPE_CHECKING:  # the simulator is imported only with --simulate
-    from exporter.simulated_node import SimulatedNode
+    from simulation.node import SimulatedNode
 
 log = logging.getLogger("exporter.cli")
 
@@ -71,8 +71,8 @@ def _simulate(settings: ExporterSettings, stack: ExitStack) -> SimulatedNode | N
     scenario has pods, start its kubelet and proc tree in this process."""
     if settings.simulate is None:
         return None
-    from exporter.simulated_node import start_simulated_node
-    from exporter.simulator import ScenarioError, load_scenario
+    from simulation import ScenarioError, load_scenario
+    from simulation.node import start_simulated_node
 
     try:
         scenario = load_scenario(settings.simulate, seed=settings.seed)

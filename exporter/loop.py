@@ -17,50 +17,19 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from types import MappingProxyType
 
-from exporter.collect import Attribution, DeviceCollection, DeviceCollector, PodAttributor
+from exporter.collection import Attribution, DeviceCollection, DeviceCollector, PodAttributor
 from exporter.exposition import ExpositionRenderer
-from exporter.podview import NodePods
+from exporter.pods_document import NodePods, SerializedPods
 from exporter.snapshot import CollectorStatus, Snapshot
 
 log = logging.getLogger("exporter.loop")
 
 GZIP_LEVEL = 6
 PodsView = Callable[[Snapshot], NodePods]
-
-
-@dataclass(frozen=True, slots=True)
-class PodsDocument:
-    """The `/pods` JSON of one snapshot: the whole document, and the document filtered to each namespace."""
-
-    full: bytes
-    by_namespace: Mapping[str, bytes]
-    no_pods: bytes  # the document for a namespace that has no pods on this node
-
-    def for_namespace(self, namespace: str | None) -> bytes:
-        if namespace is None:
-            return self.full
-        return self.by_namespace.get(namespace, self.no_pods)
-
-    @classmethod
-    def of(cls, document: NodePods) -> PodsDocument:
-        """Serialize each pod once; the whole document and the per-namespace ones are joins of those pieces."""
-        empty = document.model_copy(update={"pods": ()}).model_dump_json().encode()
-        tail = b'"pods":[]}'
-        if not empty.endswith(tail):  # `pods` must stay NodePods' last field for the joins below
-            raise AssertionError("NodePods must end with its pods field")
-        head = empty[: -len(tail)] + b'"pods":['
-        serialized = [(pod.namespace, pod.model_dump_json().encode()) for pod in document.pods]
-        pieces: dict[str, list[bytes]] = {}
-        for namespace, piece in serialized:
-            pieces.setdefault(namespace, []).append(piece)
-        by_namespace = {ns: head + b",".join(parts) + b"]}" for ns, parts in sorted(pieces.items())}
-        everything = head + b",".join(piece for _, piece in serialized) + b"]}"
-        return cls(everything, MappingProxyType(by_namespace), empty)
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +41,7 @@ class Published:
     collected_at: float  # monotonic time the snapshot's data was collected (readiness measures age from it)
     text: bytes
     openmetrics: bytes
-    pods: PodsDocument | None
+    pods: SerializedPods | None
     _gzip: dict[bool, bytes] = field(default_factory=dict, repr=False, compare=False)
 
     def body(self, openmetrics: bool) -> bytes:
@@ -223,7 +192,7 @@ class PollLoop:
         )
         return snapshot, collected_at
 
-    def _pods_document(self, snapshot: Snapshot) -> PodsDocument | None:
+    def _pods_document(self, snapshot: Snapshot) -> SerializedPods | None:
         started = self._monotonic()
         try:
             if self._pods_view is None:
@@ -236,7 +205,7 @@ class PollLoop:
                 )
             else:
                 document = self._pods_view(snapshot)
-            pods = PodsDocument.of(document)
+            pods = SerializedPods.of(document)
         except Exception as error:
             self._failed("pods", error)
             self._stage["pods"] = self._status("pods", False, started)

@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from html import escape
 
-from exporter.collect import HistoryPoint
+from exporter.collection import HistoryPoint
 from exporter.snapshot import DeviceReading, MigIdentity, PodDeviceUse, Snapshot
 
 History = Callable[[str, float], tuple[HistoryPoint, ...]]

@@ -7,6 +7,7 @@ imports inside functions), so a lazy import cannot slip past it.
 from __future__ import annotations
 
 import ast
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -16,32 +17,46 @@ ROOT = Path(__file__).resolve().parent.parent
 # (importer prefix, forbidden prefixes, why)
 _ABOVE_SOURCES = ("exporter.exposition", "exporter.server", "exporter.loop", "exporter.cli", "exporter.page")
 
-RULES: list[tuple[str, tuple[str, ...], str]] = [
-    ("exporter", ("adapter",), "the exporter never imports the adapter"),
-    (
+_STANDINS = ("simulation",)
+_CLIS = ("exporter.cli", "adapter.cli")
+
+
+@dataclass(frozen=True)
+class Rule:
+    importer: str  # a module prefix
+    forbidden: tuple[str, ...]
+    why: str
+    allowed: tuple[str, ...] = ()  # exceptions to `forbidden`
+    exempt: tuple[str, ...] = ()  # modules under `importer` the rule does not cover
+
+
+RULES: list[Rule] = [
+    Rule("exporter", ("adapter",), "the exporter never imports the adapter"),
+    Rule("toolkit", ("exporter", "adapter", "simulation"), "the toolkit serves both services and knows neither"),
+    Rule(
         "exporter.snapshot",
         ("exporter.",),
         "the snapshot model is the bottom layer",
     ),
-    ("exporter.catalogue", ("exporter.",), "the catalogue is plain data"),
-    ("exporter.podview", ("exporter.",), "the /pods contract stands alone: the adapter imports it"),
-    (
+    Rule("exporter.catalogue", ("exporter.",), "the catalogue is plain data"),
+    Rule("exporter.pods_document", ("exporter.",), "the /pods contract stands alone: the adapter imports it"),
+    Rule(
         "exporter.nvml",
         (*_ABOVE_SOURCES, "exporter.kubelet", "exporter.attribution"),
         "sources know nothing of HTTP, rendering or the pod side",
     ),
-    (
+    Rule(
         "exporter.kubelet",
         (*_ABOVE_SOURCES, "exporter.nvml"),
         "sources know nothing of HTTP, rendering or NVML",
     ),
-    (
+    Rule(
         "exporter.attribution",
         _ABOVE_SOURCES,
         "attribution works on plain data, below the server",
     ),
-    (
-        "exporter.simulator",
+    Rule(
+        "simulation",
         (
             "exporter.nvml",
             "exporter.exposition",
@@ -50,24 +65,56 @@ RULES: list[tuple[str, tuple[str, ...], str]] = [
             "exporter.cli",
             "exporter.attribution",
             "exporter.page",
+            "adapter.api",
+            "adapter.sources",
+            "adapter.auth",
+            "adapter.podcache",
         ),
-        "the simulator stands in for hardware and external services, never for our own code",
+        "the stand-ins stand in for hardware and external services, never for our own code",
+        (),
+        ("simulation.node", "simulation.demo"),  # these two compose stand-ins with our real code, by design
     ),
-    (
+    Rule(
         "exporter.exposition",
-        ("exporter.server", "exporter.loop", "exporter.cli", "exporter.nvml", "exporter.kubelet", "exporter.simulator"),
+        ("exporter.server", "exporter.loop", "exporter.cli", "exporter.nvml", "exporter.kubelet"),
         "exposition renders snapshots; it does not collect or serve",
     ),
-    ("exporter.loop", ("exporter.server", "exporter.cli"), "the loop is below the server"),
-    ("adapter.quantity", ("adapter.", "exporter."), "wire formats stand alone"),
-    ("adapter.selectors", ("adapter.", "exporter."), "wire formats stand alone"),
-    (
-        "adapter.kube",
-        ("adapter.sources", "adapter.server", "adapter.cli", "adapter.demo"),
-        "the Kubernetes side is below the API and the sources",
+    Rule("exporter.loop", ("exporter.server", "exporter.cli"), "the loop is below the server"),
+    Rule("adapter.quantity", ("adapter.", "exporter."), "wire formats stand alone"),
+    Rule("adapter.selectors", ("adapter.", "exporter."), "wire formats stand alone"),
+    Rule("adapter.status", ("adapter.", "exporter."), "wire formats stand alone"),
+    Rule(
+        "adapter.podcache",
+        ("adapter.sources", "adapter.auth", "adapter.api", "adapter.server", "adapter.cli"),
+        "the pod cache is below the API, the sources and authentication",
     ),
-    ("adapter.sources", ("adapter.api", "adapter.server", "adapter.cli"), "sources know nothing of HTTP routing"),
+    Rule(
+        "adapter.auth",
+        ("adapter.sources", "adapter.podcache", "adapter.api", "adapter.server", "adapter.cli"),
+        "authentication is below the API and knows nothing of pods or figures",
+    ),
+    Rule("adapter.sources", ("adapter.api", "adapter.server", "adapter.cli"), "sources know nothing of HTTP routing"),
+    Rule(
+        "adapter",
+        ("exporter.",),
+        "the adapter reads only the /pods contract of the exporter",
+        ("exporter.pods_document",),
+    ),
 ]
+
+
+def _lazy_imports_only(path: Path, forbidden: tuple[str, ...]) -> list[str]:
+    """Top-level (module-scope) imports of `forbidden` in `path`: the CLIs may import the stand-ins only lazily."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    found = []
+    for node in tree.body:
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            names = [node.module or ""]
+        found += [n for n in names if any(_matches(n, f) for f in forbidden)]
+    return found
 
 
 def _module_name(path: Path) -> str:
@@ -100,7 +147,7 @@ def _imports(path: Path, module: str) -> set[str]:
 
 def _modules() -> list[tuple[str, Path]]:
     out = []
-    for top in ("exporter", "adapter"):
+    for top in ("exporter", "adapter", "toolkit", "simulation"):
         for path in sorted((ROOT / top).rglob("*.py")):
             if "proto" in path.parts and path.name.endswith(("_pb2.py", "_pb2_grpc.py")):
                 continue
@@ -114,22 +161,41 @@ def _matches(name: str, prefix: str) -> bool:
     return name == prefix or name.startswith(prefix + ".")
 
 
-@pytest.mark.parametrize(("importer", "forbidden", "why"), RULES, ids=[r[0] for r in RULES])
-def test_layers_point_down(importer: str, forbidden: tuple[str, ...], why: str) -> None:
+@pytest.mark.parametrize("rule", RULES, ids=[r.importer for r in RULES])
+def test_layers_point_down(rule: Rule) -> None:
     violations = []
     for module, path in _modules():
-        if not _matches(module, importer):
+        if not _matches(module, rule.importer) or any(_matches(module, e) for e in rule.exempt):
             continue
         for imported in _imports(path, module):
-            if _matches(imported, importer):
+            if _matches(imported, rule.importer) or any(_matches(imported, a) for a in rule.allowed):
                 continue  # a package may import itself
-            if any(_matches(imported, f) for f in forbidden):
+            if any(_matches(imported, f) for f in rule.forbidden):
                 violations.append(f"{module} imports {imported}")
-    assert not violations, f"{why}:\n" + "\n".join(sorted(set(violations)))
+    assert not violations, f"{rule.why}:\n" + "\n".join(sorted(set(violations)))
+
+
+def test_services_import_the_stand_ins_only_lazily_from_their_clis() -> None:
+    """`--simulate` and `--demo` are user features, so the stand-ins ship in the wheel; but only the two CLIs reach
+    them, inside a function, so that no service module depends on simulated hardware."""
+    violations = []
+    for module, path in _modules():
+        if not (_matches(module, "exporter") or _matches(module, "adapter")):
+            continue
+        if module in _CLIS:
+            violations += [f"{module} imports {name} at module scope" for name in _lazy_imports_only(path, _STANDINS)]
+            continue
+        violations += [
+            f"{module} imports {name}" for name in _imports(path, module) if any(_matches(name, s) for s in _STANDINS)
+        ]
+    assert not violations, "\n".join(sorted(set(violations)))
 
 
 def test_rules_see_the_code() -> None:
     """Guard against a rule set that silently checks nothing (a renamed package, a moved tree)."""
     modules = {m for m, _ in _modules()}
     assert "exporter.snapshot" in modules and "exporter.catalogue" in modules
-    assert any(_matches(m, "adapter") for m in modules)
+    assert "exporter.pods_document" in modules and "simulation.nvml.library" in modules
+    assert any(_matches(m, "adapter.podcache") for m in modules) and any(_matches(m, "toolkit") for m in modules)
+    for rule in RULES:
+        assert any(_matches(m, rule.importer) for m in modules), f"rule for {rule.importer} matches no module"

@@ -10,8 +10,8 @@ from adapter.api.bodies import CustomItems
 from adapter.api.objects import POD, described_objects, described_pods, object_kind, pod_reference
 from adapter.api.paths import CUSTOM_GROUP, CUSTOM_VERSIONS, parse_custom_path
 from adapter.api.state import API_STATE, query_selector, unknown_metric
-from adapter.api.status import ApiError
 from adapter.sources.values import served_value
+from adapter.status import ApiError
 
 
 async def custom_metrics(request: web.Request) -> web.Response:

@@ -9,8 +9,8 @@ from aiohttp import web
 
 from adapter.api.objects import KINDS
 from adapter.api.paths import CUSTOM_GROUP, SERVED
-from adapter.api.status import ApiError
 from adapter.metrics_config import MetricDefinition
+from adapter.status import ApiError
 
 JsonObject = dict[str, object]
 

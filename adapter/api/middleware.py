@@ -10,8 +10,8 @@ from aiohttp.typedefs import Handler, Middleware
 
 from adapter.api.paths import SERVED
 from adapter.api.selfmetrics import AdapterMetrics
-from adapter.api.status import REASONS, ApiError, status_response
 from adapter.sources.model import SourceError, SourceUnavailableError
+from adapter.status import REASONS, ApiError, status_response
 
 log = logging.getLogger(__name__)
 

@@ -14,10 +14,10 @@ from typing import Final, NamedTuple
 
 from adapter.api.bodies import described_object
 from adapter.api.paths import CustomMetricPath
-from adapter.api.status import ApiError, bad_request
-from adapter.kube.pods import PodInfo
+from adapter.podcache.cache import PodInfo
 from adapter.selectors import Selector
 from adapter.sources.model import PodDirectory
+from adapter.status import ApiError, bad_request
 
 
 @dataclass(frozen=True, slots=True)

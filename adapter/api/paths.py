@@ -18,8 +18,8 @@ from urllib.parse import unquote
 
 from aiohttp import web
 
-from adapter.api.status import ApiError, bad_request
-from adapter.kube.identity import ResourceAttributes
+from adapter.auth.identity import ResourceAttributes
+from adapter.status import ApiError, bad_request
 
 CUSTOM_GROUP: Final = "custom.metrics.k8s.io"
 EXTERNAL_GROUP: Final = "external.metrics.k8s.io"
@@ -131,5 +131,5 @@ def request_attributes(method: str, raw_path: str) -> ResourceAttributes | None:
 
 
 def resource_attributes(request: web.Request) -> ResourceAttributes | None:
-    """What authorization checks for `request` (the middleware of adapter.kube.auth calls this)."""
+    """What authorization checks for `request` (the middleware of adapter.auth.requests calls this)."""
     return request_attributes(request.method, request.rel_url.raw_path)

@@ -10,10 +10,10 @@ from dataclasses import dataclass, field
 from aiohttp import web
 
 from adapter.api.selfmetrics import AdapterMetrics
-from adapter.api.status import ApiError, bad_request, service_unavailable
 from adapter.metrics_config import MetricsConfig
 from adapter.selectors import EVERYTHING, Selector, SelectorError, parse_selector
 from adapter.sources.model import MetricSource, PodDirectory
+from adapter.status import ApiError, bad_request, service_unavailable
 
 
 @dataclass(frozen=True)

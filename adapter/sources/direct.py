@@ -12,8 +12,8 @@ import asyncio
 import time
 from collections.abc import Callable, Mapping, Sequence
 
-from adapter.kube.pods import PodInfo
 from adapter.metrics_config import MetricDefinition
+from adapter.podcache.cache import PodInfo
 from adapter.sources.exporters import ExporterLocator
 from adapter.sources.model import PodKey, PodSample, ServedValue, SourceUnavailableError
 from adapter.sources.nodepods import Miss, NodeAnswer, NodePodsCache, PodFigures

@@ -8,7 +8,7 @@ from types import MappingProxyType
 from adapter.metrics_config import Figure
 from adapter.quantity import QuantityError, decimal_from_float
 from adapter.sources.model import DeviceValue, PodSample
-from exporter.podview import DeviceFigures, PodView
+from exporter.pods_document import DeviceFigures, PodView
 
 
 def exact(number: float | int) -> Decimal | None:

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import NamedTuple, Protocol
 
-from adapter.kube.pods import PodInfo
 from adapter.metrics_config import MetricDefinition
+from adapter.podcache.cache import PodInfo
 from adapter.selectors import Selector
 
 PodKey = tuple[str, str]  # (namespace, name)

@@ -21,13 +21,12 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 import aiohttp
-import pydantic
 
 from adapter.metrics_config import MetricDefinition
 from adapter.sources.figures import pod_sample
 from adapter.sources.model import PodKey, PodSample, ServedValue
 from adapter.sources.values import pod_value
-from exporter.podview import NodePods
+from exporter.pods_document import NodePods, PodsDocumentError, parse_node_pods
 
 log = logging.getLogger(__name__)
 
@@ -218,11 +217,9 @@ class NodePodsCache:
         except aiohttp.ClientError as exc:
             return None, f"{entry.url}/pods: {exc.__class__.__name__}: {exc}", "error", _since(started)
         try:
-            document = NodePods.model_validate_json(body)
-        except pydantic.ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(p) for p in first["loc"])
-            return None, f"{entry.url}/pods is not a gpu-pulse /pods document: {where}: {first['msg']}", "error", 0.0
+            document = parse_node_pods(body)
+        except PodsDocumentError as exc:
+            return None, f"{entry.url}/pods is {exc}", "error", 0.0
         if document.node != entry.node:
             problem = f"{entry.url}/pods describes node {document.node!r}, not {entry.node!r}"
             return None, problem, "error", _since(started)

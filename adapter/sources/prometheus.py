@@ -20,8 +20,8 @@ from typing import Any
 
 import aiohttp
 
-from adapter.kube.pods import PodInfo
 from adapter.metrics_config import MetricDefinition
+from adapter.podcache.cache import PodInfo
 from adapter.quantity import QuantityError, decimal_from_float
 from adapter.sources.model import DeviceValue, PodKey, PodSample, ServedValue, SourceError, SourceUnavailableError
 from adapter.sources.values import pod_value

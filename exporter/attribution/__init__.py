@@ -4,10 +4,10 @@
 pod watch); `PodsDocumentBuilder` turns snapshots into the `/pods` document; `attribute` is the pure rule set.
 """
 
+from exporter.attribution.assemble import build_pod_side
 from exporter.attribution.attribute import AttributionResult, PodShare, attribute
 from exporter.attribution.attributor import KubeletPodAttributor
-from exporter.attribution.document import PodsDocumentBuilder
-from exporter.attribution.podside import build_pod_side
+from exporter.attribution.pods_builder import PodsDocumentBuilder
 
 __all__ = [
     "AttributionResult",

@@ -1,6 +1,6 @@
 """The pod side of the poll loop: kubelet pod-resources + proc tree + pod watch -> who uses which device.
 
-`KubeletPodAttributor` implements `exporter.collect.PodAttributor`. Its `attribute` never calls the kubelet or the
+`KubeletPodAttributor` implements `exporter.collection.PodAttributor`. Its `attribute` never calls the kubelet or the
 Kubernetes API: it reads the kubelet client's last mapping and the watch's cache, reads the cgroup files of the
 processes on shared GPUs, and runs the pure `attribute` function. When the kubelet stops answering, the last mapping
 stays in use until it is older than `max_mapping_age`; after that the devices lose their pods (rather than keep
@@ -19,7 +19,7 @@ from exporter.attribution.directory import DirectoryStatus, PodDirectory
 from exporter.attribution.energy import EnergyLedger
 from exporter.attribution.labels import PodLabelPolicy
 from exporter.attribution.proc import ProcessOwners
-from exporter.collect import Attribution, DeviceCollection
+from exporter.collection import Attribution, DeviceCollection
 from exporter.kubelet.client import PodResourcesClient
 from exporter.kubelet.device_ids import ResourceNames
 from exporter.snapshot import CollectorStatus
@@ -41,7 +41,7 @@ class WatchedPods(PodDirectory, Protocol):
 
 
 class KubeletPodAttributor:
-    """Implements exporter.collect.PodAttributor."""
+    """Implements exporter.collection.PodAttributor."""
 
     def __init__(
         self,

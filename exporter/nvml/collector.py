@@ -9,8 +9,9 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from exporter.collect import DeviceCollection, HistoryPoint
+from exporter.collection import DeviceCollection, HistoryPoint
 from exporter.nvml.backoff import Backoff
+from exporter.nvml.coverage import XID_KEYS, enabled_measurements
 from exporter.nvml.device import DeviceReader, GpuLostError
 from exporter.nvml.discovery import GpuDevice, MigDevice, SystemVersions, gpu_count, open_gpu, system_versions
 from exporter.nvml.errors import SIMULATE_HINT, ErrorNames, NvmlUnavailable, status_code
@@ -20,7 +21,6 @@ from exporter.nvml.gpm import METRICS, GpmSampler, gpm_supported
 from exporter.nvml.history import SampleHistory
 from exporter.nvml.probes import probes_for
 from exporter.nvml.processes import ProcessSampler
-from exporter.nvml.selection import XID_KEYS, enabled_measurements
 from exporter.nvml.status import CycleStatus
 from exporter.nvml.xid import XidLedger, XidListener
 from exporter.snapshot import DeviceReading, GpuIdentity, MigIdentity

@@ -6,7 +6,7 @@ import threading
 from collections import deque
 from collections.abc import Iterable
 
-from exporter.collect import HistoryPoint
+from exporter.collection import HistoryPoint
 
 
 class SampleHistory:

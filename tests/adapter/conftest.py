@@ -8,17 +8,17 @@ import pytest
 from aiohttp.test_utils import TestClient
 
 from adapter.api.selfmetrics import AdapterMetrics
-from adapter.kube.connection import api_client
-from adapter.kube.pods import Backoff, PodCache
 from adapter.metrics_config import MetricsConfig, default_metrics_config
+from adapter.podcache.cache import Backoff, PodCache
 from adapter.server import build_app
 from adapter.sources.direct import DirectSource
 from adapter.sources.exporters import ExporterLocator
 from adapter.sources.model import MetricSource, PodDirectory
 from adapter.sources.nodepods import NodePodsCache
-from exporter.simulator.kubeapi import KubeApiServer
+from simulation.kubeapi import KubeApiServer
 from tests.adapter.simcluster import AdapterFactory, Cluster, populate, set_figures
 from tests.adapter.simnodes import SimulatedNode
+from toolkit.kubeclient import api_client
 
 
 @pytest.fixture

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 import pytest
 from aiohttp.test_utils import TestClient
 
-from adapter.kube.pods import PodCache
+from adapter.podcache.cache import PodCache
 from adapter.sources.exporters import StaticExporters
-from exporter.simulator.kubeapi import KubeApiServer
+from simulation.kubeapi import KubeApiServer
 from tests.adapter.simnodes import Gpu, SimulatedNode
 
 EXPORTER_LABELS = {"app.kubernetes.io/name": "gpu-pulse-exporter"}

@@ -1,8 +1,8 @@
 """Simulated node endpoints: small HTTP servers that answer `/pods` and `/metrics` as a gpu-pulse exporter would.
 
 They stand in for the exporters (external processes, from the adapter's point of view) in adapter tests: `/pods`
-serves an `exporter.podview.NodePods` document, the very model the exporter serializes, and `/metrics` the exporter's
-own exposition rendering (prometheus dialect) of a snapshot holding the same figures. A node can be stopped
+serves an `exporter.pods_document.NodePods` document, the very model the exporter serializes, and `/metrics` the
+exporter's own exposition rendering (prometheus dialect) of a snapshot holding the same figures. A node can be stopped
 (connection refused), frozen (its figures stop advancing, like an exporter whose poll loop hangs) or slowed.
 """
 
@@ -18,7 +18,7 @@ from aiohttp import web
 
 from exporter.catalogue import Dialect
 from exporter.exposition.render import render_exposition
-from exporter.podview import ContainerView, DeviceFigures, NodePods, PodView
+from exporter.pods_document import ContainerView, DeviceFigures, NodePods, PodView
 from exporter.snapshot import DeviceReading, GpuIdentity, MigIdentity, PodDeviceUse, PodRef, ShareMethod, Snapshot
 
 

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from adapter.kube.connection import api_client
-from adapter.kube.pods import PodCache
+from adapter.podcache.cache import PodCache
 from adapter.quantity import parse_quantity
 from tests.adapter.simcluster import AdapterFactory, Cluster
+from toolkit.kubeclient import api_client
 
 V2 = "/apis/custom.metrics.k8s.io/v1beta2"
 V1 = "/apis/custom.metrics.k8s.io/v1beta1"

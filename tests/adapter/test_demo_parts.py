@@ -14,14 +14,17 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from adapter.demo import DemoOptions, run_demo
-from adapter.demo.cluster import demo_pods
-from adapter.demo.commands import kubectl_commands
-from adapter.demo.hpa import suggest_replicas
-from adapter.demo.nodes import child_environment
-from adapter.demo.scenarios import DEPLOYMENT, NAMESPACE, TARGET_UTILIZATION, write_scenarios
-from adapter.demo.summary import render_line, render_screen, summarize
-from adapter.demo.trust import (
+from adapter.settings import ListenAddress, parse_listen
+from simulation import load_scenario
+from simulation.curves import Curve
+from simulation.demo import DemoOptions, run_demo
+from simulation.demo.cluster import demo_pods
+from simulation.demo.commands import kubectl_commands
+from simulation.demo.hpa import suggest_replicas
+from simulation.demo.nodes import child_environment
+from simulation.demo.scenarios import DEPLOYMENT, NAMESPACE, TARGET_UTILIZATION, write_scenarios
+from simulation.demo.summary import render_line, render_screen, summarize
+from simulation.demo.trust import (
     KubeconfigInUseError,
     clear_kubeconfig_path,
     create_trust,
@@ -30,10 +33,7 @@ from adapter.demo.trust import (
     serving_hostnames,
     write_demo_kubeconfig,
 )
-from adapter.settings import ListenAddress, parse_listen
-from exporter.simulator import load_scenario
-from exporter.simulator.curves import Curve
-from exporter.simulator.scenario import Scenario
+from simulation.scenario import Scenario
 from tests.support.hpa import hpa_desired_replicas
 from tests.support.loopback import free_port
 

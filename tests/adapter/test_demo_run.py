@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from adapter.quantity import parse_quantity
-from exporter.podview import NodePods
+from exporter.pods_document import NodePods
 from tests.adapter.simcluster import require_tool
 from tests.support.hpa import hpa_desired_replicas
 from tests.support.kubectl import run_kubectl

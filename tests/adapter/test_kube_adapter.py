@@ -15,20 +15,20 @@ from aiohttp import web
 
 from adapter.api.paths import resource_attributes
 from adapter.api.selfmetrics import AdapterMetrics
-from adapter.kube.auth import DelegatingAuthenticator, auth_middleware
-from adapter.kube.authconfig import AuthenticationFlags, load_authentication_config
-from adapter.kube.certs import CertificateAuthority
-from adapter.kube.connection import api_client
-from adapter.kube.pods import PodCache
-from adapter.kube.sar import SubjectAccessReviewer
-from adapter.kube.tls import build_server_ssl_context
-from adapter.kube.tokenreview import TokenReviewer
+from adapter.auth.config import AuthenticationFlags, load_authentication_config
+from adapter.auth.requests import DelegatingAuthenticator, auth_middleware
+from adapter.auth.sar import SubjectAccessReviewer
+from adapter.auth.tls import build_server_ssl_context
+from adapter.auth.tokenreview import TokenReviewer
 from adapter.metrics_config import default_metrics_config
+from adapter.podcache.cache import PodCache
 from adapter.server import build_app
 from adapter.sources.direct import DirectSource
 from adapter.sources.exporters import StaticExporters
 from adapter.sources.nodepods import NodePodsCache
-from exporter.simulator.kubeapi import KubeApiServer
+from simulation.kubeapi import KubeApiServer
+from toolkit.certs import CertificateAuthority
+from toolkit.kubeclient import api_client
 
 WILDCARD = "/apis/custom.metrics.k8s.io/v1beta2/namespaces/ml/pods/*/gpu_utilization?labelSelector=app%3Dinfer"
 

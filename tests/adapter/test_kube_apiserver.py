@@ -14,8 +14,8 @@ from kubernetes import watch
 from kubernetes.client import ApiClient, CoreV1Api
 from kubernetes.client.exceptions import ApiException
 
-from adapter.kube.connection import api_client
-from exporter.simulator.kubeapi import KubeApiServer, SelectorError, field_predicate, label_predicate
+from simulation.kubeapi import KubeApiServer, SelectorError, field_predicate, label_predicate
+from toolkit.kubeclient import api_client
 
 
 @pytest.fixture

@@ -24,7 +24,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from multidict import CIMultiDict
 
-from adapter.kube.auth import (
+from adapter.auth.config import AuthenticationFlags, load_authentication_config
+from adapter.auth.requests import (
     USER_KEY,
     DelegatingAuthenticator,
     NonResourceAttributes,
@@ -34,14 +35,13 @@ from adapter.kube.auth import (
     auth_middleware,
     forbidden_message,
 )
-from adapter.kube.authconfig import AuthenticationFlags, load_authentication_config
-from adapter.kube.certs import CertificateAuthority, IssuedCertificate
-from adapter.kube.connection import api_client
-from adapter.kube.kubeconfig import write_kubeconfig
-from adapter.kube.sar import SubjectAccessReviewer
-from adapter.kube.tls import build_server_ssl_context
-from adapter.kube.tokenreview import TokenReviewer
-from exporter.simulator.kubeapi import AccessGrant, KubeApiServer, TokenUser
+from adapter.auth.sar import SubjectAccessReviewer
+from adapter.auth.tls import build_server_ssl_context
+from adapter.auth.tokenreview import TokenReviewer
+from simulation.kubeapi import AccessGrant, KubeApiServer, TokenUser
+from simulation.kubeconfig import write_kubeconfig
+from toolkit.certs import CertificateAuthority, IssuedCertificate
+from toolkit.kubeclient import api_client
 
 METRICS = "/apis/custom.metrics.k8s.io/v1beta2"
 

@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from multidict import CIMultiDict, CIMultiDictProxy
 
-from adapter.kube.authconfig import (
+from adapter.auth.config import (
     AuthConfigError,
     AuthenticationConfig,
     AuthenticationFlags,
@@ -22,11 +22,11 @@ from adapter.kube.authconfig import (
     config_from_configmap,
     load_authentication_config,
 )
-from adapter.kube.certs import CertificateAuthority
-from adapter.kube.connection import api_client
-from adapter.kube.requestheader import RequestHeaderAuthenticator
-from adapter.kube.trust import CertificatePool
-from exporter.simulator.kubeapi import KubeApiServer
+from adapter.auth.requestheader import RequestHeaderAuthenticator
+from adapter.auth.trust import CertificatePool
+from simulation.kubeapi import KubeApiServer
+from toolkit.certs import CertificateAuthority
+from toolkit.kubeclient import api_client
 
 FRONT_PROXY_CA = CertificateAuthority.create("front-proxy-ca")
 CLIENT_CA = CertificateAuthority.create("kubernetes-ca")

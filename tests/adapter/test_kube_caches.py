@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from adapter.kube.ttlcache import CoalescingCache, ExpiringCache
+from adapter.auth.ttlcache import CoalescingCache, ExpiringCache
 
 operations = st.lists(
     st.one_of(

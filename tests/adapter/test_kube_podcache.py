@@ -9,9 +9,9 @@ from collections.abc import AsyncIterator, Callable
 import pytest
 from kubernetes.client import ApiClient
 
-from adapter.kube.connection import api_client
-from adapter.kube.pods import Backoff, OwnerRef, PodCache, PodInfo
-from exporter.simulator.kubeapi import KubeApiServer
+from adapter.podcache.cache import Backoff, OwnerRef, PodCache, PodInfo
+from simulation.kubeapi import KubeApiServer
+from toolkit.kubeclient import api_client
 
 FAST = Backoff(initial=0.05, maximum=0.2)
 

@@ -8,11 +8,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from adapter.kube.labelset import EMPTY_LABELS, LabelSets
-from adapter.kube.podindex import PodIndex, ReplicaSetOwner
-from adapter.kube.podinfo import MalformedObjectError, OwnerRef, PodInfo, PodParser
+from adapter.podcache.index import PodIndex, ReplicaSetOwner
+from adapter.podcache.labelset import EMPTY_LABELS, LabelSets
+from adapter.podcache.podinfo import MalformedObjectError, OwnerRef, PodInfo, PodParser
 from adapter.selectors import Selector, parse_selector
-from exporter.simulator.kubeapi import pod_object
+from simulation.kubeapi import pod_object
 
 NAMESPACES = ("a", "b")
 NODES = (None, "n1", "n2")

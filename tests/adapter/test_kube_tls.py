@@ -16,12 +16,12 @@ from aiohttp import web
 from cryptography import x509
 from kubernetes.client import CoreV1Api
 
-from adapter.kube.certs import CertificateAuthority
-from adapter.kube.connection import KubeConnectionError, api_client
-from adapter.kube.kubeconfig import write_kubeconfig
-from adapter.kube.pods import PodCache
-from adapter.kube.tls import TLSConfigError, build_server_ssl_context, service_hostnames
-from exporter.simulator.kubeapi import KubeApiServer
+from adapter.auth.tls import TLSConfigError, build_server_ssl_context, service_hostnames
+from adapter.podcache.cache import PodCache
+from simulation.kubeapi import KubeApiServer
+from simulation.kubeconfig import write_kubeconfig
+from toolkit.certs import CertificateAuthority
+from toolkit.kubeclient import KubeConnectionError, api_client
 
 
 def sans(cert_file: Path) -> set[str]:

@@ -22,11 +22,11 @@ from typing import Any
 import aiohttp
 import pytest
 
-from adapter.kube.certs import CertificateAuthority
-from adapter.kube.kubeconfig import write_kubeconfig
 from adapter.quantity import parse_quantity
-from exporter.simulator.kubeapi import AccessGrant
+from simulation.kubeapi import AccessGrant
+from simulation.kubeconfig import write_kubeconfig
 from tests.adapter.simcluster import Cluster, require_tool
+from toolkit.certs import CertificateAuthority
 
 REPO = Path(__file__).resolve().parents[2]
 HPA_USER = "system:serviceaccount:kube-system:horizontal-pod-autoscaler"

@@ -17,19 +17,19 @@ from typing import Any
 import pytest
 
 from adapter.api.selfmetrics import AdapterMetrics
-from adapter.kube.connection import api_client
-from adapter.kube.pods import Backoff, PodCache
 from adapter.metrics_config import default_metrics_config
+from adapter.podcache.cache import Backoff, PodCache
 from adapter.quantity import decimal_from_float, parse_quantity
 from adapter.server import build_app
 from adapter.sources.direct import DirectSource
 from adapter.sources.exporters import StaticExporters
 from adapter.sources.nodepods import NodePodsCache
 from adapter.sources.prometheus import PrometheusSource
-from exporter.podview import NodePods
-from exporter.simulator.kubeapi import KubeApiServer
+from exporter.pods_document import NodePods
+from simulation.kubeapi import KubeApiServer
 from tests.adapter.promserver import Prometheus, free_port
 from tests.adapter.simcluster import eventually
+from toolkit.kubeclient import api_client
 
 REPO = Path(__file__).resolve().parents[2]
 SCENARIOS = {"gpu-h100": "h100x8", "gpu-shared": "shared", "gpu-mig": "a100-mig"}

@@ -14,10 +14,10 @@ from hypothesis import strategies as st
 
 from adapter.api.bodies import CustomItems, described_object, rfc3339
 from adapter.api.paths import parse_custom_path, parse_external_path, request_attributes
-from adapter.api.status import ApiError
 from adapter.metrics_config import MetricsConfig, MetricsConfigError, parse_metrics_config
 from adapter.quantity import canonical_quantity, decimal_from_float, parse_quantity
 from adapter.sources.model import ServedValue
+from adapter.status import ApiError
 
 names = st.from_regex(r"\A[a-z0-9]([a-z0-9.-]{0,20}[a-z0-9])?\Z")
 metric_names = st.from_regex(r"\A[a-z_][a-z0-9_]{0,30}\Z")

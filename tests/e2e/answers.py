@@ -12,7 +12,7 @@ from typing import Any
 from prometheus_client.parser import text_string_to_metric_families
 
 from adapter.quantity import parse_quantity
-from exporter.podview import NodePods
+from exporter.pods_document import NodePods
 from tests.e2e.cluster import Workload
 
 CUSTOM = "/apis/custom.metrics.k8s.io"

@@ -19,9 +19,9 @@ from typing import Any, Literal
 
 import yaml
 
-from exporter.simulator import load_scenario
-from exporter.simulator.kubeapi import KubeApiServer
-from exporter.simulator.scenario import Scenario
+from simulation import load_scenario
+from simulation.kubeapi import KubeApiServer
+from simulation.scenario import Scenario
 
 LOAD_CHANGE_AT = 45.0
 GPU_LOST_AT = 50.0

@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from exporter.catalogue import Dialect
-from exporter.simulator.kubeapi import KubeApiServer
-from exporter.simulator.scenario import Scenario
+from simulation.kubeapi import KubeApiServer
+from simulation.scenario import Scenario
 from tests.e2e.cluster import CHAT, EMBED, LLM_SERVE, load_scenarios, populate, write_scenarios
 from tests.support.adapters import (
     HPA_USER,

@@ -17,9 +17,9 @@ import pytest
 
 from adapter.quantity import parse_quantity
 from dashboards.generate import boards
-from exporter.attribution.document import DEFAULT_WINDOW_SECONDS
+from exporter.attribution.pods_builder import DEFAULT_WINDOW_SECONDS
 from exporter.catalogue import Dialect
-from exporter.podview import NodePods
+from exporter.pods_document import NodePods
 from tests.e2e.answers import (
     CUSTOM,
     EXTERNAL,

@@ -9,7 +9,7 @@ from typing import Any
 import pynvml
 
 from exporter.nvml import NvmlCollector
-from exporter.simulator import Simulator, install
+from simulation import Simulator, install
 
 START = 1_760_000_000.0
 

@@ -16,7 +16,7 @@ from kubernetes import client as k8s
 from exporter.attribution.directory import pod_meta_from_object
 from exporter.attribution.podwatch import PodWatch, PodWatchConfigError, kube_api_client
 from exporter.kubelet.client import Backoff
-from exporter.simulator.kubeapi import KubeApiServer, pod_object
+from simulation.kubeapi import KubeApiServer, pod_object
 
 NODE = "gpu-node-1"
 

@@ -12,16 +12,16 @@ from pathlib import Path
 import pynvml
 import pytest
 
+from exporter.attribution.assemble import build_pod_side
 from exporter.attribution.attributor import KubeletPodAttributor
-from exporter.attribution.podside import build_pod_side
-from exporter.collect import Attribution, DeviceCollection
+from exporter.collection import Attribution, DeviceCollection
 from exporter.nvml import NvmlCollector
-from exporter.simulated_node import static_directory_of
-from exporter.simulator import Simulator, install
-from exporter.simulator.kubelet import SimulatedPodSide, start_simulated_pod_side
-from exporter.simulator.loader import load_scenario
-from exporter.simulator.proctree import CgroupLayout, ContainerRuntime
 from exporter.snapshot import DeviceReading, ShareMethod
+from simulation import Simulator, install
+from simulation.kubelet import SimulatedPodSide, start_simulated_pod_side
+from simulation.loader import load_scenario
+from simulation.node import static_directory_of
+from simulation.proctree import CgroupLayout, ContainerRuntime
 
 START = 1_750_000_000.0
 

@@ -13,7 +13,6 @@ from exporter.catalogue import MEASUREMENTS, Dialect
 from exporter.exposition import ExpositionRenderer
 from exporter.loop import PodsView, PollLoop
 from exporter.nvml import NvmlCollector
-from exporter.simulator import Simulator, install
 from exporter.snapshot import (
     CollectorStatus,
     DeviceReading,
@@ -24,6 +23,7 @@ from exporter.snapshot import (
     ShareMethod,
     Snapshot,
 )
+from simulation import Simulator, install
 
 MODEL = "NVIDIA H100 80GB HBM3"
 DRIVER = "550.54.15"

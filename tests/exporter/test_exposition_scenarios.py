@@ -11,7 +11,7 @@ from prometheus_client.samples import Sample
 
 from exporter.catalogue import Dialect
 from exporter.loop import Published
-from exporter.simulator import BUILTIN_SCENARIOS
+from simulation import BUILTIN_SCENARIOS
 from tests.exporter.test_exposition_builders import simulated_node
 from tests.exporter.test_exposition_prometheus import promtool_check
 

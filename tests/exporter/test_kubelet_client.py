@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from exporter.kubelet.client import Backoff, KubeletCallError, PodResourcesClient
 from exporter.kubelet.podresources import ContainerDevices, ContainerResources, PodResources, pods_to_message
 from exporter.kubelet.proto import api_pb2, api_pb2_grpc
-from exporter.simulator.kubelet import RATE_LIMIT_MESSAGE, FakeKubelet
+from simulation.kubelet import RATE_LIMIT_MESSAGE, FakeKubelet
 
 GPU0 = "GPU-00000000-1111-2222-3333-444444444444"
 GPU1 = "GPU-00000000-1111-2222-3333-555555555555"

@@ -15,13 +15,13 @@ from hypothesis import strategies as st
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as parse_openmetrics
 from prometheus_client.parser import text_string_to_metric_families
 
-from exporter.attribution.document import PodsDocumentBuilder
+from exporter.attribution.pods_builder import PodsDocumentBuilder
 from exporter.catalogue import Dialect
-from exporter.collect import DeviceCollection, HistoryPoint
+from exporter.collection import DeviceCollection, HistoryPoint
 from exporter.exposition import ExpositionRenderer
-from exporter.loop import PodsDocument, PollLoop, next_tick
+from exporter.loop import PollLoop, next_tick
 from exporter.nvml import NvmlCollector
-from exporter.podview import ContainerView, DeviceFigures, NodePods, PodView
+from exporter.pods_document import ContainerView, DeviceFigures, NodePods, PodView, SerializedPods
 from exporter.snapshot import Snapshot
 from tests.exporter.test_exposition_builders import FakeClock, simulated_node
 
@@ -227,7 +227,7 @@ def _document() -> NodePods:
 
 
 def test_pods_document_per_namespace() -> None:
-    document = PodsDocument.of(_document())
+    document = SerializedPods.of(_document())
     assert [p["name"] for p in json.loads(document.for_namespace(None))["pods"]] == ["a", "b", "c"]
     assert [p["name"] for p in json.loads(document.for_namespace("ml"))["pods"]] == ["a", "c"]
     other = json.loads(document.for_namespace("nothing-here"))

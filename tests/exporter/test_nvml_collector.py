@@ -8,9 +8,9 @@ from typing import Any
 import pynvml
 import pytest
 
-from exporter.collect import DeviceCollection
-from exporter.simulator.hardware import GPU_MODELS
+from exporter.collection import DeviceCollection
 from exporter.snapshot import DeviceReading, GpuIdentity, MigIdentity
+from simulation.hardware import GPU_MODELS
 from tests.exporter.collecting import FakeClock, collecting
 
 MIB = 1024 * 1024

@@ -13,10 +13,10 @@ from typing import Any
 import pynvml
 import pytest
 
-from exporter.collect import DeviceCollection
+from exporter.collection import DeviceCollection
 from exporter.nvml import NvmlCollector, NvmlUnavailable
-from exporter.simulator import Simulator, build_scenario, install, installed
 from exporter.snapshot import DeviceReading, MigIdentity
+from simulation import Simulator, build_scenario, install, installed
 from tests.exporter.collecting import FakeClock, collecting
 
 

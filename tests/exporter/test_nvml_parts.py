@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from exporter.catalogue import BY_KEY
-from exporter.collect import HistoryPoint
+from exporter.collection import HistoryPoint
 from exporter.nvml import NVML_MEASUREMENTS, enabled_measurements
 from exporter.nvml.backoff import Backoff
 from exporter.nvml.discovery import as_flag, cuda_version_string

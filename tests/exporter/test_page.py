@@ -8,7 +8,7 @@ from html.parser import HTMLParser
 from hypothesis import given
 from hypothesis import strategies as st
 
-from exporter.collect import HistoryPoint
+from exporter.collection import HistoryPoint
 from exporter.page import render_page, sparkline
 from exporter.snapshot import DeviceReading
 from tests.exporter.test_exposition_builders import (

@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from exporter.catalogue import BY_KEY, MEASUREMENTS
-from exporter.selection import NAME_INDEX, Selection, SelectionError, load_selection, parse_selection
+from exporter.collectors_file import NAME_INDEX, Selection, SelectionError, load_selection, parse_selection
 
 # A counters file in dcgm-exporter's format (field names are dcgm-exporter's; the help texts are ours).
 DCGM_CSV = """\

@@ -22,7 +22,7 @@ from cryptography.x509.oid import NameOID
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as parse_openmetrics
 from prometheus_client.parser import text_string_to_metric_families
 
-from exporter.attribution.document import PodsDocumentBuilder
+from exporter.attribution.pods_builder import PodsDocumentBuilder
 from exporter.config import ListenAddress
 from exporter.server import accepts_gzip, build_app, load_access, start_server, tls_context, wants_openmetrics
 from tests.exporter.test_exposition_builders import FakeClock, SimulatedNode, simulated_node

@@ -15,7 +15,7 @@ import aiohttp
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as parse_openmetrics
 from prometheus_client.parser import text_string_to_metric_families
 
-from exporter.attribution.document import PodsDocumentBuilder
+from exporter.attribution.pods_builder import PodsDocumentBuilder
 from exporter.catalogue import Dialect
 from exporter.config import ListenAddress
 from exporter.exposition import ExpositionRenderer, Rendered

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pynvml
 import pytest
 
-from exporter.simulator import Simulator, install
+from simulation import Simulator, install
 from tests.exporter.collecting import FakeClock
 
 METRICS = (

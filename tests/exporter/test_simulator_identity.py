@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pynvml
 import pytest
 
-from exporter.simulator import Simulator, build_scenario, install, installed, load_scenario, uninstall
+from simulation import Simulator, build_scenario, install, installed, load_scenario, uninstall
 from tests.exporter.collecting import FakeClock
 
 UUID_RE = re.compile(r"^GPU-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")

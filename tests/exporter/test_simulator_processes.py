@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from exporter.simulator import Simulator, build_scenario, install
-from exporter.simulator.load import whole_percents
+from simulation import Simulator, build_scenario, install
+from simulation.load import whole_percents
 from tests.exporter.collecting import FakeClock
 
 MIB = 1024 * 1024

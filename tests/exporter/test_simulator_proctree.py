@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from exporter.simulator import (
+from simulation import (
     CgroupLayout,
     ContainerRuntime,
     build_scenario,
@@ -17,8 +17,8 @@ from exporter.simulator import (
     load_scenario,
     write_proc_tree,
 )
-from exporter.simulator.proctree import cgroup_file
-from exporter.simulator.scenario import Container, Pod
+from simulation.proctree import cgroup_file
+from simulation.scenario import Container, Pod
 
 UID = "0b9f53c2-5a1e-4f8e-9d2a-3c4b5d6e7f80"
 CID = "4f2a" * 16

@@ -12,7 +12,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from exporter.simulator import BUILTIN_SCENARIOS, ScenarioError, Simulator, build_scenario, load_scenario
+from simulation import BUILTIN_SCENARIOS, ScenarioError, Simulator, build_scenario, load_scenario
 
 MINIMAL: dict[str, Any] = {
     "gpus": [{"model": "H100-SXM5-80GB"}, {"model": "A100-SXM4-40GB", "mig": [{"profile": "3g.20gb"}]}],
@@ -195,7 +195,7 @@ def test_any_valid_node_loads_and_runs(gpus: list[str], pids: list[int], seed: i
 
 
 def test_the_example_in_the_simulator_readme_loads_and_runs() -> None:
-    readme = Path(__file__).parents[2] / "exporter" / "simulator" / "README.md"
+    readme = Path(__file__).parents[2] / "simulation" / "README.md"
     (example,) = re.findall(r"```yaml\n(.*?)```", readme.read_text(), re.S)
     scenario = build_scenario(yaml.safe_load(example))
     assert [g.model for g in scenario.gpus] == ["H100-SXM5-80GB", "H100-SXM5-80GB", "A100-SXM4-40GB"]

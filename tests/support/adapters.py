@@ -12,11 +12,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from adapter.kube.certs import CertificateAuthority
-from adapter.kube.kubeconfig import write_kubeconfig
-from exporter.simulator.kubeapi import AccessGrant
+from simulation.kubeapi import AccessGrant
+from simulation.kubeconfig import write_kubeconfig
 from tests.support.loopback import free_port
 from tests.support.processes import ChildProcesses, python_module
+from toolkit.certs import CertificateAuthority
 
 HPA_USER = "system:serviceaccount:kube-system:horizontal-pod-autoscaler"
 # what a cluster's RBAC grants the HPA on the metrics APIs, and discovery to everyone authenticated

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from exporter.catalogue import Dialect
-from exporter.podview import NodePods
+from exporter.pods_document import NodePods
 from tests.support.loopback import free_port, http_get
 from tests.support.processes import ChildProcesses, python_module
 

@@ -8,7 +8,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from exporter.simulator.kubeapi import KubeApiServer
+from simulation.kubeapi import KubeApiServer
 
 
 @contextmanager

@@ -1,0 +1,87 @@
+"""Authorization by SubjectAccessReview, with allow and deny answers cached briefly and bounded."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+
+from kubernetes.client import (
+    ApiClient,
+    AuthorizationV1Api,
+    V1NonResourceAttributes,
+    V1ResourceAttributes,
+    V1SubjectAccessReview,
+    V1SubjectAccessReviewSpec,
+)
+from kubernetes.client.exceptions import ApiException
+
+from adapter.auth.identity import (
+    AuthorizationUnavailableError,
+    Decision,
+    RequestAttributes,
+    ResourceAttributes,
+    UserInfo,
+)
+from adapter.auth.ttlcache import CoalescingCache
+
+
+class SubjectAccessReviewer:
+    def __init__(
+        self,
+        api_client: ApiClient,
+        *,
+        allow_ttl: float = 10.0,
+        deny_ttl: float = 10.0,
+        max_entries: int = 4096,
+        request_timeout: float = 5.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._api = AuthorizationV1Api(api_client)
+        self._allow_ttl = allow_ttl
+        self._deny_ttl = deny_ttl
+        self._timeout = request_timeout
+        self._cache: CoalescingCache[tuple[object, ...], Decision] = CoalescingCache(max_entries, clock)
+        self.reviews = 0  # SubjectAccessReviews sent
+
+    async def authorize(self, user: UserInfo, attributes: RequestAttributes) -> Decision:
+        """Allowed or not (with the reason). Raises AuthorizationUnavailableError when the review fails."""
+        return await self._cache.get(
+            (user.cache_key(), attributes),
+            lambda: asyncio.to_thread(self._review, user, attributes),
+            lambda decision: self._allow_ttl if decision.allowed else self._deny_ttl,
+        )
+
+    def _review(self, user: UserInfo, attributes: RequestAttributes) -> Decision:
+        self.reviews += 1
+        spec = V1SubjectAccessReviewSpec(
+            user=user.name,
+            uid=user.uid or None,
+            groups=list(user.groups) or None,
+            extra={k: list(v) for k, v in user.extra.items()} or None,
+        )
+        if isinstance(attributes, ResourceAttributes):
+            spec.resource_attributes = V1ResourceAttributes(
+                verb=attributes.verb,
+                group=attributes.group,
+                version=attributes.version or None,
+                resource=attributes.resource,
+                subresource=attributes.subresource or None,
+                namespace=attributes.namespace or None,
+                name=attributes.name or None,
+            )
+        else:
+            spec.non_resource_attributes = V1NonResourceAttributes(path=attributes.path, verb=attributes.verb)
+        body = V1SubjectAccessReview(api_version="authorization.k8s.io/v1", kind="SubjectAccessReview", spec=spec)
+        try:
+            answer = self._api.create_subject_access_review(body, _request_timeout=self._timeout)
+        except ApiException as e:
+            message = f"SubjectAccessReview failed: HTTP {e.status} {e.reason or ''}".strip()
+            raise AuthorizationUnavailableError(message) from e
+        except Exception as e:
+            raise AuthorizationUnavailableError(f"SubjectAccessReview failed: {type(e).__name__}") from e
+        status = answer.status
+        if status is None:
+            return Decision(False, "the SubjectAccessReview came back without a status")
+        allowed = bool(status.allowed) and not status.denied
+        return Decision(allowed, status.reason or status.evaluation_error or "")

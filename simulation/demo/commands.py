@@ -1,0 +1,33 @@
+"""The kubectl commands the demo suggests: the request an HPA makes, and the adapter's other APIs."""
+
+from __future__ import annotations
+
+import shlex
+import urllib.parse
+from pathlib import Path
+
+from simulation.demo.scenarios import DEPLOYMENT, NAMESPACE, SELECTOR
+
+_SELECTOR = urllib.parse.quote(SELECTOR, safe="")
+CUSTOM = "/apis/custom.metrics.k8s.io"
+EXTERNAL = "/apis/external.metrics.k8s.io/v1beta1"
+HPA_QUERY = f"{CUSTOM}/v1beta2/namespaces/{NAMESPACE}/pods/*/gpu_utilization?labelSelector={_SELECTOR}"
+DEPLOYMENT_QUERY = f"{CUSTOM}/v1beta2/namespaces/{NAMESPACE}/deployments.apps/{DEPLOYMENT}/gpu_utilization"
+EXTERNAL_QUERY = f"{EXTERNAL}/namespaces/{NAMESPACE}/namespace_gpu_utilization?labelSelector={_SELECTOR}"
+
+REQUESTS: tuple[tuple[str, str], ...] = (
+    ("what an HPA on llm-inference asks: each pod's GPU utilization", HPA_QUERY),
+    ("the same in v1beta1", HPA_QUERY.replace("/v1beta2/", "/v1beta1/")),
+    ("the Deployment as a whole", DEPLOYMENT_QUERY),
+    ("the pods' mean, as an external metric", EXTERNAL_QUERY),
+    ("every metric served (discovery)", f"{CUSTOM}/v1beta2"),
+)
+
+
+def kubectl_command(kubeconfig: Path, path: str) -> str:
+    return f"kubectl --kubeconfig {shlex.quote(str(kubeconfig))} get --raw {shlex.quote(path)}"
+
+
+def kubectl_commands(kubeconfig: Path) -> list[tuple[str, str]]:
+    """(what it shows, the command line) for each suggested request."""
+    return [(what, kubectl_command(kubeconfig, path)) for what, path in REQUESTS]

@@ -1,0 +1,276 @@
+"""`run_demo`: the whole pipeline on a laptop without a GPU, until Ctrl-C or SIGTERM.
+
+It starts the simulated GPU nodes (exporter child processes), the Kubernetes API test server with their pods, and the
+real adapter (direct source) over TLS on `options.listen`; once the adapter is ready it writes a kubeconfig for
+kubectl, prints the commands to try, and refreshes a summary of the `llm-inference` Deployment and what an HPA would
+make of it. Stopping undoes everything in reverse: the kubeconfig is removed, the adapter and the API server stop,
+the exporters are terminated and reaped, the temporary directory goes.
+
+Exit codes: 0 after a clean stop; 1 when something cannot start (the address is taken, a node fails); 2 for options
+that cannot work (a bad --listen, a kubeconfig path holding another file).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import os
+import signal
+import socket
+import ssl
+import sys
+import tempfile
+import time
+import urllib.parse
+from collections.abc import Awaitable, Mapping
+from contextlib import AsyncExitStack
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TextIO, TypeVar
+
+import aiohttp
+
+from adapter.settings import ListenAddress, SettingsError, load_settings, parse_listen
+from simulation import load_scenario
+from simulation.demo.cluster import DEMO_GROUPS, DEMO_USER, DemoPod, demo_pods, populate
+from simulation.demo.commands import kubectl_commands
+from simulation.demo.nodes import NodeExporter, NodeStartError, start_node_exporter, wait_serving
+from simulation.demo.options import DemoOptions
+from simulation.demo.scenarios import write_scenarios
+from simulation.demo.summary import read_summary, render_line, render_screen
+from simulation.demo.trust import (
+    DemoTrust,
+    KubeconfigInUseError,
+    clear_kubeconfig_path,
+    create_trust,
+    remove_demo_kubeconfig,
+    server_url,
+    write_demo_kubeconfig,
+)
+from simulation.kubeapi import KubeApiServer
+from simulation.kubeconfig import write_kubeconfig
+from simulation.scenario import Scenario
+
+T = TypeVar("T")
+CLEAR_SCREEN = "\x1b[H\x1b[2J"
+START_TIMEOUT = 90.0  # seconds for the nodes, and again for the adapter, to come up
+
+
+class _InterruptedError(Exception):
+    """SIGINT or SIGTERM arrived while starting."""
+
+
+class _DemoError(Exception):
+    def __init__(self, message: str, code: int) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def run_demo(options: DemoOptions, *, out: TextIO | None = None, environ: Mapping[str, str] | None = None) -> int:
+    """Run the demo until SIGINT or SIGTERM (blocking; call from the main thread). Returns the exit code."""
+    stream = out if out is not None else sys.stdout
+    terminal = options.terminal if options.terminal is not None else stream.isatty()
+    demo = _Demo(options, stream, terminal, dict(os.environ if environ is None else environ))
+    try:
+        return asyncio.run(demo.main())
+    except KeyboardInterrupt:  # before the signal handlers were in place
+        return 0
+
+
+class _Demo:
+    def __init__(self, options: DemoOptions, out: TextIO, terminal: bool, environ: dict[str, str]) -> None:
+        self.options = options
+        self.out = out
+        self.terminal = terminal
+        self.environ = environ
+        self.stop = asyncio.Event()
+        self.scenarios: dict[str, Scenario] = {}
+
+    # -- output --
+
+    def say(self, message: str) -> None:
+        if self.terminal:
+            print(message, file=self.out, flush=True)
+        else:
+            stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+            for line in message.splitlines() or [""]:
+                print(f"{stamp} {line}" if line else "", file=self.out, flush=True)
+
+    # -- lifecycle --
+
+    async def main(self) -> int:
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(signum, self.stop.set)
+        try:
+            return await self._run()
+        except _InterruptedError:
+            return 0
+        except _DemoError as failure:
+            print(f"gpu-pulse demo: {failure}", file=sys.stderr, flush=True)
+            return failure.code
+        finally:
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                loop.remove_signal_handler(signum)
+
+    async def _run(self) -> int:
+        listen = _checked_listen(self.options.listen)
+        try:
+            clear_kubeconfig_path(self.options.kubeconfig)
+        except KubeconfigInUseError as error:
+            raise _DemoError(f"--demo-kubeconfig: {error}", 2) from None
+        with tempfile.TemporaryDirectory(prefix="gpu-pulse-demo-") as directory:
+            workdir = Path(directory)
+            async with AsyncExitStack() as cleanup:
+                cleanup.callback(self.say, "stopped: the adapter, the Kubernetes API and the simulated nodes are gone")
+                pods, endpoints = await self._start_nodes(workdir, cleanup)
+                kube = KubeApiServer(bookmark_interval=1.0)
+                await kube.start()
+                cleanup.push_async_callback(kube.stop)
+                populate(kube, self.scenarios)
+                trust = create_trust(workdir / "trust", listen, DEMO_USER, DEMO_GROUPS)
+                url = await self._start_adapter(workdir, listen, kube.url, endpoints, trust, cleanup)
+                write_demo_kubeconfig(self.options.kubeconfig, url, trust)
+                cleanup.callback(remove_demo_kubeconfig, self.options.kubeconfig)
+                await self._show(url, trust, pods)
+                self.say("stopping")
+        return 0
+
+    async def _unless_stopped(self, awaitable: Awaitable[T]) -> T:
+        task = asyncio.ensure_future(awaitable)
+        stopping = asyncio.ensure_future(self.stop.wait())
+        try:
+            await asyncio.wait({task, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopping.cancel()
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+            raise _InterruptedError
+        return task.result()
+
+    async def _start_nodes(self, workdir: Path, cleanup: AsyncExitStack) -> tuple[tuple[DemoPod, ...], str]:
+        paths = write_scenarios(workdir, self.options.seed)
+        self.scenarios = {node: load_scenario(str(path)) for node, path in paths.items()}
+        self.say(f"starting {len(paths)} simulated GPU nodes (one exporter process each) ...")
+        nodes: dict[str, NodeExporter] = {}
+        for node, path in paths.items():
+            nodes[node] = await start_node_exporter(node, path, workdir, self.environ)
+            cleanup.push_async_callback(nodes[node].stop)
+        counts = {node: len(scenario.pods) for node, scenario in self.scenarios.items()}
+        try:
+            await self._unless_stopped(wait_serving(nodes, counts, START_TIMEOUT))
+        except NodeStartError as error:
+            raise _DemoError(str(error), 1) from None
+        for node, exporter in nodes.items():
+            self.say(f"  node {node}: exporter {exporter.url} (pid {exporter.pid}), {counts[node]} pods")
+        endpoints = ",".join(f"{node}={exporter.url}" for node, exporter in nodes.items())
+        return demo_pods(self.scenarios), endpoints
+
+    async def _start_adapter(
+        self,
+        workdir: Path,
+        listen: ListenAddress,
+        kube_url: str,
+        endpoints: str,
+        trust: DemoTrust,
+        cleanup: AsyncExitStack,
+    ) -> str:
+        from adapter.server import Adapter  # the kubernetes client's import, only once the nodes run
+
+        kube_config = write_kubeconfig(workdir / "kube-api.kubeconfig", server=kube_url)
+        argv = [
+            f"--listen={listen}", f"--kubeconfig={kube_config}", "--source=direct",
+            f"--exporter-endpoints={endpoints}", f"--tls-cert-file={trust.serving_cert}",
+            f"--tls-private-key-file={trust.serving_key}", f"--client-ca-file={trust.ca_file}",
+            f"--requestheader-client-ca-file={trust.ca_file}", "--requestheader-allowed-names=front-proxy-client",
+            f"--cert-dir={workdir / 'certs'}",
+        ]  # fmt: skip
+        try:
+            adapter = await Adapter.from_settings(load_settings(argv, {}))
+        except (SettingsError, ValueError) as error:
+            raise _DemoError(f"the adapter cannot start: {error}", 2) from None
+        served: list[str] = []
+        stop_adapter = asyncio.Event()
+        serving = asyncio.create_task(adapter.serve(stop_adapter, on_serving=[served.append]))
+
+        async def stop() -> None:
+            stop_adapter.set()
+            with contextlib.suppress(Exception):
+                await serving
+
+        cleanup.push_async_callback(stop)
+        await self._unless_stopped(self._adapter_ready(serving, served, listen, trust))
+        port = urllib.parse.urlsplit(served[0]).port or listen.port
+        url = server_url(listen, port)
+        self.say(f"adapter serving custom.metrics.k8s.io and external.metrics.k8s.io on {url} (direct source)")
+        return url
+
+    async def _adapter_ready(
+        self, serving: asyncio.Task[None], served: list[str], listen: ListenAddress, trust: DemoTrust
+    ) -> None:
+        context = ssl.create_default_context(cafile=str(trust.ca_file))
+        deadline = time.monotonic() + START_TIMEOUT
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=2)) as session:
+            while True:
+                if serving.done():
+                    error = serving.exception()
+                    raise _DemoError(str(error) if error else "the adapter stopped", 1)
+                if served:
+                    url = server_url(listen, urllib.parse.urlsplit(served[0]).port or listen.port)
+                    with contextlib.suppress(aiohttp.ClientError, TimeoutError):
+                        async with session.get(f"{url}/readyz", ssl=context) as response:
+                            if response.status == 200:
+                                return
+                if time.monotonic() > deadline:
+                    raise _DemoError("the adapter did not become ready", 1)
+                await asyncio.sleep(0.2)
+
+    async def _show(self, url: str, trust: DemoTrust, pods: tuple[DemoPod, ...]) -> None:
+        commands = kubectl_commands(self.options.kubeconfig)
+        footer = [f"kubeconfig {self.options.kubeconfig}; try:"]
+        for what, command in commands:
+            footer += [f"  # {what}", f"  {command}"]
+        footer += ["", "Ctrl-C stops the demo."]
+        if not self.terminal:
+            self.say(f"kubeconfig written to {self.options.kubeconfig}; try:")
+            for what, command in commands:
+                print(f"  # {what}\n  {command}", file=self.out, flush=True)
+        context = ssl.create_default_context(cafile=str(trust.ca_file))
+        context.load_cert_chain(trust.client_cert, trust.client_key)
+        connector = aiohttp.TCPConnector(ssl=context)
+        async with aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=5)) as session:
+            while not self.stop.is_set():
+                summary = await read_summary(session, url, pods)
+                if self.terminal:
+                    now = datetime.now(UTC).strftime("%H:%M:%S")
+                    header = [f"gpu-pulse demo: adapter {url} (direct source), {len(self.scenarios)} simulated "
+                              f"GPU nodes, {now} UTC"]  # fmt: skip
+                    print(CLEAR_SCREEN + render_screen(summary, header, footer), file=self.out, flush=True)
+                else:
+                    print(render_line(summary), file=self.out, flush=True)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.stop.wait(), self.options.interval)
+
+
+def _checked_listen(text: str) -> ListenAddress:
+    """The listen address, checked before anything starts: well-formed, and free to bind."""
+    try:
+        listen = parse_listen(text)
+    except ValueError as error:
+        raise _DemoError(f"--listen {text}: {error}", 2) from None
+    if listen.port == 0:
+        return listen
+    family = socket.AF_INET6 if ":" in listen.host else socket.AF_INET
+    try:
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind((listen.host, listen.port))
+    except OSError as error:
+        reason = os.strerror(error.errno) if error.errno else str(error)
+        if error.errno == errno.EADDRINUSE:
+            reason += " (is another demo or adapter running? choose another --listen)"
+        raise _DemoError(f"--listen {listen}: cannot listen: {reason}", 1) from None
+    return listen

@@ -1,0 +1,353 @@
+"""The simulated node at run time: GPUs and MIG devices with their load, faults and timeline, as functions of time.
+
+Scenario time 0 is when the node was created; `now()` reads the injected clock and applies timeline events that have
+become due. Values are computed from the load at the time of the call, so reading is cheap and needs no thread.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import partial
+
+from simulation.curves import Curve, LoadCurve
+from simulation.hardware import GPU_MODELS, MAX_MIG_DEVICES, MIB, GpuModel, MigProfile
+from simulation.load import TICK_S, Integral, LoadDomain, MixedIntegral, ProcessLoad
+from simulation.nvml.eventsets import EVENT_TYPE_XID, Event, EventSets
+from simulation.scenario import Gpu, LoseGpu, MigInstance, RestoreGpu, Scenario, SetLoad, XidBurst
+
+XID_FALLEN_OFF_BUS = 79
+ERROR_CODES = {"NOT_SUPPORTED": 3, "NO_PERMISSION": 4, "GPU_IS_LOST": 15, "UNKNOWN": 999}
+
+
+@dataclass(slots=True)
+class SimMig:
+    parent: SimGpu
+    index: int
+    spec: MigInstance
+    profile: MigProfile
+    uuid: str
+    domain: LoadDomain
+    integral: Integral
+
+    @property
+    def gpu_instance_id(self) -> int:
+        assert self.spec.gpu_instance_id is not None
+        return self.spec.gpu_instance_id
+
+    @property
+    def compute_instance_id(self) -> int:
+        return self.spec.compute_instance_id
+
+    @property
+    def name(self) -> str:
+        if self.parent.spec.mig_names == "plain":
+            return self.parent.model.name
+        return f"{self.parent.model.name} MIG {self.profile.name}"
+
+    @property
+    def memory_total(self) -> int:
+        return self.profile.memory_mib * MIB
+
+
+@dataclass(slots=True)
+class SimGpu:
+    index: int
+    spec: Gpu
+    model: GpuModel
+    uuid: str
+    serial: str
+    pci_bus_id: str
+    domain: LoadDomain | None  # None when MIG is enabled: load lives in the MIG devices
+    migs: dict[int, SimMig] | None  # MIG device index -> device; None: MIG disabled
+    encoder: Curve
+    decoder: Curve
+    energy_offset_mj: float
+    errors: dict[str, int]  # NVML function name -> status code it returns on this GPU
+    field_errors: dict[int, int]  # field id -> status of that entry in nvmlDeviceGetFieldValues
+    gpm_errors: dict[int, int]  # GPM metric id -> status of that metric in nvmlGpmMetricsGet
+    slow_calls: dict[str, float]
+    integral: Integral | MixedIntegral = field(default_factory=Integral)
+    lost: bool = False
+
+    @property
+    def mig_enabled(self) -> bool:
+        return self.migs is not None
+
+    def load(self, t: float) -> float:
+        """GPU-level utilization %, for power, clocks, temperature (slice-weighted over MIG devices)."""
+        if self.domain is not None:
+            return self.domain.total(t)
+        assert self.migs is not None
+        return sum(m.domain.total(t) * m.profile.slices for m in self.migs.values()) / MAX_MIG_DEVICES
+
+    def domains(self) -> list[tuple[SimMig | None, LoadDomain]]:
+        if self.domain is not None:
+            return [(None, self.domain)]
+        assert self.migs is not None
+        return [(m, m.domain) for m in self.migs.values()]
+
+    # --- physics: every figure follows the load --------------------------------------------------------------
+
+    def power_mw(self, load: float) -> float:
+        m = self.model
+        return m.idle_power_mw + (m.max_power_mw - m.idle_power_mw) * load / 100.0
+
+    def energy_mj(self, t: float) -> int:
+        m = self.model
+        busy = self.integral.at(t) / 100.0  # seconds at full load
+        return int(self.energy_offset_mj + m.idle_power_mw * max(t, 0.0) + (m.max_power_mw - m.idle_power_mw) * busy)
+
+    def temperature_c(self, t: float, load: float) -> int:
+        m = self.model
+        return round(m.idle_temp_c + (m.hot_temp_c - m.idle_temp_c) * load / 100.0 + 0.6 * math.sin(t / 37.0))
+
+    def memory_temperature_c(self, t: float, load: float) -> int:
+        return self.temperature_c(t, load) + 5
+
+    def sm_clock_mhz(self, load: float) -> int:
+        m = self.model
+        if load < 1.0:
+            return m.idle_sm_clock_mhz
+        if self.power_mw(load) >= 0.97 * m.power_limit_mw:
+            return int(m.max_sm_clock_mhz * 0.93)
+        return m.max_sm_clock_mhz
+
+    def clock_event_reasons(self, load: float) -> int:
+        reasons = 0
+        if load < 1.0:
+            reasons |= 0x1  # GPU idle
+        if self.power_mw(load) >= 0.97 * self.model.power_limit_mw:
+            reasons |= 0x4  # SW power cap
+        return reasons
+
+    def performance_state(self, load: float) -> int:
+        busy = load >= 1.0 or any(d.processes for _, d in self.domains())
+        return 0 if busy else 8
+
+    def pcie_kb_per_s(self, t: float, load: float, receive: bool) -> int:
+        m = self.model
+        base = m.pcie_max_kb_per_s * (0.01 + 0.08 * load / 100.0)
+        wobble = 1.0 + 0.25 * math.sin(t / (7.0 if receive else 5.0))
+        return int(base * wobble * (0.8 if receive else 1.0))
+
+    def memory_used(self) -> int:
+        return sum(d.memory_used() for _, d in self.domains())
+
+    @property
+    def memory_total(self) -> int:
+        return self.model.memory_total_mib * MIB
+
+    @property
+    def memory_reserved(self) -> int:
+        return self.model.memory_reserved_mib * MIB
+
+    def nvlink_kib(self, t: float) -> float:
+        """NVLink data KiB moved per link (TX) since the start."""
+        return self.model.nvlink_kib_per_s_per_link * self.integral.at(t) / 100.0
+
+
+def _compile(curve: LoadCurve, key: str) -> Curve:
+    return curve.compile(key)
+
+
+class Node:
+    """One simulated node built from a loaded Scenario; thread-safe."""
+
+    def __init__(self, scenario: Scenario, clock: Callable[[], float]) -> None:
+        self.scenario = scenario
+        self.clock = clock
+        self.t0 = clock()
+        self.lock = threading.RLock()
+        self.events = EventSets(self.lock)
+        key = f"{scenario.seed}/{scenario.name}"
+        self.gpus: list[SimGpu] = [self._gpu(key, i, g) for i, g in enumerate(scenario.gpus)]
+        self.by_uuid: dict[str, tuple[SimGpu, SimMig | None]] = {}
+        for g in self.gpus:
+            self.by_uuid[g.uuid] = (g, None)
+            for m in (g.migs or {}).values():
+                self.by_uuid[m.uuid] = (g, m)
+        self._add_processes(key)
+        self._timeline = self._expand_timeline()
+        self._next_due = self._timeline[0][0] if self._timeline else math.inf
+
+    # --- construction ----------------------------------------------------------------------------------------
+
+    def _gpu(self, key: str, index: int, g: Gpu) -> SimGpu:
+        model = GPU_MODELS[g.model]
+        assert g.uuid is not None and g.serial is not None and g.pci_bus_id is not None
+        rng = random.Random(f"{key}/gpu/{index}/energy")
+        uptime_s = rng.uniform(2 * 86400, 30 * 86400)
+        gpu = SimGpu(
+            index=index,
+            spec=g,
+            model=model,
+            uuid=g.uuid,
+            serial=g.serial,
+            pci_bus_id=g.pci_bus_id,
+            domain=None if g.mig is not None else LoadDomain(_compile(g.load, f"{key}/gpu/{index}/load")),
+            migs=None,
+            encoder=_compile(g.encoder, f"{key}/gpu/{index}/enc"),
+            decoder=_compile(g.decoder, f"{key}/gpu/{index}/dec"),
+            energy_offset_mj=uptime_s * (model.idle_power_mw + 0.3 * (model.max_power_mw - model.idle_power_mw)),
+            errors={name: ERROR_CODES[e] for name, e in g.errors.items() if name.startswith("nvml")},
+            field_errors={int(n[6:]): ERROR_CODES[e] for n, e in g.errors.items() if n.startswith("field:")},
+            gpm_errors={int(n[4:]): ERROR_CODES[e] for n, e in g.errors.items() if n.startswith("gpm:")},
+            slow_calls=dict(g.slow_calls),
+        )
+        if g.mig is not None:
+            migs: dict[int, SimMig] = {}
+            for m in g.mig:
+                assert m.index is not None and m.uuid is not None
+                domain = LoadDomain(_compile(m.load, f"{key}/gpu/{index}/mig/{m.index}/load"))
+                migs[m.index] = SimMig(gpu, m.index, m, model.mig_profiles[m.profile], m.uuid, domain, Integral())
+            gpu.migs = migs
+        return gpu
+
+    def _add_processes(self, key: str) -> None:
+        for p in self.scenario.processes:
+            gpu = self.gpus[p.gpu]
+            curve = _compile(p.load, f"{key}/pid/{p.pid}/load") if p.load is not None else None
+            proc = ProcessLoad(p.pid, p.share, curve, int(p.memory_mib * MIB), p.name)
+            if gpu.migs is not None:
+                assert p.mig is not None
+                gpu.migs[p.mig].domain.processes.append(proc)
+            else:
+                assert gpu.domain is not None
+                gpu.domain.processes.append(proc)
+        # running integrals start once the domains are complete
+        for gpu in self.gpus:
+            if gpu.migs is not None:
+                for m in gpu.migs.values():
+                    m.integral = Integral(m.domain)
+                gpu.integral = MixedIntegral(
+                    [(m.profile.slices / MAX_MIG_DEVICES, m.integral) for m in gpu.migs.values()]
+                )
+            else:
+                gpu.integral = Integral(gpu.domain)
+
+    def _expand_timeline(self) -> list[tuple[float, int, Callable[[], None]]]:
+        items: list[tuple[float, int, Callable[[], None]]] = []
+        for n, ev in enumerate(self.scenario.timeline):
+            if isinstance(ev, LoseGpu):
+                items.append((ev.at, n, partial(self.lose_gpu, ev.gpu)))
+            elif isinstance(ev, RestoreGpu):
+                items.append((ev.at, n, partial(self.restore_gpu, ev.gpu)))
+            elif isinstance(ev, XidBurst):
+                for k in range(ev.repeat):
+                    items.append((ev.at + k * ev.every_s, n, partial(self.inject_xid, ev.gpu, ev.xid)))
+            elif isinstance(ev, SetLoad):
+                items.append((ev.at, n, partial(self.set_load, ev.target, ev.percent)))
+        items.sort(key=lambda item: (item[0], item[1]))
+        return items
+
+    # --- time --------------------------------------------------------------------------------------------------
+
+    def now(self) -> float:
+        """Seconds of scenario time; applies timeline events that have become due."""
+        t = self.clock() - self.t0
+        if t >= self._next_due:
+            self._apply_due(t)
+        return t
+
+    def advance(self) -> None:
+        self.now()
+
+    def _apply_due(self, t: float) -> None:
+        with self.lock:
+            while self._timeline and self._timeline[0][0] <= t:
+                _, _, action = self._timeline.pop(0)
+                action()
+            self._next_due = self._timeline[0][0] if self._timeline else math.inf
+
+    def tick(self, t: float) -> int:
+        """The newest sampling tick at or before t."""
+        return int(t // TICK_S) if t > 0 else 0
+
+    def tick_time_us(self, tick: int) -> int:
+        """A tick as NVML timestamps it: microseconds since the epoch."""
+        return round((self.t0 + tick * TICK_S) * 1e6)
+
+    # --- controls ---------------------------------------------------------------------------------------------
+
+    def _settle(self) -> None:
+        """Bring every running integral up to now, so a change of load only affects the future."""
+        t = self.clock() - self.t0
+        for g in self.gpus:
+            g.integral.at(t)
+
+    def set_load(self, target: str | int, percent: float | None) -> None:
+        """Override utilization from now on: of a GPU (index or UUID), a MIG device (UUID) or a pod
+        (namespace/name: split over its processes); None removes the override."""
+        if percent is not None and not 0.0 <= percent <= 100.0:
+            raise ValueError(f"load must be between 0 and 100 percent, got {percent}")
+        with self.lock:
+            self._settle()
+            key = str(target)
+            if key.isdigit() and int(key) < len(self.gpus):
+                key = self.gpus[int(key)].uuid
+            found = self.by_uuid.get(key)
+            if found is not None:
+                gpu, mig = found
+                if mig is not None:
+                    mig.domain.override_total(percent)
+                elif gpu.domain is not None:
+                    gpu.domain.override_total(percent)
+                else:
+                    raise ValueError(f"GPU {gpu.index} has MIG enabled: set the load of its MIG devices")
+                return
+            self._set_pod_load(key, percent)
+
+    def _set_pod_load(self, ref: str, percent: float | None) -> None:
+        pod = next((p for p in self.scenario.pods if p.ref == ref), None)
+        if pod is None:
+            raise ValueError(f"no GPU, MIG device or pod {ref!r} in scenario {self.scenario.name!r}")
+        pids = {pid for c in pod.containers for pid in c.pids}
+        changed = False
+        for gpu in self.gpus:
+            for _, domain in gpu.domains():
+                mine = [p.pid for p in domain.processes if p.pid in pids]
+                if mine:
+                    domain.override_total(None)  # the pod's figure replaces a device-wide override
+                for pid in mine:
+                    domain.override_pid(pid, None if percent is None else percent / len(mine))
+                    changed = True
+        if not changed:  # a pod without simulated processes: set the devices it holds
+            for c in pod.containers:
+                for dev in c.devices:
+                    for device_id in dev.device_ids:
+                        found = self.by_uuid.get(device_id)
+                        if found is not None:
+                            held = found[1].domain if found[1] is not None else found[0].domain
+                            if held is not None:
+                                held.override_total(percent)
+                                changed = True
+        if not changed:
+            raise ValueError(f"pod {ref} runs no simulated GPU process and holds no whole GPU or MIG device")
+
+    def _gpu_at(self, index: int) -> SimGpu:
+        if not 0 <= index < len(self.gpus):
+            raise ValueError(f"no GPU {index}: scenario {self.scenario.name!r} has {len(self.gpus)}")
+        return self.gpus[index]
+
+    def lose_gpu(self, index: int) -> None:
+        """The GPU falls off the bus: XID 79, then GPU_IS_LOST from every call on it."""
+        gpu = self._gpu_at(index)
+        with self.lock:
+            if not gpu.lost:
+                self.inject_xid(index, XID_FALLEN_OFF_BUS)
+                gpu.lost = True
+
+    def restore_gpu(self, index: int) -> None:
+        gpu = self._gpu_at(index)
+        with self.lock:
+            gpu.lost = False
+
+    def inject_xid(self, index: int, xid: int) -> None:
+        self._gpu_at(index)
+        if xid <= 0:
+            raise ValueError(f"an XID is a positive number, got {xid}")
+        self.events.deliver(Event(index, EVENT_TYPE_XID, xid, self.clock() - self.t0))

@@ -1,0 +1,1 @@
+"""The stand-in for libnvidia-ml: an object with NVML's C function names that the real pynvml calls into."""

@@ -1,0 +1,78 @@
+"""NVML event calls: event sets, registration of XID (and ECC) events per device, waiting for them."""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Callable
+from typing import Any
+
+from simulation.machine import Node, SimGpu, SimMig
+from simulation.nvml import cabi
+from simulation.nvml.cabi import as_int, pointer_value, set_pointer, target
+from simulation.nvml.eventsets import NO_INSTANCE
+
+Call = Callable[..., Any]
+
+EVENT_SINGLE_BIT_ECC = 0x1
+EVENT_DOUBLE_BIT_ECC = 0x2
+EVENT_PSTATE = 0x4
+EVENT_XID = 0x8
+EVENT_CLOCK = 0x10
+SUPPORTED_EVENTS = EVENT_SINGLE_BIT_ECC | EVENT_DOUBLE_BIT_ECC | EVENT_PSTATE | EVENT_XID | EVENT_CLOCK
+
+
+class EventCalls:
+    def __init__(self, node: Node) -> None:
+        self.node = node
+
+    def plain_calls(self) -> dict[str, Call]:
+        return {
+            "nvmlEventSetCreate": self.create,
+            "nvmlEventSetWait_v2": self.wait,
+            "nvmlEventSetFree": self.free,
+        }
+
+    def device_calls(self) -> dict[str, Call]:
+        return {
+            "nvmlDeviceGetSupportedEventTypes": self.supported_event_types,
+            "nvmlDeviceRegisterEvents": self.register,
+        }
+
+    def create(self, out: Any) -> int:
+        set_pointer(out, cabi.event_set_handle(self.node.events.create()))
+        return cabi.SUCCESS
+
+    def free(self, event_set: Any) -> int:
+        n = cabi.decode_event_set(pointer_value(event_set))
+        if n is None or not self.node.events.free(n):
+            return cabi.INVALID_ARGUMENT
+        return cabi.SUCCESS
+
+    def supported_event_types(self, t: float, gpu: SimGpu, mig: SimMig | None, out: Any) -> int:
+        target(out).value = SUPPORTED_EVENTS
+        return cabi.SUCCESS
+
+    def register(self, t: float, gpu: SimGpu, mig: SimMig | None, event_types: Any, event_set: Any) -> int:
+        mask = as_int(event_types)
+        if mask & ~SUPPORTED_EVENTS:
+            return cabi.NOT_SUPPORTED
+        n = cabi.decode_event_set(pointer_value(event_set))
+        if n is None or not self.node.events.register(n, gpu.index, mask):
+            return cabi.INVALID_ARGUMENT
+        return cabi.SUCCESS
+
+    def wait(self, event_set: Any, data_ref: Any, timeout_ms: Any) -> int:
+        """Block up to the timeout (real time) for the next event of the set: TIMEOUT when none came."""
+        n = cabi.decode_event_set(pointer_value(event_set))
+        if n is None or not self.node.events.exists(n):
+            return cabi.INVALID_ARGUMENT
+        event = self.node.events.wait(n, as_int(timeout_ms) / 1000.0, self.node.advance)
+        if event is None:
+            return cabi.TIMEOUT
+        data = target(data_ref)
+        ctypes.c_void_p.from_buffer(data, type(data).device.offset).value = cabi.device_handle(event.gpu)
+        data.eventType = event.event_type
+        data.eventData = event.data
+        data.gpuInstanceId = NO_INSTANCE
+        data.computeInstanceId = NO_INSTANCE
+        return cabi.SUCCESS

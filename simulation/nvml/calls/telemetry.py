@@ -1,0 +1,191 @@
+"""NVML device calls for telemetry: utilization, memory, temperature, power, energy, clocks, PCIe."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from simulation.machine import Node, SimGpu, SimMig
+from simulation.nvml import cabi
+from simulation.nvml.cabi import as_int, target
+
+DeviceCall = Callable[..., int]
+
+NVML_TEMPERATURE_GPU = 0
+NVML_CLOCK_GRAPHICS, NVML_CLOCK_SM, NVML_CLOCK_MEM, NVML_CLOCK_VIDEO = 0, 1, 2, 3
+NVML_PCIE_UTIL_TX_BYTES, NVML_PCIE_UTIL_RX_BYTES = 0, 1
+NVML_MEMORY_V2 = 0x02000028
+NVML_TEMPERATURE_V1 = 0x100000C
+UTILIZATION_SAMPLE_PERIOD_US = 1_000_000
+VIDEO_SAMPLE_PERIOD_US = 167_000
+
+
+class TelemetryCalls:
+    def __init__(self, node: Node) -> None:
+        self.node = node
+
+    def calls(self) -> dict[str, DeviceCall]:
+        return {
+            "nvmlDeviceGetUtilizationRates": self.utilization_rates,
+            "nvmlDeviceGetEncoderUtilization": self.encoder_utilization,
+            "nvmlDeviceGetDecoderUtilization": self.decoder_utilization,
+            "nvmlDeviceGetMemoryInfo": self.memory_info,
+            "nvmlDeviceGetMemoryInfo_v2": self.memory_info_v2,
+            "nvmlDeviceGetTemperature": self.temperature,
+            "nvmlDeviceGetTemperatureV": self.temperature_v,
+            "nvmlDeviceGetPowerUsage": self.power_usage,
+            "nvmlDeviceGetEnforcedPowerLimit": self.power_limit,
+            "nvmlDeviceGetPowerManagementLimit": self.power_limit,
+            "nvmlDeviceGetPowerManagementDefaultLimit": self.power_limit,
+            "nvmlDeviceGetTotalEnergyConsumption": self.total_energy,
+            "nvmlDeviceGetClockInfo": self.clock_info,
+            "nvmlDeviceGetMaxClockInfo": self.max_clock_info,
+            "nvmlDeviceGetPerformanceState": self.performance_state,
+            "nvmlDeviceGetCurrentClocksEventReasons": self.clock_event_reasons,
+            "nvmlDeviceGetCurrentClocksThrottleReasons": self.clock_event_reasons,
+            "nvmlDeviceGetPcieThroughput": self.pcie_throughput,
+            "nvmlDeviceGetPcieReplayCounter": self.pcie_replay_counter,
+            "nvmlDeviceGetFanSpeed": self.fan_speed,
+        }
+
+    MIG_HANDLE_CALLS = frozenset({"nvmlDeviceGetMemoryInfo", "nvmlDeviceGetMemoryInfo_v2"})
+
+    # --- utilization -----------------------------------------------------------------------------------------
+
+    def utilization_rates(self, t: float, gpu: SimGpu, mig: SimMig | None, out: Any) -> int:
+        if gpu.domain is None:  # MIG enabled
+            return cabi.NOT_SUPPORTED
+        tick_t = self.node.tick(t) * 1.0
+        load = gpu.domain.total(tick_t)
+        u = target(out)
+        u.gpu = round(load)
+        u.memory = round(load * gpu.spec.memory_copy_ratio)
+        return cabi.SUCCESS
+
+    def _video(self, t: float, gpu: SimGpu, util: Any, period: Any, encoder: bool) -> int:
+        if gpu.mig_enabled:
+            return cabi.NOT_SUPPORTED
+        curve = gpu.encoder if encoder else gpu.decoder
+        target(util).value = round(curve(t))
+        target(period).value = VIDEO_SAMPLE_PERIOD_US
+        return cabi.SUCCESS
+
+    def encoder_utilization(self, t: float, gpu: SimGpu, mig: SimMig | None, util: Any, period: Any) -> int:
+        return self._video(t, gpu, util, period, encoder=True)
+
+    def decoder_utilization(self, t: float, gpu: SimGpu, mig: SimMig | None, util: Any, period: Any) -> int:
+        return self._video(t, gpu, util, period, encoder=False)
+
+    # --- memory ----------------------------------------------------------------------------------------------
+
+    @staticmethod
+    def _memory(gpu: SimGpu, mig: SimMig | None) -> tuple[int, int, int]:
+        """(total, reserved, used) in bytes; `used` excludes `reserved` (the v2 meaning)."""
+        if mig is not None:
+            return mig.memory_total, 0, mig.domain.memory_used()
+        return gpu.memory_total, gpu.memory_reserved, gpu.memory_used()
+
+    def memory_info(self, t: float, gpu: SimGpu, mig: SimMig | None, out: Any) -> int:
+        total, reserved, used = self._memory(gpu, mig)
+        m = target(out)
+        m.total = total
+        m.used = used + reserved  # v1: used includes the driver's reserved memory
+        m.free = total - reserved - used
+        return cabi.SUCCESS
+
+    def memory_info_v2(self, t: float, gpu: SimGpu, mig: SimMig | None, out: Any) -> int:
+        m = target(out)
+        if m.version != NVML_MEMORY_V2:
+            return cabi.ARGUMENT_VERSION_MISMATCH
+        total, reserved, used = self._memory(gpu, mig)
+        m.total = total
+        m.reserved = reserved
+        m.used = used
+        m.free = total - reserved - used
+        return cabi.SUCCESS
+
+    # --- temperature, power, energy --------------------------------------------------------------------------
+
+    def temperature(self, t: float, gpu: SimGpu, mig: SimMig | None, sensor: Any, out: Any) -> int:
+        if as_int(sensor) != NVML_TEMPERATURE_GPU:
+            return cabi.INVALID_ARGUMENT
+        target(out).value = gpu.temperature_c(t, gpu.load(t))
+        return cabi.SUCCESS
+
+    def temperature_v(self, t: float, gpu: SimGpu, mig: SimMig | None, out: Any) -> int:
+        v = target(out)
+        if v.version != NVML_TEMPERATURE_V1:
+            return cabi.ARGUMENT_VERSION_MISMATCH
+        if v.sensorType != NVML_TEMPERATURE_GPU:
+            return cabi.INVALID_ARGUMENT
+        v.temperature = gpu.temperature_c(t, gpu.load(t))
+        return cabi.SUCCESS
+
+    def power_usage(self, t: float, gpu: SimGpu, mig: SimMig | None, out: Any) -> int:
+        target(out).value = int(gpu.power_mw(gpu.load(t)))
+        return cabi.SUCCESS
+
+    def power_limit(self, t: float, gpu: SimGpu, mig: SimMig | None, out: Any) -> int:
+        target(out).value = gpu.model.power_limit_mw
+        return cabi.SUCCESS
+
+    def total_energy(self, t: float, gpu: SimGpu, mig: SimMig | None, out: Any) -> int:
+        target(out).value = gpu.energy_mj(t)
+        return cabi.SUCCESS
+
+    # --- clocks ----------------------------------------------------------------------------------------------
+
+    def clock_info(self, t: float, gpu: SimGpu, mig: SimMig | None, clock_type: Any, out: Any) -> int:
+        kind = as_int(clock_type)
+        load = gpu.load(t)
+        if kind in (NVML_CLOCK_GRAPHICS, NVML_CLOCK_SM):
+            value = gpu.sm_clock_mhz(load)
+        elif kind == NVML_CLOCK_MEM:
+            value = gpu.model.max_mem_clock_mhz
+        elif kind == NVML_CLOCK_VIDEO:
+            value = int(gpu.sm_clock_mhz(load) * 0.9)
+        else:
+            return cabi.INVALID_ARGUMENT
+        target(out).value = value
+        return cabi.SUCCESS
+
+    def max_clock_info(self, t: float, gpu: SimGpu, mig: SimMig | None, clock_type: Any, out: Any) -> int:
+        kind = as_int(clock_type)
+        if kind in (NVML_CLOCK_GRAPHICS, NVML_CLOCK_SM):
+            value = gpu.model.max_sm_clock_mhz
+        elif kind == NVML_CLOCK_MEM:
+            value = gpu.model.max_mem_clock_mhz
+        elif kind == NVML_CLOCK_VIDEO:
+            value = int(gpu.model.max_sm_clock_mhz * 0.9)
+        else:
+            return cabi.INVALID_ARGUMENT
+        target(out).value = value
+        return cabi.SUCCESS
+
+    def performance_state(self, t: float, gpu: SimGpu, mig: SimMig | None, out: Any) -> int:
+        target(out).value = gpu.performance_state(gpu.load(t))
+        return cabi.SUCCESS
+
+    def clock_event_reasons(self, t: float, gpu: SimGpu, mig: SimMig | None, out: Any) -> int:
+        target(out).value = gpu.clock_event_reasons(gpu.load(t))
+        return cabi.SUCCESS
+
+    # --- PCIe, fan -------------------------------------------------------------------------------------------
+
+    def pcie_throughput(self, t: float, gpu: SimGpu, mig: SimMig | None, counter: Any, out: Any) -> int:
+        kind = as_int(counter)
+        if kind not in (NVML_PCIE_UTIL_TX_BYTES, NVML_PCIE_UTIL_RX_BYTES):
+            return cabi.INVALID_ARGUMENT
+        target(out).value = gpu.pcie_kb_per_s(t, gpu.load(t), receive=kind == NVML_PCIE_UTIL_RX_BYTES)
+        return cabi.SUCCESS
+
+    def pcie_replay_counter(self, t: float, gpu: SimGpu, mig: SimMig | None, out: Any) -> int:
+        target(out).value = pcie_replays(gpu, t)
+        return cabi.SUCCESS
+
+    def fan_speed(self, t: float, gpu: SimGpu, mig: SimMig | None, out: Any) -> int:
+        return cabi.NOT_SUPPORTED  # every simulated board is passively cooled
+
+
+def pcie_replays(gpu: SimGpu, t: float) -> int:
+    return int(gpu.spec.counters.pcie_replays_per_hour * max(t, 0.0) / 3600.0)

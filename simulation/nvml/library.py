@@ -1,0 +1,192 @@
+"""`Simulator`: a pure-Python stand-in for libnvidia-ml, to be installed as `pynvml.nvmlLib`.
+
+It has one attribute per simulated C function, named as pynvml resolves it (`nvmlDeviceGetCount_v2`, ...); a name it
+does not have raises AttributeError, which pynvml turns into NVMLError_FunctionNotFound, as with an older driver.
+Each function writes into the ctypes objects pynvml passes and returns an NVML status code.
+
+Before any device call, the checks a real driver makes: the library is initialized, the handle is one of ours, the GPU
+is not lost; then what the scenario configures for the GPU: an error for this function (NOT_SUPPORTED, NO_PERMISSION,
+...), a slow call (sleeps). A MIG device handle only answers the calls a real one does.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
+from typing import Any
+
+from simulation.loader import load_scenario
+from simulation.machine import Node
+from simulation.nvml import cabi
+from simulation.nvml.calls.devices import DeviceCalls
+from simulation.nvml.calls.events import EventCalls
+from simulation.nvml.calls.fields import FieldCalls
+from simulation.nvml.calls.gpm import GpmCalls
+from simulation.nvml.calls.processes import ProcessCalls
+from simulation.nvml.calls.system import SystemCalls
+from simulation.nvml.calls.telemetry import TelemetryCalls
+from simulation.scenario import Scenario
+
+MIG_HANDLE_CALLS = (
+    DeviceCalls.MIG_HANDLE_CALLS
+    | TelemetryCalls.MIG_HANDLE_CALLS
+    | ProcessCalls.MIG_HANDLE_CALLS
+    | frozenset({"nvmlDeviceGetFieldValues", "nvmlGpmQueryDeviceSupport"})
+)
+
+
+class CFunction:
+    """One simulated C function: callable like the ctypes function pynvml expects, with settable restype/argtypes."""
+
+    def __init__(self, name: str, impl: Callable[..., Any], system: SystemCalls, needs_init: bool = True) -> None:
+        self.__name__ = name
+        self.restype: Any = None
+        self.argtypes: Any = None
+        self.calls = 0
+        self._impl = impl
+        self._system = system
+        self._needs_init = needs_init
+
+    def __call__(self, *args: Any) -> Any:
+        self.calls += 1
+        if self._needs_init and self._system.init_count == 0:
+            return cabi.UNINITIALIZED
+        return self._impl(*args)
+
+    def __repr__(self) -> str:
+        return f"<simulated NVML function {self.__name__}>"
+
+
+class DeviceFunction(CFunction):
+    """A C function whose first argument is a device handle."""
+
+    def __init__(self, name: str, impl: Callable[..., int], system: SystemCalls, node: Node) -> None:
+        super().__init__(name, impl, system)
+        self._node = node
+        self._mig_ok = name in MIG_HANDLE_CALLS
+
+    def __call__(self, *args: Any) -> Any:
+        self.calls += 1
+        if self._system.init_count == 0:
+            return cabi.UNINITIALIZED
+        if not args:
+            return cabi.INVALID_ARGUMENT
+        decoded = cabi.decode_device(cabi.pointer_value(args[0]))
+        node = self._node
+        if decoded is None or decoded[0] >= len(node.gpus):
+            return cabi.INVALID_ARGUMENT
+        gpu = node.gpus[decoded[0]]
+        mig = None
+        if decoded[1] is not None:
+            mig = (gpu.migs or {}).get(decoded[1])
+            if mig is None:
+                return cabi.INVALID_ARGUMENT
+        t = node.now()
+        if gpu.lost:
+            return cabi.GPU_IS_LOST
+        name = self.__name__
+        if mig is not None and not self._mig_ok:
+            return cabi.NOT_SUPPORTED
+        configured = gpu.errors.get(name)
+        if configured is not None:
+            return configured
+        delay = gpu.slow_calls.get(name)
+        if delay:
+            time.sleep(delay)
+        return self._impl(t, gpu, mig, *args[1:])
+
+
+class Simulator:
+    """A simulated libnvidia-ml for one scenario (a node).
+
+    `Simulator("h100x8")` or `Simulator(load_scenario(path, seed=3), clock=fake_clock)`. Every value is a function of
+    `clock()` (wall-clock seconds; scenario time 0 is when the simulator was created) and the scenario's seed.
+    Install it with `simulation.nvml.install(sim)` so the real pynvml calls it.
+    """
+
+    def __init__(
+        self, scenario: Scenario | str, *, seed: int | None = None, clock: Callable[[], float] = time.time
+    ) -> None:
+        if isinstance(scenario, str):
+            scenario = load_scenario(scenario, seed=seed)
+        elif seed is not None and seed != scenario.seed:
+            raise ValueError("pass the seed to load_scenario: identities are derived when a scenario is loaded")
+        self.node = Node(scenario, clock)
+        self._system = SystemCalls(self.node)
+        functions: dict[str, CFunction] = {}
+        for name, impl in self._system.before_init().items():
+            functions[name] = CFunction(name, impl, self._system, needs_init=False)
+        events = EventCalls(self.node)
+        gpm = GpmCalls(self.node)
+        for name, impl in (self._system.after_init() | events.plain_calls() | gpm.plain_calls()).items():
+            functions[name] = CFunction(name, impl, self._system)
+        device_calls = (
+            DeviceCalls(self.node).calls()
+            | TelemetryCalls(self.node).calls()
+            | FieldCalls(self.node).calls()
+            | ProcessCalls(self.node).calls()
+            | events.device_calls()
+            | gpm.device_calls()
+        )
+        for name, impl in device_calls.items():
+            functions[name] = DeviceFunction(name, impl, self._system, self.node)
+        for name in scenario.missing_functions:  # an older driver: pynvml raises NVMLError_FunctionNotFound
+            functions.pop(name, None)
+        self._functions = functions
+        self.__dict__.update(functions)  # getattr(sim, "nvmlDeviceGetCount_v2"), as pynvml does with a CDLL
+
+    def __getattr__(self, name: str) -> Any:
+        # only reached for names that are not simulated: pynvml turns this into NVMLError_FunctionNotFound
+        raise AttributeError(f"simulated libnvidia-ml has no function {name}")
+
+    # --- what tests and the demo read ----------------------------------------------------------------------
+
+    @property
+    def scenario(self) -> Scenario:
+        return self.node.scenario
+
+    @property
+    def functions(self) -> tuple[str, ...]:
+        """Names of the simulated C functions."""
+        return tuple(sorted(self._functions))
+
+    @property
+    def call_counts(self) -> Mapping[str, int]:
+        """How often each C function was called (for tests and benchmarks)."""
+        return MappingProxyType({name: f.calls for name, f in self._functions.items() if f.calls})
+
+    @property
+    def initialized(self) -> bool:
+        return self._system.init_count > 0
+
+    def elapsed(self) -> float:
+        """Seconds of scenario time."""
+        return self.node.now()
+
+    # --- controls ------------------------------------------------------------------------------------------
+
+    def set_load(self, target: str | int, percent: float | None) -> None:
+        """Override utilization from now on. `target`: a GPU index or UUID, a MIG device UUID, or a pod as
+        "namespace/name" (its processes share `percent` of their devices). None removes the override."""
+        self.node.set_load(target, percent)
+
+    def lose_gpu(self, index: int) -> None:
+        """GPU `index` falls off the bus: XID 79, then GPU_IS_LOST from every call on it."""
+        self.node.lose_gpu(index)
+
+    def restore_gpu(self, index: int) -> None:
+        self.node.restore_gpu(index)
+
+    def inject_xid(self, index: int, xid: int) -> None:
+        """An XID event on GPU `index`, delivered to every event set registered for XIDs on it."""
+        self.node.inject_xid(index, xid)
+
+    def fail_init(self, code: int | None = cabi.DRIVER_NOT_LOADED) -> None:
+        """Make nvmlInit fail with `code` (default DRIVER_NOT_LOADED, as on a host without the driver); None: work."""
+        if code is not None and code <= 0:
+            raise ValueError(f"an NVML error code is positive, got {code}")
+        self._system.init_error = code
+
+    def __repr__(self) -> str:
+        return f"<Simulator scenario={self.scenario.name!r} seed={self.scenario.seed} gpus={len(self.node.gpus)}>"

@@ -1,0 +1,193 @@
+"""A scenario is one simulated node, as data: its GPUs, MIG layout, processes, pods and a timeline of faults.
+
+Scenario files (YAML or JSON) use these models. Identities a file leaves out (GPU/MIG UUIDs, serials, PCI bus ids, pod
+UIDs, container ids, the kubelet's device ids) are derived from the seed when the scenario is loaded (see `loader`),
+so a loaded `Scenario` has every one of them filled in and two loads with the same seed are identical.
+
+Consumers besides the NVML simulator read the loaded model directly: the fake kubelet serves `pods` (each container's
+`devices` are exactly the pod-resources `ContainerDevices` the kubelet would report), the proc-tree writer uses `pods`
+and `processes`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from simulation.curves import IDLE, LoadCurve
+
+ErrorName = Literal["NOT_SUPPORTED", "NO_PERMISSION", "UNKNOWN", "GPU_IS_LOST"]
+QosClass = Literal["guaranteed", "burstable", "besteffort"]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class MigInstance(_Model):
+    """One MIG device (a GPU instance with one compute instance) on a MIG-enabled GPU."""
+
+    profile: str = Field(description="GPU-instance profile, e.g. 3g.20gb; must exist for the GPU model")
+    index: int | None = Field(default=None, ge=0, lt=7, description="MIG device index on its GPU; default: next free")
+    gpu_instance_id: int | None = Field(default=None, ge=0, description="default: next free id for the profile")
+    compute_instance_id: int = Field(default=0, ge=0)
+    uuid: str | None = Field(default=None, description="MIG-...; default: derived from the seed")
+    load: LoadCurve = Field(
+        default=IDLE, description="utilization of the instance when no process on it has its own curve"
+    )
+
+
+class HealthCounters(_Model):
+    """Error counters a GPU reports (field values and nvmlDeviceGetPcieReplayCounter)."""
+
+    ecc_corrected_per_hour: float = Field(default=0.0, ge=0, description="volatile single-bit ECC errors, rate")
+    ecc_uncorrected: int = Field(default=0, ge=0, description="volatile double-bit ECC errors, total")
+    pcie_replays_per_hour: float = Field(default=0.0, ge=0)
+    remapped_correctable: int = Field(default=0, ge=0)
+    remapped_uncorrectable: int = Field(default=0, ge=0)
+    remap_pending: bool = False
+    remap_failure: bool = False
+
+
+class Gpu(_Model):
+    model: str = Field(description="a key of hardware.GPU_MODELS, e.g. H100-SXM5-80GB")
+    count: int = Field(default=1, ge=1, le=64, description="repeat this GPU; every copy gets its own identity")
+    uuid: str | None = None
+    serial: str | None = None
+    pci_bus_id: str | None = None
+    load: LoadCurve = Field(default=IDLE, description="GPU utilization when no process on it has its own curve")
+    memory_copy_ratio: float = Field(
+        default=0.45, ge=0, le=1, description="memory-copy utilization per unit of GPU load"
+    )
+    encoder: LoadCurve = IDLE
+    decoder: LoadCurve = IDLE
+    tensor_fraction: float = Field(
+        default=0.6, ge=0, le=1, description="share of SM activity that uses tensor cores (GPM)"
+    )
+    mig: tuple[MigInstance, ...] | None = Field(default=None, description="None: MIG disabled; a list: MIG enabled")
+    mig_names: Literal["profile", "plain"] = Field(
+        default="profile",
+        description="nvmlDeviceGetName of a MIG device: '<board> MIG <profile>', or (some drivers) '<board>'",
+    )
+    errors: Mapping[str, ErrorName] = Field(
+        default_factory=dict,
+        description="NVML function name, or field:<id> for a field value, or gpm:<metric id> -> the error it returns",
+    )
+    slow_calls: Mapping[str, float] = Field(
+        default_factory=dict, description="NVML function name -> seconds each call on this GPU sleeps"
+    )
+    counters: HealthCounters = HealthCounters()
+
+
+class Process(_Model):
+    """A compute process on a GPU (or on one MIG device of it)."""
+
+    pid: int = Field(gt=0, lt=2**22)
+    gpu: int = Field(ge=0)
+    mig: int | None = Field(default=None, ge=0, description="MIG device index on the GPU")
+    name: str = Field(default="python3", min_length=1, max_length=15, description="what /proc/<pid>/comm says")
+    memory_mib: float = Field(ge=0)
+    share: float = Field(default=1.0, gt=0, description="weight in the split of the device's load curve")
+    load: LoadCurve | None = Field(default=None, description="own utilization curve; default: a share of the device's")
+
+
+class GpuRef(_Model):
+    """A GPU (or MIG device, or time-slicing replica) the device plugin allocated to a container."""
+
+    gpu: int = Field(ge=0)
+    mig: int | None = Field(default=None, ge=0, description="MIG device index: the container holds that MIG device")
+    replica: int | None = Field(default=None, ge=0, description="time-slicing replica: device id GPU-<uuid>::<replica>")
+    strategy: Literal["mixed", "single"] = Field(default="mixed", description="MIG strategy of the device plugin")
+    resource_name: str | None = Field(default=None, description="default: nvidia.com/gpu, or nvidia.com/mig-<profile>")
+
+
+class ContainerDevices(_Model):
+    """Exactly what pod-resources v1 reports in ContainerDevices."""
+
+    resource_name: str
+    device_ids: tuple[str, ...]
+
+
+class Container(_Model):
+    name: str = Field(min_length=1)
+    id: str | None = Field(default=None, description="container id (64 hex digits); default: derived from the seed")
+    sidecar: bool = Field(default=False, description="a restartable init container (listed before app containers)")
+    gpus: tuple[GpuRef, ...] = ()
+    devices: tuple[ContainerDevices, ...] = Field(
+        (), description="derived from gpus when empty; give it to use other device-id formats"
+    )
+    pids: tuple[int, ...] = Field(default=(), description="processes running in this container")
+
+
+class Pod(_Model):
+    namespace: str = Field(min_length=1)
+    name: str = Field(min_length=1)
+    uid: str | None = None
+    qos: QosClass = "burstable"
+    labels: Mapping[str, str] = Field(default_factory=dict)
+    containers: tuple[Container, ...] = Field(min_length=1)
+
+    @property
+    def ref(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+class LoseGpu(_Model):
+    at: float = Field(ge=0, description="seconds of scenario time")
+    action: Literal["lose_gpu"]
+    gpu: int = Field(ge=0)
+
+
+class RestoreGpu(_Model):
+    at: float = Field(ge=0)
+    action: Literal["restore_gpu"]
+    gpu: int = Field(ge=0)
+
+
+class XidBurst(_Model):
+    at: float = Field(ge=0)
+    action: Literal["xid"]
+    gpu: int = Field(ge=0)
+    xid: int = Field(gt=0)
+    repeat: int = Field(default=1, ge=1, le=10_000)
+    every_s: float = Field(default=0.1, gt=0)
+
+
+class SetLoad(_Model):
+    at: float = Field(ge=0)
+    action: Literal["set_load"]
+    target: str = Field(description="a GPU or MIG UUID, a GPU index, or namespace/name of a pod")
+    percent: float = Field(ge=0, le=100)
+
+
+TimelineEvent = Annotated[LoseGpu | RestoreGpu | XidBurst | SetLoad, Field(discriminator="action")]
+
+
+class Scenario(_Model):
+    name: str = Field(min_length=1)
+    description: str = ""
+    seed: int = 0
+    node: str = Field(default="gpu-node-1", min_length=1)
+    driver_version: str = "550.54.15"
+    cuda_driver_version: int = Field(
+        default=12040, description="as nvmlSystemGetCudaDriverVersion: 1000*major + 10*minor"
+    )
+    nvml_version: str = "12.550.54.15"
+    missing_functions: tuple[str, ...] = Field(
+        default=(),
+        description="C functions this (older) driver lacks: pynvml raises NVMLError_FunctionNotFound for them",
+    )
+    gpus: tuple[Gpu, ...] = ()
+    processes: tuple[Process, ...] = ()
+    pods: tuple[Pod, ...] = ()
+    timeline: tuple[TimelineEvent, ...] = ()
+
+    def pod_of_pid(self, pid: int) -> tuple[Pod, Container] | None:
+        """The pod and container that run `pid`, if any."""
+        for pod in self.pods:
+            for container in pod.containers:
+                if pid in container.pids:
+                    return pod, container
+        return None
