@@ -1,50 +1,25 @@
-"""`gpu-pulse-adapter`: serve custom.metrics.k8s.io and external.metrics.k8s.io until SIGTERM or Ctrl-C.
+"""`gpu-pulse-adapter` (also `python -m adapter`): serve custom.metrics.k8s.io and external.metrics.k8s.io until
+SIGTERM or Ctrl-C.
 
-Exit codes: 0 after a clean stop; 2 for configuration that cannot work (one line on stderr naming the flag or file);
-1 when serving fails at run time (e.g. the address is taken).
+Exit codes: 0 after a clean stop; 2 for every start-up problem a user can fix (a bad flag, variable or file, an
+address that cannot be bound), each one line on stderr, `gpu-pulse-adapter: error: ...`; 1 for a failure at run time.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 import signal
 import sys
 from collections.abc import Sequence
-from datetime import UTC, datetime
 
-from adapter.settings import PROG, AdapterSettings, SettingsError, load_settings
+from adapter.settings import PROG, AdapterSettings, load_settings
+from toolkit.logs import configure_logging
+from toolkit.serving import ListenError
+from toolkit.settings import SettingsError
 
 log = logging.getLogger("adapter")
-
-
-class _JsonLines(logging.Formatter):
-    def format(self, record: logging.LogRecord) -> str:
-        entry = {
-            "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
-            "level": record.levelname.lower(),
-            "logger": record.name,
-            "message": record.getMessage(),
-        }
-        if record.exc_info:
-            entry["exception"] = self.formatException(record.exc_info)
-        return json.dumps(entry, ensure_ascii=False)
-
-
-def configure_logging(level: str, log_format: str) -> None:
-    handler = logging.StreamHandler(sys.stderr)
-    formatter = (
-        _JsonLines() if log_format == "json" else logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
-    )
-    handler.setFormatter(formatter)
-    root = logging.getLogger()
-    for old in list(root.handlers):
-        root.removeHandler(old)
-    root.addHandler(handler)
-    root.setLevel(level.upper())
-    logging.getLogger("aiohttp.access").setLevel(logging.DEBUG if level == "debug" else logging.WARNING)
 
 
 async def run(settings: AdapterSettings) -> int:
@@ -54,7 +29,7 @@ async def run(settings: AdapterSettings) -> int:
     try:
         adapter = await Adapter.from_settings(settings)
     except ValueError as exc:  # MetricsConfigError, AuthConfigError, TLSConfigError, KubeConnectionError, ...
-        print(f"{PROG}: {exc}", file=sys.stderr)
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -62,9 +37,9 @@ async def run(settings: AdapterSettings) -> int:
         loop.add_signal_handler(signum, stop.set)
     try:
         await adapter.serve(stop)
-    except OSError as exc:
-        print(f"{PROG}: {exc.strerror or exc}", file=sys.stderr)
-        return 1
+    except ListenError as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 
@@ -72,7 +47,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         settings = load_settings(sys.argv[1:] if argv is None else argv, os.environ)
     except SettingsError as exc:
-        print(f"{PROG}: {exc}", file=sys.stderr)
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2
     configure_logging(settings.log_level, settings.log_format)
     if settings.demo:
@@ -89,7 +64,7 @@ def _run_demo(settings: AdapterSettings) -> int:
     try:
         options = DemoOptions(listen=listen, kubeconfig=settings.demo_kubeconfig)
     except ValueError as exc:
-        print(f"{PROG}: --demo: {exc}", file=sys.stderr)
+        print(f"{PROG}: error: --demo: {exc}", file=sys.stderr)
         return 2
     return run_demo(options)
 

@@ -28,12 +28,11 @@ from adapter.api.state import ApiState
 from adapter.auth.config import AuthenticationFlags, load_authentication_config
 from adapter.auth.requests import DelegatingAuthenticator, auth_middleware
 from adapter.auth.sar import SubjectAccessReviewer
-from adapter.auth.tls import build_server_ssl_context
 from adapter.auth.tokenreview import TokenReviewer
 from adapter.metrics_config import MetricsConfig, MetricsConfigError, default_metrics_config, load_metrics_config
 from adapter.podcache.cache import PodCache
 from adapter.selectors import parse_selector
-from adapter.settings import AdapterSettings, ListenAddress
+from adapter.settings import AdapterSettings
 from adapter.sources.credentials import BearerToken, client_ssl_context
 from adapter.sources.direct import DirectSource
 from adapter.sources.exporters import (
@@ -47,6 +46,9 @@ from adapter.sources.model import MetricSource, PodDirectory
 from adapter.sources.nodepods import NodePodsCache
 from adapter.sources.prometheus import PrometheusSource
 from toolkit.kubeclient import api_client
+from toolkit.serving import start_server
+from toolkit.settings import ListenAddress
+from toolkit.tls import build_server_ssl_context
 
 log = logging.getLogger(__name__)
 
@@ -227,29 +229,17 @@ class Adapter:
         return cls(app=app, ssl_context=ssl_context, listen=settings.listen, api=client)
 
     async def serve(self, stop: asyncio.Event, on_serving: Sequence[Callable[[str], None]] = ()) -> None:
-        """Serve until `stop` is set, then shut down gracefully (open requests get a few seconds)."""
-        runner = web.AppRunner(self.app, handle_signals=False, shutdown_timeout=5.0, access_log=None)
-        await runner.setup()
+        """Serve until `stop` is set, then shut down gracefully (open requests get a few seconds). Raises
+        toolkit.serving.ListenError when the address cannot be served."""
         try:
-            site = web.TCPSite(runner, self.listen.host, self.listen.port, ssl_context=self.ssl_context)
+            server = await start_server(self.app, self.listen, ssl_context=self.ssl_context, access_log=False)
             try:
-                await site.start()
-            except OSError as exc:
-                raise OSError(exc.errno, f"--listen {self.listen}: cannot listen: {exc.strerror or exc}") from None
-            url = _serving_url(runner, self.listen)
-            log.info("serving custom.metrics.k8s.io and external.metrics.k8s.io on %s", url)
-            for callback in on_serving:
-                callback(url)
-            await stop.wait()
-            log.info("stopping")
+                log.info("serving custom.metrics.k8s.io and external.metrics.k8s.io on %s", server.url)
+                for callback in on_serving:
+                    callback(server.url)
+                await stop.wait()
+                log.info("stopping")
+            finally:
+                await server.stop()
         finally:
-            await runner.cleanup()
             self.api.close()  # type: ignore[no-untyped-call]
-
-
-def _serving_url(runner: web.AppRunner, listen: ListenAddress) -> str:
-    for address in runner.addresses:
-        if isinstance(address, tuple) and len(address) >= 2:
-            host = str(address[0])
-            return f"https://[{host}]:{address[1]}" if ":" in host else f"https://{host}:{address[1]}"
-    return f"https://{listen}"

@@ -24,8 +24,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from attribution_node import Node, busy_node, node
 
-from exporter.config import ListenAddress
-from exporter.server import build_app, start_server
+from exporter.server import build_app
+from toolkit.serving import start_server
+from toolkit.settings import ListenAddress
 
 INTERVAL = 0.5
 

@@ -1,8 +1,8 @@
 """`gpu-pulse-exporter` (also `python -m exporter`): configuration, logging, collector, poll loop, server, signals.
 
-Exit codes: 0 after SIGTERM/SIGINT, 2 for bad configuration (one line on stderr naming the flag or variable),
-1 when NVML is missing (one line saying how to run on simulated GPUs) or the address cannot be bound.
-SIGHUP makes the collector enumerate the GPUs again.
+Exit codes: 0 after SIGTERM/SIGINT; 2 for every start-up problem a user can fix (a bad flag, variable or file, NVML
+missing, an address that cannot be bound), each one line on stderr, `gpu-pulse-exporter: error: ...`; 1 for a failure
+at run time. SIGHUP makes the collector enumerate the GPUs again.
 """
 
 from __future__ import annotations
@@ -21,12 +21,15 @@ from exporter.attribution import PodsDocumentBuilder, build_pod_side
 from exporter.attribution.podwatch import PodWatchConfigError
 from exporter.collection import PodAttributor
 from exporter.collectors_file import SelectionError, load_selection
-from exporter.config import PROG, ConfigError, ExporterSettings, load_config, package_version
 from exporter.exposition import ExpositionRenderer
-from exporter.logs import configure_logging
 from exporter.loop import PollLoop
 from exporter.nvml import NVML_MEASUREMENTS, NvmlCollector, NvmlUnavailable
-from exporter.server import Access, build_app, load_access, start_server, tls_context
+from exporter.server import Access, build_app, load_access
+from exporter.settings import PROG, ExporterSettings, load_settings
+from toolkit.logs import configure_logging
+from toolkit.serving import ListenError, start_server
+from toolkit.settings import SettingsError, package_version
+from toolkit.tls import server_context
 
 if TYPE_CHECKING:  # the simulator is imported only with --simulate
     from simulation.node import SimulatedNode
@@ -59,8 +62,8 @@ def _security(settings: ExporterSettings) -> tuple[Access | None, ssl.SSLContext
     try:
         access = load_access(settings.auth_bearer_token_file, settings.auth_basic_file)
         context = None
-        if settings.tls_cert_file is not None and settings.tls_key_file is not None:
-            context = tls_context(settings.tls_cert_file, settings.tls_key_file)
+        if settings.tls_cert_file is not None and settings.tls_private_key_file is not None:
+            context = server_context(settings.tls_cert_file, settings.tls_private_key_file)
     except ValueError as error:
         raise StartupError(str(error), 2) from None
     return access, context
@@ -132,8 +135,8 @@ async def _serve(settings: ExporterSettings, poll_loop: PollLoop, collector: Nvm
     loop.add_signal_handler(signal.SIGHUP, rediscover)
     try:
         server = await start_server(app, settings.listen, ssl_context=context)
-    except OSError as error:
-        raise StartupError(f"--listen {settings.listen}: cannot listen: {error.strerror or error}", 1) from None
+    except ListenError as error:
+        raise StartupError(str(error), 2) from None
     log.info(
         "serving %s on %s (dialect %s, interval %g s, node %s)",
         "/metrics /pods /healthz /readyz /",
@@ -161,7 +164,7 @@ def run(settings: ExporterSettings) -> None:
         try:
             collector.start()
         except NvmlUnavailable as error:
-            raise StartupError(str(error), 1) from None
+            raise StartupError(str(error), 2) from None
         stack.callback(collector.close)
         attributor = _pod_side(settings, node, stack)
         renderer = ExpositionRenderer(
@@ -188,8 +191,8 @@ def main(
     """The console script. Returns the exit code."""
     err = stderr if stderr is not None else sys.stderr
     try:
-        settings = load_config(sys.argv[1:] if argv is None else argv, os.environ if environ is None else environ)
-    except ConfigError as error:
+        settings = load_settings(sys.argv[1:] if argv is None else argv, os.environ if environ is None else environ)
+    except SettingsError as error:
         print(f"{PROG}: error: {error}", file=err)
         return 2
     configure_logging(settings.log_level, settings.log_format, err)

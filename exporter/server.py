@@ -15,7 +15,6 @@ import hashlib
 import hmac
 import logging
 import re
-import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +22,6 @@ from typing import Protocol
 
 from aiohttp import web
 
-from exporter.config import ListenAddress
 from exporter.exposition import CONTENT_TYPE_OPENMETRICS, CONTENT_TYPE_TEXT
 from exporter.loop import PollLoop, Published
 from exporter.page import render_page
@@ -180,17 +178,6 @@ def load_access(bearer_token_file: Path | None, basic_file: Path | None) -> Acce
     return BasicAccess(users)
 
 
-def tls_context(cert_file: Path, key_file: Path) -> ssl.SSLContext:
-    """A TLS 1.2+ server context. ValueError (one line) when the files cannot be loaded."""
-    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    context.minimum_version = ssl.TLSVersion.TLSv1_2
-    try:
-        context.load_cert_chain(cert_file, key_file)
-    except (OSError, ssl.SSLError) as error:
-        raise ValueError(f"--tls-cert-file/--tls-key-file: cannot load {cert_file} / {key_file}: {error}") from None
-    return context
-
-
 # ---- the application -----------------------------------------------------------------------------------------------
 POLL_LOOP = web.AppKey("poll_loop", PollLoop)
 COMPRESSOR = web.AppKey("compressor", Compressor)
@@ -286,41 +273,3 @@ def build_app(poll_loop: PollLoop, *, access: Access | None = None, run_poll_loo
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/", index)
     return app
-
-
-@dataclass(frozen=True, slots=True)
-class RunningServer:
-    runner: web.AppRunner
-    host: str
-    port: int
-    tls: bool
-
-    @property
-    def url(self) -> str:
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"{'https' if self.tls else 'http'}://{host}:{self.port}"
-
-    async def stop(self) -> None:
-        """Stop accepting, finish in-flight requests (up to the shutdown timeout), stop the poll loop."""
-        await self.runner.cleanup()
-
-
-async def start_server(
-    app: web.Application,
-    listen: ListenAddress,
-    *,
-    ssl_context: ssl.SSLContext | None = None,
-    shutdown_timeout: float = 5.0,
-) -> RunningServer:
-    """Start serving `app` on `listen` (port 0: an ephemeral port, reported in the result)."""
-    runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=shutdown_timeout)
-    await runner.setup()
-    site = web.TCPSite(runner, listen.host, listen.port, ssl_context=ssl_context, reuse_address=True)
-    try:
-        await site.start()
-    except BaseException:
-        await runner.cleanup()
-        raise
-    address = runner.addresses[0]
-    host = listen.host if listen.host not in ("0.0.0.0", "::") else ("127.0.0.1" if listen.host == "0.0.0.0" else "::1")
-    return RunningServer(runner, host, int(address[1]), ssl_context is not None)

@@ -42,7 +42,9 @@ _KNOWN_NAMES: Mapping[int, str] = MappingProxyType(
     }
 )
 
-SIMULATE_HINT = "to run without a GPU, pass --simulate SCENARIO (h100x8, a100-mig, shared, faulty)"
+# the scenarios shipped in simulation/scenarios/ (a test keeps the two lists equal; the exporter may not import them)
+BUILTIN_SCENARIO_NAMES = ("h100x8", "h100-mig", "a100-mig", "shared", "faulty")
+SIMULATE_HINT = f"to run without a GPU, pass --simulate SCENARIO ({', '.join(BUILTIN_SCENARIO_NAMES)})"
 
 
 class NvmlUnavailable(RuntimeError):  # noqa: N818 - the name the design gives it

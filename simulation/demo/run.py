@@ -31,7 +31,7 @@ from typing import TextIO, TypeVar
 
 import aiohttp
 
-from adapter.settings import ListenAddress, SettingsError, load_settings, parse_listen
+from adapter.settings import load_settings
 from simulation import load_scenario
 from simulation.demo.cluster import DEMO_GROUPS, DEMO_USER, DemoPod, demo_pods, populate
 from simulation.demo.commands import kubectl_commands
@@ -51,6 +51,7 @@ from simulation.demo.trust import (
 from simulation.kubeapi import KubeApiServer
 from simulation.kubeconfig import write_kubeconfig
 from simulation.scenario import Scenario
+from toolkit.settings import ListenAddress, SettingsError, parse_listen
 
 T = TypeVar("T")
 CLEAR_SCREEN = "\x1b[H\x1b[2J"

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import yaml
 
-from adapter.settings import ListenAddress
 from simulation.kubeconfig import write_kubeconfig
 from toolkit.certs import CertificateAuthority, IssuedCertificate, write_atomically
+from toolkit.settings import ListenAddress
 
 KUBECONFIG_NAME = "gpu-pulse-demo"
 

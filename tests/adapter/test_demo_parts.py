@@ -14,7 +14,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from adapter.settings import ListenAddress, parse_listen
 from simulation import load_scenario
 from simulation.curves import Curve
 from simulation.demo import DemoOptions, run_demo
@@ -36,6 +35,7 @@ from simulation.demo.trust import (
 from simulation.scenario import Scenario
 from tests.support.hpa import hpa_desired_replicas
 from tests.support.loopback import free_port
+from toolkit.settings import ListenAddress, parse_listen
 
 TARGET = Decimal(TARGET_UTILIZATION)
 percentages = st.decimals(min_value=Decimal("0.5"), max_value=100, places=3)

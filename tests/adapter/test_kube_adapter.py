@@ -18,7 +18,6 @@ from adapter.api.selfmetrics import AdapterMetrics
 from adapter.auth.config import AuthenticationFlags, load_authentication_config
 from adapter.auth.requests import DelegatingAuthenticator, auth_middleware
 from adapter.auth.sar import SubjectAccessReviewer
-from adapter.auth.tls import build_server_ssl_context
 from adapter.auth.tokenreview import TokenReviewer
 from adapter.metrics_config import default_metrics_config
 from adapter.podcache.cache import PodCache
@@ -29,6 +28,7 @@ from adapter.sources.nodepods import NodePodsCache
 from simulation.kubeapi import KubeApiServer
 from toolkit.certs import CertificateAuthority
 from toolkit.kubeclient import api_client
+from toolkit.tls import build_server_ssl_context
 
 WILDCARD = "/apis/custom.metrics.k8s.io/v1beta2/namespaces/ml/pods/*/gpu_utilization?labelSelector=app%3Dinfer"
 

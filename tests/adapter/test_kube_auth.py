@@ -36,12 +36,12 @@ from adapter.auth.requests import (
     forbidden_message,
 )
 from adapter.auth.sar import SubjectAccessReviewer
-from adapter.auth.tls import build_server_ssl_context
 from adapter.auth.tokenreview import TokenReviewer
 from simulation.kubeapi import AccessGrant, KubeApiServer, TokenUser
 from simulation.kubeconfig import write_kubeconfig
 from toolkit.certs import CertificateAuthority, IssuedCertificate
 from toolkit.kubeclient import api_client
+from toolkit.tls import build_server_ssl_context
 
 METRICS = "/apis/custom.metrics.k8s.io/v1beta2"
 

@@ -16,12 +16,12 @@ from aiohttp import web
 from cryptography import x509
 from kubernetes.client import CoreV1Api
 
-from adapter.auth.tls import TLSConfigError, build_server_ssl_context, service_hostnames
 from adapter.podcache.cache import PodCache
 from simulation.kubeapi import KubeApiServer
 from simulation.kubeconfig import write_kubeconfig
 from toolkit.certs import CertificateAuthority
 from toolkit.kubeclient import KubeConnectionError, api_client
+from toolkit.tls import TLSConfigError, build_server_ssl_context, service_hostnames
 
 
 def sans(cert_file: Path) -> set[str]:
@@ -109,7 +109,9 @@ async def test_given_certificate_and_client_ca(tmp_path: Path) -> None:
 def test_bad_tls_configuration_is_one_clear_line(tmp_path: Path) -> None:
     with pytest.raises(TLSConfigError, match="must be given together"):
         build_server_ssl_context(tmp_path / "tls.crt", None, tmp_path, [])
-    with pytest.raises(TLSConfigError, match=r"cannot load the serving certificate .*missing\.crt") as caught:
+    with pytest.raises(
+        TLSConfigError, match=r"--tls-cert-file .*missing\.crt .*: cannot load the serving certificate"
+    ) as caught:
         build_server_ssl_context(tmp_path / "missing.crt", tmp_path / "missing.key", tmp_path, [])
     assert "\n" not in str(caught.value)
     with pytest.raises(TLSConfigError, match="cannot load the client CA file"):

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from adapter.cli import main
-from adapter.settings import AdapterSettings, SettingsError, argument_parser, env_name, flag_name, load_settings
+from adapter.settings import COMMAND_LINE, AdapterSettings, load_settings
+from toolkit.settings import SettingsError
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -25,11 +26,11 @@ def test_defaults() -> None:
 
 
 def test_every_field_is_a_flag_and_a_variable() -> None:
-    help_text = argument_parser().format_help()
+    help_text = COMMAND_LINE.parser().format_help()
     for field in AdapterSettings.model_fields:
-        assert flag_name(field) in help_text
-        assert env_name(field) in help_text
-        assert env_name(field).startswith("GPU_PULSE_ADAPTER_")
+        assert COMMAND_LINE.flag(field) in help_text
+        assert COMMAND_LINE.env(field) in help_text
+        assert COMMAND_LINE.env(field).startswith("GPU_PULSE_ADAPTER_")
 
 
 def test_flags_win_over_variables() -> None:
@@ -70,7 +71,7 @@ def test_cli_exits_2_with_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--exporter-port", "0"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1
-    assert err.startswith("gpu-pulse-adapter: --exporter-port:")
+    assert err.startswith("gpu-pulse-adapter: error: --exporter-port:")
 
 
 def test_unusable_metrics_config_exits_2(tmp_path: Path) -> None:
@@ -86,8 +87,8 @@ def test_unusable_metrics_config_exits_2(tmp_path: Path) -> None:
     )
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
-        f"gpu-pulse-adapter: {config}: metrics[0].figure: Input should be 'utilization_percent', 'memory_used_bytes', "
-        "'memory_utilization' or 'power_watts' (got 'temperature')"
+        f"gpu-pulse-adapter: error: {config}: metrics[0].figure: Input should be 'utilization_percent', "
+        "'memory_used_bytes', 'memory_utilization' or 'power_watts' (got 'temperature')"
     ]
 
 

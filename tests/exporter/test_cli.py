@@ -18,7 +18,9 @@ from pathlib import Path
 import pytest
 
 from exporter.cli import StartupError, main, run
-from exporter.config import load_config
+from exporter.nvml.errors import BUILTIN_SCENARIO_NAMES
+from exporter.settings import COMMAND_LINE, load_settings
+from simulation.loader import BUILTIN_SCENARIOS
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -53,7 +55,7 @@ def test_bad_configuration_exits_2_with_one_line(argv: list[str], environ: dict[
 
 
 def _startup_error(argv: list[str]) -> StartupError:
-    settings = load_config(argv, {}, hostname=lambda: "h")
+    settings = load_settings(argv, {}, hostname=lambda: "h")
     with pytest.raises(StartupError) as error:
         run(settings)
     assert "\n" not in str(error.value)
@@ -119,10 +121,17 @@ def test_no_nvml_is_one_line_pointing_at_simulate() -> None:
         timeout=60,
         check=False,
     )
-    assert result.returncode == 1
+    assert result.returncode == 2  # a start-up problem the user can fix
     errors = [line for line in result.stderr.splitlines() if "error" in line.lower()]
     assert len(errors) == 1, result.stderr
     assert errors[0].startswith("gpu-pulse-exporter: error: ") and "--simulate" in errors[0]
+    assert all(name in errors[0] for name in BUILTIN_SCENARIOS), errors[0]
+
+
+def test_help_and_the_no_nvml_hint_name_every_built_in_scenario() -> None:
+    assert set(BUILTIN_SCENARIO_NAMES) == set(BUILTIN_SCENARIOS)
+    help_text = " ".join(COMMAND_LINE.parser().format_help().split())
+    assert all(name in help_text for name in BUILTIN_SCENARIOS), help_text
 
 
 def test_bad_flag_in_a_real_process_exits_2() -> None:

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from exporter.logs import configure_logging
+from toolkit.logs import configure_logging
 
 
 @pytest.fixture

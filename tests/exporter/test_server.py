@@ -23,9 +23,11 @@ from prometheus_client.openmetrics.parser import text_string_to_metric_families 
 from prometheus_client.parser import text_string_to_metric_families
 
 from exporter.attribution.pods_builder import PodsDocumentBuilder
-from exporter.config import ListenAddress
-from exporter.server import accepts_gzip, build_app, load_access, start_server, tls_context, wants_openmetrics
+from exporter.server import accepts_gzip, build_app, load_access, wants_openmetrics
 from tests.exporter.test_exposition_builders import FakeClock, SimulatedNode, simulated_node
+from toolkit.serving import start_server
+from toolkit.settings import ListenAddress
+from toolkit.tls import server_context
 
 PROMETHEUS_ACCEPT = (
     "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,"
@@ -246,7 +248,7 @@ async def test_tls(node: SimulatedNode, tmp_path: Path) -> None:
     cert_file, key_file = _self_signed(tmp_path)
     node.loop.poll_once()
     app = build_app(node.loop, run_poll_loop=False)
-    server = await start_server(app, ListenAddress("127.0.0.1", 0), ssl_context=tls_context(cert_file, key_file))
+    server = await start_server(app, ListenAddress("127.0.0.1", 0), ssl_context=server_context(cert_file, key_file))
     try:
         assert server.url.startswith("https://127.0.0.1:")
         trust = ssl.create_default_context(cafile=str(cert_file))
@@ -262,8 +264,8 @@ async def test_tls(node: SimulatedNode, tmp_path: Path) -> None:
 
 def test_bad_tls_files_are_one_clear_line(tmp_path: Path) -> None:
     (tmp_path / "c").write_text("not a certificate")
-    with pytest.raises(ValueError, match="--tls-cert-file/--tls-key-file: cannot load") as error:
-        tls_context(tmp_path / "c", tmp_path / "k")
+    with pytest.raises(ValueError, match=r"^--tls-cert-file .* / --tls-private-key-file .*: cannot load") as error:
+        server_context(tmp_path / "c", tmp_path / "k")
     assert "\n" not in str(error.value)
 
 

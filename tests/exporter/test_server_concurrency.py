@@ -17,12 +17,13 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from exporter.attribution.pods_builder import PodsDocumentBuilder
 from exporter.catalogue import Dialect
-from exporter.config import ListenAddress
 from exporter.exposition import ExpositionRenderer, Rendered
 from exporter.loop import PollLoop
-from exporter.server import build_app, start_server
+from exporter.server import build_app
 from exporter.snapshot import Snapshot
 from tests.exporter.test_exposition_builders import simulated_node
+from toolkit.serving import start_server
+from toolkit.settings import ListenAddress
 
 INTERVAL = 0.02
 VARIANTS = [

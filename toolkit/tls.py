@@ -1,5 +1,8 @@
-"""The adapter's serving TLS: its certificate (given, or self-signed into `--cert-dir`), and client certificates
-requested but not required, verified against the client and requestheader CAs.
+"""Serving TLS for both services: TLS 1.2 and newer, a given certificate or (the adapter) a self-signed one kept in a
+directory, and client certificates requested but not required, verified against the CAs given.
+
+Both services name their files with the same flags, `--tls-cert-file` and `--tls-private-key-file`, and a file that
+cannot be used is one line naming both flags.
 
 Python's TLS layer cannot "request but not verify" a client certificate as Go's can: a client certificate from an
 unknown CA fails the handshake here, where kube-apiserver would answer 401. A client without a certificate passes,
@@ -9,15 +12,16 @@ and authenticates by token or not at all.
 from __future__ import annotations
 
 import ssl
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
-from adapter.auth.trust import Clock
 from toolkit.certs import CertificateAuthority
+
+Clock = Callable[[], datetime]
 
 SELF_SIGNED_CERT = "apiserver.crt"
 SELF_SIGNED_KEY = "apiserver.key"
@@ -27,6 +31,41 @@ _RENEW_BEFORE = timedelta(days=1)
 
 class TLSConfigError(ValueError):
     """Serving TLS that cannot be set up; the message is one line."""
+
+
+CERT_FLAG = "--tls-cert-file"
+KEY_FLAG = "--tls-private-key-file"
+
+
+def server_context(
+    cert_file: Path,
+    key_file: Path,
+    *,
+    client_ca_files: Sequence[Path] = (),
+    client_ca_data: Sequence[str | bytes] = (),
+) -> ssl.SSLContext:
+    """A TLS 1.2+ server context serving `cert_file`/`key_file`. Client certificates are requested (not required)
+    when CAs are given. TLSConfigError (one line, naming the flags) when a file cannot be used."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    try:
+        context.load_cert_chain(cert_file, key_file)
+    except (OSError, ssl.SSLError) as e:
+        raise TLSConfigError(
+            f"{CERT_FLAG} {cert_file} / {KEY_FLAG} {key_file}: cannot load the serving certificate: {_reason(e)}"
+        ) from None
+    for ca_file in client_ca_files:
+        try:
+            context.load_verify_locations(cafile=ca_file)
+        except (OSError, ssl.SSLError) as e:
+            raise TLSConfigError(f"cannot load the client CA file {ca_file}: {_reason(e)}") from None
+    for ca in client_ca_data:
+        try:
+            context.load_verify_locations(cadata=ca.decode() if isinstance(ca, bytes) else ca)
+        except ssl.SSLError as e:
+            raise TLSConfigError(f"cannot load a client CA bundle: {_reason(e)}") from None
+    context.verify_mode = ssl.CERT_OPTIONAL if client_ca_files or client_ca_data else ssl.CERT_NONE
+    return context
 
 
 def service_hostnames(service: str, namespace: str) -> tuple[str, ...]:
@@ -47,27 +86,10 @@ def build_server_ssl_context(
     """A server context serving `cert_file`/`key_file`, or a self-signed certificate kept in `cert_dir` for
     localhost, 127.0.0.1 and `alt_names`. Client certificates are requested (not required) when CAs are given."""
     if (cert_file is None) != (key_file is None):
-        raise TLSConfigError("--tls-cert-file and --tls-private-key-file must be given together")
+        raise TLSConfigError(f"{CERT_FLAG} and {KEY_FLAG} must be given together")
     if cert_file is None or key_file is None:
         cert_file, key_file = ensure_self_signed(cert_dir, (*DEFAULT_HOSTNAMES, *alt_names), clock=clock)
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.minimum_version = ssl.TLSVersion.TLSv1_2
-    try:
-        context.load_cert_chain(cert_file, key_file)
-    except (OSError, ssl.SSLError) as e:
-        raise TLSConfigError(f"cannot load the serving certificate {cert_file} / {key_file}: {_reason(e)}") from None
-    for ca_file in client_ca_files:
-        try:
-            context.load_verify_locations(cafile=ca_file)
-        except (OSError, ssl.SSLError) as e:
-            raise TLSConfigError(f"cannot load the client CA file {ca_file}: {_reason(e)}") from None
-    for ca in client_ca_data:
-        try:
-            context.load_verify_locations(cadata=ca.decode() if isinstance(ca, bytes) else ca)
-        except ssl.SSLError as e:
-            raise TLSConfigError(f"cannot load a client CA bundle: {_reason(e)}") from None
-    context.verify_mode = ssl.CERT_OPTIONAL if client_ca_files or client_ca_data else ssl.CERT_NONE
-    return context
+    return server_context(cert_file, key_file, client_ca_files=client_ca_files, client_ca_data=client_ca_data)
 
 
 def _reason(e: Exception) -> str:

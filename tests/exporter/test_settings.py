@@ -10,20 +10,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from exporter.catalogue import Dialect
-from exporter.config import (
-    ConfigError,
-    ExporterSettings,
-    ListenAddress,
-    argument_parser,
-    env_name,
-    flag_name,
-    load_config,
-    parse_listen,
-)
+from exporter.settings import COMMAND_LINE, ExporterSettings, load_settings
+from toolkit.settings import ListenAddress, SettingsError, parse_listen
 
 
 def load(argv: list[str], env: dict[str, str] | None = None) -> ExporterSettings:
-    return load_config(argv, env or {}, hostname=lambda: "the-host")
+    return load_settings(argv, env or {}, hostname=lambda: "the-host")
 
 
 def test_defaults() -> None:
@@ -46,10 +38,10 @@ def test_flags_win_over_variables_which_win_over_defaults() -> None:
 
 
 def test_every_setting_is_a_flag_and_a_variable() -> None:
-    helptext = argument_parser().format_help()
+    helptext = COMMAND_LINE.parser().format_help()
     for name in ExporterSettings.model_fields:
-        assert flag_name(name) in helptext
-        assert env_name(name) in helptext
+        assert COMMAND_LINE.flag(name) in helptext
+        assert COMMAND_LINE.env(name) in helptext
     assert "seconds" in helptext.lower() and "default: 1.0" in helptext
 
 
@@ -82,7 +74,7 @@ def test_paths_and_case_insensitive_choices(tmp_path: Path) -> None:
         (["--log-level", "loud"], {}, "--log-level: Input should be 'debug', 'info', 'warning' or 'error'"),
         (["--log-format", "xml"], {}, "--log-format: Input should be 'text' or 'json'"),
         (["--seed", "-3"], {}, "--seed: Input should be greater than or equal to 0"),
-        (["--tls-cert-file", "c.pem"], {}, "--tls-cert-file and --tls-key-file go together"),
+        (["--tls-cert-file", "c.pem"], {}, "--tls-cert-file and --tls-private-key-file go together"),
         (
             ["--auth-bearer-token-file", "t", "--auth-basic-file", "b"],
             {},
@@ -95,7 +87,7 @@ def test_paths_and_case_insensitive_choices(tmp_path: Path) -> None:
 def test_a_bad_value_is_one_line_naming_the_flag_or_variable(
     argv: list[str], env: dict[str, str], expected: str
 ) -> None:
-    with pytest.raises(ConfigError) as error:
+    with pytest.raises(SettingsError) as error:
         load(argv, env)
     message = str(error.value)
     assert "\n" not in message
@@ -103,7 +95,7 @@ def test_a_bad_value_is_one_line_naming_the_flag_or_variable(
 
 
 def test_the_numbers_a_flag_accepts_are_named() -> None:
-    with pytest.raises(ConfigError, match=r"accepts a number of seconds > 0"):
+    with pytest.raises(SettingsError, match=r"accepts a number of seconds > 0"):
         load(["--interval", "0"])
 
 

@@ -1,0 +1,200 @@
+"""The exporter's settings: one model; each field is a flag and a `GPU_PULSE_*` variable (toolkit.settings reads
+them, with the error lines and `--help` both services share)."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BeforeValidator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from exporter.catalogue import Dialect
+from exporter.nvml.errors import BUILTIN_SCENARIO_NAMES
+from toolkit.settings import CommandLine, ListenAddress, lower, parse_listen, setting
+
+ENV_PREFIX = "GPU_PULSE_"
+PROG = "gpu-pulse-exporter"
+
+
+class ExporterSettings(BaseSettings):
+    """Every setting of the exporter. Field name `foo_bar` is flag `--foo-bar` and variable `GPU_PULSE_FOO_BAR`."""
+
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, env_ignore_empty=True, extra="forbid", frozen=True)
+
+    listen: Annotated[ListenAddress, NoDecode, BeforeValidator(parse_listen)] = setting(
+        ListenAddress("0.0.0.0", 9400),
+        "Address to serve /metrics, /pods, /healthz, /readyz and / on.",
+        metavar="HOST:PORT",
+        accepts="host:port, [ipv6]:port or :port",
+    )
+    interval: float = setting(
+        1.0,
+        "Seconds between two polls of the GPUs (each scrape gets the newest poll).",
+        metavar="SECONDS",
+        accepts="a number of seconds > 0 and <= 3600",
+        gt=0,
+        le=3600,
+        allow_inf_nan=False,
+    )
+    dialect: Dialect = setting(
+        Dialect.DCGM,
+        "Metric names and labels: 'dcgm' (dcgm-exporter's, drop-in) or 'prometheus' (base units, promtool-clean).",
+        metavar="{dcgm,prometheus}",
+        accepts="dcgm or prometheus",
+    )
+    simulate: str | None = setting(
+        None,
+        "Run on simulated GPUs: a built-in scenario (" + ", ".join(BUILTIN_SCENARIO_NAMES) + ") or a scenario file "
+        "(YAML/JSON).",
+        metavar="SCENARIO",
+        accepts="a scenario name or file",
+    )
+    seed: int | None = setting(
+        None,
+        "Seed of the simulated GPUs' identities and load (with --simulate). Default: the scenario's own seed.",
+        metavar="N",
+        accepts="an integer >= 0",
+        ge=0,
+    )
+    node_name: str | None = setting(
+        None,
+        "Node name on every series (Hostname / node label). Default: $NODE_NAME, then the host name.",
+        metavar="NAME",
+        accepts="a non-empty name",
+        min_length=1,
+    )
+    log_level: Annotated[Literal["debug", "info", "warning", "error"], BeforeValidator(lower)] = setting(
+        "info", "Least severe log level written.", metavar="LEVEL", accepts="debug, info, warning or error"
+    )
+    log_format: Annotated[Literal["text", "json"], BeforeValidator(lower)] = setting(
+        "text",
+        "Log line format: 'text' for people, 'json' for log pipelines.",
+        metavar="FORMAT",
+        accepts="text or json",
+    )
+    collectors: Path | None = setting(
+        None,
+        "File choosing the exported measurements: catalogue keys or metric names one per line, or dcgm-exporter's "
+        "counters CSV. Default: everything.",
+        metavar="FILE",
+        accepts="a readable file",
+    )
+    tls_cert_file: Path | None = setting(
+        None,
+        "Serve HTTPS with this PEM certificate (chain); needs --tls-private-key-file.",
+        metavar="FILE",
+        accepts="a file",
+    )
+    tls_private_key_file: Path | None = setting(
+        None, "PEM private key of --tls-cert-file.", metavar="FILE", accepts="a file"
+    )
+    auth_bearer_token_file: Path | None = setting(
+        None,
+        "Require 'Authorization: Bearer <token>' on /metrics, /pods and / (token read from this file).",
+        metavar="FILE",
+        accepts="a file holding the token",
+    )
+    auth_basic_file: Path | None = setting(
+        None,
+        "Require HTTP basic auth on /metrics, /pods and /; file lines: 'user:sha256:<hex of sha256(password)>' or "
+        "'user:plain:<password>'.",
+        metavar="FILE",
+        accepts="a credentials file",
+    )
+    # ---- the pod side: kubelet pod-resources, the proc tree, the pod watch ----
+    pod_attribution: bool = setting(
+        True,
+        "Map GPUs and MIG instances to pods through the kubelet's pod-resources socket (--no-pod-attribution on a "
+        "host without a kubelet). With --simulate, the simulated node's kubelet is used.",
+        metavar="",
+        accepts="true or false",
+    )
+    kubelet_socket: Path = setting(
+        Path("/var/lib/kubelet/pod-resources/kubelet.sock"),
+        "The kubelet's pod-resources socket (mount its directory, not the file: the kubelet recreates it).",
+        metavar="PATH",
+        accepts="a unix socket path",
+    )
+    kubelet_interval: float = setting(
+        5.0,
+        "Seconds between two pod-resources List calls (never made on a scrape; the kubelet allows 100 qps in all).",
+        metavar="SECONDS",
+        accepts="a number of seconds > 0 and <= 600",
+        gt=0,
+        le=600,
+        allow_inf_nan=False,
+    )
+    resource_names: str = setting(
+        "",
+        "Extra extended-resource names that carry NVIDIA GPUs, comma-separated (nvidia.com/gpu, nvidia.com/gpu.shared "
+        "and nvidia.com/mig-* are always read).",
+        metavar="NAMES",
+        accepts="comma-separated resource names",
+    )
+    proc_root: Path = setting(
+        Path("/proc"),
+        "The host's /proc, to tie processes on shared GPUs to pods by cgroup (in a pod: mount the host's /proc here, "
+        "or run with hostPID).",
+        metavar="DIR",
+        accepts="a directory",
+    )
+    kubernetes: bool = setting(
+        False,
+        "Watch this node's pods through the Kubernetes API (in-cluster credentials, or --kubeconfig) to name the pods "
+        "of processes on shared GPUs and to read their labels.",
+        metavar="",
+        accepts="true or false",
+    )
+    kubeconfig: Path | None = setting(
+        None, "Kubeconfig for the pod watch (implies --kubernetes).", metavar="FILE", accepts="a kubeconfig file"
+    )
+    pod_labels: str | None = setting(
+        None,
+        "Regular expression of pod label keys copied onto per-pod series as label_<key> (bounded per pod).",
+        metavar="REGEX",
+        accepts="a regular expression",
+    )
+
+    @model_validator(mode="after")
+    def _pairs(self) -> ExporterSettings:
+        if (self.tls_cert_file is None) != (self.tls_private_key_file is None):
+            raise ValueError("--tls-cert-file and --tls-private-key-file go together: give both or neither")
+        if self.auth_bearer_token_file is not None and self.auth_basic_file is not None:
+            raise ValueError("--auth-bearer-token-file and --auth-basic-file exclude each other: give one")
+        return self
+
+
+# ---- the command line ------------------------------------------------------------------------------------------------
+COMMAND_LINE = CommandLine(
+    model=ExporterSettings,
+    prog=PROG,
+    description="Export NVIDIA GPU metrics, per pod, for Prometheus; each flag is also an environment variable.",
+    env_prefix=ENV_PREFIX,
+    aliases={"tls-key-file": "tls_private_key_file"},  # the name before 0.2, when it differed from the adapter's
+    foreign_env_prefixes=("GPU_PULSE_ADAPTER_",),
+)
+
+
+def load_settings(
+    argv: Sequence[str],
+    environ: Mapping[str, str],
+    *,
+    hostname: Callable[[], str] = socket.gethostname,
+) -> ExporterSettings:
+    """Settings from flags (`argv`, without the program name), then `GPU_PULSE_*` variables, then defaults.
+
+    `--node-name` falls back to `$NODE_NAME`, then to `hostname()`. Raises toolkit.settings.SettingsError with one line
+    on any bad value; `--help` and `--version` print and raise SystemExit(0) as argparse does.
+    """
+
+    def complete(values: dict[str, Any]) -> dict[str, Any]:
+        if not values.get("node_name"):
+            values["node_name"] = environ.get("NODE_NAME") or hostname() or None
+        return values
+
+    settings = COMMAND_LINE.load(argv, environ, complete=complete)
+    assert isinstance(settings, ExporterSettings)
+    return settings

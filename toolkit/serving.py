@@ -1,0 +1,62 @@
+"""Serving an aiohttp application on a listen address, for both services: start, report the address, stop gracefully.
+
+A port that cannot be bound is a `ListenError` naming `--listen`, which both CLIs turn into one line and exit code 2.
+"""
+
+from __future__ import annotations
+
+import ssl
+from dataclasses import dataclass
+
+from aiohttp import web
+
+from toolkit.settings import ListenAddress
+
+
+class ListenError(OSError):
+    """The listen address cannot be served (in use, not an address of this host, no permission); one line."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunningServer:
+    runner: web.AppRunner
+    host: str
+    port: int
+    tls: bool
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{'https' if self.tls else 'http'}://{host}:{self.port}"
+
+    async def stop(self) -> None:
+        """Stop accepting, finish in-flight requests (up to the shutdown timeout), end the app's background work."""
+        await self.runner.cleanup()
+
+
+async def start_server(
+    app: web.Application,
+    listen: ListenAddress,
+    *,
+    ssl_context: ssl.SSLContext | None = None,
+    shutdown_timeout: float = 5.0,
+    access_log: bool = True,
+) -> RunningServer:
+    """Start serving `app` on `listen` (port 0: an ephemeral port, reported in the result). Raises ListenError."""
+    if access_log:  # aiohttp.access writes at debug level only (toolkit.logs)
+        runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=shutdown_timeout)
+    else:
+        runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=shutdown_timeout, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, listen.host, listen.port, ssl_context=ssl_context, reuse_address=True)
+    try:
+        await site.start()
+    except OSError as error:
+        await runner.cleanup()
+        raise ListenError(f"--listen {listen}: cannot listen: {error.strerror or error}") from None
+    except BaseException:
+        await runner.cleanup()
+        raise
+    address = runner.addresses[0]
+    host = listen.host if listen.host not in ("0.0.0.0", "::") else ("127.0.0.1" if listen.host == "0.0.0.0" else "::1")
+    return RunningServer(runner, host, int(address[1]), ssl_context is not None)
