@@ -17,7 +17,6 @@ import asyncio
 import json
 import os
 import signal
-import socket
 import ssl
 import subprocess
 import sys
@@ -32,6 +31,7 @@ from aiohttp import web
 from exporter.pods_document import ContainerView, DeviceFigures, NodePods, PodView
 from simulation.kubeapi import KubeApiServer
 from simulation.kubeconfig import write_kubeconfig
+from tests.support.loopback import free_port
 from toolkit.certs import CertificateAuthority
 
 GPUS_PER_NODE = 8
@@ -153,12 +153,6 @@ async def serve(pods: int, namespace_pods: int, ready: Path) -> None:
 
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass

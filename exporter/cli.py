@@ -11,6 +11,7 @@ import asyncio
 import logging
 import os
 import signal
+import socket
 import ssl
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -160,6 +161,8 @@ def run(settings: ExporterSettings) -> None:
     _security(settings)  # fail on bad TLS/auth files before touching NVML
     with ExitStack() as stack:
         node = _simulate(settings, stack)
+        if not settings.node_name:  # --simulate without --node-name or NODE_NAME: the scenario's node
+            settings = settings.model_copy(update={"node_name": node.simulator.scenario.node if node else socket.gethostname()})
         collector = NvmlCollector(enabled=keys, interval_seconds=settings.interval)
         try:
             collector.start()

@@ -61,7 +61,8 @@ class ExporterSettings(BaseSettings):
     )
     node_name: str | None = setting(
         None,
-        "Node name on every series (Hostname / node label). Default: $NODE_NAME, then the host name.",
+        "Node name on every series (Hostname / node label). Default: $NODE_NAME, then with --simulate the scenario's "
+        "node, then the host name.",
         metavar="NAME",
         accepts="a non-empty name",
         min_length=1,
@@ -186,13 +187,14 @@ def load_settings(
 ) -> ExporterSettings:
     """Settings from flags (`argv`, without the program name), then `GPU_PULSE_*` variables, then defaults.
 
-    `--node-name` falls back to `$NODE_NAME`, then to `hostname()`. Raises toolkit.settings.SettingsError with one line
+    `--node-name` falls back to `$NODE_NAME`, then (without `--simulate`, whose scenario names its node) to `hostname()`. Raises toolkit.settings.SettingsError with one line
     on any bad value; `--help` and `--version` print and raise SystemExit(0) as argparse does.
     """
 
     def complete(values: dict[str, Any]) -> dict[str, Any]:
         if not values.get("node_name"):
-            values["node_name"] = environ.get("NODE_NAME") or hostname() or None
+            # a simulated node is named by its scenario, unless the flags or NODE_NAME say otherwise
+            values["node_name"] = environ.get("NODE_NAME") or (None if values.get("simulate") else hostname()) or None
         return values
 
     settings = COMMAND_LINE.load(argv, environ, complete=complete)

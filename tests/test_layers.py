@@ -1,4 +1,4 @@
-"""The layering contracts of quality.md, checked on the source: layers only point down.
+"""The layering rules of docs/architecture.md, checked on the source: layers only point down.
 
 Each rule says which modules a package may not import. The check reads every module's imports with `ast` (including
 imports inside functions), so a lazy import cannot slip past it.

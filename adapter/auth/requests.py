@@ -1,4 +1,5 @@
-"""Authentication and authorization of requests, as an aggregated API server does it (contracts.md section 7).
+"""Authentication and authorization of requests, as an aggregated API server does it (kubernetes/apiserver:
+requestheader, x509, delegated TokenReview and SubjectAccessReview).
 
 Authenticators are tried in Kubernetes' order: requestheader (a proxy certificate from the requestheader CA, then the
 `X-Remote-*` headers), client certificate (client CA: CN is the user, O the groups), bearer token (TokenReview).

@@ -1,9 +1,10 @@
 """Label sets of device, identity and per-pod series in each dialect, as ordered (name, value) pairs.
 
-The dcgm dialect reproduces dcgm-exporter (contracts.md section 4): `gpu`, `UUID`, `pci_bus_id`, `device`, `modelName`,
-for MIG `GPU_I_PROFILE` and `GPU_I_ID`, then `Hostname` and `DCGM_FI_DRIVER_VERSION`; MIG series carry the parent GPU's
-index and UUID. Pod labels (`container`, `namespace`, `pod`) follow where a pod is attributed. The prometheus dialect
-uses `gpu`, `uuid`, `model`, `node`, and for MIG `gpu_instance`, `mig_profile`; its device series carry no pod labels.
+The dcgm dialect reproduces dcgm-exporter (its etc/default-counters.csv and label rendering): `gpu`, `UUID`,
+`pci_bus_id`, `device`, `modelName`, for MIG `GPU_I_PROFILE` and `GPU_I_ID`, then `Hostname` and
+`DCGM_FI_DRIVER_VERSION`; MIG series carry the parent GPU's index and UUID. Pod labels (`container`, `namespace`, `pod`)
+follow where a pod is attributed. The prometheus dialect uses `gpu`, `uuid`, `model`, `node`, and for MIG
+`gpu_instance`, `mig_profile`; its device series carry no pod labels.
 """
 
 from __future__ import annotations

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import time
 import urllib.parse
@@ -14,13 +13,8 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.adapter.simcluster import require_tool
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from tests.support.loopback import free_port
+from tests.support.tools import require_tool
 
 
 class Prometheus:

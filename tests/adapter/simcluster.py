@@ -7,13 +7,9 @@ Namespace `other`: solo on gpu-2.
 
 from __future__ import annotations
 
-import asyncio
-import os
-import shutil
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-import pytest
 from aiohttp.test_utils import TestClient
 
 from adapter.podcache.cache import PodCache
@@ -61,24 +57,4 @@ def set_figures(nodes: dict[str, SimulatedNode]) -> None:
     nodes["gpu-2"].set_pod("other", "solo", [Gpu(utilization=10.0, index=2, share="process", power=None)])
 
 
-async def eventually(condition: Callable[[], bool], what: str, timeout: float = 10.0) -> None:
-    """Wait until `condition()` holds; fail naming `what` if it never does (a deadline, not a speed assertion)."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not condition():
-        if loop.time() > deadline:
-            pytest.fail(f"never happened: {what}")
-        await asyncio.sleep(0.02)
-
-
 AdapterFactory = Callable[..., Awaitable[TestClient]]  # type: ignore[type-arg]
-
-
-def require_tool(name: str) -> str:
-    """The path of a tool the test needs: a missing tool skips the test, except under CI, where it fails."""
-    path = shutil.which(name)
-    if path is None:
-        if os.environ.get("CI"):
-            pytest.fail(f"{name} is not installed (the test command installs the Debian package prometheus)")
-        pytest.skip(f"{name} is not installed")
-    return path

@@ -25,11 +25,12 @@ import pytest
 
 from adapter.quantity import parse_quantity
 from exporter.pods_document import NodePods
-from tests.adapter.simcluster import require_tool
 from tests.support.hpa import hpa_desired_replicas
 from tests.support.kubectl import run_kubectl
-from tests.support.loopback import free_port, http_get, wait_for
+from tests.support.loopback import free_port, http_get
 from tests.support.processes import clean_environment, stop_process
+from tests.support.tools import require_tool
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
@@ -21,26 +20,12 @@ from adapter.sources.direct import DirectSource
 from adapter.sources.exporters import PodExporters, StaticExporters
 from adapter.sources.nodepods import NodePodsCache
 from adapter.sources.values import pod_value
-from tests.adapter.simcluster import EXPORTER_LABELS, AdapterFactory, Cluster, eventually
+from tests.adapter.simcluster import EXPORTER_LABELS, AdapterFactory, Cluster
 from tests.adapter.simnodes import Gpu, SimulatedNode
+from tests.support.clocks import ManualClock
+from tests.support.waiting import eventually
 
 PODS = "/apis/custom.metrics.k8s.io/v1beta2/namespaces/ml/pods/*/gpu_utilization"
-
-
-@dataclass
-class FakeClock:
-    """Wall and monotonic time that move only when told to, shared by the simulated nodes and the adapter."""
-
-    now: float = field(default_factory=time.time)
-
-    def time(self) -> float:
-        return self.now
-
-    def monotonic(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
 
 
 async def served(client: Any, path: str = PODS) -> dict[str, dict[str, Any]]:
@@ -67,13 +52,13 @@ def timestamp(item: dict[str, Any]) -> float:
     return datetime.fromisoformat(item["timestamp"].replace("Z", "+00:00")).timestamp()
 
 
-def direct(cluster: Cluster, clock: FakeClock, max_age: float | None = None, **cache: Any) -> DirectSource:
+def direct(cluster: Cluster, clock: ManualClock, max_age: float | None = None, **cache: Any) -> DirectSource:
     nodes_cache = NodePodsCache(clock=clock.monotonic, **cache)
     return DirectSource(cluster.locator(), nodes_cache, max_age=max_age, clock=clock.time)
 
 
 async def test_served_figures_are_never_older_than_max_age(make_adapter: AdapterFactory, cluster: Cluster) -> None:
-    clock = FakeClock()
+    clock = ManualClock(time.time())
     for node in cluster.nodes.values():
         node.clock = clock.time
     client = await make_adapter(source=direct(cluster, clock, max_age=3.0))
@@ -98,7 +83,7 @@ async def test_served_figures_are_never_older_than_max_age(make_adapter: Adapter
 async def test_default_max_age_is_three_intervals_and_two_seconds(
     make_adapter: AdapterFactory, cluster: Cluster
 ) -> None:
-    clock = FakeClock()
+    clock = ManualClock(time.time())
     node = cluster.nodes["gpu-1"]
     node.clock, node.interval, node.lag = clock.time, 2.0, 0.0
     client = await make_adapter(source=direct(cluster, clock))
@@ -110,7 +95,7 @@ async def test_default_max_age_is_three_intervals_and_two_seconds(
 
 
 async def test_stopped_exporter_drops_its_pods_and_they_return(make_adapter: AdapterFactory, cluster: Cluster) -> None:
-    clock = FakeClock()
+    clock = ManualClock(time.time())
     client = await make_adapter(source=direct(cluster, clock))
     assert set(await served(client)) == {"infer-a", "infer-b", "train-0"}
     gpu2 = cluster.nodes["gpu-2"]
@@ -123,7 +108,7 @@ async def test_stopped_exporter_drops_its_pods_and_they_return(make_adapter: Ada
 
 
 async def test_each_node_is_asked_once_per_interval(make_adapter: AdapterFactory, cluster: Cluster) -> None:
-    clock = FakeClock()
+    clock = ManualClock(time.time())
     client = await make_adapter(source=direct(cluster, clock, keep_warm_seconds=0))
     gpu1 = cluster.nodes["gpu-1"]
     for _ in range(5):
@@ -160,7 +145,7 @@ async def test_documents_asked_for_are_kept_warm_then_forgotten(cluster: Cluster
 
 
 async def test_recreated_pod_does_not_inherit_old_figures(make_adapter: AdapterFactory, cluster: Cluster) -> None:
-    clock = FakeClock()
+    clock = ManualClock(time.time())
     client = await make_adapter(source=direct(cluster, clock))
     cluster.nodes["gpu-1"].set_pod("ml", "infer-a", [Gpu(utilization=99.0)], uid="uid-of-an-earlier-infer-a")
     assert "infer-a" not in await served(client)
@@ -231,7 +216,7 @@ async def test_exporters_are_found_by_their_pods(make_adapter: AdapterFactory, c
 async def test_pod_values_leave_out_what_samples_leave_out(cluster: Cluster) -> None:
     """The HPA's pods answers (`pod_values`) and every other answer (`samples`) see the same fresh figures: a pod
     whose figures are too old, that is not scheduled, or whose node has no exporter has neither."""
-    clock = FakeClock()
+    clock = ManualClock(time.time())
     for node in cluster.nodes.values():
         node.clock = clock.time
     source = direct(cluster, clock, max_age=3.0)
@@ -254,7 +239,7 @@ async def test_pod_values_leave_out_what_samples_leave_out(cluster: Cluster) -> 
 
 
 async def test_workload_values_leave_out_stale_pods(make_adapter: AdapterFactory, cluster: Cluster) -> None:
-    clock = FakeClock()
+    clock = ManualClock(time.time())
     for node in cluster.nodes.values():
         node.clock = clock.time
     client = await make_adapter(source=direct(cluster, clock, max_age=3.0))

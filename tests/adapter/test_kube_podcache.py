@@ -11,19 +11,10 @@ from kubernetes.client import ApiClient
 
 from adapter.podcache.cache import Backoff, OwnerRef, PodCache, PodInfo
 from simulation.kubeapi import KubeApiServer
+from tests.support.waiting import eventually
 from toolkit.kubeclient import api_client
 
 FAST = Backoff(initial=0.05, maximum=0.2)
-
-
-async def eventually(condition: Callable[[], bool], what: str, timeout: float = 10.0) -> None:
-    """Wait until `condition()` holds; fail with `what` if it never does (a deadline, not a speed assertion)."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not condition():
-        if loop.time() > deadline:
-            pytest.fail(f"never happened: {what}")
-        await asyncio.sleep(0.02)
 
 
 @pytest.fixture

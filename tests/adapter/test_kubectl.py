@@ -10,7 +10,6 @@ import asyncio
 import json
 import os
 import signal
-import socket
 import ssl
 import sys
 from collections.abc import AsyncIterator
@@ -25,7 +24,9 @@ import pytest
 from adapter.quantity import parse_quantity
 from simulation.kubeapi import AccessGrant
 from simulation.kubeconfig import write_kubeconfig
-from tests.adapter.simcluster import Cluster, require_tool
+from tests.adapter.simcluster import Cluster
+from tests.support.loopback import free_port
+from tests.support.tools import require_tool
 from toolkit.certs import CertificateAuthority
 
 REPO = Path(__file__).resolve().parents[2]
@@ -36,12 +37,6 @@ POLICY = [
     AccessGrant(group="system:authenticated", path="/apis*", verb="get"),
     AccessGrant(group="system:authenticated", path="/openapi/*", verb="get"),
 ]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass

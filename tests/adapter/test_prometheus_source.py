@@ -16,7 +16,8 @@ from adapter.metrics_config import default_metrics_config, parse_metrics_config
 from adapter.quantity import parse_quantity
 from adapter.sources.prometheus import PrometheusSource, namespace_matcher
 from tests.adapter.promserver import Prometheus, free_port
-from tests.adapter.simcluster import AdapterFactory, Cluster, eventually
+from tests.adapter.simcluster import AdapterFactory, Cluster
+from tests.support.waiting import eventually
 
 V2 = "/apis/custom.metrics.k8s.io/v1beta2"
 V1 = "/apis/custom.metrics.k8s.io/v1beta1"

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from adapter.quantity import NANO, QuantityError, canonical_quantity, parse_quantity
 
-# (value, apimachinery's canonical string): contracts.md section 8 and apimachinery's quantity tests.
+# (value, apimachinery's canonical string): apimachinery's pkg/api/resource/quantity.go and its tests.
 KNOWN = [
     ("0", "0"),
     ("0.85", "850m"),

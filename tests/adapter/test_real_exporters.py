@@ -28,7 +28,7 @@ from adapter.sources.prometheus import PrometheusSource
 from exporter.pods_document import NodePods
 from simulation.kubeapi import KubeApiServer
 from tests.adapter.promserver import Prometheus, free_port
-from tests.adapter.simcluster import eventually
+from tests.support.waiting import eventually
 from toolkit.kubeclient import api_client
 
 REPO = Path(__file__).resolve().parents[2]

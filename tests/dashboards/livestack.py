@@ -20,9 +20,10 @@ from typing import Any, BinaryIO
 import yaml
 
 from exporter.catalogue import Dialect
-from tests.support.loopback import free_port, http_get, wait_for
+from tests.support.loopback import free_port, http_get
 from tests.support.processes import stop_process
 from tests.support.prometheus import PrometheusServer, rule_file
+from tests.support.waiting import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 CLUSTER = "sim"

@@ -4,12 +4,13 @@ from typing import Any
 
 import pytest
 
-from tests.deploy.rendering import DEPLOY, OVERLAYS, kustomize, require_binary
+from tests.deploy.rendering import DEPLOY, OVERLAYS, kustomize
+from tests.support.tools import require_tool
 
 
 @pytest.fixture(scope="session")
 def kubectl() -> str:
-    return require_binary("kubectl")
+    return require_tool("kubectl")
 
 
 @pytest.fixture(scope="session")

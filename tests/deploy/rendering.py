@@ -2,27 +2,15 @@
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
 OVERLAYS = ("prometheus-operator", "plain", "shared-gpus")
-
-
-def require_binary(name: str) -> str:
-    path = shutil.which(name)
-    if path is None:
-        if os.environ.get("CI"):
-            pytest.fail(f"{name} is required when CI is set")
-        pytest.skip(f"{name} not installed")
-    return path
 
 
 def kustomize(kubectl: str, directory: Path) -> list[dict[str, Any]]:

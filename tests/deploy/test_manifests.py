@@ -14,7 +14,8 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from tests.deploy.rendering import DEPLOY, OVERLAYS, REPO, find, kustomize, one, require_binary
+from tests.deploy.rendering import DEPLOY, OVERLAYS, REPO, find, kustomize, one
+from tests.support.tools import require_tool
 
 # The oldest Kubernetes minor the kubelet contract covers, and the newest the installed kubernetes-validate knows.
 VERSIONS = ("1.30", kubernetes_validate.utils.latest_version())
@@ -113,7 +114,7 @@ def test_service_monitors(rendered: dict[str, list[dict[str, Any]]]) -> None:
 def test_prometheus_rule_passes_promtool(
     rendered: dict[str, list[dict[str, Any]]], overlay: str, tmp_path: Path
 ) -> None:
-    promtool = require_binary("promtool")
+    promtool = require_tool("promtool")
     rule = one(rendered[overlay], "PrometheusRule", "gpu-pulse")
     assert rule["metadata"]["namespace"] == "gpu-pulse"
     path = tmp_path / "rules.yaml"
@@ -244,7 +245,7 @@ def test_network_policies_open_the_served_ports(rendered: dict[str, list[dict[st
 
 
 def test_plain_scrape_config_loads_in_prometheus(rendered: dict[str, list[dict[str, Any]]], tmp_path: Path) -> None:
-    promtool = require_binary("promtool")
+    promtool = require_tool("promtool")
     snippet = yaml.safe_load((DEPLOY / "overlays" / "plain" / "prometheus-scrape-config.yaml").read_text())
     jobs = {job["job_name"]: job for job in snippet["scrape_configs"]}
     assert set(jobs) == {"gpu-pulse-exporter", "gpu-pulse-adapter"}, "the shipped alerts select these job names"

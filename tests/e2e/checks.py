@@ -15,7 +15,7 @@ from tests.e2e.cluster import Workload, pods_of
 from tests.e2e.stack import TARGET_UTILIZATION, E2EStack
 from tests.support.adapters import AdapterProcess
 from tests.support.hpa import hpa_desired_replicas
-from tests.support.loopback import wait_for
+from tests.support.waiting import wait_for
 
 TARGET = Decimal(TARGET_UTILIZATION)
 # how far an adapter's answer may be from the exporter's own figure read a moment later

@@ -7,8 +7,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.adapter.simcluster import require_tool
 from tests.e2e.stack import E2EStack, running_e2e_stack
+from tests.support.tools import require_tool
 
 TIMINGS: dict[str, float] = {}
 

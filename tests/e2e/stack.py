@@ -35,9 +35,10 @@ from tests.support.adapters import (
 from tests.support.exporters import ExporterProcess, serving, start_exporter
 from tests.support.kubeapi import kube_api_on_a_thread
 from tests.support.kubestate import ControlPlaneMetrics, DeclaredHpa
-from tests.support.loopback import free_port, wait_for
+from tests.support.loopback import free_port
 from tests.support.processes import ChildProcesses
 from tests.support.prometheus import PrometheusServer, rule_file, start_prometheus, wait_ready
+from tests.support.waiting import wait_for
 
 INTERVAL = 1.0  # exporter poll interval, prometheus scrape and rule evaluation interval (seconds)
 DIRECT_MAX_AGE = 3 * INTERVAL + 2  # the adapter's default for the direct source, given explicitly

@@ -64,8 +64,8 @@ from tests.e2e.cluster import (
 from tests.e2e.stack import DIRECT_MAX_AGE, INTERVAL, PROMETHEUS_MAX_AGE, E2EStack
 from tests.support.dashboard_queries import board_dialects, panel_targets, query_variables, substitute, variable_names
 from tests.support.kubectl import kubectl_get_raw
-from tests.support.loopback import wait_for
 from tests.support.prometheus import shipped_rules
+from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
 

@@ -10,30 +10,11 @@ import pynvml
 
 from exporter.nvml import NvmlCollector
 from simulation import Simulator, install
-
-START = 1_760_000_000.0
-
-
-class FakeClock:
-    """Wall-clock seconds that move only when the test says so."""
-
-    def __init__(self, start: float = START) -> None:
-        self.start = start
-        self.now = start
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
-
-    def at(self, scenario_seconds: float) -> None:
-        """Jump to this many seconds after the start (the simulator's scenario time, for one created at the start)."""
-        self.now = self.start + scenario_seconds
+from tests.support.clocks import ManualClock
 
 
 @contextmanager
-def collecting(scenario: Any, clock: FakeClock, **options: Any) -> Iterator[tuple[Simulator, NvmlCollector]]:
+def collecting(scenario: Any, clock: ManualClock, **options: Any) -> Iterator[tuple[Simulator, NvmlCollector]]:
     """A started collector over `scenario` (a name, file or Scenario); closed and uninstalled on exit."""
     sim = Simulator(scenario, clock=clock)
     with install(sim):

@@ -2,10 +2,10 @@ from __future__ import annotations
 
 import pytest
 
-from tests.exporter.collecting import FakeClock
+from tests.support.clocks import ManualClock
 
 
 @pytest.fixture
-def clock() -> FakeClock:
+def clock() -> ManualClock:
     """A wall clock the test steps, for the simulator and the collector."""
-    return FakeClock()
+    return ManualClock()

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ from exporter.attribution.directory import pod_meta_from_object
 from exporter.attribution.podwatch import PodWatch, PodWatchConfigError, kube_api_client
 from exporter.kubelet.client import Backoff
 from simulation.kubeapi import KubeApiServer, pod_object
+from tests.support.waiting import holds_within
 
 NODE = "gpu-node-1"
 
@@ -72,15 +72,6 @@ def watch_factory(api: _ApiServer) -> Iterator[Callable[..., PodWatch]]:
         watch.close()
 
 
-def _eventually(condition: Callable[[], bool], within: float = 10.0) -> bool:
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.02)
-    return condition()
-
-
 def _gpu_pod(name: str, node: str = NODE, uid: str | None = None, **fields: Any) -> dict[str, Any]:
     obj = pod_object("ml", name, node=node, labels={"app": name}, containers=("main",), uid=uid, **fields)
     for status in obj["status"].get("containerStatuses", []):
@@ -108,12 +99,12 @@ def test_follows_additions_changes_and_deletions(api: _ApiServer, watch_factory:
     watch.start()
     assert watch.wait_synced(10)
     added = api.server.put_object("pods", _gpu_pod("late"))
-    assert _eventually(lambda: watch.by_uid(added["metadata"]["uid"]) is not None)
+    assert holds_within(lambda: watch.by_uid(added["metadata"]["uid"]) is not None)
     changed = _gpu_pod("late", uid=added["metadata"]["uid"], phase="Succeeded")
     api.server.put_object("pods", changed)
-    assert _eventually(lambda: (m := watch.by_name("ml", "late")) is not None and m.terminated)
+    assert holds_within(lambda: (m := watch.by_name("ml", "late")) is not None and m.terminated)
     api.server.delete_pod("ml", "late")
-    assert _eventually(lambda: watch.by_name("ml", "late") is None)
+    assert holds_within(lambda: watch.by_name("ml", "late") is None)
     assert watch.status.errors_total == 0
 
 
@@ -126,8 +117,8 @@ def test_an_expired_watch_is_answered_by_a_fresh_list(api: _ApiServer, watch_fac
     api.server.put_object("pods", _gpu_pod("during-outage"))
     api.server.compact()  # history gone: resuming from the old resourceVersion gets 410 Gone
     api.restart()
-    assert _eventually(lambda: watch.status.relists_total >= 1)
-    assert _eventually(lambda: watch.by_name("ml", "during-outage") is not None)
+    assert holds_within(lambda: watch.status.relists_total >= 1)
+    assert holds_within(lambda: watch.by_name("ml", "during-outage") is not None)
     assert api.server.request_count("list", "pods") > lists_before
 
 
@@ -136,12 +127,12 @@ def test_survives_an_api_server_outage(api: _ApiServer, watch_factory: Callable[
     watch.start()
     assert watch.wait_synced(10)
     api.stop()
-    assert _eventually(lambda: watch.status.errors_total >= 1)
+    assert holds_within(lambda: watch.status.errors_total >= 1)
     assert not watch.status.connected
     assert watch.status.synced, "the cache stays in use while the API server is away"
     api.server.put_object("pods", _gpu_pod("after-restart"))
     api.restart()
-    assert _eventually(lambda: watch.by_name("ml", "after-restart") is not None)
+    assert holds_within(lambda: watch.by_name("ml", "after-restart") is not None)
     assert watch.status.connected
 
 

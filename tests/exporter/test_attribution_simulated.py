@@ -4,8 +4,7 @@ kubelet serving the scenario's pods over gRPC, a fake proc tree in every cgroup 
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -22,25 +21,10 @@ from simulation.kubelet import SimulatedPodSide, start_simulated_pod_side
 from simulation.loader import load_scenario
 from simulation.node import static_directory_of
 from simulation.proctree import CgroupLayout, ContainerRuntime
+from tests.support.clocks import ManualClock
+from tests.support.waiting import holds_within
 
 START = 1_750_000_000.0
-
-
-class SteppedClock:
-    def __init__(self) -> None:
-        self.now = START
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def _eventually(condition: Callable[[], bool], within: float) -> bool:
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.02)
-    return condition()
 
 
 @contextmanager
@@ -49,8 +33,8 @@ def simulated_node(
     layout: CgroupLayout | str = CgroupLayout.V2_SYSTEMD,
     runtime: ContainerRuntime | str = ContainerRuntime.CONTAINERD,
     **pod_side: object,
-) -> Iterator[tuple[NvmlCollector, KubeletPodAttributor, SimulatedPodSide, SteppedClock]]:
-    clock = SteppedClock()
+) -> Iterator[tuple[NvmlCollector, KubeletPodAttributor, SimulatedPodSide, ManualClock]]:
+    clock = ManualClock(START)
     scenario = load_scenario(name)
     side = start_simulated_pod_side(scenario, layout=layout, runtime=runtime)
     options: dict[str, object] = {"kubelet_interval": 0.2, "directory": static_directory_of(scenario)}
@@ -74,7 +58,7 @@ def simulated_node(
 
 
 def cycle(
-    collector: NvmlCollector, attributor: KubeletPodAttributor, clock: SteppedClock
+    collector: NvmlCollector, attributor: KubeletPodAttributor, clock: ManualClock
 ) -> tuple[DeviceCollection, Attribution]:
     clock.now += 1.0
     collection = collector.collect()
@@ -100,7 +84,7 @@ def by_uuid(collection: DeviceCollection) -> dict[str, DeviceReading]:
 )
 def test_time_slicing_four_pods_per_gpu(layout: CgroupLayout, runtime: ContainerRuntime) -> None:
     with simulated_node("shared", layout, runtime) as (collector, attributor, side, clock):
-        assert _eventually(lambda: listed(attributor), within=5.0)
+        assert holds_within(lambda: listed(attributor), within=5.0)
         for _ in range(3):
             collection, attribution = cycle(collector, attributor, clock)
         devices = by_uuid(collection)
@@ -133,7 +117,7 @@ def test_time_slicing_four_pods_per_gpu(layout: CgroupLayout, runtime: Container
 
 def test_whole_gpus_with_labels() -> None:
     with simulated_node("h100x8", pod_labels="app") as (collector, attributor, _side, clock):
-        assert _eventually(lambda: listed(attributor), within=5.0)
+        assert holds_within(lambda: listed(attributor), within=5.0)
         collection, attribution = cycle(collector, attributor, clock)
         devices = by_uuid(collection)
         assert attribution.pods
@@ -148,7 +132,7 @@ def test_whole_gpus_with_labels() -> None:
 
 def test_mig_mixed_and_single_strategy() -> None:
     with simulated_node("a100-mig") as (collector, attributor, side, clock):
-        assert _eventually(lambda: listed(attributor), within=5.0)
+        assert holds_within(lambda: listed(attributor), within=5.0)
         collection, attribution = cycle(collector, attributor, clock)
         devices = by_uuid(collection)
         names = {u.pod.name: u for u in attribution.pods}
@@ -162,27 +146,27 @@ def test_mig_mixed_and_single_strategy() -> None:
 
 def test_kubelet_restart_keeps_then_restores_pods() -> None:
     with simulated_node("h100x8", kubelet_interval=0.25, max_mapping_age=0.6) as (collector, attributor, side, clock):
-        assert _eventually(lambda: listed(attributor), within=5.0)
+        assert holds_within(lambda: listed(attributor), within=5.0)
         assert cycle(collector, attributor, clock)[1].pods
         side.kubelet.stop()
-        assert _eventually(lambda: not listed(attributor), within=5.0)
+        assert holds_within(lambda: not listed(attributor), within=5.0)
         kept = cycle(collector, attributor, clock)[1]
         assert kept.kubelet_up is False
-        assert _eventually(lambda: not cycle(collector, attributor, clock)[1].pods, within=5.0), "stale: pods dropped"
+        assert holds_within(lambda: not cycle(collector, attributor, clock)[1].pods, within=5.0), "stale: pods dropped"
         dropped = cycle(collector, attributor, clock)[1]
         assert dropped.mapping_age_seconds is not None and dropped.mapping_age_seconds > 0.6
         assert {s.name: s.success for s in dropped.statuses}["kubelet"] is False
         side.kubelet.start()
-        assert _eventually(lambda: bool(cycle(collector, attributor, clock)[1].pods), within=2 * 0.25 + 0.5)
+        assert holds_within(lambda: bool(cycle(collector, attributor, clock)[1].pods), within=2 * 0.25 + 0.5)
 
 
 def test_attribute_never_waits_for_a_hanging_kubelet() -> None:
     with simulated_node("shared", kubelet_interval=0.2) as (collector, attributor, side, clock):
-        assert _eventually(lambda: listed(attributor), within=5.0)
+        assert holds_within(lambda: listed(attributor), within=5.0)
         clock.now += 1.0
         collection = collector.collect()
         with side.kubelet.hanging():
-            assert _eventually(lambda: side.kubelet.list_calls >= 3 and not listed(attributor), within=10.0)
+            assert holds_within(lambda: side.kubelet.list_calls >= 3 and not listed(attributor), within=10.0)
             results: list[Attribution] = []
             worker = threading.Thread(
                 target=lambda: results.extend(attributor.attribute(collection) for _ in range(50))
@@ -195,7 +179,7 @@ def test_attribute_never_waits_for_a_hanging_kubelet() -> None:
 
 def test_without_the_pod_directory_shared_gpus_are_unattributed() -> None:
     with simulated_node("shared", directory=None) as (collector, attributor, _side, clock):
-        assert _eventually(lambda: listed(attributor), within=5.0)
+        assert holds_within(lambda: listed(attributor), within=5.0)
         _, attribution = cycle(collector, attributor, clock)
         assert len(attribution.pods) == 8
         assert all(u.share is ShareMethod.UNATTRIBUTED and u.utilization_percent is None for u in attribution.pods)

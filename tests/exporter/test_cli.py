@@ -243,3 +243,35 @@ def test_simulate_shared_shows_every_pod_with_no_other_setup() -> None:
         if process.poll() is None:
             process.kill()
             process.wait(timeout=10)
+
+
+@pytest.mark.parametrize(
+    ("environ", "argv", "node"),
+    [
+        ({}, [], "shared-node-1"),  # the scenario's own name (simulation/scenarios/shared.yaml)
+        ({"NODE_NAME": "from-env"}, [], "from-env"),
+        ({"NODE_NAME": "from-env"}, ["--node-name", "from-flag"], "from-flag"),
+    ],
+)
+def test_a_simulated_node_is_named_by_its_scenario_unless_told_otherwise(
+    environ: dict[str, str], argv: list[str], node: str
+) -> None:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "exporter", "--simulate", "shared", "--listen", "127.0.0.1:0", *argv],
+        stderr=subprocess.PIPE,
+        text=True,
+        env={k: v for k, v in _env(**environ).items() if k != "NODE_NAME" or "NODE_NAME" in environ},
+    )
+    try:
+        url = Exporter(process).wait_for(r"serving .* on (http://127\.0\.0\.1:\d+)").group(1)
+        status, body = 0, b""
+        for _ in range(100):
+            status, body = _get(url + "/metrics")
+            if status == 200 and b"DCGM_FI_DEV_GPU_UTIL{" in body:
+                break
+            time.sleep(0.1)
+        hostnames = set(re.findall(rb'Hostname="([^"]*)"', body))
+        assert hostnames == {node.encode()}, hostnames
+    finally:
+        process.kill()
+        process.wait(timeout=10)

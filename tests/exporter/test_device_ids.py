@@ -1,5 +1,5 @@
-"""Device IDs as the kubelet reports them (contracts.md section 2): every documented format parses, prints back the
-same, and anything else is refused with DeviceIdError only."""
+"""Device IDs as the kubelet reports them (NVIDIA k8s-device-plugin and dcgm-exporter's kubernetes mapping): every
+documented format parses, prints back the same, and anything else is refused with DeviceIdError only."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The dcgm dialect is a drop-in for dcgm-exporter: its default set with exactly dcgm-exporter's names, types, units and
-labels (contracts.md section 4, from dcgm-exporter's etc/default-counters.csv and its label rendering)."""
+labels (from dcgm-exporter's etc/default-counters.csv and its label rendering)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from prometheus_client.samples import Sample
 from exporter.catalogue import DCGM_DEFAULT_SET, Dialect
 from exporter.exposition import render_exposition
 from exporter.snapshot import DeviceReading, ShareMethod
-from tests.exporter.test_exposition_builders import NATIVE, gpu, mig, node_with_everything, pod, reading, snapshot, use
+from tests.support.snapshots import NATIVE, gpu, mig, node_with_everything, pod, reading, snapshot, use
 
 MIB = 1024 * 1024
 
@@ -44,7 +44,7 @@ DCGM_DEFAULTS: list[tuple[str, str, str, float]] = [
     ("DCGM_FI_PROF_PCIE_RX_BYTES", "gauge", "pcie_rx", 567 * 1024),  # bytes/s
 ]
 # Fields outside the default set (commented out or absent in default-counters.csv) that we also publish, under
-# dcgm-exporter's names and units. contracts.md lists SM_ACTIVE with the defaults; upstream's CSV has it commented out.
+# dcgm-exporter's names and units. Upstream's CSV has SM_ACTIVE commented out.
 DCGM_EXTRAS: list[tuple[str, str, str, float]] = [
     ("DCGM_FI_PROF_SM_ACTIVE", "gauge", "sm_active", 0.8025),  # ratio 0-1
     ("DCGM_FI_DEV_POWER_MGMT_LIMIT", "gauge", "power_limit", 700),  # W

@@ -4,8 +4,6 @@
 from __future__ import annotations
 
 import math
-import os
-import shutil
 import subprocess
 
 import pytest
@@ -16,7 +14,8 @@ from prometheus_client.samples import Sample
 from exporter.catalogue import Dialect
 from exporter.exposition import ExpositionRenderer, render_exposition
 from exporter.snapshot import ShareMethod
-from tests.exporter.test_exposition_builders import gpu, mig, node_with_everything, pod, reading, snapshot, use
+from tests.support.snapshots import gpu, mig, node_with_everything, pod, reading, snapshot, use
+from tests.support.tools import require_tool
 
 DEVICE_LABELS = ["gpu", "uuid", "model", "node"]
 POD_LABELS = ["node", "namespace", "pod", "container", "gpu", "uuid", "gpu_instance", "mig_profile", "share"]
@@ -59,12 +58,7 @@ BASE_UNITS: list[tuple[str, dict[str, str], float]] = [
 
 
 def promtool() -> str:
-    path = shutil.which("promtool")
-    if path is None:
-        if os.environ.get("CI"):
-            pytest.fail("promtool is missing (install the Debian package prometheus)")
-        pytest.skip("promtool is not installed")
-    return path
+    return require_tool("promtool")
 
 
 def promtool_check(text: bytes) -> subprocess.CompletedProcess[bytes]:

@@ -1,6 +1,6 @@
 """For any snapshot the renderer can be given, the real parsers read back exactly the samples it should contain.
 
-The expected samples come from a plain reading of the catalogue and the design (catalogue.md, contracts.md section 4),
+The expected samples come from a plain reading of the catalogue (exporter/catalogue.py) and dcgm-exporter's names,
 written here independently of the renderer: names, label sets and values (native * scale, floored where the dialect
 publishes integers; a bitmask as one 0/1 series per bit). Values are arbitrary floats (NaN, infinities, huge and tiny),
 label values contain quotes, backslashes, line feeds and any Unicode. Both the text format (prometheus_client.parser)

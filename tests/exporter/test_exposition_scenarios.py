@@ -12,8 +12,8 @@ from prometheus_client.samples import Sample
 from exporter.catalogue import Dialect
 from exporter.loop import Published
 from simulation import BUILTIN_SCENARIOS
-from tests.exporter.test_exposition_builders import simulated_node
 from tests.exporter.test_exposition_prometheus import promtool_check
+from tests.support.snapshots import simulated_node
 
 DCGM_GPU = {"gpu", "UUID", "pci_bus_id", "device", "modelName", "Hostname", "DCGM_FI_DRIVER_VERSION"}
 DCGM_MIG = DCGM_GPU | {"GPU_I_PROFILE", "GPU_I_ID"}

@@ -7,7 +7,6 @@ import random
 import shutil
 import tempfile
 import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -20,6 +19,7 @@ from exporter.kubelet.client import Backoff, KubeletCallError, PodResourcesClien
 from exporter.kubelet.podresources import ContainerDevices, ContainerResources, PodResources, pods_to_message
 from exporter.kubelet.proto import api_pb2, api_pb2_grpc
 from simulation.kubelet import RATE_LIMIT_MESSAGE, FakeKubelet
+from tests.support.waiting import holds_within
 
 GPU0 = "GPU-00000000-1111-2222-3333-444444444444"
 GPU1 = "GPU-00000000-1111-2222-3333-555555555555"
@@ -43,16 +43,6 @@ def _pod(name: str, device: str, namespace: str = "ml") -> PodResources:
             ContainerResources("main", (ContainerDevices("nvidia.com/gpu", (device,)),)),
         ),
     )
-
-
-def _eventually(condition: Callable[[], bool], within: float) -> bool:
-    """Poll `condition` until it holds or `within` seconds pass (a bound on a behaviour, not a speed measurement)."""
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.02)
-    return condition()
 
 
 @pytest.fixture
@@ -113,7 +103,7 @@ def test_the_timer_lists_and_reading_state_never_calls_the_kubelet(
     with FakeKubelet(socket_path, [_pod("a", GPU0)]) as kubelet:
         client = client_factory()
         client.start()
-        assert _eventually(lambda: kubelet.list_calls >= 3, within=5.0)
+        assert holds_within(lambda: kubelet.list_calls >= 3, within=5.0)
         client.close()
         calls = kubelet.list_calls
         for _ in range(1000):
@@ -132,15 +122,15 @@ def test_rate_limited_calls_back_off_and_keep_the_mapping(
     with FakeKubelet(socket_path, [_pod("a", GPU0)]) as kubelet:
         client = client_factory(backoff=Backoff(initial=0.05, maximum=0.2))
         client.start()
-        assert _eventually(lambda: client.state.up, within=5.0)
+        assert holds_within(lambda: client.state.up, within=5.0)
         kubelet.exhaust(4)
         kubelet.set_pods([_pod("b", GPU1)])
-        assert _eventually(lambda: not client.state.up, within=5.0)
+        assert holds_within(lambda: not client.state.up, within=5.0)
         down = client.state
         assert down.pods == (_pod("a", GPU0),), "the last mapping is kept while the kubelet refuses"
         assert down.last_error is not None and "RESOURCE_EXHAUSTED" in down.last_error
         assert RATE_LIMIT_MESSAGE in down.last_error
-        assert _eventually(lambda: client.state.up, within=5.0)
+        assert holds_within(lambda: client.state.up, within=5.0)
         assert client.state.pods == (_pod("b", GPU1),)
         assert client.state.errors_total == 4
 
@@ -160,14 +150,14 @@ def test_socket_deleted_and_recreated(socket_path: Path, client_factory: Callabl
     try:
         client = client_factory(interval=interval, socket_poll=0.1)
         client.start()
-        assert _eventually(lambda: client.state.up, within=5.0)
+        assert holds_within(lambda: client.state.up, within=5.0)
         kubelet.stop()  # a kubelet restart: the socket is deleted
         assert not socket_path.exists()
-        assert _eventually(lambda: not client.state.up, within=5.0)
+        assert holds_within(lambda: not client.state.up, within=5.0)
         assert client.state.pods == (_pod("a", GPU0),)
         kubelet.set_pods([_pod("b", GPU1)])
         kubelet.start()  # a new socket (new inode) at the same path
-        assert _eventually(lambda: client.state.up and client.state.pods == (_pod("b", GPU1),), within=2 * interval)
+        assert holds_within(lambda: client.state.up and client.state.pods == (_pod("b", GPU1),), within=2 * interval)
     finally:
         kubelet.stop()
 
@@ -175,14 +165,14 @@ def test_socket_deleted_and_recreated(socket_path: Path, client_factory: Callabl
 def test_no_socket_at_start_is_a_state(socket_path: Path, client_factory: Callable[..., PodResourcesClient]) -> None:
     client = client_factory()
     client.start()
-    assert _eventually(lambda: client.state.errors_total >= 1, within=5.0)
+    assert holds_within(lambda: client.state.errors_total >= 1, within=5.0)
     assert not client.state.up
     assert client.state.pods is None
     assert client.state.last_error is not None and "does not exist" in client.state.last_error
     with pytest.raises(KubeletCallError, match="does not exist"):
         client.list_pods()
     with FakeKubelet(socket_path, [_pod("a", GPU0)]):
-        assert _eventually(lambda: client.state.up, within=5.0)
+        assert holds_within(lambda: client.state.up, within=5.0)
         assert client.state.pods == (_pod("a", GPU0),)
 
 
@@ -192,14 +182,14 @@ def test_a_hanging_kubelet_hits_the_deadline(
     with FakeKubelet(socket_path, [_pod("a", GPU0)]) as kubelet:
         client = client_factory(call_timeout=0.3)
         client.start()
-        assert _eventually(lambda: client.state.up, within=5.0)
+        assert holds_within(lambda: client.state.up, within=5.0)
         with kubelet.hanging():
             with pytest.raises(KubeletCallError) as error:
                 client.list_pods()
             assert error.value.code == "DEADLINE_EXCEEDED"
-            assert _eventually(lambda: not client.state.up, within=5.0)
+            assert holds_within(lambda: not client.state.up, within=5.0)
             assert client.state.pods == (_pod("a", GPU0),)
-        assert _eventually(lambda: client.state.up, within=5.0)
+        assert holds_within(lambda: client.state.up, within=5.0)
 
 
 def test_close_ends_a_call_in_flight(socket_path: Path, client_factory: Callable[..., PodResourcesClient]) -> None:
@@ -207,7 +197,7 @@ def test_close_ends_a_call_in_flight(socket_path: Path, client_factory: Callable
         kubelet.hang()
         client = client_factory(call_timeout=60.0)
         client.start()
-        assert _eventually(lambda: kubelet.list_calls >= 1, within=5.0)
+        assert holds_within(lambda: kubelet.list_calls >= 1, within=5.0)
         closer = threading.Thread(target=client.close)
         closer.start()
         closer.join(timeout=5.0)

@@ -23,7 +23,8 @@ from exporter.loop import PollLoop, next_tick
 from exporter.nvml import NvmlCollector
 from exporter.pods_document import ContainerView, DeviceFigures, NodePods, PodView, SerializedPods
 from exporter.snapshot import Snapshot
-from tests.exporter.test_exposition_builders import FakeClock, simulated_node
+from tests.support.clocks import ManualClock
+from tests.support.snapshots import simulated_node
 
 
 class DefectiveCollector:
@@ -151,7 +152,7 @@ def test_a_failing_pods_builder_keeps_the_previous_document() -> None:
 
 
 def test_readiness_follows_the_age_of_the_data() -> None:
-    clock = FakeClock()
+    clock = ManualClock()
     with simulated_node("h100x8", interval=2.0, clock=clock) as node:
         readiness = node.loop.readiness()
         assert not readiness.ready and "no snapshot yet" in readiness.reason

@@ -11,7 +11,8 @@ import pytest
 from exporter.collection import DeviceCollection
 from exporter.snapshot import DeviceReading, GpuIdentity, MigIdentity
 from simulation.hardware import GPU_MODELS
-from tests.exporter.collecting import FakeClock, collecting
+from tests.exporter.collecting import collecting
+from tests.support.clocks import ManualClock
 
 MIB = 1024 * 1024
 
@@ -86,7 +87,7 @@ XID_KEYS = {"last_xid"}
 
 @pytest.mark.parametrize("scenario", ["h100x8", "a100-mig", "shared", "faulty"])
 def test_every_value_is_what_nvml_says_in_the_native_unit(scenario: str) -> None:
-    clock = FakeClock()
+    clock = ManualClock()
     with collecting(scenario, clock) as (_, collector):
         collection = collector.collect()  # the clock stands still: NVML would answer the same now
         for reading in gpus(collection):
@@ -106,7 +107,7 @@ def test_every_value_is_what_nvml_says_in_the_native_unit(scenario: str) -> None
 
 
 def test_units_are_nvml_native_bytes_milliwatts_megahertz_and_millijoules() -> None:
-    clock = FakeClock()
+    clock = ManualClock()
     with collecting("h100x8", clock) as (_, collector):
         model = GPU_MODELS["H100-SXM5-80GB"]
         first = gpus(collector.collect())[0].values
@@ -125,7 +126,7 @@ def test_units_are_nvml_native_bytes_milliwatts_megahertz_and_millijoules() -> N
 
 
 def test_identity_is_read_once_with_every_detail() -> None:
-    clock = FakeClock()
+    clock = ManualClock()
     with collecting("h100x8", clock) as (sim, collector):
         readings = gpus(collector.collect())
         calls_before = sim.call_counts.get("nvmlDeviceGetUUID", 0)
@@ -149,7 +150,7 @@ def test_identity_is_read_once_with_every_detail() -> None:
 
 
 def test_mig_instances_are_found_in_every_slot_with_their_profile_and_ids() -> None:
-    clock = FakeClock()
+    clock = ManualClock()
     with collecting("a100-mig", clock) as (sim, collector):
         collection = collector.collect()
     spec = sim.scenario
@@ -181,7 +182,7 @@ def test_mig_instances_are_found_in_every_slot_with_their_profile_and_ids() -> N
 
 
 def test_mig_instances_carry_their_own_processes() -> None:
-    clock = FakeClock()
+    clock = ManualClock()
     with collecting("a100-mig", clock) as (sim, collector):
         collection = collector.collect()
     spec = sim.scenario
@@ -198,7 +199,7 @@ def test_mig_instances_carry_their_own_processes() -> None:
 
 
 def test_processes_of_a_shared_gpu_come_with_their_utilization() -> None:
-    clock = FakeClock()
+    clock = ManualClock()
     with collecting("shared", clock) as (sim, collector):
         collector.collect()
         clock.advance(1.0)
@@ -219,7 +220,7 @@ def test_processes_of_a_shared_gpu_come_with_their_utilization() -> None:
 
 
 def test_process_utilization_follows_the_load_of_each_process() -> None:
-    clock = FakeClock()
+    clock = ManualClock()
     with collecting("shared", clock) as (sim, collector):
         collector.collect()
         sim.set_load("team-a/train-small-0", 30)  # this pod's process now runs at 30 %
@@ -237,7 +238,7 @@ def test_process_utilization_follows_the_load_of_each_process() -> None:
 
 
 def test_gpm_activity_on_h100_follows_the_load() -> None:
-    clock = FakeClock()
+    clock = ManualClock()
     with collecting("h100x8", clock) as (sim, collector):
         sim.set_load(0, 37.0)
         clock.advance(1.0)  # the simulated load changes on its 1 s grid
@@ -253,7 +254,7 @@ def test_gpm_activity_on_h100_follows_the_load() -> None:
 
 
 def test_gpm_samples_closer_than_100_ms_report_the_previous_activity() -> None:
-    clock = FakeClock()
+    clock = ManualClock()
     with collecting("h100x8", clock) as (sim, collector):
         collector.collect()
         clock.advance(1.0)
@@ -266,7 +267,7 @@ def test_gpm_samples_closer_than_100_ms_report_the_previous_activity() -> None:
 
 
 def test_gpm_is_off_on_a100() -> None:
-    clock = FakeClock()
+    clock = ManualClock()
     with collecting("a100-mig", clock) as (sim, collector):
         collector.collect()
         clock.advance(1.0)
@@ -278,7 +279,7 @@ def test_gpm_is_off_on_a100() -> None:
 
 
 def test_gpm_activity_per_mig_instance_on_h100() -> None:
-    clock = FakeClock()
+    clock = ManualClock()
     with collecting("h100-mig", clock) as (_, collector):
         collector.collect()
         clock.advance(1.0)
@@ -291,7 +292,7 @@ def test_gpm_activity_per_mig_instance_on_h100() -> None:
 
 
 def test_only_selected_measurements_are_read_and_reported() -> None:
-    clock = FakeClock()
+    clock = ManualClock()
     with collecting("h100x8", clock, enabled={"fb_used", "nvlink_total"}) as (sim, collector):
         collection = collector.collect()
         calls = sim.call_counts
@@ -305,7 +306,7 @@ def test_only_selected_measurements_are_read_and_reported() -> None:
 
 
 def test_counters_are_read_in_one_field_values_call_per_gpu() -> None:
-    clock = FakeClock()
+    clock = ManualClock()
     with collecting("h100x8", clock) as (sim, collector):
         before = sim.call_counts["nvmlDeviceGetFieldValues"] if "nvmlDeviceGetFieldValues" in sim.call_counts else 0
         collector.collect()
@@ -313,7 +314,7 @@ def test_counters_are_read_in_one_field_values_call_per_gpu() -> None:
 
 
 def test_pcie_throughput_is_sampled_every_few_cycles_and_held_in_between() -> None:
-    clock = FakeClock()
+    clock = ManualClock()
     with collecting("h100x8", clock, interval_seconds=1.0, pcie_period_seconds=3.0) as (sim, collector):
         seen = []
         counts = []
@@ -326,7 +327,7 @@ def test_pcie_throughput_is_sampled_every_few_cycles_and_held_in_between() -> No
 
 
 def test_history_keeps_utilization_and_memory_per_device() -> None:
-    clock = FakeClock()
+    clock = ManualClock()
     with collecting("a100-mig", clock, interval_seconds=1.0, history_seconds=5.0) as (_, collector):
         taken = []
         for _ in range(8):
@@ -349,7 +350,7 @@ def test_history_keeps_utilization_and_memory_per_device() -> None:
 
 
 def test_history_of_a_whole_gpu_holds_its_utilization() -> None:
-    clock = FakeClock()
+    clock = ManualClock()
     with collecting("h100x8", clock) as (_, collector):
         collection = collector.collect()
         gpu = gpus(collection)[0]
@@ -360,7 +361,7 @@ def test_history_of_a_whole_gpu_holds_its_utilization() -> None:
 
 
 def test_rediscovery_finds_the_same_devices_and_keeps_counting() -> None:
-    clock = FakeClock()
+    clock = ManualClock()
     with collecting("a100-mig", clock) as (sim, collector):
         before = [d.uuid for d in collector.collect().devices]
         collector.rediscover()
@@ -370,7 +371,7 @@ def test_rediscovery_finds_the_same_devices_and_keeps_counting() -> None:
 
 
 def test_statuses_name_every_sub_collector() -> None:
-    clock = FakeClock()
+    clock = ManualClock()
     with collecting("h100x8", clock) as (_, collector):
         statuses = collector.collect().statuses
     assert [s.name for s in statuses] == ["nvml", "fields", "processes", "xid", "gpm"]

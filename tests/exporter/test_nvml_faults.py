@@ -17,7 +17,8 @@ from exporter.collection import DeviceCollection
 from exporter.nvml import NvmlCollector, NvmlUnavailable
 from exporter.snapshot import DeviceReading, MigIdentity
 from simulation import Simulator, build_scenario, install, installed
-from tests.exporter.collecting import FakeClock, collecting
+from tests.exporter.collecting import collecting
+from tests.support.clocks import ManualClock
 
 
 def by_index(collection: DeviceCollection) -> dict[int, DeviceReading]:
@@ -38,7 +39,7 @@ def wait_for(collector: NvmlCollector, done: Callable[[DeviceCollection], bool])
 
 
 def test_unsupported_measurements_are_absent_and_not_asked_again() -> None:
-    clock = FakeClock()
+    clock = ManualClock()
     with collecting("faulty", clock) as (sim, collector):
         first = by_index(collector.collect())
         encoder_calls = sim.call_counts["nvmlDeviceGetEncoderUtilization"]
@@ -65,7 +66,7 @@ def test_unsupported_measurements_are_absent_and_not_asked_again() -> None:
 
 
 def test_no_permission_is_logged_once_and_counted_once(caplog: pytest.LogCaptureFixture) -> None:
-    clock = FakeClock()
+    clock = ManualClock()
     with caplog.at_level(logging.WARNING, logger="exporter.nvml"), collecting("faulty", clock) as (_, collector):
         for _ in range(4):
             readings = by_index(collector.collect())
@@ -90,7 +91,7 @@ def _one_gpu(**gpu: Any) -> Any:
 
 
 def test_another_error_drops_only_that_value_and_counts_every_time() -> None:
-    clock = FakeClock()
+    clock = ManualClock()
     scenario = _one_gpu(errors={"nvmlDeviceGetPowerUsage": "UNKNOWN", "field:94": "UNKNOWN"})
     with collecting(scenario, clock) as (sim, collector):
         for _ in range(3):
@@ -113,7 +114,7 @@ def test_another_error_drops_only_that_value_and_counts_every_time() -> None:
 
 
 def test_a_lost_gpu_is_down_while_the_others_report_and_comes_back(caplog: pytest.LogCaptureFixture) -> None:
-    clock = FakeClock()
+    clock = ManualClock()
     with caplog.at_level(logging.WARNING, logger="exporter.nvml"), collecting("faulty", clock) as (_, collector):
         before = by_index(collector.collect())
         clock.advance(6.0)  # GPU 1 falls off the bus at 5 s
@@ -144,7 +145,7 @@ def test_a_lost_gpu_is_down_while_the_others_report_and_comes_back(caplog: pytes
 
 
 def test_a_lost_gpu_is_probed_again_with_exponential_backoff() -> None:
-    clock = FakeClock()
+    clock = ManualClock()
     with collecting("h100x8", clock, lost_backoff=(1.0, 60.0)) as (sim, collector):
         collector.collect()
 
@@ -168,7 +169,7 @@ def test_a_lost_gpu_is_probed_again_with_exponential_backoff() -> None:
 
 
 def test_a_lost_mig_gpu_takes_its_instances_down_only() -> None:
-    clock = FakeClock()
+    clock = ManualClock()
     with collecting("a100-mig", clock) as (sim, collector):
         collector.collect()
         sim.lose_gpu(0)
@@ -187,7 +188,7 @@ def test_a_lost_mig_gpu_takes_its_instances_down_only() -> None:
 
 
 def test_xid_events_are_counted_per_gpu_and_xid() -> None:
-    clock = FakeClock()
+    clock = ManualClock()
     with collecting("h100x8", clock) as (sim, collector):
         collector.collect()
         for xid in (13, 13, 13, 31):
@@ -202,7 +203,7 @@ def test_xid_events_are_counted_per_gpu_and_xid() -> None:
 
 
 def test_an_xid_burst_on_the_scenario_timeline_is_heard() -> None:
-    clock = FakeClock()
+    clock = ManualClock()
     with collecting("faulty", clock) as (_, collector):
         collector.collect()
         clock.advance(4.0)  # 5 x XID 13 on GPU 0 from 3 s, 0.2 s apart
@@ -212,7 +213,7 @@ def test_an_xid_burst_on_the_scenario_timeline_is_heard() -> None:
 
 
 def test_close_stops_the_xid_thread_and_shuts_nvml_down() -> None:
-    clock = FakeClock()
+    clock = ManualClock()
     with collecting("h100x8", clock) as (sim, collector):
         collector.collect()
         assert any(t.name == "gpu-pulse-xid" for t in threading.enumerate())
@@ -248,7 +249,7 @@ def test_a_host_without_libnvidia_ml_gets_a_clear_error() -> None:
 
 
 def test_gpm_refused_by_a_gpu_is_switched_off_for_good() -> None:
-    clock = FakeClock()
+    clock = ManualClock()
     with collecting(_one_gpu(errors={"nvmlGpmSampleGet": "NOT_SUPPORTED"}), clock) as (sim, collector):
         for _ in range(3):
             collection = collector.collect()
@@ -263,7 +264,7 @@ def test_gpm_refused_by_a_gpu_is_switched_off_for_good() -> None:
 
 
 def test_a_gpm_metric_the_gpu_cannot_give_is_absent_alone() -> None:
-    clock = FakeClock()
+    clock = ManualClock()
     with collecting(_one_gpu(errors={"gpm:5": "NOT_SUPPORTED"}), clock) as (_, collector):
         collector.collect()
         clock.advance(1.0)
@@ -276,7 +277,7 @@ def test_a_gpm_metric_the_gpu_cannot_give_is_absent_alone() -> None:
 
 
 def test_a_function_an_old_driver_lacks_is_treated_as_not_supported() -> None:
-    clock = FakeClock()
+    clock = ManualClock()
     scenario = build_scenario(
         {
             "name": "old-driver",
@@ -295,7 +296,7 @@ def test_a_function_an_old_driver_lacks_is_treated_as_not_supported() -> None:
 
 
 def test_clock_event_reasons_fall_back_to_the_old_throttle_reasons_call() -> None:
-    clock = FakeClock()
+    clock = ManualClock()
     scenario = build_scenario(
         {
             "name": "r530",
@@ -309,7 +310,7 @@ def test_clock_event_reasons_fall_back_to_the_old_throttle_reasons_call() -> Non
 
 
 def test_a_mig_profile_is_read_from_the_attributes_when_the_name_does_not_carry_it() -> None:
-    clock = FakeClock()
+    clock = ManualClock()
     scenario = build_scenario(
         {
             "name": "plain-mig-names",

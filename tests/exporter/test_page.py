@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from exporter.collection import HistoryPoint
 from exporter.page import render_page, sparkline
 from exporter.snapshot import DeviceReading
-from tests.exporter.test_exposition_builders import (
+from tests.support.snapshots import (
     gpu,
     node_with_everything,
     pod,

@@ -1,5 +1,5 @@
 """The committed pod-resources stubs are exactly what the pinned grpcio-tools makes of our api.proto, and api.proto
-keeps upstream's wire names and numbers (contracts.md section 1)."""
+keeps upstream's wire names and numbers (kubernetes/kubelet pkg/apis/podresources/v1/api.proto)."""
 
 from __future__ import annotations
 

@@ -24,7 +24,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from exporter.attribution.pods_builder import PodsDocumentBuilder
 from exporter.server import accepts_gzip, build_app, load_access, wants_openmetrics
-from tests.exporter.test_exposition_builders import FakeClock, SimulatedNode, simulated_node
+from tests.support.clocks import ManualClock
+from tests.support.snapshots import SimulatedNode, simulated_node
 from toolkit.serving import start_server
 from toolkit.settings import ListenAddress
 from toolkit.tls import server_context
@@ -38,7 +39,7 @@ Client = Any  # aiohttp's TestClient
 
 @pytest.fixture
 def node() -> Iterator[SimulatedNode]:
-    clock = FakeClock()
+    clock = ManualClock()
     with simulated_node("h100x8", pods_view=PodsDocumentBuilder(interval_seconds=1.0), clock=clock) as node:
         yield node
 

@@ -21,7 +21,7 @@ from exporter.exposition import ExpositionRenderer, Rendered
 from exporter.loop import PollLoop
 from exporter.server import build_app
 from exporter.snapshot import Snapshot
-from tests.exporter.test_exposition_builders import simulated_node
+from tests.support.snapshots import simulated_node
 from toolkit.serving import start_server
 from toolkit.settings import ListenAddress
 

@@ -11,11 +11,11 @@ import pynvml
 import pytest
 
 from simulation import Simulator, install
-from tests.exporter.collecting import FakeClock
+from tests.support.clocks import ManualClock
 
 
 @pytest.fixture
-def faulty(clock: FakeClock) -> Iterator[Simulator]:
+def faulty(clock: ManualClock) -> Iterator[Simulator]:
     s = Simulator("faulty", clock=clock)
     with install(s):
         pynvml.nvmlInit()
@@ -35,7 +35,7 @@ def drain(event_set: object, timeout_ms: int = 30) -> list[tuple[int, int, int]]
         out.append((index, data.eventType, data.eventData))
 
 
-def test_a_gpu_falls_off_the_bus_and_the_others_keep_answering(faulty: Simulator, clock: FakeClock) -> None:
+def test_a_gpu_falls_off_the_bus_and_the_others_keep_answering(faulty: Simulator, clock: ManualClock) -> None:
     handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(4)]
     clock.at(4.9)
     assert pynvml.nvmlDeviceGetPowerUsage(handles[1]) > 0
@@ -74,7 +74,7 @@ def test_lose_and_restore_by_hand(faulty: Simulator) -> None:
 
 
 def test_lost_gpu_takes_its_mig_devices_along() -> None:
-    sim = Simulator("a100-mig", clock=FakeClock())
+    sim = Simulator("a100-mig", clock=ManualClock())
     with install(sim):
         pynvml.nvmlInit()
         try:
@@ -87,7 +87,7 @@ def test_lost_gpu_takes_its_mig_devices_along() -> None:
             pynvml.nvmlShutdown()
 
 
-def test_xid_events_on_the_timeline(faulty: Simulator, clock: FakeClock) -> None:
+def test_xid_events_on_the_timeline(faulty: Simulator, clock: ManualClock) -> None:
     handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(4)]
     values = {int(ctypes.cast(h, ctypes.c_void_p).value or 0): i for i, h in enumerate(handles)}
     assert pynvml.nvmlDeviceGetSupportedEventTypes(handles[0]) & pynvml.nvmlEventTypeXidCriticalError
@@ -153,7 +153,7 @@ def test_refused_functions_and_fields_per_gpu(faulty: Simulator) -> None:
     assert replay3.nvmlReturn == pynvml.NVML_ERROR_NO_PERMISSION
 
 
-def test_error_counters_grow_with_time(faulty: Simulator, clock: FakeClock) -> None:
+def test_error_counters_grow_with_time(faulty: Simulator, clock: ManualClock) -> None:
     h0, h2 = pynvml.nvmlDeviceGetHandleByIndex(0), pynvml.nvmlDeviceGetHandleByIndex(2)
     clock.at(3600)
     sbe, cor, pending = pynvml.nvmlDeviceGetFieldValues(h0, [3, 142, 144])

@@ -8,7 +8,7 @@ import pynvml
 import pytest
 
 from simulation import Simulator, install
-from tests.exporter.collecting import FakeClock
+from tests.support.clocks import ManualClock
 
 METRICS = (
     pynvml.NVML_GPM_METRIC_GRAPHICS_UTIL,
@@ -19,7 +19,7 @@ METRICS = (
 
 
 @pytest.fixture
-def h100(clock: FakeClock) -> Iterator[Simulator]:
+def h100(clock: ManualClock) -> Iterator[Simulator]:
     s = Simulator("h100x8", clock=clock)
     with install(s):
         pynvml.nvmlInit()
@@ -41,7 +41,7 @@ def metrics(first: object, second: object, ids: tuple[int, ...] = METRICS) -> di
 
 @pytest.mark.parametrize(("scenario", "supported"), [("h100x8", 1), ("a100-mig", 0)])
 def test_gpm_support_per_model(scenario: str, supported: int) -> None:
-    with install(Simulator(scenario, clock=FakeClock())):
+    with install(Simulator(scenario, clock=ManualClock())):
         pynvml.nvmlInit()
         try:
             h = pynvml.nvmlDeviceGetHandleByIndex(0)
@@ -57,7 +57,7 @@ def test_gpm_support_per_model(scenario: str, supported: int) -> None:
             pynvml.nvmlShutdown()
 
 
-def test_metrics_from_two_samples_follow_the_load(h100: Simulator, clock: FakeClock) -> None:
+def test_metrics_from_two_samples_follow_the_load(h100: Simulator, clock: ManualClock) -> None:
     h = pynvml.nvmlDeviceGetHandleByIndex(0)
     s1, s2 = pynvml.nvmlGpmSampleAlloc(), pynvml.nvmlGpmSampleAlloc()
     try:
@@ -85,7 +85,7 @@ def test_metrics_from_two_samples_follow_the_load(h100: Simulator, clock: FakeCl
         pynvml.nvmlGpmSampleFree(s2)
 
 
-def test_samples_must_be_apart_in_time_and_from_one_device(h100: Simulator, clock: FakeClock) -> None:
+def test_samples_must_be_apart_in_time_and_from_one_device(h100: Simulator, clock: ManualClock) -> None:
     s1, s2 = pynvml.nvmlGpmSampleAlloc(), pynvml.nvmlGpmSampleAlloc()
     pynvml.nvmlGpmSampleGet(pynvml.nvmlDeviceGetHandleByIndex(0), s1)
     pynvml.nvmlGpmSampleGet(pynvml.nvmlDeviceGetHandleByIndex(0), s2)
@@ -102,7 +102,7 @@ def test_samples_must_be_apart_in_time_and_from_one_device(h100: Simulator, cloc
 
 
 def test_per_gpu_instance_metrics_on_an_h100_in_mig_mode() -> None:
-    clock = FakeClock()
+    clock = ManualClock()
     sim = Simulator("h100-mig", clock=clock)
     with install(sim):
         pynvml.nvmlInit()

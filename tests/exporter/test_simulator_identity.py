@@ -9,7 +9,7 @@ import pynvml
 import pytest
 
 from simulation import Simulator, build_scenario, install, installed, load_scenario, uninstall
-from tests.exporter.collecting import FakeClock
+from tests.support.clocks import ManualClock
 
 UUID_RE = re.compile(r"^GPU-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 PCI_RE = re.compile(r"^[0-9A-F]{8}:[0-9A-F]{2}:[0-9A-F]{2}\.0$")
@@ -17,7 +17,7 @@ PCI_RE = re.compile(r"^[0-9A-F]{8}:[0-9A-F]{2}:[0-9A-F]{2}\.0$")
 
 @pytest.fixture
 def sim() -> Iterator[Simulator]:
-    s = Simulator("h100x8", clock=FakeClock())
+    s = Simulator("h100x8", clock=ManualClock())
     with install(s):
         pynvml.nvmlInit()
         yield s
@@ -120,8 +120,8 @@ def test_error_strings_come_from_the_library(sim: Simulator) -> None:
 
 def test_install_uninstall_restores_pynvml_and_refuses_a_second_simulator() -> None:
     before = pynvml.nvmlLib
-    a = Simulator("shared", clock=FakeClock())
-    b = Simulator("shared", clock=FakeClock())
+    a = Simulator("shared", clock=ManualClock())
+    b = Simulator("shared", clock=ManualClock())
     with install(a):
         assert pynvml.nvmlLib is a
         assert installed() is a
@@ -142,7 +142,7 @@ def test_install_uninstall_restores_pynvml_and_refuses_a_second_simulator() -> N
 
 def test_same_seed_same_identities_other_seed_other_identities() -> None:
     def identities(seed: int) -> list[tuple[str, str, str]]:
-        with install(Simulator(load_scenario("h100x8", seed=seed), clock=FakeClock())):
+        with install(Simulator(load_scenario("h100x8", seed=seed), clock=ManualClock())):
             pynvml.nvmlInit()
             try:
                 out = []
@@ -167,7 +167,7 @@ def test_an_older_driver_lacks_the_functions_the_scenario_names() -> None:
     scenario = build_scenario(
         {"gpus": [{"model": "A100-SXM4-40GB"}], "missing_functions": ["nvmlDeviceGetCurrentClocksEventReasons"]}
     )
-    with install(Simulator(scenario, clock=FakeClock())):
+    with install(Simulator(scenario, clock=ManualClock())):
         pynvml.nvmlInit()
         try:
             h = pynvml.nvmlDeviceGetHandleByIndex(0)

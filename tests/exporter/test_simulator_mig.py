@@ -8,14 +8,14 @@ import pynvml
 import pytest
 
 from simulation import Simulator, build_scenario, install
-from tests.exporter.collecting import FakeClock
+from tests.support.clocks import ManualClock
 
 MIB = 1024 * 1024
 
 
 @pytest.fixture
 def sim() -> Iterator[Simulator]:
-    s = Simulator("a100-mig", clock=FakeClock())
+    s = Simulator("a100-mig", clock=ManualClock())
     with install(s):
         pynvml.nvmlInit()
         yield s
@@ -114,7 +114,7 @@ def test_what_a_mig_enabled_gpu_and_a_mig_handle_refuse(sim: Simulator) -> None:
 
 
 def test_a_gpu_without_mig_enabled_reports_mode_zero() -> None:
-    with install(Simulator("h100x8", clock=FakeClock())):
+    with install(Simulator("h100x8", clock=ManualClock())):
         pynvml.nvmlInit()
         try:
             h = pynvml.nvmlDeviceGetHandleByIndex(0)
@@ -125,7 +125,7 @@ def test_a_gpu_without_mig_enabled_reports_mode_zero() -> None:
 
 
 def test_fifty_six_mig_devices() -> None:
-    with install(Simulator("h100-mig", clock=FakeClock())):
+    with install(Simulator("h100-mig", clock=ManualClock())):
         pynvml.nvmlInit()
         try:
             names = set()
@@ -142,7 +142,7 @@ def test_drivers_that_name_mig_devices_without_the_profile() -> None:
     scenario = build_scenario(
         {"gpus": [{"model": "A100-SXM4-40GB", "mig_names": "plain", "mig": [{"profile": "2g.10gb"}]}]}
     )
-    with install(Simulator(scenario, clock=FakeClock())):
+    with install(Simulator(scenario, clock=ManualClock())):
         pynvml.nvmlInit()
         try:
             mig = pynvml.nvmlDeviceGetMigDeviceHandleByIndex(pynvml.nvmlDeviceGetHandleByIndex(0), 0)

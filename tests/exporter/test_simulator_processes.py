@@ -13,14 +13,14 @@ from hypothesis import strategies as st
 
 from simulation import Simulator, build_scenario, install
 from simulation.load import whole_percents
-from tests.exporter.collecting import FakeClock
+from tests.support.clocks import ManualClock
 
 MIB = 1024 * 1024
 NOT_AVAILABLE = 0xFFFFFFFF
 
 
 @pytest.fixture
-def shared(clock: FakeClock) -> Iterator[Simulator]:
+def shared(clock: ManualClock) -> Iterator[Simulator]:
     s = Simulator("shared", clock=clock)
     with install(s):
         pynvml.nvmlInit()
@@ -47,7 +47,7 @@ def test_running_processes_two_call_protocol_and_contents(shared: Simulator) -> 
 
 
 def test_an_idle_gpu_lists_no_processes() -> None:
-    with install(Simulator("h100x8", clock=FakeClock())):
+    with install(Simulator("h100x8", clock=ManualClock())):
         pynvml.nvmlInit()
         try:
             assert pynvml.nvmlDeviceGetComputeRunningProcesses(pynvml.nvmlDeviceGetHandleByIndex(7)) == []
@@ -57,7 +57,7 @@ def test_an_idle_gpu_lists_no_processes() -> None:
             pynvml.nvmlShutdown()
 
 
-def test_process_samples_are_newer_than_last_seen_in_microseconds(shared: Simulator, clock: FakeClock) -> None:
+def test_process_samples_are_newer_than_last_seen_in_microseconds(shared: Simulator, clock: ManualClock) -> None:
     h = pynvml.nvmlDeviceGetHandleByIndex(0)
     clock.advance(3.5)
     samples = pynvml.nvmlDeviceGetProcessUtilization(h, 0)
@@ -76,7 +76,7 @@ def test_process_samples_are_newer_than_last_seen_in_microseconds(shared: Simula
     assert len({s.timeStamp for s in pynvml.nvmlDeviceGetProcessUtilization(h, 0)}) == 10
 
 
-def test_process_shares_add_up_to_the_gpus_utilization(shared: Simulator, clock: FakeClock) -> None:
+def test_process_shares_add_up_to_the_gpus_utilization(shared: Simulator, clock: ManualClock) -> None:
     last = [int(clock.now * 1e6)] * 2  # the first tick, at scenario start
     for _ in range(40):
         clock.advance(1)
@@ -90,7 +90,7 @@ def test_process_shares_add_up_to_the_gpus_utilization(shared: Simulator, clock:
             assert all(s.encUtil == 0 and s.decUtil == 0 for s in samples)
 
 
-def test_each_pod_on_a_shared_gpu_gets_its_own_figure(shared: Simulator, clock: FakeClock) -> None:
+def test_each_pod_on_a_shared_gpu_gets_its_own_figure(shared: Simulator, clock: ManualClock) -> None:
     clock.advance(60)
     h = pynvml.nvmlDeviceGetHandleByIndex(0)
     by_pod: dict[str, int] = defaultdict(int)
@@ -116,7 +116,7 @@ def test_each_pod_on_a_shared_gpu_gets_its_own_figure(shared: Simulator, clock: 
     assert sorted(others, key=lambda p: before[p]) == sorted(others, key=lambda p: after[p])
 
 
-def test_process_utilization_buffer_protocol_in_c(shared: Simulator, clock: FakeClock) -> None:
+def test_process_utilization_buffer_protocol_in_c(shared: Simulator, clock: ManualClock) -> None:
     clock.advance(2.2)
     h = pynvml.nvmlDeviceGetHandleByIndex(1)
     fn = shared.nvmlDeviceGetProcessUtilization
@@ -178,7 +178,7 @@ def _shared_gpu_scenarios(draw: st.DrawFn) -> dict[str, Any]:
 @settings(max_examples=40, deadline=None)
 @given(data=_shared_gpu_scenarios(), seconds=st.lists(st.integers(0, 3600), min_size=1, max_size=4))
 def test_any_mix_of_processes_adds_up(data: dict[str, Any], seconds: list[int]) -> None:
-    clock = FakeClock()
+    clock = ManualClock()
     sim = Simulator(build_scenario(data, seed=1), clock=clock)
     with install(sim):
         pynvml.nvmlInit()

@@ -8,13 +8,13 @@ import pynvml
 import pytest
 
 from simulation import Simulator, install
-from tests.exporter.collecting import FakeClock
+from tests.support.clocks import ManualClock
 
 MIB = 1024 * 1024
 
 
 @pytest.fixture
-def sim(clock: FakeClock) -> Iterator[Simulator]:
+def sim(clock: ManualClock) -> Iterator[Simulator]:
     s = Simulator("h100x8", clock=clock)
     with install(s):
         pynvml.nvmlInit()
@@ -26,7 +26,7 @@ def handle(i: int) -> object:
     return pynvml.nvmlDeviceGetHandleByIndex(i)
 
 
-def test_utilization_is_percent_and_follows_each_gpus_curve(sim: Simulator, clock: FakeClock) -> None:
+def test_utilization_is_percent_and_follows_each_gpus_curve(sim: Simulator, clock: ManualClock) -> None:
     seen: dict[int, list[int]] = {i: [] for i in range(8)}
     for _ in range(30):
         clock.advance(10)
@@ -40,7 +40,7 @@ def test_utilization_is_percent_and_follows_each_gpus_curve(sim: Simulator, cloc
     assert len(set(seen[4])) > 5  # inference swings: not a flat line
 
 
-def test_set_load_moves_a_gpu_and_a_pod(sim: Simulator, clock: FakeClock) -> None:
+def test_set_load_moves_a_gpu_and_a_pod(sim: Simulator, clock: ManualClock) -> None:
     sim.set_load(4, 30)
     clock.advance(1)
     assert pynvml.nvmlDeviceGetUtilizationRates(handle(4)).gpu == 30
@@ -85,7 +85,7 @@ def test_power_in_milliwatts_below_the_limit(sim: Simulator) -> None:
     assert pynvml.nvmlDeviceGetPowerUsage(handle(0)) > 4 * pynvml.nvmlDeviceGetPowerUsage(handle(7))
 
 
-def test_energy_counter_is_the_integral_of_power(sim: Simulator, clock: FakeClock) -> None:
+def test_energy_counter_is_the_integral_of_power(sim: Simulator, clock: ManualClock) -> None:
     h = handle(2)
     start = pynvml.nvmlDeviceGetTotalEnergyConsumption(h)
     assert start > 10**9  # mJ since the driver loaded, days ago
@@ -137,7 +137,7 @@ def test_encoder_and_decoder_utilization_with_sampling_period(sim: Simulator) ->
     assert pynvml.nvmlDeviceGetEncoderUtilization(handle(4))[0] == 0
 
 
-def test_field_values_each_entry_has_its_own_status_type_and_timestamp(sim: Simulator, clock: FakeClock) -> None:
+def test_field_values_each_entry_has_its_own_status_type_and_timestamp(sim: Simulator, clock: ManualClock) -> None:
     ids = [
         pynvml.NVML_FI_DEV_MEMORY_TEMP,
         pynvml.NVML_FI_DEV_ECC_SBE_VOL_TOTAL,
@@ -165,7 +165,7 @@ def test_field_values_each_entry_has_its_own_status_type_and_timestamp(sim: Simu
     assert by_id[pynvml.NVML_FI_DEV_ECC_DBE_VOL_TOTAL].valueType == pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG
 
 
-def test_nvlink_throughput_counters_per_link_and_summed(sim: Simulator, clock: FakeClock) -> None:
+def test_nvlink_throughput_counters_per_link_and_summed(sim: Simulator, clock: ManualClock) -> None:
     all_links = 0xFFFFFFFF
     ids = [
         (pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX, 0),
@@ -191,7 +191,7 @@ def test_nvlink_throughput_counters_per_link_and_summed(sim: Simulator, clock: F
 
 
 def test_field_values_on_a_gpu_without_nvlink_or_hbm() -> None:
-    with install(Simulator("faulty", clock=FakeClock())):
+    with install(Simulator("faulty", clock=ManualClock())):
         pynvml.nvmlInit()
         try:
             l4 = pynvml.nvmlDeviceGetHandleByIndex(3)
@@ -212,7 +212,7 @@ def test_field_values_on_a_gpu_without_nvlink_or_hbm() -> None:
 
 def test_values_are_a_function_of_time_and_seed() -> None:
     def readings() -> list[int]:
-        clock = FakeClock()
+        clock = ManualClock()
         with install(Simulator("h100x8", clock=clock)):
             pynvml.nvmlInit()
             try:

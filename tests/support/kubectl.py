@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.adapter.simcluster import require_tool
+from tests.support.tools import require_tool
 
 
 @dataclass(frozen=True)

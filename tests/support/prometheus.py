@@ -16,8 +16,9 @@ import yaml
 from exporter.catalogue import Dialect
 from rules.generate import ROOT as RULES_ROOT
 from rules.render import RULE_FILE
-from tests.support.loopback import free_port, http_get, wait_for
+from tests.support.loopback import free_port, http_get
 from tests.support.processes import ChildProcesses
+from tests.support.waiting import wait_for
 
 
 def rule_file(dialect: Dialect) -> Path:

@@ -1,7 +1,5 @@
-"""Hand-built snapshots for the exposition, loop and server tests (a Snapshot is plain data), and the checks on them.
-
-Other test modules import the builders from here: `from tests.exporter.test_exposition_builders import ...`.
-"""
+"""Hand-built snapshots for the exposition, loop and server tests (a Snapshot is plain data), and the real pipeline
+on simulated GPUs for those that need it."""
 
 from __future__ import annotations
 
@@ -24,6 +22,7 @@ from exporter.snapshot import (
     Snapshot,
 )
 from simulation import Simulator, install
+from tests.support.clocks import ManualClock
 
 MODEL = "NVIDIA H100 80GB HBM3"
 DRIVER = "550.54.15"
@@ -163,22 +162,12 @@ def node_with_everything() -> Snapshot:
     return snapshot(devices, pods, kubelet_up=True)
 
 
-class FakeClock:
-    """Monotonic seconds the test moves by hand."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 @dataclass(frozen=True)
 class SimulatedNode:
     simulator: Simulator
     collector: NvmlCollector
     loop: PollLoop
-    clock: FakeClock | None
+    clock: ManualClock | None
 
 
 @contextmanager
@@ -189,7 +178,7 @@ def simulated_node(
     interval: float = 1.0,
     node: str = "sim-node",
     pods_view: PodsView | None = None,
-    clock: FakeClock | None = None,
+    clock: ManualClock | None = None,
 ) -> Iterator[SimulatedNode]:
     """The real pipeline on simulated GPUs: Simulator -> pynvml -> NvmlCollector -> PollLoop (not started)."""
     with install(Simulator(scenario)) as simulator:
@@ -203,9 +192,3 @@ def simulated_node(
         finally:
             loop.stop()
             collector.close()
-
-
-def test_builders_cover_every_scalar_measurement() -> None:
-    scalar = {m.key for m in MEASUREMENTS if not m.vector}
-    assert scalar == set(NATIVE), "NATIVE must give a value for every catalogue measurement"
-    assert {m.key for m in MEASUREMENTS if m.vector} == set(VECTORS)
