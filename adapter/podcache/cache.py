@@ -18,10 +18,11 @@ from kubernetes.client import ApiClient, AppsV1Api, CoreV1Api
 
 from adapter.podcache.index import PodIndex, ReplicaSetOwner
 from adapter.podcache.podinfo import OwnerRef, OwnerRefs, PodInfo, PodParser, object_key
-from adapter.podcache.reflector import Backoff, Reflector, ReflectorStats
+from adapter.podcache.reflector import Reflector, ReflectorStats
 from adapter.selectors import EVERYTHING, Selector
+from toolkit.backoff import Backoff
 
-__all__ = ["Backoff", "OwnerRef", "PodCache", "PodCacheStats", "PodInfo"]
+__all__ = ["OwnerRef", "PodCache", "PodCacheStats", "PodInfo"]
 
 log = logging.getLogger(__name__)
 

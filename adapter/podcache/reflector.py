@@ -20,6 +20,7 @@ from kubernetes import watch
 from kubernetes.client.exceptions import ApiException
 
 from adapter.podcache.podinfo import object_key
+from toolkit.backoff import Backoff
 
 log = logging.getLogger(__name__)
 
@@ -27,21 +28,6 @@ T = TypeVar("T")
 
 _GONE = 410
 _UNSERVED = (403, 404)  # forbidden by RBAC, or the resource is not served
-
-
-@dataclass(frozen=True, slots=True)
-class Backoff:
-    """Delays between reconnect attempts: `initial * factor**(n-1)`, capped at `maximum`, with equal jitter."""
-
-    initial: float = 0.5
-    maximum: float = 30.0
-    factor: float = 2.0
-
-    def delay(self, failures: int, draw: Callable[[], float] = random.random) -> float:
-        if failures <= 0:
-            return 0.0
-        cap = min(self.maximum, self.initial * self.factor ** min(failures - 1, 32))
-        return cap / 2 + draw() * cap / 2
 
 
 @dataclass(slots=True)
@@ -70,7 +56,7 @@ class Reflector(Generic[T]):
         page_size: int = 500,
         watch_timeout_seconds: int = 300,
         request_timeout: float = 30.0,
-        backoff: Backoff = Backoff(),
+        backoff: Backoff | None = None,
     ) -> None:
         self.name = name
         self._list_func = list_func
@@ -82,7 +68,7 @@ class Reflector(Generic[T]):
         self._page_size = page_size
         self._watch_timeout = watch_timeout_seconds
         self._request_timeout = request_timeout
-        self._backoff = backoff
+        self._backoff = backoff or Backoff()
         self._watch: watch.Watch | None = None
         self._watch_lock = threading.Lock()
         self.synced = threading.Event()

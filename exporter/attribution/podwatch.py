@@ -21,7 +21,7 @@ from types import MappingProxyType
 from typing import Any
 
 from exporter.attribution.directory import DirectoryStatus, PodMeta, pod_meta_from_object
-from exporter.kubelet.client import Backoff
+from toolkit.backoff import Backoff
 
 log = logging.getLogger(__name__)
 
@@ -143,7 +143,7 @@ class PodWatch:
                     errors_total=self._status.errors_total + 1,
                     last_error=message.splitlines()[0],
                 )
-                if self._sleep(self.backoff.delay(failures, self._rng)):
+                if self._sleep(self.backoff.delay(failures, self._rng.random)):
                     return
 
     def _selector(self) -> str:

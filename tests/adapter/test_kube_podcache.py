@@ -9,8 +9,9 @@ from collections.abc import AsyncIterator, Callable
 import pytest
 from kubernetes.client import ApiClient
 
-from adapter.podcache.cache import Backoff, OwnerRef, PodCache, PodInfo
+from adapter.podcache.cache import OwnerRef, PodCache, PodInfo
 from simulation.kubeapi import KubeApiServer
+from toolkit.backoff import Backoff
 from toolkit.kubeclient import api_client
 
 FAST = Backoff(initial=0.05, maximum=0.2)

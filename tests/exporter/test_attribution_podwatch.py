@@ -15,8 +15,8 @@ from kubernetes import client as k8s
 
 from exporter.attribution.directory import pod_meta_from_object
 from exporter.attribution.podwatch import PodWatch, PodWatchConfigError, kube_api_client
-from exporter.kubelet.client import Backoff
 from simulation.kubeapi import KubeApiServer, pod_object
+from toolkit.backoff import Backoff
 
 NODE = "gpu-node-1"
 
