@@ -16,7 +16,6 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import replace
-from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
@@ -26,27 +25,6 @@ from toolkit.backoff import Backoff
 log = logging.getLogger(__name__)
 
 HTTP_GONE = 410
-
-
-class PodWatchConfigError(RuntimeError):
-    """The Kubernetes client could not be configured (no in-cluster service account, unreadable kubeconfig)."""
-
-
-def kube_api_client(kubeconfig: Path | str | None = None) -> Any:
-    """A kubernetes ApiClient from `kubeconfig`, or from the in-cluster service account when it is None."""
-    from kubernetes import client, config  # only with --kubernetes
-
-    try:
-        if kubeconfig is not None:
-            return config.new_client_from_config(config_file=str(kubeconfig))  # type: ignore[no-untyped-call]
-        configuration = client.Configuration()
-        config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-        return client.ApiClient(configuration)
-    except (config.ConfigException, OSError, ValueError, TypeError) as error:
-        where = f"kubeconfig {kubeconfig}" if kubeconfig is not None else "the in-cluster service account"
-        raise PodWatchConfigError(
-            f"--kubernetes: cannot configure the Kubernetes client from {where}: {error}"
-        ) from None
 
 
 class PodWatch:
