@@ -9,10 +9,11 @@ from collections.abc import AsyncIterator, Callable
 import pytest
 from kubernetes.client import ApiClient
 
-from adapter.podcache.cache import OwnerRef, PodCache, PodInfo
+from adapter.podcache.cache import PodCache
 from simulation.kubeapi import KubeApiServer
 from toolkit.backoff import Backoff
 from toolkit.kubeclient import api_client
+from toolkit.pods import OwnerRef, Pod
 
 FAST = Backoff(initial=0.05, maximum=0.2)
 
@@ -81,7 +82,9 @@ async def test_initial_list_fills_every_index(server: KubeApiServer, make_cache:
     assert cache.pods_in_namespace("nothing-here") == ()
     stored = server.get_object("pods", "ml", "infer-3")
     assert stored is not None
-    assert cache.get("ml", "infer-3") == PodInfo(
+    infer_3 = cache.get("ml", "infer-3")
+    assert infer_3 is not None and infer_3.created_at is not None
+    assert infer_3 == Pod(
         namespace="ml",
         name="infer-3",
         uid=stored["metadata"]["uid"],
@@ -90,6 +93,7 @@ async def test_initial_list_fills_every_index(server: KubeApiServer, make_cache:
         phase="Running",
         pod_ip="10.1.0.3",
         owner=None,
+        created_at=infer_3.created_at,
     )
     unscheduled = cache.get("web", "unscheduled")
     assert unscheduled is not None and unscheduled.node is None and unscheduled.pod_ip is None
@@ -192,7 +196,8 @@ async def test_gone_resource_version_lists_again(server: KubeApiServer, make_cac
 
     await eventually(lambda: cache.get("ml", "b") is not None and cache.get("ml", "a") is None, "state after relist")
     assert server.request_count("list", "pods") == 2
-    assert cache.stats().pod_watch.last_error.startswith("HTTP 410")
+    watch = cache.stats().pod_watch
+    assert watch.last_error.startswith("HTTP 410") and watch.relists == 1 and watch.lists == 2
 
 
 async def test_reconnects_and_resumes_after_a_restart(

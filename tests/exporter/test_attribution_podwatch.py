@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 from kubernetes import client as k8s
 
-from exporter.attribution.directory import pod_meta_from_object
 from exporter.attribution.podwatch import PodWatch
 from simulation.kubeapi import KubeApiServer, pod_object
 from toolkit.backoff import Backoff
@@ -164,12 +163,34 @@ def test_through_a_kubeconfig(api: _ApiServer, tmp_path: Path) -> None:
         watch.close()
 
 
-def test_pod_objects_with_missing_parts() -> None:
-    assert pod_meta_from_object({}) is None
-    assert pod_meta_from_object({"metadata": {"name": "x", "namespace": "y"}}) is None
-    assert pod_meta_from_object("garbage") is None
-    meta = pod_meta_from_object({"metadata": {"uid": "U", "name": "x", "namespace": "y", "labels": None}, "status": 3})
-    assert meta is not None and meta.uid == "u" and dict(meta.labels) == {} and meta.phase == ""
+def test_pods_without_a_uid_or_malformed_are_left_out(api: _ApiServer, watch_factory: Callable[..., PodWatch]) -> None:
+    api.server.put_object("pods", {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "no-namespace"}})
+    bad = _gpu_pod("bad-labels")
+    bad["metadata"]["labels"] = {"app": 3}
+    api.server.put_object("pods", bad)
+    api.server.put_object("pods", _gpu_pod("fine"))
+    watch = watch_factory()
+    watch.start()
+    assert watch.wait_synced(10)
+    assert [p.name for p in watch.pods()] == ["fine"]
+    api.server.put_object("pods", {**_gpu_pod("still-bad"), "status": 3})
+    late = api.server.put_object("pods", _gpu_pod("late"))
+    assert _eventually(lambda: watch.by_uid(late["metadata"]["uid"]) is not None)
+    assert watch.by_name("ml", "still-bad") is None
+    assert watch.status.errors_total == 0  # a bad object is not a failing API
+
+
+def test_a_recreated_pod_replaces_the_old_uid(api: _ApiServer, watch_factory: Callable[..., PodWatch]) -> None:
+    old = api.server.put_object("pods", _gpu_pod("db-0"))
+    watch = watch_factory()
+    watch.start()
+    assert watch.wait_synced(10)
+    api.server.delete_pod("ml", "db-0")
+    new = api.server.put_object("pods", _gpu_pod("db-0"))
+    assert new["metadata"]["uid"] != old["metadata"]["uid"]
+    assert _eventually(lambda: watch.by_uid(new["metadata"]["uid"]) is not None)
+    assert watch.by_uid(old["metadata"]["uid"]) is None
+    assert [p.uid for p in watch.pods()] == [new["metadata"]["uid"]]
 
 
 def test_needs_a_node_name() -> None:
