@@ -41,8 +41,8 @@ class Pod:
     phase: str = "Pending"  # Pending, Running, Succeeded, Failed, Unknown
     pod_ip: str | None = None
     owner: OwnerRef | None = None  # the controller its ownerReferences name (the adapter resolves it further up)
-    created_at: float | None = None  # epoch seconds
-    containers: Mapping[str, str] = EMPTY_LABELS  # container id (lower-case hex, no runtime prefix) -> container name
+    created_at: float | None = None  # epoch seconds; only when the parser was asked for it
+    containers: Mapping[str, str] = EMPTY_LABELS  # container id (lower-case hex, no runtime prefix) -> name; ditto
 
     @property
     def key(self) -> tuple[str, str]:
@@ -86,12 +86,14 @@ class PodParser:
     """Turns raw Pod objects (JSON dicts) into `Pod`s, sharing repeated strings, label sets and owners.
 
     Raises `MalformedObjectError`, and only that, for an object it cannot read. `containers=True` keeps each pod's
-    container ids (what the exporter needs to tie a process's cgroup to a container); the adapter leaves them out.
+    container ids, `created=True` its creation time: the exporter needs both (to tie a process's cgroup to a container,
+    and to prefer the newer of two pods that claim one GPU); the adapter, holding every pod of a cluster, keeps neither.
     Not thread-safe: one parser per writer thread.
     """
 
-    def __init__(self, *, containers: bool = False) -> None:
+    def __init__(self, *, containers: bool = False, created: bool = False) -> None:
         self._containers = containers
+        self._created = created
         self._labels = LabelSets()
         self._owners = OwnerRefs()
 
@@ -112,7 +114,7 @@ class PodParser:
             phase=sys.intern(_text(status.get("phase")) or "Pending"),
             pod_ip=_text(status.get("podIP")),
             owner=self._owners.controller_of(metadata),
-            created_at=_timestamp(metadata.get("creationTimestamp")),
+            created_at=_timestamp(metadata.get("creationTimestamp")) if self._created else None,
             containers=_containers(status) if self._containers else EMPTY_LABELS,
         )
 

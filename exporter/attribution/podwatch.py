@@ -46,7 +46,7 @@ class PodWatch:
         self._loop = ListWatch(
             name=f"pod watch on node {node_name}",
             list_func=client.CoreV1Api(api_client).list_pod_for_all_namespaces,
-            parse=PodParser(containers=True),
+            parse=PodParser(containers=True, created=True),
             replace=self._replace,
             upsert=self._upsert,
             remove=self._remove,

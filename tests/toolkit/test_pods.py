@@ -120,7 +120,7 @@ def _with_container_ids(obj: dict[str, Any], **ids: str) -> dict[str, Any]:
     return obj
 
 
-def test_containers_and_creation_time_when_asked() -> None:
+def test_containers_and_creation_time_only_when_asked() -> None:
     obj = _with_container_ids(
         pod_object("ml", "p", containers=("main", "side", "late")),
         main=f"containerd://{'AB' * 32}",
@@ -128,17 +128,18 @@ def test_containers_and_creation_time_when_asked() -> None:
     )
     obj["status"]["initContainerStatuses"] = [{"name": "init", "containerID": f"docker://{'ef' * 32}"}]
     obj["metadata"]["creationTimestamp"] = "2026-01-02T03:04:05Z"
-    pod = PodParser(containers=True)(obj)
+    pod = PodParser(containers=True, created=True)(obj)
     assert dict(pod.containers) == {"ab" * 32: "main", "cd" * 32: "side", "ef" * 32: "init"}  # "late" has no id yet
     assert pod.created_at == 1767323045.0
-    assert PodParser()(obj).containers is EMPTY_LABELS  # the adapter does not keep them
+    lean = PodParser()(obj)  # as the adapter parses: it keeps neither
+    assert lean.containers is EMPTY_LABELS and lean.created_at is None
 
 
 @pytest.mark.parametrize("stamp", [None, 5, "", "yesterday", "2026-13-01T00:00:00Z"])
 def test_an_unreadable_creation_time_is_unknown(stamp: object) -> None:
     obj = pod_object("ml", "p")
     obj["metadata"]["creationTimestamp"] = stamp
-    assert PodParser()(obj).created_at is None
+    assert PodParser(created=True)(obj).created_at is None
 
 
 @pytest.mark.parametrize(
