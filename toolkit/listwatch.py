@@ -103,6 +103,7 @@ class ListWatch(Generic[T]):
         self._stats = ListWatchStats()
         self._resume_from: str | None = None  # the last resourceVersion seen; None: list first
         self._progressed = False  # the current watch has brought an event or a bookmark
+        self._failing = False  # requests fail since the last answer (logged once, at the start)
         self._response: Any = None  # the watch stream being read, for interrupt()
         self._response_lock = threading.Lock()
 
@@ -123,8 +124,6 @@ class ListWatch(Generic[T]):
                 if self._resume_from is None:
                     self._resume_from = self._list()
                 self._watch(self._resume_from, stopping)
-                if self._progressed and failures:
-                    log.info("%s: the API server answers again", self.name)
                 failures = 0 if self._progressed else failures + 1  # a stream that ends at once, empty, must not spin
             except Exception as error:
                 if stopping.is_set():
@@ -182,6 +181,7 @@ class ListWatch(Generic[T]):
             if token is None:
                 break
         self._replace(items)
+        self._recovered()
         self._count(
             synced=True,
             connected=True,
@@ -214,7 +214,9 @@ class ListWatch(Generic[T]):
             self._count(connected=True, watches=self._stats.watches + 1)
             for line in _lines(response):
                 self._resume_from = self._apply(json.loads(line)) or self._resume_from
-                self._progressed = True
+                if not self._progressed:
+                    self._progressed = True
+                    self._recovered()
                 if stopping.is_set():
                     break
         finally:
@@ -262,10 +264,16 @@ class ListWatch(Generic[T]):
             last_error=message,
             unserved=self._stats.unserved or (listing and status in _UNSERVED),
         )
-        if failures == 1:
+        if not self._failing:
+            self._failing = True
             log.warning("%s: %s failed: %s; retrying with backoff", self.name, "list" if listing else "watch", message)
         else:
             log.debug("%s: failed again (%d in a row): %s", self.name, failures, message)
+
+    def _recovered(self) -> None:
+        if self._failing:
+            self._failing = False
+            log.info("%s: the API server answers again", self.name)
 
     def _count(self, **changes: Any) -> None:
         self._stats = replace(self._stats, **changes)

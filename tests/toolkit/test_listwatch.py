@@ -326,3 +326,19 @@ def test_interrupt_ends_a_blocked_watch_at_once() -> None:
 def test_nonsense_settings_are_refused() -> None:
     with pytest.raises(ValueError, match="must be positive"):
         ListWatch(name="x", list_func=print, parse=dict, replace=print, upsert=print, remove=print, page_size=0)
+
+
+def test_an_outage_is_logged_once_when_it_starts_and_once_when_it_ends(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.INFO, logger="toolkit.listwatch"):
+        run(
+            ApiException(status=500, reason="Internal Server Error"),
+            ConnectionRefusedError("connection refused"),
+            ConnectionRefusedError("connection refused"),
+            Page([item("a")], "5"),
+            Stream([event("ADDED", item("b", "6"))]),
+        )
+    messages = [(r.levelname, r.getMessage()) for r in caplog.records]
+    assert [m for m in messages if m[0] == "WARNING"] == [
+        ("WARNING", "things: list failed: HTTP 500 Internal Server Error; retrying with backoff")
+    ]
+    assert messages.count(("INFO", "things: the API server answers again")) == 1
