@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -15,6 +14,7 @@ from kubernetes import client as k8s
 
 from exporter.attribution.podwatch import PodWatch
 from simulation.kubeapi import KubeApiServer, pod_object
+from tests.support.loopback import wait_for
 from toolkit.backoff import Backoff
 from toolkit.kubeclient import api_client
 
@@ -72,15 +72,6 @@ def watch_factory(api: _ApiServer) -> Iterator[Callable[..., PodWatch]]:
         watch.close()
 
 
-def _eventually(condition: Callable[[], bool], within: float = 10.0) -> bool:
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.02)
-    return condition()
-
-
 def _gpu_pod(name: str, node: str = NODE, uid: str | None = None, **fields: Any) -> dict[str, Any]:
     obj = pod_object("ml", name, node=node, labels={"app": name}, containers=("main",), uid=uid, **fields)
     for status in obj["status"].get("containerStatuses", []):
@@ -108,12 +99,17 @@ def test_follows_additions_changes_and_deletions(api: _ApiServer, watch_factory:
     watch.start()
     assert watch.wait_synced(10)
     added = api.server.put_object("pods", _gpu_pod("late"))
-    assert _eventually(lambda: watch.by_uid(added["metadata"]["uid"]) is not None)
+    wait_for(lambda: watch.by_uid(added["metadata"]["uid"]) is not None, "the added pod", timeout=10, period=0.02)
     changed = _gpu_pod("late", uid=added["metadata"]["uid"], phase="Succeeded")
     api.server.put_object("pods", changed)
-    assert _eventually(lambda: (m := watch.by_name("ml", "late")) is not None and m.terminated)
+    wait_for(
+        lambda: (m := watch.by_name("ml", "late")) is not None and m.terminated,
+        "the pod's new phase",
+        timeout=10,
+        period=0.02,
+    )
     api.server.delete_pod("ml", "late")
-    assert _eventually(lambda: watch.by_name("ml", "late") is None)
+    wait_for(lambda: watch.by_name("ml", "late") is None, "the deletion", timeout=10, period=0.02)
     assert watch.status.errors_total == 0
 
 
@@ -126,8 +122,13 @@ def test_an_expired_watch_is_answered_by_a_fresh_list(api: _ApiServer, watch_fac
     api.server.put_object("pods", _gpu_pod("during-outage"))
     api.server.compact()  # history gone: resuming from the old resourceVersion gets 410 Gone
     api.restart()
-    assert _eventually(lambda: watch.status.relists_total >= 1)
-    assert _eventually(lambda: watch.by_name("ml", "during-outage") is not None)
+    wait_for(lambda: watch.status.relists_total >= 1, "a fresh list", timeout=10, period=0.02)
+    wait_for(
+        lambda: watch.by_name("ml", "during-outage") is not None,
+        "the pod added during the outage",
+        timeout=10,
+        period=0.02,
+    )
     assert api.server.request_count("list", "pods") > lists_before
 
 
@@ -136,12 +137,17 @@ def test_survives_an_api_server_outage(api: _ApiServer, watch_factory: Callable[
     watch.start()
     assert watch.wait_synced(10)
     api.stop()
-    assert _eventually(lambda: watch.status.errors_total >= 1)
+    wait_for(lambda: watch.status.errors_total >= 1, "an error", timeout=10, period=0.02)
     assert not watch.status.connected
     assert watch.status.synced, "the cache stays in use while the API server is away"
     api.server.put_object("pods", _gpu_pod("after-restart"))
     api.restart()
-    assert _eventually(lambda: watch.by_name("ml", "after-restart") is not None)
+    wait_for(
+        lambda: watch.by_name("ml", "after-restart") is not None,
+        "the pod added after the restart",
+        timeout=10,
+        period=0.02,
+    )
     assert watch.status.connected
 
 
@@ -175,7 +181,7 @@ def test_pods_without_a_uid_or_malformed_are_left_out(api: _ApiServer, watch_fac
     assert [p.name for p in watch.pods()] == ["fine"]
     api.server.put_object("pods", {**_gpu_pod("still-bad"), "status": 3})
     late = api.server.put_object("pods", _gpu_pod("late"))
-    assert _eventually(lambda: watch.by_uid(late["metadata"]["uid"]) is not None)
+    wait_for(lambda: watch.by_uid(late["metadata"]["uid"]) is not None, "the late pod", timeout=10, period=0.02)
     assert watch.by_name("ml", "still-bad") is None
     assert watch.status.errors_total == 0  # a bad object is not a failing API
 
@@ -188,7 +194,7 @@ def test_a_recreated_pod_replaces_the_old_uid(api: _ApiServer, watch_factory: Ca
     api.server.delete_pod("ml", "db-0")
     new = api.server.put_object("pods", _gpu_pod("db-0"))
     assert new["metadata"]["uid"] != old["metadata"]["uid"]
-    assert _eventually(lambda: watch.by_uid(new["metadata"]["uid"]) is not None)
+    wait_for(lambda: watch.by_uid(new["metadata"]["uid"]) is not None, "the recreated pod", timeout=10, period=0.02)
     assert watch.by_uid(old["metadata"]["uid"]) is None
     assert [p.uid for p in watch.pods()] == [new["metadata"]["uid"]]
 
