@@ -19,7 +19,6 @@ from contextlib import ExitStack
 from typing import TYPE_CHECKING, TextIO
 
 from exporter.attribution import PodsDocumentBuilder, build_pod_side
-from exporter.attribution.podwatch import PodWatchConfigError
 from exporter.collection import PodAttributor
 from exporter.collectors_file import SelectionError, load_selection
 from exporter.exposition import ExpositionRenderer
@@ -108,7 +107,7 @@ def _pod_side(settings: ExporterSettings, node: SimulatedNode | None, stack: Exi
             pod_labels=settings.pod_labels,
             directory=node.directory if node is not None and not settings.kubernetes else None,
         )
-    except (ValueError, PodWatchConfigError) as error:
+    except ValueError as error:  # one line naming the flag (KubeConnectionError is one)
         raise StartupError(str(error), 2) from None
     attributor.start()
     stack.callback(attributor.close)

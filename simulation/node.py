@@ -10,31 +10,33 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from types import MappingProxyType
 
-from exporter.attribution.directory import PodMeta, StaticPodDirectory
+from exporter.attribution.directory import StaticPodDirectory
 from simulation import Simulator, install, uninstall
 from simulation.kubelet import SimulatedPodSide, start_simulated_pod_side
 from simulation.scenario import Scenario
+from toolkit.labelset import LabelSet
+from toolkit.pods import Pod
 
 
-def pod_metas_of(scenario: Scenario) -> tuple[PodMeta, ...]:
+def pods_of(scenario: Scenario) -> tuple[Pod, ...]:
     """The scenario's pods as the pod watch would know them (UID, labels, container ids)."""
     return tuple(
-        PodMeta(
-            uid=str(pod.uid).lower(),
+        Pod(
             namespace=pod.namespace,
             name=pod.name,
-            labels=MappingProxyType(dict(pod.labels)),
+            uid=str(pod.uid).lower(),
+            node=scenario.node,
+            labels=LabelSet(pod.labels),
             phase="Running",
-            containers=MappingProxyType({str(c.id).lower(): c.name for c in pod.containers if c.id}),
+            containers=LabelSet({str(c.id).lower(): c.name for c in pod.containers if c.id}),
         )
         for pod in scenario.pods
     )
 
 
 def static_directory_of(scenario: Scenario) -> StaticPodDirectory:
-    return StaticPodDirectory(pod_metas_of(scenario))
+    return StaticPodDirectory(pods_of(scenario))
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,16 +1,18 @@
-"""How the adapter reaches the Kubernetes API: an `ApiClient` from a base URL (tests, demo), a kubeconfig, or the
-in-cluster service account, in that order of preference."""
+"""How both services reach the Kubernetes API: an `ApiClient` from a base URL (tests, demo), a kubeconfig, or the
+in-cluster service account, in that order of preference. Importing this module imports the `kubernetes` client (tens
+of megabytes): the exporter imports it only when its pod watch is on."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import yaml
 from kubernetes import config as kube_config
 from kubernetes.client import ApiClient, Configuration
 
 
 class KubeConnectionError(ValueError):
-    """No usable way to reach the Kubernetes API; the message is one line."""
+    """No usable way to reach the Kubernetes API; the message is one line that names the flag to fix."""
 
 
 def api_client(
@@ -21,10 +23,13 @@ def api_client(
     token: str | None = None,
     ca_file: Path | None = None,
     verify_tls: bool | None = None,
+    in_cluster_flag: str = "--kubeconfig",
 ) -> ApiClient:
     """`base_url` (with optional bearer `token` and `ca_file`) wins; then `kubeconfig`; then in-cluster config.
 
     `base_url` may also be combined with `kubeconfig`, to take credentials from the file and talk to another URL.
+    An unusable kubeconfig is blamed on `--kubeconfig`; a missing in-cluster configuration on `in_cluster_flag`, the
+    flag that asked for the API without a kubeconfig.
     """
     configuration = Configuration()
     try:
@@ -34,11 +39,14 @@ def api_client(
             )
         elif base_url is None:
             kube_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-    except kube_config.ConfigException as e:
-        where = f"kubeconfig {kubeconfig}" if kubeconfig else "in-cluster configuration (use --kubeconfig outside)"
-        raise KubeConnectionError(f"cannot use the {where}: {str(e).splitlines()[0]}") from None
-    except OSError as e:
-        raise KubeConnectionError(f"cannot read kubeconfig {kubeconfig}: {e.strerror}") from None
+    except (OSError, kube_config.ConfigException, yaml.YAMLError, ValueError, TypeError, KeyError, AttributeError) as e:
+        detail = _first_line(e)
+        if kubeconfig is not None:
+            raise KubeConnectionError(f"--kubeconfig {kubeconfig}: cannot use it: {detail}") from None
+        raise KubeConnectionError(
+            f"{in_cluster_flag}: cannot use the in-cluster configuration (outside a cluster, give --kubeconfig): "
+            f"{detail}"
+        ) from None
     if base_url is not None:
         configuration.host = base_url.rstrip("/")
     if token is not None:
@@ -49,3 +57,10 @@ def api_client(
     if verify_tls is not None:
         configuration.verify_ssl = verify_tls
     return ApiClient(configuration)
+
+
+def _first_line(error: Exception) -> str:
+    if isinstance(error, OSError) and error.strerror:
+        return f"{error.strerror}: {error.filename}" if error.filename else error.strerror
+    lines = str(error).strip().splitlines()
+    return lines[0] if lines else type(error).__name__

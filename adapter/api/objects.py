@@ -14,10 +14,10 @@ from typing import Final, NamedTuple
 
 from adapter.api.bodies import described_object
 from adapter.api.paths import CustomMetricPath
-from adapter.podcache.cache import PodInfo
 from adapter.selectors import Selector
 from adapter.sources.model import PodDirectory
 from adapter.status import ApiError, bad_request
+from toolkit.pods import Pod
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,7 +45,7 @@ class DescribedObject(NamedTuple):  # a tuple: one is made per pod of every answ
     kind: ObjectKind
     namespace: str | None
     name: str
-    pods: tuple[PodInfo, ...]
+    pods: tuple[Pod, ...]
 
     def reference(self) -> str:
         """The describedObject of a metric item (an ObjectReference), as JSON text."""
@@ -80,14 +80,14 @@ def described_objects(
     return _grouped(directory.all_pods(), NODE, lambda p: p.node)
 
 
-def described_pods(directory: PodDirectory, path: CustomMetricPath, selector: Selector) -> Sequence[PodInfo]:
+def described_pods(directory: PodDirectory, path: CustomMetricPath, selector: Selector) -> Sequence[Pod]:
     """`described_objects` for a request about pods, where each pod describes itself: the pods, without an object
     around each (an HPA answer holds one item per pod, and this is the path it takes every 15 s)."""
     _check_path(path, POD, selector)
     return _pods(directory, path, selector)
 
 
-def pod_reference(pod: PodInfo) -> str:
+def pod_reference(pod: Pod) -> str:
     """The describedObject of a pod's metric item (what `DescribedObject.reference` gives for it), as JSON text."""
     return described_object(POD.kind, POD.api_version, pod.namespace, pod.name)
 
@@ -101,7 +101,7 @@ def _check_path(path: CustomMetricPath, kind: ObjectKind, selector: Selector) ->
         raise bad_request("labelSelector selects objects by their labels, which the adapter knows only for pods")
 
 
-def _pods(directory: PodDirectory, path: CustomMetricPath, selector: Selector) -> Sequence[PodInfo]:
+def _pods(directory: PodDirectory, path: CustomMetricPath, selector: Selector) -> Sequence[Pod]:
     assert path.namespace is not None  # pods are namespaced: checked by _check_path
     if not path.wildcard:
         pod = directory.get(path.namespace, path.name)
@@ -109,8 +109,8 @@ def _pods(directory: PodDirectory, path: CustomMetricPath, selector: Selector) -
     return directory.pods_in_namespace(path.namespace, selector)
 
 
-def _workloads(pods: Sequence[PodInfo], kind: ObjectKind, namespace: str) -> list[DescribedObject]:
-    members: dict[str, list[PodInfo]] = defaultdict(list)
+def _workloads(pods: Sequence[Pod], kind: ObjectKind, namespace: str) -> list[DescribedObject]:
+    members: dict[str, list[Pod]] = defaultdict(list)
     for pod in pods:
         owner = pod.owner
         if owner is not None and owner.kind == kind.owner_kind:
@@ -118,8 +118,8 @@ def _workloads(pods: Sequence[PodInfo], kind: ObjectKind, namespace: str) -> lis
     return [DescribedObject(kind, namespace, owner, tuple(members[owner])) for owner in sorted(members)]
 
 
-def _grouped(pods: Sequence[PodInfo], kind: ObjectKind, key: Callable[[PodInfo], str | None]) -> list[DescribedObject]:
-    members: dict[str, list[PodInfo]] = defaultdict(list)
+def _grouped(pods: Sequence[Pod], kind: ObjectKind, key: Callable[[Pod], str | None]) -> list[DescribedObject]:
+    members: dict[str, list[Pod]] = defaultdict(list)
     for pod in pods:
         group = key(pod)
         if group:

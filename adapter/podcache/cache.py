@@ -1,8 +1,8 @@
 """The pod cache: every pod of the cluster, kept by one watch, so that no API request ever lists pods.
 
-One reflector watches pods cluster-wide; a second watches ReplicaSets, only to resolve a pod's top controller
-(Pod -> ReplicaSet -> Deployment). Both run in threads over the real `kubernetes` client. Queries are answered from
-indexes by namespace, node and owner (see `podindex`), without scans.
+One list-and-watch loop (`toolkit.listwatch`) follows pods cluster-wide; a second follows ReplicaSets, only to resolve
+a pod's top controller (Pod -> ReplicaSet -> Deployment). Both run in threads over the real `kubernetes` client.
+Queries are answered from indexes by namespace, node and owner (see `adapter/podcache/index.py`), without scans.
 """
 
 from __future__ import annotations
@@ -17,11 +17,10 @@ from typing import Any
 from kubernetes.client import ApiClient, AppsV1Api, CoreV1Api
 
 from adapter.podcache.index import PodIndex, ReplicaSetOwner
-from adapter.podcache.podinfo import OwnerRef, OwnerRefs, PodInfo, PodParser, object_key
-from adapter.podcache.reflector import Backoff, Reflector, ReflectorStats
 from adapter.selectors import EVERYTHING, Selector
-
-__all__ = ["Backoff", "OwnerRef", "PodCache", "PodCacheStats", "PodInfo"]
+from toolkit.backoff import Backoff
+from toolkit.listwatch import ListWatch, ListWatchStats
+from toolkit.pods import OwnerRefs, Pod, PodParser, object_key
 
 log = logging.getLogger(__name__)
 
@@ -30,8 +29,8 @@ log = logging.getLogger(__name__)
 class PodCacheStats:
     pods: int
     replica_sets_with_owner: int
-    pod_watch: ReflectorStats
-    replica_set_watch: ReflectorStats
+    pod_watch: ListWatchStats
+    replica_set_watch: ListWatchStats
 
 
 class _ReplicaSetParser:
@@ -67,7 +66,7 @@ class PodCache:
             "request_timeout": request_timeout,
             "backoff": backoff or Backoff(),
         }
-        self._pods: Reflector[PodInfo] = Reflector(
+        self._pods: ListWatch[Pod] = ListWatch(
             name="pods",
             list_func=CoreV1Api(api_client).list_pod_for_all_namespaces,
             parse=PodParser(),
@@ -77,9 +76,9 @@ class PodCache:
             field_selector=field_selector,
             **common,
         )
-        self._replica_sets: Reflector[ReplicaSetOwner] | None = None
+        self._replica_sets: ListWatch[ReplicaSetOwner] | None = None
         if resolve_owners:
-            self._replica_sets = Reflector(
+            self._replica_sets = ListWatch(
                 name="replicasets",
                 list_func=AppsV1Api(api_client).list_replica_set_for_all_namespaces,
                 parse=_ReplicaSetParser(),
@@ -93,20 +92,20 @@ class PodCache:
 
     # ---- queries (no API calls; safe from any thread) ----
 
-    def pods_in_namespace(self, namespace: str, selector: Selector = EVERYTHING) -> Sequence[PodInfo]:
+    def pods_in_namespace(self, namespace: str, selector: Selector = EVERYTHING) -> Sequence[Pod]:
         """The namespace's pods that `selector` picks (all of them by default), by name."""
         return self._index.in_namespace(namespace, selector)
 
-    def all_pods(self) -> Sequence[PodInfo]:
+    def all_pods(self) -> Sequence[Pod]:
         return self._index.all()
 
-    def get(self, namespace: str, name: str) -> PodInfo | None:
+    def get(self, namespace: str, name: str) -> Pod | None:
         return self._index.get(namespace, name)
 
-    def pods_on_node(self, node: str) -> Sequence[PodInfo]:
+    def pods_on_node(self, node: str) -> Sequence[Pod]:
         return self._index.on_node(node)
 
-    def pods_owned_by(self, namespace: str, kind: str, name: str) -> Sequence[PodInfo]:
+    def pods_owned_by(self, namespace: str, kind: str, name: str) -> Sequence[Pod]:
         """Pods whose top controller is kind/name (Deployment, StatefulSet, DaemonSet, Job, ...). For kind ReplicaSet:
         the pods that ReplicaSet controls directly, whether or not a Deployment owns it."""
         return self._index.owned_by(namespace, kind, name)
@@ -114,10 +113,10 @@ class PodCache:
     @property
     def synced(self) -> bool:
         """True once pods (and ReplicaSets, unless the API refuses them) have been listed."""
-        if not self._pods.synced.is_set():
+        if not self._pods.stats.synced:
             return False
         rs = self._replica_sets
-        return rs is None or rs.synced.is_set() or rs.unserved.is_set()
+        return rs is None or rs.stats.synced or rs.stats.unserved
 
     @property
     def size(self) -> int:
@@ -129,7 +128,7 @@ class PodCache:
             pods=len(self._index),
             replica_sets_with_owner=self._index.replica_sets_with_owner,
             pod_watch=self._pods.stats,
-            replica_set_watch=rs.stats if rs is not None else ReflectorStats(),
+            replica_set_watch=rs.stats if rs is not None else ListWatchStats(),
         )
 
     # ---- lifecycle ----
@@ -139,9 +138,9 @@ class PodCache:
         if self._threads:
             return
         self._stopping.clear()
-        for reflector in self._reflectors():
+        for loop in self._loops():
             thread = threading.Thread(
-                target=reflector.run, args=(self._stopping,), name=f"gpu-pulse-watch-{reflector.name}", daemon=True
+                target=loop.run, args=(self._stopping,), name=f"gpu-pulse-watch-{loop.name}", daemon=True
             )
             thread.start()
             self._threads.append(thread)
@@ -159,13 +158,13 @@ class PodCache:
     async def stop(self, timeout: float = 5.0) -> None:
         """Stop watching; waits (off the loop) up to `timeout` for the threads to end."""
         self._stopping.set()
-        for reflector in self._reflectors():
-            reflector.interrupt()
+        for loop in self._loops():
+            loop.interrupt()
         threads, self._threads = self._threads, []
         for thread in threads:
             await asyncio.to_thread(thread.join, timeout)
             if thread.is_alive():
                 log.warning("%s did not stop within %.1f s (a blocked API call); leaving it", thread.name, timeout)
 
-    def _reflectors(self) -> list[Reflector[Any]]:
+    def _loops(self) -> list[ListWatch[Any]]:
         return [r for r in (self._pods, self._replica_sets) if r is not None]

@@ -15,8 +15,8 @@ from dataclasses import dataclass, replace
 from operator import attrgetter
 from typing import TypeVar
 
-from adapter.podcache.podinfo import OwnerRef, PodInfo
 from adapter.selectors import EVERYTHING, Selector
+from toolkit.pods import OwnerRef, Pod
 
 PodKey = tuple[str, str]  # (namespace, name)
 OwnerKey = tuple[str, str, str]  # (namespace, kind, name)
@@ -42,33 +42,33 @@ class PodIndex:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._pods: dict[PodKey, PodInfo] = {}
-        self._by_namespace: dict[str, dict[str, PodInfo]] = {}
-        self._namespace_in_order: dict[str, tuple[PodInfo, ...]] = {}  # in_namespace answers; dropped on change
-        self._by_node: dict[str, dict[PodKey, PodInfo]] = {}
-        self._by_owner: dict[OwnerKey, dict[str, PodInfo]] = {}
+        self._pods: dict[PodKey, Pod] = {}
+        self._by_namespace: dict[str, dict[str, Pod]] = {}
+        self._namespace_in_order: dict[str, tuple[Pod, ...]] = {}  # in_namespace answers; dropped on change
+        self._by_node: dict[str, dict[PodKey, Pod]] = {}
+        self._by_owner: dict[OwnerKey, dict[str, Pod]] = {}
         self._pod_replica_set: dict[PodKey, str] = {}  # pods whose direct controller is a ReplicaSet
         self._replica_set_pods: dict[PodKey, set[str]] = {}  # (namespace, replica set) -> pod names
         self._replica_set_parent: dict[PodKey, OwnerRef] = {}  # (namespace, replica set) -> its controller
 
     # ---- reads ----
 
-    def get(self, namespace: str, name: str) -> PodInfo | None:
+    def get(self, namespace: str, name: str) -> Pod | None:
         with self._lock:
             return self._pods.get((namespace, name))
 
-    def in_namespace(self, namespace: str, selector: Selector = EVERYTHING) -> tuple[PodInfo, ...]:
+    def in_namespace(self, namespace: str, selector: Selector = EVERYTHING) -> tuple[Pod, ...]:
         """The namespace's pods that `selector` picks, by name."""
         with self._lock:
             pods = self._in_order(namespace)
         return pods if selector.empty else _picked(pods, selector)
 
-    def on_node(self, node: str) -> tuple[PodInfo, ...]:
+    def on_node(self, node: str) -> tuple[Pod, ...]:
         with self._lock:
             found = list(self._by_node.get(node, {}).values())
         return tuple(sorted(found, key=_by_namespace_name))
 
-    def owned_by(self, namespace: str, kind: str, name: str) -> tuple[PodInfo, ...]:
+    def owned_by(self, namespace: str, kind: str, name: str) -> tuple[Pod, ...]:
         with self._lock:
             if kind == "ReplicaSet":
                 names = self._replica_set_pods.get((namespace, name), ())
@@ -77,7 +77,7 @@ class PodIndex:
                 found = list(self._by_owner.get((namespace, kind, name), {}).values())
         return tuple(sorted(found, key=_by_name))
 
-    def all(self) -> tuple[PodInfo, ...]:
+    def all(self) -> tuple[Pod, ...]:
         """Every pod, by namespace and name."""
         with self._lock:
             return tuple(pod for namespace in sorted(self._by_namespace) for pod in self._in_order(namespace))
@@ -91,7 +91,7 @@ class PodIndex:
 
     # ---- pod writes ----
 
-    def upsert_pod(self, pod: PodInfo) -> None:
+    def upsert_pod(self, pod: Pod) -> None:
         key = (pod.namespace, pod.name)
         with self._lock:
             old = self._pods.get(key)
@@ -106,7 +106,7 @@ class PodIndex:
             if old is not None:
                 self._unindex(key, old)
 
-    def replace_pods(self, pods: Iterable[PodInfo]) -> None:
+    def replace_pods(self, pods: Iterable[Pod]) -> None:
         """The result of a full list: the index becomes exactly these pods."""
         with self._lock:
             self._pods.clear()
@@ -144,7 +144,7 @@ class PodIndex:
 
     # ---- internals (lock held) ----
 
-    def _in_order(self, namespace: str) -> tuple[PodInfo, ...]:
+    def _in_order(self, namespace: str) -> tuple[Pod, ...]:
         found = self._namespace_in_order.get(namespace)
         if found is None:
             pods = self._by_namespace.get(namespace)
@@ -153,7 +153,7 @@ class PodIndex:
             found = self._namespace_in_order[namespace] = tuple(sorted(pods.values(), key=_by_name))
         return found
 
-    def _index(self, key: PodKey, pod: PodInfo) -> None:
+    def _index(self, key: PodKey, pod: Pod) -> None:
         direct = pod.owner
         if direct is not None and direct.kind == "ReplicaSet":
             self._pod_replica_set[key] = direct.name
@@ -169,7 +169,7 @@ class PodIndex:
         if pod.owner is not None:
             self._by_owner.setdefault((pod.namespace, pod.owner.kind, pod.owner.name), {})[pod.name] = pod
 
-    def _unindex(self, key: PodKey, pod: PodInfo) -> None:
+    def _unindex(self, key: PodKey, pod: Pod) -> None:
         del self._pods[key]
         _discard(self._by_namespace, pod.namespace, pod.name)
         self._namespace_in_order.pop(pod.namespace, None)
@@ -201,9 +201,9 @@ class PodIndex:
             self._index(key, replace(pod, owner=direct))
 
 
-def _picked(pods: tuple[PodInfo, ...], selector: Selector) -> tuple[PodInfo, ...]:
-    """The pods whose labels `selector` matches. Pods with equal labels share one label map (see `LabelSets`): the
-    replicas of a workload are matched once, not once each."""
+def _picked(pods: tuple[Pod, ...], selector: Selector) -> tuple[Pod, ...]:
+    """The pods whose labels `selector` matches. Pods with equal labels share one label map (see `toolkit.labelset`):
+    the replicas of a workload are matched once, not once each."""
     verdicts: dict[int, bool] = {}  # by id() of the label map: every map is held by a pod in `pods` meanwhile
     picked = []
     for pod in pods:
@@ -215,7 +215,7 @@ def _picked(pods: tuple[PodInfo, ...], selector: Selector) -> tuple[PodInfo, ...
     return tuple(picked)
 
 
-def _discard(index: dict[K, dict[V, PodInfo]], outer: K, inner: V) -> None:
+def _discard(index: dict[K, dict[V, Pod]], outer: K, inner: V) -> None:
     bucket = index.get(outer)
     if bucket is not None:
         bucket.pop(inner, None)

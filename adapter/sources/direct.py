@@ -13,10 +13,10 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 
 from adapter.metrics_config import MetricDefinition
-from adapter.podcache.cache import PodInfo
 from adapter.sources.exporters import ExporterLocator
 from adapter.sources.model import PodKey, PodSample, ServedValue, SourceUnavailableError
 from adapter.sources.nodepods import Miss, NodeAnswer, NodePodsCache, PodFigures
+from toolkit.pods import Pod
 
 _NO_FIGURES: tuple[Mapping[PodKey, PodFigures], float] = ({}, 0.0)  # for a pod whose node gave no answer
 
@@ -51,14 +51,14 @@ class DirectSource:
     def serves(self, metric: MetricDefinition) -> bool:
         return True
 
-    async def samples(self, metric: MetricDefinition, pods: Sequence[PodInfo]) -> Mapping[PodKey, PodSample]:
+    async def samples(self, metric: MetricDefinition, pods: Sequence[Pod]) -> Mapping[PodKey, PodSample]:
         fresh = await self._fresh(metric, pods)
         return {(p.namespace, p.name): found.sample for p, found in zip(pods, fresh, strict=True) if found is not None}
 
-    async def pod_values(self, metric: MetricDefinition, pods: Sequence[PodInfo]) -> list[ServedValue | None]:
+    async def pod_values(self, metric: MetricDefinition, pods: Sequence[Pod]) -> list[ServedValue | None]:
         return [found.value if found is not None else None for found in await self._fresh(metric, pods)]
 
-    async def _fresh(self, metric: MetricDefinition, pods: Sequence[PodInfo]) -> list[PodFigures | None]:
+    async def _fresh(self, metric: MetricDefinition, pods: Sequence[Pod]) -> list[PodFigures | None]:
         """Each pod's figures of `metric` (None for a pod whose exporter does not answer or whose figures are not
         fresh), in the order of `pods`."""
         nodes = dict.fromkeys(pod.node for pod in pods if pod.node)

@@ -8,8 +8,8 @@ from decimal import Decimal
 from typing import NamedTuple, Protocol
 
 from adapter.metrics_config import MetricDefinition
-from adapter.podcache.cache import PodInfo
 from adapter.selectors import Selector
+from toolkit.pods import Pod
 
 PodKey = tuple[str, str]  # (namespace, name)
 
@@ -63,17 +63,17 @@ class PodDirectory(Protocol):
     @property
     def size(self) -> int: ...
 
-    def pods_in_namespace(self, namespace: str, selector: Selector = ...) -> Sequence[PodInfo]:
+    def pods_in_namespace(self, namespace: str, selector: Selector = ...) -> Sequence[Pod]:
         """The namespace's pods that `selector` picks (all of them by default), by name."""
         ...
 
-    def all_pods(self) -> Sequence[PodInfo]: ...
+    def all_pods(self) -> Sequence[Pod]: ...
 
-    def get(self, namespace: str, name: str) -> PodInfo | None: ...
+    def get(self, namespace: str, name: str) -> Pod | None: ...
 
-    def pods_on_node(self, node: str) -> Sequence[PodInfo]: ...
+    def pods_on_node(self, node: str) -> Sequence[Pod]: ...
 
-    def pods_owned_by(self, namespace: str, kind: str, name: str) -> Sequence[PodInfo]: ...
+    def pods_owned_by(self, namespace: str, kind: str, name: str) -> Sequence[Pod]: ...
 
 
 class MetricSource(Protocol):
@@ -87,12 +87,12 @@ class MetricSource(Protocol):
     async def close(self) -> None:
         """Stop background work and close connections."""
 
-    async def samples(self, metric: MetricDefinition, pods: Sequence[PodInfo]) -> Mapping[PodKey, PodSample]:
+    async def samples(self, metric: MetricDefinition, pods: Sequence[Pod]) -> Mapping[PodKey, PodSample]:
         """Fresh figures of `metric` for those of `pods` that have them. Raises SourceUnavailableError when the source
         cannot answer at all; a partial answer (some nodes down) is not an error."""
         ...
 
-    async def pod_values(self, metric: MetricDefinition, pods: Sequence[PodInfo]) -> list[ServedValue | None]:
+    async def pod_values(self, metric: MetricDefinition, pods: Sequence[Pod]) -> list[ServedValue | None]:
         """Each pod's value of `metric` over all its devices (the HPA's question: `pod_value` of the pod's sample), in
         the order of `pods`; None for a pod `samples` would leave out."""
         ...

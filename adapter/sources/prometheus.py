@@ -21,10 +21,10 @@ from typing import Any
 import aiohttp
 
 from adapter.metrics_config import MetricDefinition
-from adapter.podcache.cache import PodInfo
 from adapter.quantity import QuantityError, decimal_from_float
 from adapter.sources.model import DeviceValue, PodKey, PodSample, ServedValue, SourceError, SourceUnavailableError
 from adapter.sources.values import pod_value
+from toolkit.pods import Pod
 
 QueryObserver = Callable[[str, float], None]  # (outcome "ok" | "error" | "timeout", seconds)
 DEFAULT_MAX_AGE = 60.0
@@ -95,7 +95,7 @@ class PrometheusSource:
     def serves(self, metric: MetricDefinition) -> bool:
         return metric.prometheus is not None
 
-    async def samples(self, metric: MetricDefinition, pods: Sequence[PodInfo]) -> Mapping[PodKey, PodSample]:
+    async def samples(self, metric: MetricDefinition, pods: Sequence[Pod]) -> Mapping[PodKey, PodSample]:
         if metric.prometheus is None:
             raise SourceError(f"metric {metric.name} has no prometheus query configured")
         wanted = {(pod.namespace, pod.name) for pod in pods}
@@ -127,7 +127,7 @@ class PrometheusSource:
             found[key] = PodSample(key[0], key[1], tuple(values), when_sampled, window_seconds=None)
         return found
 
-    async def pod_values(self, metric: MetricDefinition, pods: Sequence[PodInfo]) -> list[ServedValue | None]:
+    async def pod_values(self, metric: MetricDefinition, pods: Sequence[Pod]) -> list[ServedValue | None]:
         samples = await self.samples(metric, pods)
         return [
             pod_value(metric, sample) if (sample := samples.get((pod.namespace, pod.name))) is not None else None

@@ -4,7 +4,7 @@
                                 proc_root=..., kubernetes=..., kubeconfig=..., pod_labels=...)
     loop = PollLoop(..., attributor=attributor, pods_view=PodsDocumentBuilder(interval_seconds=...))
 
-Bad values raise ValueError (or PodWatchConfigError, a RuntimeError) with one line naming the flag.
+Bad values raise ValueError with one line naming the flag.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 
 from exporter.attribution.attributor import DEFAULT_MAX_MAPPING_AGE, KubeletPodAttributor, WatchedPods
 from exporter.attribution.labels import PodLabelPolicy
-from exporter.attribution.podwatch import PodWatch, kube_api_client
+from exporter.attribution.podwatch import PodWatch
 from exporter.attribution.proc import ProcessOwners
 from exporter.kubelet.client import DEFAULT_SOCKET, PodResourcesClient
 from exporter.kubelet.device_ids import ResourceNames
@@ -61,7 +61,10 @@ def build_pod_side(
         )
     pods = directory
     if pods is None and (kubernetes or kubeconfig is not None):
-        pods = PodWatch(kube_api_client(kubeconfig), node_name)
+        from toolkit.kubeclient import api_client  # the kubernetes client, only with --kubernetes
+
+        kube = api_client(kubeconfig=None if kubeconfig is None else Path(kubeconfig), in_cluster_flag="--kubernetes")
+        pods = PodWatch(kube, node_name)
     client = PodResourcesClient(kubelet_socket, interval=kubelet_interval, call_timeout=min(10.0, kubelet_interval))
     age = max_mapping_age if max_mapping_age is not None else max(DEFAULT_MAX_MAPPING_AGE, 4 * kubelet_interval)
     return KubeletPodAttributor(

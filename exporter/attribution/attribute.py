@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from exporter.attribution.cgroup import CgroupOwner
-from exporter.attribution.directory import PodDirectory, PodMeta
+from exporter.attribution.directory import PodDirectory
 from exporter.attribution.labels import PodLabelPolicy
 from exporter.kubelet.device_ids import DeviceIdError, DeviceKind, DeviceRef, ResourceNames, parse_device_id
 from exporter.kubelet.podresources import PodResources
@@ -43,6 +43,7 @@ from exporter.snapshot import (
     ProcessUsage,
     ShareMethod,
 )
+from toolkit.pods import Pod
 
 OwnerLookup = Callable[[int], CgroupOwner | None]
 
@@ -203,15 +204,15 @@ class _ProcessPods:
         self.enabled = owner_of is not None and directory is not None
         self._owner_of = owner_of
         self._directory = directory
-        self._memo: dict[int, tuple[PodMeta, str | None] | None] = {}
+        self._memo: dict[int, tuple[Pod, str | None] | None] = {}
 
-    def of(self, pid: int) -> tuple[PodMeta, str | None] | None:
+    def of(self, pid: int) -> tuple[Pod, str | None] | None:
         if not self.enabled:
             return None
         if pid in self._memo:
             return self._memo[pid]
         assert self._owner_of is not None and self._directory is not None
-        found: tuple[PodMeta, str | None] | None = None
+        found: tuple[Pod, str | None] | None = None
         owner = self._owner_of(pid)
         if owner is not None:
             meta = self._directory.by_uid(owner.pod_uid)
@@ -262,7 +263,7 @@ def _resolve_conflict(
 ) -> list[_Claim]:
     """Keep the claims of the one pod that most likely holds the device now (see the module rules)."""
     candidates = claims
-    metas: dict[tuple[str, str], PodMeta | None] = {}
+    metas: dict[tuple[str, str], Pod | None] = {}
     if directory is not None:
         metas = {c.pod.key: directory.by_name(*c.pod.key) for c in claims}
         alive = [c for c in candidates if (m := metas[c.pod.key]) is not None and not m.terminated]
@@ -287,7 +288,7 @@ def _found(process_pods: _ProcessPods, process: ProcessUsage) -> _Found | None:
 
 @dataclass(frozen=True, slots=True)
 class _Found:
-    meta: PodMeta
+    meta: Pod
     container: str | None
 
     @property

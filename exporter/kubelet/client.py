@@ -22,6 +22,7 @@ import grpc
 
 from exporter.kubelet.podresources import PodResources, pods_from_message
 from exporter.kubelet.proto import api_pb2, api_pb2_grpc
+from toolkit.backoff import Backoff
 
 log = logging.getLogger(__name__)
 
@@ -37,21 +38,6 @@ class KubeletCallError(RuntimeError):
     def __init__(self, code: str, detail: str) -> None:
         super().__init__(f"kubelet pod-resources List failed: {code}: {detail}")
         self.code = code
-
-
-@dataclass(frozen=True, slots=True)
-class Backoff:
-    """Exponential backoff with jitter: the n-th consecutive failure waits between half and all of
-    min(maximum, initial * multiplier**(n-1)) seconds."""
-
-    initial: float = 1.0
-    maximum: float = 30.0
-    multiplier: float = 2.0
-
-    def delay(self, failures: int, rng: random.Random) -> float:
-        exponent = min(max(failures - 1, 0), 32)
-        ceiling = min(self.maximum, self.initial * self.multiplier**exponent)
-        return ceiling / 2 + rng.uniform(0.0, ceiling / 2)
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,7 +163,7 @@ class PodResourcesClient:
                     return
                 failures += 1
                 self._record_failure(str(error), called=True, duration=self._clock() - started)
-                delay = self.backoff.delay(failures, self._rng)
+                delay = self.backoff.delay(failures, self._rng.random)
             else:
                 failures = 0
                 self._record_success(pods, duration=self._clock() - started)

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import logging
 import math
+import random
 import threading
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from exporter.collection import DeviceCollection, HistoryPoint
-from exporter.nvml.backoff import Backoff
 from exporter.nvml.coverage import XID_KEYS, enabled_measurements
 from exporter.nvml.device import DeviceReader, GpuLostError
 from exporter.nvml.discovery import GpuDevice, MigDevice, SystemVersions, gpu_count, open_gpu, system_versions
@@ -24,8 +24,11 @@ from exporter.nvml.processes import ProcessSampler
 from exporter.nvml.status import CycleStatus
 from exporter.nvml.xid import XidLedger, XidListener
 from exporter.snapshot import DeviceReading, GpuIdentity, MigIdentity
+from toolkit.backoff import Backoff, Draw, RetrySchedule
 
 log = logging.getLogger("exporter.nvml")
+
+LOST_GPU_BACKOFF = Backoff(initial=1.0, maximum=60.0)
 
 
 def _default_nvml() -> Any:
@@ -39,7 +42,7 @@ class _GpuSlot:
 
     __slots__ = ("backoff", "down", "identity", "index", "lost", "migs", "reader")
 
-    def __init__(self, index: int, backoff: Backoff) -> None:
+    def __init__(self, index: int, backoff: RetrySchedule) -> None:
         self.index = index
         self.backoff = backoff
         self.identity: GpuIdentity | None = None
@@ -59,7 +62,8 @@ class NvmlCollector:
 
     `nvml` is the pynvml module (or an object with its API). `enabled` is the set of catalogue keys to read (see
     `enabled_measurements`); None reads all. `clock` is monotonic seconds (backoff, GPM spacing, durations),
-    `wall_clock` is epoch seconds (sample times, history windows).
+    `wall_clock` is epoch seconds (sample times, history windows). A lost GPU is probed again after `lost_backoff`
+    delays, jittered by `draw`.
     """
 
     def __init__(
@@ -73,7 +77,8 @@ class NvmlCollector:
         processes: bool = True,
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
-        lost_backoff: tuple[float, float] = (1.0, 60.0),
+        lost_backoff: Backoff = LOST_GPU_BACKOFF,
+        draw: Draw = random.random,
         xid_wait_ms: int = 250,
     ) -> None:
         if interval_seconds <= 0:
@@ -86,6 +91,7 @@ class NvmlCollector:
         self._clock = clock
         self._wall = wall_clock
         self._lost_backoff = lost_backoff
+        self._draw = draw
         self._xid_wait_ms = xid_wait_ms
         self._names = ErrorNames(self._nvml)
         self._history = SampleHistory.for_span(history_seconds, interval_seconds)
@@ -160,7 +166,7 @@ class NvmlCollector:
         now = self._clock()
         self._slots = []
         for index in range(count):
-            slot = _GpuSlot(index, Backoff(*self._lost_backoff))
+            slot = _GpuSlot(index, RetrySchedule(self._lost_backoff, self._draw))
             self._open(slot, now)
             self._slots.append(slot)
         self._restart_xid()

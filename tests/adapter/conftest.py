@@ -9,7 +9,7 @@ from aiohttp.test_utils import TestClient
 
 from adapter.api.selfmetrics import AdapterMetrics
 from adapter.metrics_config import MetricsConfig, default_metrics_config
-from adapter.podcache.cache import Backoff, PodCache
+from adapter.podcache.cache import PodCache
 from adapter.server import build_app
 from adapter.sources.direct import DirectSource
 from adapter.sources.exporters import ExporterLocator
@@ -18,6 +18,7 @@ from adapter.sources.nodepods import NodePodsCache
 from simulation.kubeapi import KubeApiServer
 from tests.adapter.simcluster import AdapterFactory, Cluster, populate, set_figures
 from tests.adapter.simnodes import SimulatedNode
+from toolkit.backoff import Backoff
 from toolkit.kubeclient import api_client
 
 

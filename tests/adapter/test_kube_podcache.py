@@ -9,10 +9,12 @@ from collections.abc import AsyncIterator, Callable
 import pytest
 from kubernetes.client import ApiClient
 
-from adapter.podcache.cache import Backoff, OwnerRef, PodCache, PodInfo
+from adapter.podcache.cache import PodCache
 from simulation.kubeapi import KubeApiServer
 from tests.support.waiting import eventually
+from toolkit.backoff import Backoff
 from toolkit.kubeclient import api_client
+from toolkit.pods import OwnerRef, Pod
 
 FAST = Backoff(initial=0.05, maximum=0.2)
 
@@ -71,7 +73,7 @@ async def test_initial_list_fills_every_index(server: KubeApiServer, make_cache:
     assert cache.pods_in_namespace("nothing-here") == ()
     stored = server.get_object("pods", "ml", "infer-3")
     assert stored is not None
-    assert cache.get("ml", "infer-3") == PodInfo(
+    assert cache.get("ml", "infer-3") == Pod(
         namespace="ml",
         name="infer-3",
         uid=stored["metadata"]["uid"],
@@ -182,7 +184,8 @@ async def test_gone_resource_version_lists_again(server: KubeApiServer, make_cac
 
     await eventually(lambda: cache.get("ml", "b") is not None and cache.get("ml", "a") is None, "state after relist")
     assert server.request_count("list", "pods") == 2
-    assert cache.stats().pod_watch.last_error.startswith("HTTP 410")
+    watch = cache.stats().pod_watch
+    assert watch.last_error.startswith("HTTP 410") and watch.relists == 1 and watch.lists == 2
 
 
 async def test_reconnects_and_resumes_after_a_restart(

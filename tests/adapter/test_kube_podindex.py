@@ -1,4 +1,4 @@
-"""The pod cache's indexes and parser: incremental indexes agree with a plain scan, whatever the event order."""
+"""The pod cache's indexes: incremental indexes agree with a plain scan, whatever the event order."""
 
 from __future__ import annotations
 
@@ -9,10 +9,9 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from adapter.podcache.index import PodIndex, ReplicaSetOwner
-from adapter.podcache.labelset import EMPTY_LABELS, LabelSets
-from adapter.podcache.podinfo import MalformedObjectError, OwnerRef, PodInfo, PodParser
 from adapter.selectors import Selector, parse_selector
-from simulation.kubeapi import pod_object
+from toolkit.labelset import EMPTY_LABELS, LabelSets
+from toolkit.pods import OwnerRef, Pod
 
 NAMESPACES = ("a", "b")
 NODES = (None, "n1", "n2")
@@ -26,7 +25,7 @@ OWNERS = (
 )
 
 pods = st.builds(
-    PodInfo,
+    Pod,
     namespace=st.sampled_from(NAMESPACES),
     name=st.sampled_from(("p1", "p2", "p3", "p4")),
     uid=st.just("u"),
@@ -48,11 +47,11 @@ class IndexAgreesWithAScan(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.index = PodIndex()
-        self.pods: dict[tuple[str, str], PodInfo] = {}  # as given: direct owners
+        self.pods: dict[tuple[str, str], Pod] = {}  # as given: direct owners
         self.parents: dict[tuple[str, str], OwnerRef] = {}
 
     @rule(pod=pods)
-    def upsert_pod(self, pod: PodInfo) -> None:
+    def upsert_pod(self, pod: Pod) -> None:
         self.index.upsert_pod(pod)
         self.pods[(pod.namespace, pod.name)] = pod
 
@@ -62,7 +61,7 @@ class IndexAgreesWithAScan(RuleBasedStateMachine):
         self.pods.pop((namespace, name), None)
 
     @rule(items=st.lists(pods, max_size=6))
-    def relist_pods(self, items: list[PodInfo]) -> None:
+    def relist_pods(self, items: list[Pod]) -> None:
         self.index.replace_pods(items)
         self.pods = {(p.namespace, p.name): p for p in items}
 
@@ -89,13 +88,13 @@ class IndexAgreesWithAScan(RuleBasedStateMachine):
         else:
             self.parents[(rs.namespace, rs.name)] = rs.controller
 
-    def expected(self) -> list[PodInfo]:
+    def expected(self) -> list[Pod]:
         out = []
         for pod in self.pods.values():
             owner = pod.owner
             if owner is not None and owner.kind == "ReplicaSet":
                 owner = self.parents.get((pod.namespace, owner.name), owner)
-            out.append(PodInfo(**{**_fields(pod), "owner": owner}))
+            out.append(Pod(**{**_fields(pod), "owner": owner}))
         return out
 
     @invariant()
@@ -123,12 +122,12 @@ class IndexAgreesWithAScan(RuleBasedStateMachine):
             assert set(self.index.on_node(node)) == {p for p in want if p.node == node}
 
 
-def _name(pod: PodInfo) -> str:
+def _name(pod: Pod) -> str:
     return pod.name
 
 
-def _fields(pod: PodInfo) -> dict[str, Any]:
-    return {f: getattr(pod, f) for f in PodInfo.__dataclass_fields__}
+def _fields(pod: Pod) -> dict[str, Any]:
+    return {f: getattr(pod, f) for f in Pod.__dataclass_fields__}
 
 
 TestIndexAgreesWithAScan = IndexAgreesWithAScan.TestCase
@@ -137,82 +136,6 @@ TestIndexAgreesWithAScan.settings = settings(max_examples=60, stateful_step_coun
 
 names = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789-", min_size=1, max_size=20)
 label_maps = st.dictionaries(names, st.text(alphabet="abcxyz019._-", max_size=10), max_size=5)
-
-
-@given(
-    namespace=names,
-    name=names,
-    node=st.one_of(st.none(), names),
-    labels=label_maps,
-    phase=st.sampled_from(["Pending", "Running", "Succeeded", "Failed", "Unknown"]),
-    ip=st.one_of(st.none(), st.ip_addresses().map(str)),
-    owner=st.one_of(st.none(), st.tuples(st.sampled_from(["ReplicaSet", "StatefulSet", "Job", "Node"]), names)),
-)
-def test_parser_keeps_what_the_api_object_says(
-    namespace: str,
-    name: str,
-    node: str | None,
-    labels: dict[str, str],
-    phase: str,
-    ip: str | None,
-    owner: tuple[str, str] | None,
-) -> None:
-    obj = pod_object(namespace, name, node=node, labels=labels, phase=phase, pod_ip=ip, owner=owner, uid="u-1")
-    pod = PodParser()(obj)
-    assert (pod.namespace, pod.name, pod.uid, pod.node, pod.phase, pod.pod_ip) == (
-        namespace,
-        name,
-        "u-1",
-        node,
-        phase,
-        ip,
-    )
-    assert dict(pod.labels) == labels
-    assert pod.owner == (OwnerRef(*owner) if owner else None)
-
-
-json_values = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.text(max_size=5),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
-    max_leaves=12,
-)
-
-
-@given(
-    st.dictionaries(
-        st.sampled_from(["metadata", "spec", "status", "kind"]),
-        st.one_of(
-            json_values,
-            st.fixed_dictionaries(
-                {},
-                optional={
-                    "name": json_values,
-                    "namespace": json_values,
-                    "labels": json_values,
-                    "ownerReferences": json_values,
-                    "nodeName": json_values,
-                    "phase": json_values,
-                },
-            ),
-        ),
-    )
-)
-def test_parser_rejects_garbage_with_one_error_type(obj: dict[str, Any]) -> None:
-    try:
-        pod = PodParser()(obj)
-    except MalformedObjectError:
-        return
-    assert pod.name and pod.namespace
-
-
-@given(st.lists(label_maps, min_size=1, max_size=8))
-def test_equal_label_maps_share_one_set(maps: list[dict[str, str]]) -> None:
-    sets = LabelSets()
-    made = [sets(m) for m in maps]
-    for m, made_set in zip(maps, made, strict=True):
-        assert dict(made_set) == m and made_set == m
-        for other, other_set in zip(maps, made, strict=True):
-            assert (made_set is other_set) == (m == other)
 
 
 SELECTORS = ("", "app=a", "app!=a", "tier", "!tier", "app in (a,b),tier=x", "app notin (b)")
@@ -234,7 +157,7 @@ def test_a_namespace_selection_is_what_the_selector_picks_by_name(
     it picks what matching every pod picks, in name order."""
     label_sets = LabelSets()
     made = [
-        PodInfo(ns, name, "u", None, label_sets(labels) if shared else LabelSets()(labels), "Running", None, None)
+        Pod(ns, name, "u", None, label_sets(labels) if shared else LabelSets()(labels), "Running")
         for ns, name, labels in pods
     ]
     index = PodIndex()

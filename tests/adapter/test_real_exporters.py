@@ -18,7 +18,7 @@ import pytest
 
 from adapter.api.selfmetrics import AdapterMetrics
 from adapter.metrics_config import default_metrics_config
-from adapter.podcache.cache import Backoff, PodCache
+from adapter.podcache.cache import PodCache
 from adapter.quantity import decimal_from_float, parse_quantity
 from adapter.server import build_app
 from adapter.sources.direct import DirectSource
@@ -29,6 +29,7 @@ from exporter.pods_document import NodePods
 from simulation.kubeapi import KubeApiServer
 from tests.adapter.promserver import Prometheus, free_port
 from tests.support.waiting import eventually
+from toolkit.backoff import Backoff
 from toolkit.kubeclient import api_client
 
 REPO = Path(__file__).resolve().parents[2]

@@ -13,12 +13,13 @@ from hypothesis import strategies as st
 
 from exporter.attribution.attribute import AttributionResult, attribute
 from exporter.attribution.cgroup import CgroupOwner
-from exporter.attribution.directory import PodMeta, StaticPodDirectory
+from exporter.attribution.directory import StaticPodDirectory
 from exporter.attribution.energy import EnergyLedger
 from exporter.attribution.labels import PodLabelPolicy
 from exporter.kubelet.device_ids import ResourceNames
 from exporter.kubelet.podresources import ContainerDevices, ContainerResources, PodResources
 from exporter.snapshot import DeviceReading, GpuIdentity, MigIdentity, PodDeviceUse, ProcessUsage, ShareMethod
+from toolkit.pods import Pod
 
 GIB = 1024**3
 
@@ -172,7 +173,9 @@ def shared_setup(
         uid = str(uuid.UUID(int=500 + i))
         pods.append(pod("team", f"pod-{i}", ("sidecar", "", []), ("app", "nvidia.com/gpu", [f"{g0.uuid}::{i}"])))
         owners[1000 + i] = CgroupOwner(uid, _container_id(i))
-        metas.append(PodMeta(uid, "team", f"pod-{i}", {"app": "x"}, "Running", containers={_container_id(i): "app"}))
+        metas.append(
+            Pod("team", f"pod-{i}", uid, labels={"app": "x"}, phase="Running", containers={_container_id(i): "app"})
+        )
     return devices, pods, owners, StaticPodDirectory(metas), g0
 
 
@@ -289,8 +292,8 @@ def test_a_terminated_pod_loses_its_stale_claim() -> None:
     ]
     directory = StaticPodDirectory(
         [
-            PodMeta("u1", "a", "running", phase="Running", created_at=1.0),
-            PodMeta("u2", "a", "done", phase="Succeeded", created_at=2.0),
+            Pod("a", "running", "u1", phase="Running", created_at=1.0),
+            Pod("a", "done", "u2", phase="Succeeded", created_at=2.0),
         ]
     )
     result = attribute([reading(g0)], pods, directory=directory)
@@ -312,8 +315,8 @@ def test_the_pod_running_on_the_device_wins_then_the_newest() -> None:
     pods = [pod("a", "x", ("c", "nvidia.com/gpu", [g0.uuid])), pod("a", "y", ("c", "nvidia.com/gpu", [g0.uuid]))]
     directory = StaticPodDirectory(
         [
-            PodMeta("ux", "a", "x", phase="Running", created_at=5.0),
-            PodMeta("uy", "a", "y", phase="Running", created_at=1.0),
+            Pod("a", "x", "ux", phase="Running", created_at=5.0),
+            Pod("a", "y", "uy", phase="Running", created_at=1.0),
         ]
     )
     assert [u.pod.name for u in attribute([reading(g0)], pods, directory=directory).uses] == ["x"]  # newest
@@ -325,7 +328,7 @@ def test_the_pod_running_on_the_device_wins_then_the_newest() -> None:
 # ---- labels and energy ----
 def test_pod_labels_follow_the_allowlist() -> None:
     g0 = gpu(0)
-    meta = PodMeta("u1", "a", "p", {"app": "llm", "team": "x", "pod-template-hash": "abc", "version": "v" * 100})
+    meta = Pod("a", "p", "u1", labels={"app": "llm", "team": "x", "pod-template-hash": "abc", "version": "v" * 100})
     policy = PodLabelPolicy.parse("app|version", max_value_length=10)
     use = attribute(
         [reading(g0)],

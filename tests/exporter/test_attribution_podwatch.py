@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 from kubernetes import client as k8s
 
-from exporter.attribution.directory import pod_meta_from_object
-from exporter.attribution.podwatch import PodWatch, PodWatchConfigError, kube_api_client
-from exporter.kubelet.client import Backoff
+from exporter.attribution.podwatch import PodWatch
 from simulation.kubeapi import KubeApiServer, pod_object
-from tests.support.waiting import holds_within
+from tests.support.waiting import wait_for
+from toolkit.backoff import Backoff
+from toolkit.kubeclient import api_client
 
 NODE = "gpu-node-1"
 
@@ -99,12 +99,17 @@ def test_follows_additions_changes_and_deletions(api: _ApiServer, watch_factory:
     watch.start()
     assert watch.wait_synced(10)
     added = api.server.put_object("pods", _gpu_pod("late"))
-    assert holds_within(lambda: watch.by_uid(added["metadata"]["uid"]) is not None)
+    wait_for(lambda: watch.by_uid(added["metadata"]["uid"]) is not None, "the added pod", timeout=10, period=0.02)
     changed = _gpu_pod("late", uid=added["metadata"]["uid"], phase="Succeeded")
     api.server.put_object("pods", changed)
-    assert holds_within(lambda: (m := watch.by_name("ml", "late")) is not None and m.terminated)
+    wait_for(
+        lambda: (m := watch.by_name("ml", "late")) is not None and m.terminated,
+        "the pod's new phase",
+        timeout=10,
+        period=0.02,
+    )
     api.server.delete_pod("ml", "late")
-    assert holds_within(lambda: watch.by_name("ml", "late") is None)
+    wait_for(lambda: watch.by_name("ml", "late") is None, "the deletion", timeout=10, period=0.02)
     assert watch.status.errors_total == 0
 
 
@@ -117,8 +122,13 @@ def test_an_expired_watch_is_answered_by_a_fresh_list(api: _ApiServer, watch_fac
     api.server.put_object("pods", _gpu_pod("during-outage"))
     api.server.compact()  # history gone: resuming from the old resourceVersion gets 410 Gone
     api.restart()
-    assert holds_within(lambda: watch.status.relists_total >= 1)
-    assert holds_within(lambda: watch.by_name("ml", "during-outage") is not None)
+    wait_for(lambda: watch.status.relists_total >= 1, "a fresh list", timeout=10, period=0.02)
+    wait_for(
+        lambda: watch.by_name("ml", "during-outage") is not None,
+        "the pod added during the outage",
+        timeout=10,
+        period=0.02,
+    )
     assert api.server.request_count("list", "pods") > lists_before
 
 
@@ -127,16 +137,21 @@ def test_survives_an_api_server_outage(api: _ApiServer, watch_factory: Callable[
     watch.start()
     assert watch.wait_synced(10)
     api.stop()
-    assert holds_within(lambda: watch.status.errors_total >= 1)
+    wait_for(lambda: watch.status.errors_total >= 1, "an error", timeout=10, period=0.02)
     assert not watch.status.connected
     assert watch.status.synced, "the cache stays in use while the API server is away"
     api.server.put_object("pods", _gpu_pod("after-restart"))
     api.restart()
-    assert holds_within(lambda: watch.by_name("ml", "after-restart") is not None)
+    wait_for(
+        lambda: watch.by_name("ml", "after-restart") is not None,
+        "the pod added after the restart",
+        timeout=10,
+        period=0.02,
+    )
     assert watch.status.connected
 
 
-def test_kubeconfig_and_missing_in_cluster_config(api: _ApiServer, tmp_path: Path) -> None:
+def test_through_a_kubeconfig(api: _ApiServer, tmp_path: Path) -> None:
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text(
         "apiVersion: v1\nkind: Config\ncurrent-context: test\n"
@@ -145,24 +160,43 @@ def test_kubeconfig_and_missing_in_cluster_config(api: _ApiServer, tmp_path: Pat
         "contexts: [{name: test, context: {cluster: test, user: test}}]\n"
     )
     api.server.put_object("pods", _gpu_pod("via-kubeconfig"))
-    watch = PodWatch(kube_api_client(kubeconfig), NODE)
+    watch = PodWatch(api_client(kubeconfig=kubeconfig), NODE)
     try:
         watch.start()
         assert watch.wait_synced(10)
         assert watch.by_name("ml", "via-kubeconfig") is not None
     finally:
         watch.close()
-    with pytest.raises(PodWatchConfigError, match=r"^--kubernetes: cannot configure") as error:
-        kube_api_client(tmp_path / "missing")
-    assert "\n" not in str(error.value)
 
 
-def test_pod_objects_with_missing_parts() -> None:
-    assert pod_meta_from_object({}) is None
-    assert pod_meta_from_object({"metadata": {"name": "x", "namespace": "y"}}) is None
-    assert pod_meta_from_object("garbage") is None
-    meta = pod_meta_from_object({"metadata": {"uid": "U", "name": "x", "namespace": "y", "labels": None}, "status": 3})
-    assert meta is not None and meta.uid == "u" and dict(meta.labels) == {} and meta.phase == ""
+def test_pods_without_a_uid_or_malformed_are_left_out(api: _ApiServer, watch_factory: Callable[..., PodWatch]) -> None:
+    api.server.put_object("pods", {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "no-namespace"}})
+    bad = _gpu_pod("bad-labels")
+    bad["metadata"]["labels"] = {"app": 3}
+    api.server.put_object("pods", bad)
+    api.server.put_object("pods", _gpu_pod("fine"))
+    watch = watch_factory()
+    watch.start()
+    assert watch.wait_synced(10)
+    assert [p.name for p in watch.pods()] == ["fine"]
+    api.server.put_object("pods", {**_gpu_pod("still-bad"), "status": 3})
+    late = api.server.put_object("pods", _gpu_pod("late"))
+    wait_for(lambda: watch.by_uid(late["metadata"]["uid"]) is not None, "the late pod", timeout=10, period=0.02)
+    assert watch.by_name("ml", "still-bad") is None
+    assert watch.status.errors_total == 0  # a bad object is not a failing API
+
+
+def test_a_recreated_pod_replaces_the_old_uid(api: _ApiServer, watch_factory: Callable[..., PodWatch]) -> None:
+    old = api.server.put_object("pods", _gpu_pod("db-0"))
+    watch = watch_factory()
+    watch.start()
+    assert watch.wait_synced(10)
+    api.server.delete_pod("ml", "db-0")
+    new = api.server.put_object("pods", _gpu_pod("db-0"))
+    assert new["metadata"]["uid"] != old["metadata"]["uid"]
+    wait_for(lambda: watch.by_uid(new["metadata"]["uid"]) is not None, "the recreated pod", timeout=10, period=0.02)
+    assert watch.by_uid(old["metadata"]["uid"]) is None
+    assert [p.uid for p in watch.pods()] == [new["metadata"]["uid"]]
 
 
 def test_needs_a_node_name() -> None:

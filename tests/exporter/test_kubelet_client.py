@@ -12,14 +12,13 @@ from pathlib import Path
 
 import grpc
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
-from exporter.kubelet.client import Backoff, KubeletCallError, PodResourcesClient
+from exporter.kubelet.client import KubeletCallError, PodResourcesClient
 from exporter.kubelet.podresources import ContainerDevices, ContainerResources, PodResources, pods_to_message
 from exporter.kubelet.proto import api_pb2, api_pb2_grpc
 from simulation.kubelet import RATE_LIMIT_MESSAGE, FakeKubelet
 from tests.support.waiting import holds_within
+from toolkit.backoff import Backoff
 
 GPU0 = "GPU-00000000-1111-2222-3333-444444444444"
 GPU1 = "GPU-00000000-1111-2222-3333-555555555555"
@@ -133,14 +132,6 @@ def test_rate_limited_calls_back_off_and_keep_the_mapping(
         assert holds_within(lambda: client.state.up, within=5.0)
         assert client.state.pods == (_pod("b", GPU1),)
         assert client.state.errors_total == 4
-
-
-@given(failures=st.integers(min_value=1, max_value=200), seed=st.integers(min_value=0, max_value=2**32))
-def test_backoff_grows_with_jitter_and_is_capped(failures: int, seed: int) -> None:
-    backoff = Backoff(initial=0.5, maximum=30.0)
-    ceiling = min(30.0, 0.5 * 2 ** (failures - 1)) if failures < 100 else 30.0
-    delay = backoff.delay(failures, random.Random(seed))
-    assert ceiling / 2 <= delay <= ceiling
 
 
 def test_socket_deleted_and_recreated(socket_path: Path, client_factory: Callable[..., PodResourcesClient]) -> None:

@@ -19,6 +19,7 @@ from exporter.snapshot import DeviceReading, MigIdentity
 from simulation import Simulator, build_scenario, install, installed
 from tests.exporter.collecting import collecting
 from tests.support.clocks import ManualClock
+from toolkit.backoff import Backoff
 
 
 def by_index(collection: DeviceCollection) -> dict[int, DeviceReading]:
@@ -146,7 +147,7 @@ def test_a_lost_gpu_is_down_while_the_others_report_and_comes_back(caplog: pytes
 
 def test_a_lost_gpu_is_probed_again_with_exponential_backoff() -> None:
     clock = ManualClock()
-    with collecting("h100x8", clock, lost_backoff=(1.0, 60.0)) as (sim, collector):
+    with collecting("h100x8", clock, lost_backoff=Backoff(1.0, 60.0), draw=lambda: 1.0) as (sim, collector):
         collector.collect()
 
         def lookups() -> int:

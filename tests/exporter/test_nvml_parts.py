@@ -1,4 +1,4 @@
-"""The NVML collector's pure parts: MIG profiles, CUDA versions, backoff, sample buffers, selection, field values."""
+"""The NVML collector's pure parts: MIG profiles, CUDA versions, sample buffers, selection, field values."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ from hypothesis import strategies as st
 from exporter.catalogue import BY_KEY
 from exporter.collection import HistoryPoint
 from exporter.nvml import NVML_MEASUREMENTS, enabled_measurements
-from exporter.nvml.backoff import Backoff
 from exporter.nvml.discovery import as_flag, cuda_version_string
 from exporter.nvml.errors import Disposition, ErrorNames, disposition
 from exporter.nvml.fields import FIELDS, field_keys_for, field_value
@@ -113,34 +112,6 @@ def test_error_names_follow_the_pynvml_constants() -> None:
     assert names(pynvml.NVML_ERROR_NO_PERMISSION) == "NO_PERMISSION"
     assert names(pynvml.NVML_ERROR_INSUFFICIENT_POWER) == "INSUFFICIENT_POWER"
     assert names(12345) == "ERROR_12345"
-
-
-# ---- backoff ------------------------------------------------------------------------------------------------------
-
-
-@given(st.floats(0.01, 10), st.floats(1, 4), st.floats(10, 300), st.integers(1, 30), st.floats(0, 1e6, allow_nan=False))
-def test_backoff_grows_by_its_factor_up_to_its_maximum(
-    initial: float, factor: float, maximum: float, failures: int, start: float
-) -> None:
-    backoff = Backoff(initial, maximum, factor)
-    assert backoff.due(start)
-    now = start
-    expected = initial
-    for _ in range(failures):
-        next_at = backoff.failed(now)
-        assert backoff.delay == pytest.approx(min(expected, maximum))
-        assert not backoff.due(now + backoff.delay * 0.99)
-        assert backoff.due(next_at)
-        now = next_at
-        expected = min(maximum, expected * factor)
-    backoff.reset()
-    assert backoff.due(now)
-    assert backoff.failed(now) == pytest.approx(now + initial)
-
-
-def test_backoff_rejects_nonsense() -> None:
-    with pytest.raises(ValueError, match="backoff needs"):
-        Backoff(5, 1)
 
 
 # ---- sample buffers -----------------------------------------------------------------------------------------------
