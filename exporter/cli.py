@@ -162,7 +162,9 @@ def run(settings: ExporterSettings) -> None:
     with ExitStack() as stack:
         node = _simulate(settings, stack)
         if not settings.node_name:  # --simulate without --node-name or NODE_NAME: the scenario's node
-            settings = settings.model_copy(update={"node_name": node.simulator.scenario.node if node else socket.gethostname()})
+            settings = settings.model_copy(
+                update={"node_name": node.simulator.scenario.node if node else socket.gethostname()}
+            )
         collector = NvmlCollector(enabled=keys, interval_seconds=settings.interval)
         try:
             collector.start()

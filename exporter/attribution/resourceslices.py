@@ -99,8 +99,9 @@ def slice_from_object(obj: object) -> SliceDevices | None:
     uuids: dict[str, str] = {}
     devices = spec.get("devices")
     for device in devices if isinstance(devices, list) else ():
-        device_name = _mapping(device).get("name")
-        attributes = _mapping(_mapping(device).get("attributes") or _mapping(_mapping(device).get("basic")).get("attributes"))
+        device_name = _mapping(device).get("name")  # v1: devices[].attributes; v1beta1: devices[].basic.attributes
+        fields = _mapping(device)
+        attributes = _mapping(fields.get("attributes") or _mapping(fields.get("basic")).get("attributes"))
         uuid = _string_attribute(attributes, driver, UUID_ATTRIBUTE)
         if isinstance(device_name, str) and uuid is not None:
             uuids[device_name] = uuid

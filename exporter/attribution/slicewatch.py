@@ -2,8 +2,9 @@
 
 Lists `resource.k8s.io/v1` ResourceSlices with the field selector `spec.nodeName=<node>` (kubernetes/api
 resource/v1/types.go, ResourceSliceSpec.NodeName: "A field selector can be used to list only ResourceSlice objects
-belonging to a certain node"), so only this node's slices travel; then watches from the list's resourceVersion. A watch that expires (410 Gone) is answered by a fresh
-list, a broken connection by a reconnect after a jittered backoff. The index is replaced, never mutated.
+belonging to a certain node"), so only this node's slices travel; then watches from the list's resourceVersion. A
+watch that expires (410 Gone) is answered by a fresh list, a broken connection by a reconnect after a jittered
+backoff. The index is replaced, never mutated.
 
 RBAC: `get`, `list`, `watch` on `resourceslices` in the API group `resource.k8s.io` (deploy/base).
 """
