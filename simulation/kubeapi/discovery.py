@@ -34,7 +34,12 @@ async def api_versions(request: web.Request) -> web.Response:
 
 
 async def api_groups(request: web.Request) -> web.Response:
-    groups = [("apps", "v1"), ("authentication.k8s.io", "v1"), ("authorization.k8s.io", "v1")]
+    groups = [
+        ("apps", "v1"),
+        ("authentication.k8s.io", "v1"),
+        ("authorization.k8s.io", "v1"),
+        ("resource.k8s.io", "v1"),
+    ]
     return web.json_response(
         {
             "kind": "APIGroupList",
@@ -57,7 +62,7 @@ async def resource_list(request: web.Request) -> web.Response:
         {
             "name": k.resource,
             "singularName": k.kind.lower(),
-            "namespaced": True,
+            "namespaced": k.namespaced,
             "kind": k.kind,
             "verbs": ["get", "list", "watch"],
         }

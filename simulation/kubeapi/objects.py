@@ -26,12 +26,27 @@ class Kind:
     kind: str
     group_version: str  # "v1" or "apps/v1"
     prefix: str  # "/api/v1" or "/apis/apps/v1"
+    namespaced: bool = True
+    # field selectors the API server accepts for this resource (any other is a 400, as kube-apiserver answers);
+    # None: any path
+    fields: frozenset[str] | None = None
 
 
 KINDS: Final = {
     "pods": Kind("pods", "Pod", "v1", "/api/v1"),
     "configmaps": Kind("configmaps", "ConfigMap", "v1", "/api/v1"),
     "replicasets": Kind("replicasets", "ReplicaSet", "apps/v1", "/apis/apps/v1"),
+    # cluster-scoped; kube-apiserver selects ResourceSlices by metadata.name, spec.nodeName and spec.driver only
+    # (kubernetes/api resource/v1/types.go ResourceSliceSpec: "A field selector can be used to list only ResourceSlice
+    # objects belonging to a certain node" / "with a certain driver name")
+    "resourceslices": Kind(
+        "resourceslices",
+        "ResourceSlice",
+        "resource.k8s.io/v1",
+        "/apis/resource.k8s.io/v1",
+        namespaced=False,
+        fields=frozenset({"metadata.name", "spec.nodeName", "spec.driver"}),
+    ),
 }
 
 

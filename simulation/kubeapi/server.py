@@ -88,6 +88,8 @@ class KubeApiServer:
             app.router.add_get(prefix + "/{resource}", self._collection)
             app.router.add_get(prefix + "/namespaces/{namespace}/{resource}", self._collection)
             app.router.add_get(prefix + "/namespaces/{namespace}/{resource}/{name}", self._object)
+        app.router.add_get("/apis/resource.k8s.io/v1/{resource}", self._collection)
+        app.router.add_get("/apis/resource.k8s.io/v1/{resource}/{name}", self._object)
         app.router.add_post("/apis/authentication.k8s.io/v1/tokenreviews", self._token_review)
         app.router.add_post("/apis/authorization.k8s.io/v1/subjectaccessreviews", self._access_review)
         self._runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=1.0)
@@ -131,6 +133,10 @@ class KubeApiServer:
 
     def delete_pod(self, namespace: str, name: str) -> bool:
         return self.delete_object("pods", namespace, name)
+
+    def put_resource_slice(self, obj: Mapping[str, Any]) -> JsonObject:
+        """Create or replace a ResourceSlice (cluster-scoped), e.g. one of `simulation.dra.resource_slices_of`."""
+        return self.put_object("resourceslices", obj)
 
     def put_replica_set(self, namespace: str, name: str, **fields: Any) -> JsonObject:
         return self.put_object("replicasets", replica_set_object(namespace, name, **fields))
@@ -225,6 +231,8 @@ class KubeApiServer:
         kind = KINDS.get(request.match_info["resource"])
         if kind is None or not request.path.startswith(kind.prefix + "/"):
             return None
+        if not kind.namespaced and "namespace" in request.match_info:
+            return None
         return kind
 
     def _refused(self, kind: Kind) -> web.Response | None:
@@ -246,7 +254,7 @@ class KubeApiServer:
         self._count("get", kind.resource)
         if refused := self._refused(kind):
             return refused
-        ns, name = request.match_info["namespace"], request.match_info["name"]
+        ns, name = request.match_info.get("namespace", ""), request.match_info["name"]
         obj = self._store.get(kind.resource, ns, name)
         if obj is None:
             return _status(404, "NotFound", f'{kind.resource} "{name}" not found')
@@ -262,7 +270,7 @@ class KubeApiServer:
         query = request.query
         namespace = request.match_info.get("namespace")
         labels = label_predicate(query.get("labelSelector"))
-        fields = field_predicate(query.get("fieldSelector"))
+        fields = field_predicate(query.get("fieldSelector"), kind.fields)
 
         def selected(obj: Mapping[str, Any]) -> bool:
             meta = obj["metadata"]
