@@ -208,14 +208,15 @@ class Adapter:
             client_ca_data=auth_config.ca_bundles(),
         )
         authenticator = DelegatingAuthenticator.from_config(auth_config, TokenReviewer(client))
+        metrics = AdapterMetrics(settings.source)
         auth = auth_middleware(
             authenticator,
             SubjectAccessReviewer(client),
             resource_attributes,
             settings.authorization_always_allow_paths,
+            on_authentication_error=metrics.authentication_errors.inc,
         )
         pod_cache = PodCache(client)
-        metrics = AdapterMetrics(settings.source)
         source = build_source(settings, pod_cache, metrics)
         app = build_app(
             config=config,

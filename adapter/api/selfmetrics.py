@@ -72,6 +72,11 @@ class AdapterMetrics:
             ["group"],
             registry=self.registry,
         )
+        self.authentication_errors = Counter(
+            "gpu_pulse_adapter_authentication_errors",
+            "Requests whose credentials could not be checked (a TokenReview that failed); each was answered 401.",
+            registry=self.registry,
+        )
         self.info = Gauge(
             "gpu_pulse_adapter_build_info",
             "Version and number source of the adapter; always 1.",

@@ -115,6 +115,7 @@ class Stack:
     tokens: TokenReviewer
     access: SubjectAccessReviewer
     reviews: list[Mapping[str, Any]]
+    authentication_errors: list[str] = field(default_factory=list)
 
     def client_context(self, cert: tuple[Path, Path] | None = None) -> ssl.SSLContext:
         context = ssl.create_default_context(cafile=self.cert_dir / "apiserver.crt")
@@ -172,10 +173,15 @@ async def start_stack(
     context = build_server_ssl_context(None, None, cert_dir, [], client_ca_data=config.ca_bundles())
     tokens = TokenReviewer(client)
     access = SubjectAccessReviewer(client)
+    errors: list[str] = []
     app = web.Application(
         middlewares=[
             auth_middleware(
-                DelegatingAuthenticator.from_config(config, tokens), access, metric_attributes, always_allow
+                DelegatingAuthenticator.from_config(config, tokens),
+                access,
+                metric_attributes,
+                always_allow,
+                on_authentication_error=lambda: errors.append("token"),
             )
         ]
     )
@@ -189,7 +195,7 @@ async def start_stack(
     await site.start()
     port = runner.addresses[0][1]
     try:
-        yield Stack(kube, f"https://127.0.0.1:{port}", cert_dir, tokens, access, reviews)
+        yield Stack(kube, f"https://127.0.0.1:{port}", cert_dir, tokens, access, reviews, errors)
     finally:
         await runner.cleanup()
         await kube.stop()
@@ -348,7 +354,9 @@ async def test_an_unreachable_cluster_answers_with_a_status(pki: Pki, stack: Sta
     status, body = await stack.get(
         f"{METRICS}/namespaces/ml/pods/x/gpu_utilization", headers={"Authorization": "Bearer t"}
     )
-    assert status == 503 and body["reason"] == "ServiceUnavailable" and "TokenReview" in body["message"]
+    # kube-apiserver answers 401 when the token cannot be checked (kubernetes/apiserver filters/authentication.go)
+    assert status == 401 and body["reason"] == "Unauthorized" and body["message"] == "Unauthorized"
+    assert stack.authentication_errors == ["token"], "counted for the self-metrics"
     # authenticated by certificate, but the SubjectAccessReview cannot be made
     status, body = await stack.get(f"{METRICS}/namespaces/ml/pods/x/gpu_utilization", cert=pki.files["bob"])
     assert status == 500 and body["reason"] == "InternalError" and "SubjectAccessReview" in body["message"]
