@@ -81,9 +81,12 @@ def is_demo_kubeconfig(path: Path) -> bool:
 
 
 def clear_kubeconfig_path(path: Path) -> None:
-    """Remove a demo kubeconfig left by an earlier run (its server is gone); refuse anything else."""
+    """Remove a demo kubeconfig left by an earlier run (its server is gone); refuse anything else, and a path whose
+    directory does not exist (the demo creates nothing it would leave behind)."""
     if path.is_dir():
         raise KubeconfigInUseError(f"{path} is a directory: give a file path for the demo's kubeconfig")
+    if not path.parent.is_dir():
+        raise KubeconfigInUseError(f"the directory {path.parent} does not exist: create it, or name a file elsewhere")
     if not path.exists():
         return
     if not is_demo_kubeconfig(path):
