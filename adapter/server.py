@@ -45,6 +45,7 @@ from adapter.sources.exporters import (
 from adapter.sources.model import MetricSource, PodDirectory
 from adapter.sources.nodepods import NodePodsCache
 from adapter.sources.prometheus import PrometheusSource
+from toolkit.clientcerts import request_unverified_client_certificates
 from toolkit.kubeclient import api_client
 from toolkit.serving import start_server
 from toolkit.settings import ListenAddress
@@ -207,6 +208,8 @@ class Adapter:
             (),
             client_ca_data=auth_config.ca_bundles(),
         )
+        if auth_config.ca_bundles():  # a certificate from an unknown CA is then a 401, as kube-apiserver answers
+            request_unverified_client_certificates(ssl_context)
         authenticator = DelegatingAuthenticator.from_config(auth_config, TokenReviewer(client))
         metrics = AdapterMetrics(settings.source)
         auth = auth_middleware(

@@ -40,6 +40,7 @@ from adapter.auth.tokenreview import TokenReviewer
 from simulation.kubeapi import AccessGrant, KubeApiServer, TokenUser
 from simulation.kubeconfig import write_kubeconfig
 from toolkit.certs import CertificateAuthority, IssuedCertificate
+from toolkit.clientcerts import request_unverified_client_certificates
 from toolkit.kubeclient import api_client
 from toolkit.tls import build_server_ssl_context
 
@@ -171,6 +172,7 @@ async def start_stack(
     config = await load_authentication_config(client, AuthenticationFlags())
     cert_dir = tmp_path / "serving"
     context = build_server_ssl_context(None, None, cert_dir, [], client_ca_data=config.ca_bundles())
+    assert request_unverified_client_certificates(context), "as adapter.server does"
     tokens = TokenReviewer(client)
     access = SubjectAccessReviewer(client)
     errors: list[str] = []
@@ -281,11 +283,21 @@ async def test_user_certificate_names_the_user_and_headers_cannot_change_it(pki:
     assert body == {"user": "bob", "groups": ["team-a", "team-b", "system:authenticated"], "extra": {}}
 
 
-async def test_certificate_from_an_unknown_ca_is_refused(pki: Pki, stack: Stack) -> None:
-    # Python's TLS layer verifies presented client certificates: the handshake fails (kube-apiserver would say 401).
-    with pytest.raises(aiohttp.ClientError):
-        await stack.get(f"{METRICS}/namespaces/ml/pods/x/gpu_utilization", cert=pki.files["rogue"], headers=AS_ALICE)
+async def test_certificate_from_an_unknown_ca_is_unauthorized_as_kube_apiserver_answers(pki: Pki, stack: Stack) -> None:
+    # the handshake succeeds (kubernetes/apiserver secure_serving.go: tls.RequestClientCert); the authenticators refuse
+    status, body = await stack.get(
+        f"{METRICS}/namespaces/ml/pods/x/gpu_utilization", cert=pki.files["rogue"], headers=AS_ALICE
+    )
+    assert status == 401 and body["reason"] == "Unauthorized", body
     assert stack.reviews == []
+    # a bearer token still counts beside a certificate nobody trusts (every authenticator gets its turn)
+    stack.kube.set_token("t", TokenUser("carol"))
+    status, body = await stack.get(
+        f"{METRICS}/namespaces/ml/pods/x/gpu_utilization",
+        cert=pki.files["rogue"],
+        headers={**AS_ALICE, "Authorization": "Bearer t"},
+    )
+    assert status == 200 and body["user"] == "carol", body
 
 
 async def test_bearer_tokens_are_reviewed_once_then_cached(stack: Stack) -> None:
