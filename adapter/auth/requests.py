@@ -102,32 +102,33 @@ class DelegatingAuthenticator:
         client_cert: ClientCertAuthenticator | None = None,
         tokens: TokenReviewer | None = None,
     ) -> None:
-        self._request_header = request_header
-        self._client_cert = client_cert
+        self._certificates = (request_header, client_cert)
         self._tokens = tokens
 
     @classmethod
     def from_config(
         cls, config: AuthenticationConfig, tokens: TokenReviewer | None, *, clock: Clock | None = None
     ) -> DelegatingAuthenticator:
-        return cls(
-            request_header=(
-                RequestHeaderAuthenticator(config.request_header, clock=clock) if config.request_header else None
-            ),
-            client_cert=ClientCertAuthenticator(config.client_ca_bundle, clock=clock)
-            if config.client_ca_bundle
-            else None,
-            tokens=tokens,
+        authenticator = cls(tokens=tokens)
+        authenticator.reconfigure(config, clock=clock)
+        return authenticator
+
+    def reconfigure(self, config: AuthenticationConfig, *, clock: Clock | None = None) -> None:
+        """Use the CAs and requestheader settings of `config` from the next request on (one reference swap)."""
+        self._certificates = (
+            RequestHeaderAuthenticator(config.request_header, clock=clock) if config.request_header else None,
+            ClientCertAuthenticator(config.client_ca_bundle, clock=clock) if config.client_ca_bundle else None,
         )
 
     async def authenticate(self, request: web.Request) -> UserInfo | None:
         user: UserInfo | None = None
         der = peer_certificate(request)
         if der is not None:
-            if self._request_header is not None:
-                user = self._request_header.authenticate(der, request.headers)
-            if user is None and self._client_cert is not None:
-                user = self._client_cert.authenticate(der)
+            request_header, client_cert = self._certificates
+            if request_header is not None:
+                user = request_header.authenticate(der, request.headers)
+            if user is None and client_cert is not None:
+                user = client_cert.authenticate(der)
         if user is None and self._tokens is not None and (token := bearer_token(request)) is not None:
             user = await self._tokens.review(token)
         return user.authenticated() if user is not None else None

@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 from multidict import CIMultiDict
 
 from adapter.auth.config import AuthenticationFlags, load_authentication_config
+from adapter.auth.reload import TrustReloader
 from adapter.auth.requests import (
     USER_KEY,
     DelegatingAuthenticator,
@@ -39,6 +40,7 @@ from adapter.auth.sar import SubjectAccessReviewer
 from adapter.auth.tokenreview import TokenReviewer
 from simulation.kubeapi import AccessGrant, KubeApiServer, TokenUser
 from simulation.kubeconfig import write_kubeconfig
+from tests.support.waiting import eventually
 from toolkit.certs import CertificateAuthority, IssuedCertificate
 from toolkit.clientcerts import request_unverified_client_certificates
 from toolkit.kubeclient import api_client
@@ -117,6 +119,7 @@ class Stack:
     access: SubjectAccessReviewer
     reviews: list[Mapping[str, Any]]
     authentication_errors: list[str] = field(default_factory=list)
+    reloader: TrustReloader | None = None
 
     def client_context(self, cert: tuple[Path, Path] | None = None) -> ssl.SSLContext:
         context = ssl.create_default_context(cafile=self.cert_dir / "apiserver.crt")
@@ -143,7 +146,12 @@ class Stack:
 
 
 async def start_stack(
-    pki: Pki, tmp_path: Path, *, allowed_names: list[str] | None = None, always_allow: tuple[str, ...] = ()
+    pki: Pki,
+    tmp_path: Path,
+    *,
+    allowed_names: list[str] | None = None,
+    always_allow: tuple[str, ...] = (),
+    reload_period: float | None = None,
 ) -> AsyncIterator[Stack]:
     reviews: list[Mapping[str, Any]] = []
 
@@ -176,10 +184,12 @@ async def start_stack(
     tokens = TokenReviewer(client)
     access = SubjectAccessReviewer(client)
     errors: list[str] = []
+    authenticator = DelegatingAuthenticator.from_config(config, tokens)
+    reloader = TrustReloader(client, AuthenticationFlags(), authenticator.reconfigure, period=reload_period or 1.0)
     app = web.Application(
         middlewares=[
             auth_middleware(
-                DelegatingAuthenticator.from_config(config, tokens),
+                authenticator,
                 access,
                 metric_attributes,
                 always_allow,
@@ -196,9 +206,12 @@ async def start_stack(
     site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=context)
     await site.start()
     port = runner.addresses[0][1]
+    if reload_period is not None:
+        await reloader.start()
     try:
-        yield Stack(kube, f"https://127.0.0.1:{port}", cert_dir, tokens, access, reviews, errors)
+        yield Stack(kube, f"https://127.0.0.1:{port}", cert_dir, tokens, access, reviews, errors, reloader)
     finally:
+        await reloader.stop()
         await runner.cleanup()
         await kube.stop()
 
@@ -442,3 +455,41 @@ def test_forbidden_messages_name_who_and_what(user: str, attributes: RequestAttr
         assert (f'in the namespace "{attributes.namespace}"' in message) == bool(attributes.namespace)
     if reason:
         assert message.endswith(f": {reason}")
+
+
+@pytest.fixture
+async def reloading(pki: Pki, tmp_path: Path) -> AsyncIterator[Stack]:
+    async for s in start_stack(pki, tmp_path, reload_period=0.05):
+        yield s
+
+
+async def test_a_rotated_requestheader_ca_is_used_without_a_restart(pki: Pki, reloading: Stack, tmp_path: Path) -> None:
+    stack = reloading
+    reloader = stack.reloader
+    assert reloader is not None
+    path = f"{METRICS}/namespaces/ml/pods/x/gpu_utilization"
+    assert (await stack.get(path, cert=pki.files["proxy"], headers=AS_ALICE))[0] == 200
+    await eventually(lambda: reloader.reloads >= 1, "the first read")
+    rotated = CertificateAuthority.create("front-proxy-ca-2")
+    rotated.issue_client("front-proxy-client").write(tmp_path / "p2.crt", tmp_path / "p2.key")
+    new_proxy = (tmp_path / "p2.crt", tmp_path / "p2.key")
+    assert (await stack.get(path, cert=new_proxy, headers=AS_ALICE))[0] == 401
+    configmap = stack.kube.get_object("configmaps", "kube-system", "extension-apiserver-authentication")
+    assert configmap is not None
+    data = {**configmap["data"], "requestheader-client-ca-file": rotated.cert_pem.decode()}
+    stack.kube.set_authentication_configmap(data)
+    await eventually(lambda: reloader.reloads >= 2, "the ConfigMap re-read")
+    status, body = await stack.get(path, cert=new_proxy, headers=AS_ALICE)
+    assert status == 200 and body["user"] == "alice", body
+    assert (await stack.get(path, cert=pki.files["proxy"], headers=AS_ALICE))[0] == 401, "the old CA is gone"
+
+
+async def test_an_unusable_configmap_keeps_the_trust_in_use(pki: Pki, reloading: Stack) -> None:
+    stack = reloading
+    reloader = stack.reloader
+    assert reloader is not None
+    await eventually(lambda: reloader.reloads >= 1, "the first read")
+    stack.kube.set_authentication_configmap({"requestheader-client-ca-file": "not a certificate"})
+    assert not await reloader.check()
+    path = f"{METRICS}/namespaces/ml/pods/x/gpu_utilization"
+    assert (await stack.get(path, cert=pki.files["proxy"], headers=AS_ALICE))[0] == 200
