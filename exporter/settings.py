@@ -187,8 +187,9 @@ def load_settings(
 ) -> ExporterSettings:
     """Settings from flags (`argv`, without the program name), then `GPU_PULSE_*` variables, then defaults.
 
-    `--node-name` falls back to `$NODE_NAME`, then (without `--simulate`, whose scenario names its node) to `hostname()`. Raises toolkit.settings.SettingsError with one line
-    on any bad value; `--help` and `--version` print and raise SystemExit(0) as argparse does.
+    `--node-name` falls back to `$NODE_NAME`, then (without `--simulate`, whose scenario names its node) to
+    `hostname()`. Raises toolkit.settings.SettingsError with one line on any bad value; `--help` and `--version` print
+    and raise SystemExit(0) as argparse does.
     """
 
     def complete(values: dict[str, Any]) -> dict[str, Any]:
