@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -212,3 +213,15 @@ def test_per_pod_series_of_a_claimed_device_carry_the_claim() -> None:
     text = render_exposition(_dra_snapshot(), Dialect.PROMETHEUS).decode()
     line = next(x for x in text.splitlines() if x.startswith("gpu_pulse_pod_gpu_utilization_ratio{"))
     assert 'dra_claim_name="c1"' in line and 'dra_claim_namespace="ml"' in line
+
+
+def test_the_slice_watch_shows_in_the_attributors_self_health(tmp_path: Path) -> None:
+    from exporter.attribution.attributor import KubeletPodAttributor, StaticResourceSlices
+    from exporter.collection import DeviceCollection
+    from exporter.kubelet.client import PodResourcesClient
+
+    slices = StaticResourceSlices(ResourceSliceIndex())
+    attributor = KubeletPodAttributor(PodResourcesClient(tmp_path / "kubelet.sock"), slices=slices)
+    attribution = attributor.attribute(DeviceCollection(taken_at=1.0, devices=(), statuses=()))
+    (status,) = [s for s in attribution.statuses if s.name == "resourceslices"]
+    assert status.success and status.errors_total == 0
