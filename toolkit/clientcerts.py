@@ -7,10 +7,11 @@ requestheader authenticators verify it against the current CA bundles). So a cer
 
 Python's `ssl` has no such mode: `CERT_NONE` never asks for a certificate, and `CERT_OPTIONAL` (OpenSSL's
 SSL_VERIFY_PEER) fails the handshake when the presented chain does not verify against the loaded CAs; `ssl` exposes no
-verify callback, and `SSLObject.get_unverified_chain()` arrives only in Python 3.13 (and would not help: the handshake
-has already failed). OpenSSL itself has the mode: SSL_VERIFY_PEER with a verify callback that accepts every chain. The
-proof of possession (the client's CertificateVerify signature) is checked by OpenSSL whatever the callback says, so
-the peer certificate a handler reads is still one whose key the client holds; only the chain is left to the caller.
+verify callback, and `SSLObject.get_unverified_chain()` is public only from Python 3.13 (3.11 has it on the private
+`_sslobj`) and would not help: it reads a chain after a handshake that `CERT_OPTIONAL` has already failed. OpenSSL
+itself has the mode: SSL_VERIFY_PEER with a verify callback that accepts every chain. The proof of possession (the
+client's CertificateVerify signature) is checked by OpenSSL whatever the callback says, so the peer certificate a
+handler reads is still one whose key the client holds; only the chain is left to the caller.
 
 `request_unverified_client_certificates(context)` installs that callback on the context's SSL_CTX through ctypes. It
 finds the SSL_CTX pointer where CPython's `_ssl` keeps it (the first field after the object header) and uses it only
