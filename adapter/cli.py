@@ -60,6 +60,12 @@ def _run_demo(settings: AdapterSettings) -> int:
 
     if "log_level" not in settings.model_fields_set:  # the demo's own screen says what happens; logs would tear it
         logging.getLogger().setLevel(logging.WARNING)
+    if settings.source != "direct":
+        # the demo runs no Prometheus: it would need the binary, scrape configuration and minutes of history before
+        # its answers meant anything; the direct source tells the same story on its own
+        message = f"--demo serves through the direct source (it runs no Prometheus), not --source {settings.source}"
+        print(f"{PROG}: error: {message}", file=sys.stderr)
+        return 2
     listen = str(settings.listen) if "listen" in settings.model_fields_set else DEFAULT_LISTEN
     try:
         options = DemoOptions(listen=listen, kubeconfig=settings.demo_kubeconfig)

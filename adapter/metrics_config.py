@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 NAMESPACE_MATCHER = "namespace_matcher"
 _METRIC_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.:-]*$")
+_RANGE_SELECTOR = re.compile(r"\[\s*[0-9][0-9a-z.]*\s*(?::[^\]]*)?\]")  # [1m], [5m:30s]: a range vector or subquery
 
 
 class MetricsConfigError(ValueError):
@@ -60,6 +61,11 @@ class PrometheusQuery(_Strict):
     sample_time_query: str = Field(
         description="PromQL template giving per (namespace, pod) the Unix time of the newest sample behind the figure"
     )
+    window_seconds: Annotated[int, Field(gt=0)] | None = Field(
+        None,
+        description="the span the query averages over (60 for avg_over_time(...[1m])), served as the window; "
+        "required when the query has a range selector",
+    )
 
     @field_validator("query", "sample_time_query")
     @classmethod
@@ -70,6 +76,15 @@ class PrometheusQuery(_Strict):
         if template.get_identifiers() != [NAMESPACE_MATCHER]:
             raise ValueError("must select by namespace with $namespace_matcher, and use no other placeholder")
         return value
+
+    @model_validator(mode="after")
+    def _window_stated(self) -> PrometheusQuery:
+        if self.window_seconds is None and _RANGE_SELECTOR.search(self.query):
+            raise ValueError(
+                "query: a range selector averages over a window: say how long in window_seconds (60 for [1m]), "
+                "so the adapter serves the window it really reads"
+            )
+        return self
 
     def render(self, namespace_matcher: str) -> tuple[str, str]:
         """The (value query, sample-time query) with the namespace matcher filled in."""

@@ -25,7 +25,8 @@ from adapter.api.paths import resource_attributes
 from adapter.api.routes import add_routes
 from adapter.api.selfmetrics import AdapterMetrics
 from adapter.api.state import ApiState
-from adapter.auth.config import AuthenticationFlags, load_authentication_config
+from adapter.auth.config import AuthenticationConfig, AuthenticationFlags, load_authentication_config
+from adapter.auth.reload import TrustReloader
 from adapter.auth.requests import DelegatingAuthenticator, auth_middleware
 from adapter.auth.sar import SubjectAccessReviewer
 from adapter.auth.tokenreview import TokenReviewer
@@ -45,6 +46,7 @@ from adapter.sources.exporters import (
 from adapter.sources.model import MetricSource, PodDirectory
 from adapter.sources.nodepods import NodePodsCache
 from adapter.sources.prometheus import PrometheusSource
+from toolkit.clientcerts import request_unverified_client_certificates
 from toolkit.kubeclient import api_client
 from toolkit.serving import start_server
 from toolkit.settings import ListenAddress
@@ -177,6 +179,17 @@ def metrics_config_for(settings: AdapterSettings) -> MetricsConfig:
     return config
 
 
+def _running(reloader: TrustReloader) -> Callable[[web.Application], AsyncIterator[None]]:
+    async def context(_: web.Application) -> AsyncIterator[None]:
+        await reloader.start()
+        try:
+            yield
+        finally:
+            await reloader.stop()
+
+    return context
+
+
 @dataclass
 class Adapter:
     """Every part of a running adapter, built from settings."""
@@ -207,15 +220,20 @@ class Adapter:
             (),
             client_ca_data=auth_config.ca_bundles(),
         )
+        # the ConfigMap is followed unless both CAs come from flags (auth/reload.py)
+        follow = settings.client_ca_file is None or settings.requestheader_client_ca_file is None
+        if auth_config.ca_bundles() or follow:  # a certificate from an unknown CA is a 401, as kube-apiserver answers
+            request_unverified_client_certificates(ssl_context)
         authenticator = DelegatingAuthenticator.from_config(auth_config, TokenReviewer(client))
+        metrics = AdapterMetrics(settings.source)
         auth = auth_middleware(
             authenticator,
             SubjectAccessReviewer(client),
             resource_attributes,
             settings.authorization_always_allow_paths,
+            on_authentication_error=metrics.authentication_errors.inc,
         )
         pod_cache = PodCache(client)
-        metrics = AdapterMetrics(settings.source)
         source = build_source(settings, pod_cache, metrics)
         app = build_app(
             config=config,
@@ -226,6 +244,15 @@ class Adapter:
             pod_cache_lifecycle=pod_cache,
             freeze_gc=True,
         )
+        if follow:
+
+            def trust(changed: AuthenticationConfig) -> None:
+                authenticator.reconfigure(changed)
+                for bundle in changed.ca_bundles():  # where the handshake still verifies (clientcerts.py fallback)
+                    ssl_context.load_verify_locations(cadata=bundle)
+
+            reloader = TrustReloader(client, flags, trust, on_error=metrics.trust_reload_errors.inc)
+            app.cleanup_ctx.append(_running(reloader))
         return cls(app=app, ssl_context=ssl_context, listen=settings.listen, api=client)
 
     async def serve(self, stop: asyncio.Event, on_serving: Sequence[Callable[[str], None]] = ()) -> None:

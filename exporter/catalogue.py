@@ -473,6 +473,8 @@ DCGM_DEVICE_LABELS = ("gpu", "UUID", "pci_bus_id", "device", "modelName")
 DCGM_MIG_LABELS = ("GPU_I_PROFILE", "GPU_I_ID")
 DCGM_TRAILING_LABELS = ("Hostname", "DCGM_FI_DRIVER_VERSION")
 DCGM_POD_LABELS = ("container", "namespace", "pod")
+# dcgm-exporter's labels of a device held through a DRA ResourceClaim (internal/pkg/transformation/const.go)
+DCGM_DRA_LABELS = ("dra_claim_name", "dra_claim_namespace", "dra_driver_name", "dra_pool_name", "dra_device_name")
 
 PROM_DEVICE_LABELS = ("gpu", "uuid", "model", "node")
 PROM_MIG_LABELS = ("gpu_instance", "mig_profile")
@@ -492,6 +494,7 @@ POD_ENERGY = "gpu_pulse_pod_gpu_energy_joules_total"
 POD_DEVICE_INFO = "gpu_pulse_pod_device_info"  # value 1: which pod/container holds which device, and how
 POD_SHARING = "gpu_pulse_pod_gpu_sharing_pods"  # how many pods share the device this pod uses
 POD_LABELS = ("node", "namespace", "pod", "container", "gpu", "uuid", "gpu_instance", "mig_profile", "share")
+POD_CLAIM_LABELS = ("dra_claim_name", "dra_claim_namespace")  # only on the series of a device held through a claim
 
 # Exporter self-metrics, identical in both dialects.
 SELF_BUILD_INFO = "gpu_pulse_exporter_build_info"  # {version, dialect} 1

@@ -71,7 +71,8 @@ def _security(settings: ExporterSettings) -> tuple[Access | None, ssl.SSLContext
 
 def _simulate(settings: ExporterSettings, stack: ExitStack) -> SimulatedNode | None:
     """For `--simulate`: install the simulated libnvidia-ml (before the collector initializes NVML) and, when the
-    scenario has pods, start its kubelet and proc tree in this process."""
+    scenario has pods, start its kubelet and proc tree in this process. An explicit `--kubelet-socket` (flag or
+    variable) means a real kubelet: the simulated one is not started."""
     if settings.simulate is None:
         return None
     from simulation import ScenarioError, load_scenario
@@ -81,31 +82,42 @@ def _simulate(settings: ExporterSettings, stack: ExitStack) -> SimulatedNode | N
         scenario = load_scenario(settings.simulate, seed=settings.seed)
     except ScenarioError as error:
         raise StartupError(f"--simulate: {error}", 2) from None
-    node = start_simulated_node(scenario)
+    real_kubelet = "kubelet_socket" in settings.model_fields_set
+    node = start_simulated_node(scenario, serve_kubelet=not real_kubelet)
     stack.callback(node.stop)
-    pods = f"{len(scenario.pods)} pods, kubelet at {node.pod_side.socket_path}" if node.pod_side else "no pods"
+    where = settings.kubelet_socket if real_kubelet else node.pod_side.socket_path if node.pod_side else None
+    pods = f"{len(scenario.pods)} pods, kubelet at {where}" if node.pod_side else "no pods"
     log.info("simulating GPUs: scenario %s (seed %s; %s)", settings.simulate, scenario.seed, pods)
     return node
 
 
 def _pod_side(settings: ExporterSettings, node: SimulatedNode | None, stack: ExitStack) -> PodAttributor | None:
-    """The pod attributor: against the simulated node's kubelet and proc tree with --simulate, else the real ones."""
+    """The pod attributor: against the simulated node's kubelet and proc tree with --simulate, else the real ones.
+
+    An explicit `--kubelet-socket` or `--proc-root` (flag or variable) wins over the simulated node's, and with one
+    of them (or `--kubernetes`) the scenario's pods and ResourceSlices are not handed in: they come from the real
+    cluster, or are not known.
+    """
     if not settings.pod_attribution:
         return None
-    if node is not None and node.pod_side is None:
+    given = settings.model_fields_set
+    real_kubelet = "kubelet_socket" in given
+    if node is not None and node.pod_side is None and not real_kubelet:
         return None  # a simulated node without pods has no kubelet
     simulated = node.pod_side if node is not None else None
+    scenario_pods = node is not None and not (settings.kubernetes or real_kubelet)
     try:
         attributor = build_pod_side(
             node_name=settings.node_name or "",
-            kubelet_socket=simulated.socket_path if simulated else settings.kubelet_socket,
+            kubelet_socket=simulated.socket_path if simulated and not real_kubelet else settings.kubelet_socket,
             kubelet_interval=settings.kubelet_interval,
             resource_names=settings.resource_names,
-            proc_root=simulated.proc_root if simulated else settings.proc_root,
+            proc_root=simulated.proc_root if simulated and "proc_root" not in given else settings.proc_root,
             kubernetes=settings.kubernetes,
             kubeconfig=settings.kubeconfig,
             pod_labels=settings.pod_labels,
-            directory=node.directory if node is not None and not settings.kubernetes else None,
+            directory=node.directory if node is not None and scenario_pods else None,
+            slices=node.slices if node is not None and scenario_pods else None,
         )
     except ValueError as error:  # one line naming the flag (KubeConnectionError is one)
         raise StartupError(str(error), 2) from None
@@ -161,7 +173,9 @@ def run(settings: ExporterSettings) -> None:
     with ExitStack() as stack:
         node = _simulate(settings, stack)
         if not settings.node_name:  # --simulate without --node-name or NODE_NAME: the scenario's node
-            settings = settings.model_copy(update={"node_name": node.simulator.scenario.node if node else socket.gethostname()})
+            settings = settings.model_copy(
+                update={"node_name": node.simulator.scenario.node if node else socket.gethostname()}
+            )
         collector = NvmlCollector(enabled=keys, interval_seconds=settings.interval)
         try:
             collector.start()

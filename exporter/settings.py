@@ -109,13 +109,15 @@ class ExporterSettings(BaseSettings):
     pod_attribution: bool = setting(
         True,
         "Map GPUs and MIG instances to pods through the kubelet's pod-resources socket (--no-pod-attribution on a "
-        "host without a kubelet). With --simulate, the simulated node's kubelet is used.",
+        "host without a kubelet). With --simulate, the simulated node's kubelet is used unless --kubelet-socket is "
+        "given.",
         metavar="",
         accepts="true or false",
     )
     kubelet_socket: Path = setting(
         Path("/var/lib/kubelet/pod-resources/kubelet.sock"),
-        "The kubelet's pod-resources socket (mount its directory, not the file: the kubelet recreates it).",
+        "The kubelet's pod-resources socket (mount its directory, not the file: the kubelet recreates it). Given with "
+        "--simulate, this kubelet is used and the simulated one is not started.",
         metavar="PATH",
         accepts="a unix socket path",
     )
@@ -138,19 +140,23 @@ class ExporterSettings(BaseSettings):
     proc_root: Path = setting(
         Path("/proc"),
         "The host's /proc, to tie processes on shared GPUs to pods by cgroup (in a pod: mount the host's /proc here, "
-        "or run with hostPID).",
+        "or run with hostPID). Given with --simulate, it replaces the simulated node's.",
         metavar="DIR",
         accepts="a directory",
     )
     kubernetes: bool = setting(
         False,
-        "Watch this node's pods through the Kubernetes API (in-cluster credentials, or --kubeconfig) to name the pods "
-        "of processes on shared GPUs and to read their labels.",
+        "Watch this node's pods and DRA ResourceSlices through the Kubernetes API (in-cluster credentials, or "
+        "--kubeconfig): to name the pods of processes on shared GPUs, read their labels, and find the GPUs of "
+        "ResourceClaims.",
         metavar="",
         accepts="true or false",
     )
     kubeconfig: Path | None = setting(
-        None, "Kubeconfig for the pod watch (implies --kubernetes).", metavar="FILE", accepts="a kubeconfig file"
+        None,
+        "Kubeconfig for the pod and ResourceSlice watches (implies --kubernetes).",
+        metavar="FILE",
+        accepts="a kubeconfig file",
     )
     pod_labels: str | None = setting(
         None,
@@ -187,8 +193,9 @@ def load_settings(
 ) -> ExporterSettings:
     """Settings from flags (`argv`, without the program name), then `GPU_PULSE_*` variables, then defaults.
 
-    `--node-name` falls back to `$NODE_NAME`, then (without `--simulate`, whose scenario names its node) to `hostname()`. Raises toolkit.settings.SettingsError with one line
-    on any bad value; `--help` and `--version` print and raise SystemExit(0) as argparse does.
+    `--node-name` falls back to `$NODE_NAME`, then (without `--simulate`, whose scenario names its node) to
+    `hostname()`. Raises toolkit.settings.SettingsError with one line on any bad value; `--help` and `--version` print
+    and raise SystemExit(0) as argparse does.
     """
 
     def complete(values: dict[str, Any]) -> dict[str, Any]:

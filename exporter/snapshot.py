@@ -105,6 +105,17 @@ class PodRef:
 
 
 @dataclass(frozen=True, slots=True)
+class DraClaim:
+    """The ResourceClaim (Dynamic Resource Allocation) through which a pod holds a device, and the device's DRA name."""
+
+    namespace: str
+    name: str
+    driver: str
+    pool: str
+    device: str
+
+
+@dataclass(frozen=True, slots=True)
 class PodDeviceUse:
     """One (pod, container, device) edge with the pod's share of that device in this cycle.
 
@@ -120,6 +131,7 @@ class PodDeviceUse:
     power_milliwatts: float | None = None  # this pod's part of the device's power draw
     energy_millijoules: float | None = None  # this pod's part of the device's energy since the exporter started
     sharing_pods: int = 1  # how many pods hold this device
+    claim: DraClaim | None = None  # set when the device was allocated through a DRA ResourceClaim
 
 
 @dataclass(frozen=True, slots=True)

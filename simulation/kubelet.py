@@ -1,6 +1,7 @@
 """A stand-in kubelet: the pod-resources v1 gRPC service on a unix socket, for tests and the demo.
 
-It serves `List`, `GetAllocatableResources` and `Get` from plain `PodResources` data (a simulator scenario's pods),
+It serves `List`, `GetAllocatableResources` and `Get` from plain `PodResources` data (a simulator scenario's pods,
+with the devices of their DRA ResourceClaims, see simulation/dra.py),
 through the same generated stubs and wire format as the real kubelet, and has knobs for the failures a real kubelet
 shows: a hang (calls block until released), bursts of RESOURCE_EXHAUSTED ("rejected by rate limit", as the kubelet's
 100 qps limiter answers), `Get` disabled (a plain error, code UNKNOWN, as before the feature gate), a new pod list, and
@@ -32,6 +33,7 @@ from exporter.kubelet.podresources import (
     pods_to_message,
 )
 from exporter.kubelet.proto import api_pb2, api_pb2_grpc
+from simulation.dra import claims_of
 from simulation.proctree import CgroupLayout, ContainerRuntime, write_proc_tree
 from simulation.scenario import Scenario
 
@@ -194,7 +196,8 @@ class FakeKubelet:
 
 # ---- a simulator scenario as the kubelet and the API server would show it ------------------------------------------
 def pod_resources_of(scenario: Scenario) -> tuple[PodResources, ...]:
-    """The scenario's pods as pod-resources List reports them: sidecars (restartable init containers) first."""
+    """The scenario's pods as pod-resources List reports them: sidecars (restartable init containers) first, each
+    container's DRA claims in `dynamic_resources`."""
     return tuple(
         PodResources(
             pod.namespace,
@@ -203,6 +206,7 @@ def pod_resources_of(scenario: Scenario) -> tuple[PodResources, ...]:
                 ContainerResources(
                     container.name,
                     tuple(ContainerDevices(d.resource_name, tuple(d.device_ids)) for d in container.devices),
+                    claims_of(scenario, pod, container),
                 )
                 for container in sorted(pod.containers, key=lambda c: not c.sidecar)
             ),
@@ -229,7 +233,7 @@ def allocatable_of(scenario: Scenario) -> tuple[ContainerDevices, ...]:
 class SimulatedPodSide:
     """What `start_simulated_pod_side` started; `stop()` ends the kubelet and removes what it wrote."""
 
-    kubelet: FakeKubelet
+    kubelet: FakeKubelet  # not serving when the user gave a real kubelet's socket
     socket_path: Path
     proc_root: Path
     workdir: Path
@@ -247,9 +251,11 @@ def start_simulated_pod_side(
     *,
     layout: CgroupLayout | str = CgroupLayout.V2_SYSTEMD,
     runtime: ContainerRuntime | str = ContainerRuntime.CONTAINERD,
+    serve_kubelet: bool = True,
 ) -> SimulatedPodSide:
     """Serve the scenario's pods from a fake kubelet and write its proc tree, under `workdir` (a new temporary
-    directory when None, removed by stop()). The socket path must stay short (unix sockets allow ~107 bytes)."""
+    directory when None, removed by stop()). The socket path must stay short (unix sockets allow ~107 bytes).
+    `serve_kubelet=False` writes the proc tree only (the user points the exporter at a real kubelet)."""
     owns = workdir is None
     root = Path(tempfile.mkdtemp(prefix="gpu-pulse-sim-")) if workdir is None else Path(workdir)
     proc_root = root / "proc"
@@ -258,5 +264,6 @@ def start_simulated_pod_side(
     if len(str(socket_path.absolute())) > 100:
         raise ValueError(f"simulated kubelet socket path too long for a unix socket: {socket_path}")
     kubelet = FakeKubelet(socket_path, pod_resources_of(scenario), allocatable_of(scenario))
-    kubelet.start()
+    if serve_kubelet:
+        kubelet.start()
     return SimulatedPodSide(kubelet, socket_path, proc_root, root, owns)

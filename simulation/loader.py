@@ -23,13 +23,14 @@ from simulation.scenario import (
     MigInstance,
     Pod,
     Process,
+    ResourceClaim,
     RestoreGpu,
     Scenario,
     SetLoad,
     XidBurst,
 )
 
-BUILTIN_SCENARIOS: tuple[str, ...] = ("h100x8", "a100-mig", "shared", "faulty", "h100-mig")
+BUILTIN_SCENARIOS: tuple[str, ...] = ("h100x8", "a100-mig", "shared", "faulty", "h100-mig", "dra")
 _SUFFIXES = (".yaml", ".yml", ".json")
 _ERROR_KEY = re.compile(r"^(nvml[A-Za-z0-9_]+|field:\d+|gpm:\d+)$")
 
@@ -128,9 +129,38 @@ class _Resolver:
         gpus = self._gpus()
         processes = self._processes(gpus)
         pods = self._pods(gpus)
+        claims = self._claims(gpus, pods)
         self._check_pids(processes, pods)
         self._check_timeline(gpus, pods)
-        return self.spec.model_copy(update={"seed": self.seed, "gpus": gpus, "processes": processes, "pods": pods})
+        return self.spec.model_copy(
+            update={"seed": self.seed, "gpus": gpus, "processes": processes, "pods": pods, "claims": claims}
+        )
+
+    def _claims(self, gpus: tuple[Gpu, ...], pods: tuple[Pod, ...]) -> tuple[ResourceClaim, ...]:
+        out: list[ResourceClaim] = []
+        for n, claim in enumerate(self.spec.claims):
+            where = f"claims.{n} ({claim.ref})"
+            for device in claim.devices:
+                if device.gpu >= len(gpus):
+                    raise _ResolveError(f"{where}: no GPU {device.gpu} (the scenario has {len(gpus)})")
+                gpu = gpus[device.gpu]
+                if device.mig is None and gpu.mig is not None:
+                    raise _ResolveError(f"{where}: GPU {device.gpu} has MIG enabled: claim one of its MIG devices")
+                if device.mig is not None and not any(m.index == device.mig for m in gpu.mig or ()):
+                    raise _ResolveError(f"{where}: GPU {device.gpu} has no MIG device {device.mig}")
+            uid = claim.uid or _hex_uuid(self._rng("claim", claim.namespace, claim.name))
+            out.append(claim.model_copy(update={"uid": uid}))
+        self._unique("resource claim", (c.ref for c in out))
+        known = {c.ref for c in out}
+        for pod in pods:
+            for container in pod.containers:
+                for name in container.claims:
+                    if f"{pod.namespace}/{name}" not in known:
+                        raise _ResolveError(
+                            f"pod {pod.ref} container {container.name!r}: no ResourceClaim {name!r} in namespace "
+                            f"{pod.namespace!r} (a pod can only use the claims of its own namespace)"
+                        )
+        return tuple(out)
 
     def _gpus(self) -> tuple[Gpu, ...]:
         out: list[Gpu] = []

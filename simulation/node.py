@@ -1,9 +1,10 @@
 """A simulated GPU node in this process, for `--simulate`, the tests and the demo.
 
 It composes what a real node would have around the exporter: the NVML simulator installed under pynvml, the fake
-kubelet serving the scenario's pods on a unix socket, a fake proc tree with their cgroups, and the scenario's pods as a
-pod directory (where a real node would watch the Kubernetes API). The simulator stands in for hardware and outside
-services only; this module is the one place that hands those stand-ins to our real code.
+kubelet serving the scenario's pods on a unix socket, a fake proc tree with their cgroups, and the scenario's pods and
+DRA ResourceSlices as a pod directory and a slice index (where a real node would watch the Kubernetes API). The
+simulator stands in for hardware and outside services only; this module is the one place that hands those stand-ins
+to our real code.
 """
 
 from __future__ import annotations
@@ -11,8 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from exporter.attribution.attributor import StaticResourceSlices
 from exporter.attribution.directory import StaticPodDirectory
+from exporter.attribution.resourceslices import ResourceSliceIndex, slice_from_object
 from simulation import Simulator, install, uninstall
+from simulation.dra import resource_slices_of
 from simulation.kubelet import SimulatedPodSide, start_simulated_pod_side
 from simulation.scenario import Scenario
 from toolkit.labelset import LabelSet
@@ -39,6 +43,14 @@ def static_directory_of(scenario: Scenario) -> StaticPodDirectory:
     return StaticPodDirectory(pods_of(scenario))
 
 
+def static_slices_of(scenario: Scenario) -> StaticResourceSlices | None:
+    """The scenario's ResourceSlices as the slice watch would index them; None without DRA claims."""
+    objects = resource_slices_of(scenario)
+    if not objects:
+        return None
+    return StaticResourceSlices(ResourceSliceIndex(e for o in objects if (e := slice_from_object(o)) is not None))
+
+
 @dataclass(frozen=True, slots=True)
 class SimulatedNode:
     """What `start_simulated_node` started; `stop()` undoes all of it."""
@@ -46,6 +58,7 @@ class SimulatedNode:
     simulator: Simulator
     pod_side: SimulatedPodSide | None  # None when the scenario has no pods
     directory: StaticPodDirectory
+    slices: StaticResourceSlices | None = None  # None when the scenario has no DRA claims
 
     def stop(self) -> None:
         if self.pod_side is not None:
@@ -53,13 +66,16 @@ class SimulatedNode:
         uninstall()
 
 
-def start_simulated_node(scenario: Scenario, *, seed: int | None = None, workdir: Path | None = None) -> SimulatedNode:
-    """Install the NVML simulator for `scenario` and, when it has pods, start its kubelet and proc tree."""
+def start_simulated_node(
+    scenario: Scenario, *, seed: int | None = None, workdir: Path | None = None, serve_kubelet: bool = True
+) -> SimulatedNode:
+    """Install the NVML simulator for `scenario` and, when it has pods, start its kubelet (unless `serve_kubelet` is
+    False: a real kubelet is used) and write its proc tree."""
     simulator = Simulator(scenario, seed=seed)
     install(simulator)
     try:
-        pod_side = start_simulated_pod_side(scenario, workdir) if scenario.pods else None
+        pod_side = start_simulated_pod_side(scenario, workdir, serve_kubelet=serve_kubelet) if scenario.pods else None
     except BaseException:
         uninstall()
         raise
-    return SimulatedNode(simulator, pod_side, static_directory_of(scenario))
+    return SimulatedNode(simulator, pod_side, static_directory_of(scenario), static_slices_of(scenario))

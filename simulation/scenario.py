@@ -110,6 +110,26 @@ class ContainerDevices(_Model):
     device_ids: tuple[str, ...]
 
 
+class ClaimedDevice(_Model):
+    """A GPU, or one MIG device of it, that the DRA driver allocated to a ResourceClaim."""
+
+    gpu: int = Field(ge=0)
+    mig: int | None = Field(default=None, ge=0, description="MIG device index: the claim holds that MIG device")
+
+
+class ResourceClaim(_Model):
+    """A ResourceClaim allocated by the NVIDIA DRA driver (gpu.nvidia.com); containers name it in `claims`."""
+
+    namespace: str = Field(min_length=1)
+    name: str = Field(min_length=1)
+    uid: str | None = Field(default=None, description="default: derived from the seed")
+    devices: tuple[ClaimedDevice, ...] = Field(min_length=1)
+
+    @property
+    def ref(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
 class Container(_Model):
     name: str = Field(min_length=1)
     id: str | None = Field(default=None, description="container id (64 hex digits); default: derived from the seed")
@@ -119,6 +139,9 @@ class Container(_Model):
         (), description="derived from gpus when empty; give it to use other device-id formats"
     )
     pids: tuple[int, ...] = Field(default=(), description="processes running in this container")
+    claims: tuple[str, ...] = Field(
+        default=(), description="names of ResourceClaims (in the pod's namespace) whose devices this container uses"
+    )
 
 
 class Pod(_Model):
@@ -182,6 +205,9 @@ class Scenario(_Model):
     gpus: tuple[Gpu, ...] = ()
     processes: tuple[Process, ...] = ()
     pods: tuple[Pod, ...] = ()
+    claims: tuple[ResourceClaim, ...] = Field(
+        default=(), description="DRA ResourceClaims; the node then publishes ResourceSlices for its GPUs"
+    )
     timeline: tuple[TimelineEvent, ...] = ()
 
     def pod_of_pid(self, pid: int) -> tuple[Pod, Container] | None:

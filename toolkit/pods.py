@@ -134,9 +134,14 @@ def object_metadata(obj: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 def object_key(obj: Mapping[str, Any]) -> tuple[str, str]:
-    """(namespace, name) of a raw namespaced object."""
-    metadata = object_metadata(obj)
-    return metadata["namespace"], metadata["name"]
+    """(namespace, name) of a raw object; the namespace is "" for a cluster-scoped one (a ResourceSlice, a Node)."""
+    metadata = obj.get("metadata") if isinstance(obj, Mapping) else None
+    if not isinstance(metadata, Mapping) or not _text(metadata.get("name")):
+        raise MalformedObjectError("object without metadata.name")
+    namespace = metadata.get("namespace")
+    if namespace is not None and not isinstance(namespace, str):
+        raise MalformedObjectError("metadata.namespace is not a string")
+    return namespace or "", metadata["name"]
 
 
 def _containers(status: Mapping[str, Any]) -> Mapping[str, str]:

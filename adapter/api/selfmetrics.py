@@ -72,6 +72,16 @@ class AdapterMetrics:
             ["group"],
             registry=self.registry,
         )
+        self.authentication_errors = Counter(
+            "gpu_pulse_adapter_authentication_errors",
+            "Requests whose credentials could not be checked (a TokenReview that failed); each was answered 401.",
+            registry=self.registry,
+        )
+        self.trust_reload_errors = Counter(
+            "gpu_pulse_adapter_trust_reload_errors",
+            "Re-reads of kube-system/extension-apiserver-authentication that failed (the trust in use was kept).",
+            registry=self.registry,
+        )
         self.info = Gauge(
             "gpu_pulse_adapter_build_info",
             "Version and number source of the adapter; always 1.",

@@ -157,7 +157,7 @@ async def load_authentication_config(
     both_given = flags.client_ca_file is not None and flags.requestheader_client_ca_file is not None
     if api_client is not None and not both_given:
         try:
-            data = await asyncio.to_thread(_read_configmap, api_client, request_timeout)
+            data = await asyncio.to_thread(read_configmap, api_client, request_timeout)
         except Exception as e:
             problem = f"HTTP {e.status} {e.reason}" if isinstance(e, ApiException) else f"{type(e).__name__}: {e}"
             problem = problem.splitlines()[0] if problem else type(e).__name__
@@ -176,7 +176,8 @@ async def load_authentication_config(
     return apply_flags(base, flags)
 
 
-def _read_configmap(api_client: ApiClient, request_timeout: float) -> dict[str, str]:
+def read_configmap(api_client: ApiClient, request_timeout: float) -> dict[str, str]:
+    """The ConfigMap's data (blocking: call it in a thread)."""
     configmap = CoreV1Api(api_client).read_namespaced_config_map(
         CONFIGMAP_NAME, CONFIGMAP_NAMESPACE, _request_timeout=request_timeout
     )

@@ -56,7 +56,7 @@ class Decision:
 
 
 class AuthenticationUnavailableError(Exception):
-    """The authenticator could not decide (TokenReview failed): answer 503, do not cache."""
+    """The authenticator could not decide (TokenReview failed): answer 401 as kube-apiserver does, do not cache."""
 
 
 class AuthorizationUnavailableError(Exception):

@@ -3,12 +3,20 @@ requestheader, x509, delegated TokenReview and SubjectAccessReview).
 
 Authenticators are tried in Kubernetes' order: requestheader (a proxy certificate from the requestheader CA, then the
 `X-Remote-*` headers), client certificate (client CA: CN is the user, O the groups), bearer token (TokenReview).
-Authorization asks a SubjectAccessReview. The aiohttp middleware answers 401/403 (and 503/500 when the cluster
-cannot be asked) with Kubernetes `Status` bodies; health paths, and any `--authorization-always-allow-paths`, pass.
+Authorization asks a SubjectAccessReview. The aiohttp middleware answers 401/403 (and 500 when the
+SubjectAccessReview cannot be made) with Kubernetes `Status` bodies; health paths, and any
+`--authorization-always-allow-paths`, pass.
+
+A TokenReview that cannot be made (the API server unreachable) is a 401 `Unauthorized`, as kube-apiserver answers:
+kubernetes/apiserver pkg/endpoints/filters/authentication.go `withAuthentication` logs the authenticator's error and
+serves the `failed` handler (`Unauthorized`: `apierrors.NewUnauthorized("Unauthorized")`) whether the request was
+rejected or could not be checked; pkg/authentication/request/union/union.go tries every authenticator and fails only
+when none knows the user. The error goes to the log and to `gpu_pulse_adapter_authentication_errors_total`.
 """
 
 from __future__ import annotations
 
+import logging
 import ssl
 from collections.abc import Callable, Collection
 from typing import Protocol
@@ -48,6 +56,8 @@ __all__ = [
 ]
 
 HEALTH_PATHS = ("/healthz", "/livez", "/readyz")
+
+log = logging.getLogger(__name__)
 
 USER_KEY = web.RequestKey("gpu_pulse_user", UserInfo)
 """Where the middleware leaves the authenticated user for handlers: `request[USER_KEY]`."""
@@ -92,32 +102,33 @@ class DelegatingAuthenticator:
         client_cert: ClientCertAuthenticator | None = None,
         tokens: TokenReviewer | None = None,
     ) -> None:
-        self._request_header = request_header
-        self._client_cert = client_cert
+        self._certificates = (request_header, client_cert)
         self._tokens = tokens
 
     @classmethod
     def from_config(
         cls, config: AuthenticationConfig, tokens: TokenReviewer | None, *, clock: Clock | None = None
     ) -> DelegatingAuthenticator:
-        return cls(
-            request_header=(
-                RequestHeaderAuthenticator(config.request_header, clock=clock) if config.request_header else None
-            ),
-            client_cert=ClientCertAuthenticator(config.client_ca_bundle, clock=clock)
-            if config.client_ca_bundle
-            else None,
-            tokens=tokens,
+        authenticator = cls(tokens=tokens)
+        authenticator.reconfigure(config, clock=clock)
+        return authenticator
+
+    def reconfigure(self, config: AuthenticationConfig, *, clock: Clock | None = None) -> None:
+        """Use the CAs and requestheader settings of `config` from the next request on (one reference swap)."""
+        self._certificates = (
+            RequestHeaderAuthenticator(config.request_header, clock=clock) if config.request_header else None,
+            ClientCertAuthenticator(config.client_ca_bundle, clock=clock) if config.client_ca_bundle else None,
         )
 
     async def authenticate(self, request: web.Request) -> UserInfo | None:
         user: UserInfo | None = None
         der = peer_certificate(request)
         if der is not None:
-            if self._request_header is not None:
-                user = self._request_header.authenticate(der, request.headers)
-            if user is None and self._client_cert is not None:
-                user = self._client_cert.authenticate(der)
+            request_header, client_cert = self._certificates
+            if request_header is not None:
+                user = request_header.authenticate(der, request.headers)
+            if user is None and client_cert is not None:
+                user = client_cert.authenticate(der)
         if user is None and self._tokens is not None and (token := bearer_token(request)) is not None:
             user = await self._tokens.review(token)
         return user.authenticated() if user is not None else None
@@ -150,12 +161,14 @@ def auth_middleware(
     authorizer: Authorizer,
     resource_attributes: Callable[[web.Request], ResourceAttributes | None],
     always_allow_paths: Collection[str] = (),
+    on_authentication_error: Callable[[], None] | None = None,
 ) -> Middleware:
     """Authenticate, then authorize, every request but those on health and always-allowed paths.
 
     `resource_attributes` says which API resource a request touches; None makes it a non-resource request (checked
     by path and lower-case HTTP method, as Kubernetes does for discovery and OpenAPI). Handlers find the user under
-    `USER_KEY`. `always_allow_paths` entries ending in `*` are prefixes.
+    `USER_KEY`. `always_allow_paths` entries ending in `*` are prefixes. `on_authentication_error` counts the
+    requests whose credentials could not be checked (they are answered 401, see the module docstring).
     """
     allowed_without_auth = _path_matcher((*HEALTH_PATHS, *always_allow_paths))
 
@@ -166,7 +179,10 @@ def auth_middleware(
         try:
             user = await authenticator.authenticate(request)
         except AuthenticationUnavailableError as e:
-            return status_response(503, "ServiceUnavailable", f"cannot authenticate the request: {e}")
+            log.warning("unable to authenticate the request to %s: %s", request.path, e)
+            if on_authentication_error is not None:
+                on_authentication_error()
+            return status_response(401, "Unauthorized", "Unauthorized")
         if user is None:
             return status_response(401, "Unauthorized", "Unauthorized")
         attributes: RequestAttributes | None = resource_attributes(request)

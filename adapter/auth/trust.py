@@ -1,7 +1,10 @@
 """Which CA a client certificate comes from: the requestheader CA (the aggregator's proxy) or the client CA (users).
 
-The TLS layer already verified the presented chain against all trusted CAs together; this tells the two apart, and
-checks on its own too (signature, validity at request time, client-auth usage), so it never trusts more than TLS did.
+The TLS layer asks for a client certificate but accepts any chain (toolkit/clientcerts.py, as kube-apiserver's
+`tls.RequestClientCert`): the check is here, against the bundles in use now (signature of a CA of the bundle, the CA
+and the certificate valid at request time, client-auth usage). Only certificates the CA signed directly are accepted:
+the TLS layer hands over the client's leaf certificate, not the intermediates it may have sent. Where the TLS layer
+still verifies (an OpenSSL the callback cannot reach), these checks come on top.
 """
 
 from __future__ import annotations
@@ -77,7 +80,10 @@ class CertificatePool:
             return None
         if not _allows_client_auth(certificate):
             return None
+        now = self._clock()
         for issuer in self._issuers:
+            if not issuer.not_valid_before_utc <= now <= issuer.not_valid_after_utc:
+                continue
             try:
                 certificate.verify_directly_issued_by(issuer)
             except (ValueError, TypeError, InvalidSignature):

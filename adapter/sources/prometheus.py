@@ -3,7 +3,9 @@
 Works unchanged against anything that speaks that API (Prometheus, Thanos Query, Mimir, VictoriaMetrics). Each metric's
 query (metrics_config) selects by namespace only; the result is joined with the selected pods here, so the query never
 grows with the number of pods. A second query gives each pod's sample time (`timestamp()` of the raw series): served
-timestamps are when the figures were sampled, never "now", and figures older than `max_age` are left out.
+timestamps are when the figures were sampled, never "now", and figures older than `max_age` are left out. The window
+served is the one the query averages over (`prometheus.window_seconds`: 60 for `avg_over_time(...[1m])`), so both
+sources agree after a load step.
 """
 
 from __future__ import annotations
@@ -119,12 +121,13 @@ class PrometheusSource:
                 shown = {k: str(v) for k, v in labels.items() if k not in _HIDDEN_LABELS}
                 devices[key].append(DeviceValue(value, MappingProxyType(shown)))
         now = self._clock()
+        window = None if metric.prometheus.window_seconds is None else float(metric.prometheus.window_seconds)
         found: dict[PodKey, PodSample] = {}
         for key, values in devices.items():
             when_sampled = sampled_at.get(key)
             if when_sampled is None or now - when_sampled > self._max_age:
                 continue  # no sample time (cannot vouch for freshness) or too old
-            found[key] = PodSample(key[0], key[1], tuple(values), when_sampled, window_seconds=None)
+            found[key] = PodSample(key[0], key[1], tuple(values), when_sampled, window_seconds=window)
         return found
 
     async def pod_values(self, metric: MetricDefinition, pods: Sequence[Pod]) -> list[ServedValue | None]:

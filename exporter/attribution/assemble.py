@@ -13,10 +13,16 @@ import logging
 from collections.abc import Iterable
 from pathlib import Path
 
-from exporter.attribution.attributor import DEFAULT_MAX_MAPPING_AGE, KubeletPodAttributor, WatchedPods
+from exporter.attribution.attributor import (
+    DEFAULT_MAX_MAPPING_AGE,
+    KubeletPodAttributor,
+    WatchedPods,
+    WatchedSlices,
+)
 from exporter.attribution.labels import PodLabelPolicy
 from exporter.attribution.podwatch import PodWatch
 from exporter.attribution.proc import ProcessOwners
+from exporter.attribution.slicewatch import ResourceSliceWatch
 from exporter.kubelet.client import DEFAULT_SOCKET, PodResourcesClient
 from exporter.kubelet.device_ids import ResourceNames
 
@@ -35,12 +41,14 @@ def build_pod_side(
     pod_labels: str | None = None,
     max_mapping_age: float | None = None,
     directory: WatchedPods | None = None,
+    slices: WatchedSlices | None = None,
 ) -> KubeletPodAttributor:
     """A PodAttributor for the poll loop (not started: the loop calls start()).
 
     `resource_names` are extra extended-resource names that carry NVIDIA GPUs (a list, or the flag's comma-separated
-    form). `kubernetes` turns on the pod watch (in-cluster credentials, or `kubeconfig`); `directory` gives the pods
-    instead (the simulated node). The mapping is kept for `max_mapping_age` seconds after the kubelet stops answering
+    form). `kubernetes` turns on the pod watch and the watch of this node's ResourceSlices (DRA devices) (in-cluster
+    credentials, or `kubeconfig`); `directory` and `slices` give the pods and the slices instead (the simulated node).
+    The mapping is kept for `max_mapping_age` seconds after the kubelet stops answering
     (default: the larger of 60 s and four kubelet intervals).
     """
     if kubelet_interval <= 0:
@@ -59,18 +67,24 @@ def build_pod_side(
             "/proc, or run with hostPID)",
             proc_root,
         )
-    pods = directory
-    if pods is None and (kubernetes or kubeconfig is not None):
+    pods, dra = directory, slices
+    if kubernetes or kubeconfig is not None:
         from toolkit.kubeclient import api_client  # the kubernetes client, only with --kubernetes
 
-        kube = api_client(kubeconfig=None if kubeconfig is None else Path(kubeconfig), in_cluster_flag="--kubernetes")
-        pods = PodWatch(kube, node_name)
+        api = (
+            api_client(kubeconfig=None if kubeconfig is None else Path(kubeconfig), in_cluster_flag="--kubernetes")
+            if pods is None or dra is None
+            else None
+        )
+        pods = pods or PodWatch(api, node_name)
+        dra = dra or ResourceSliceWatch(api, node_name)
     client = PodResourcesClient(kubelet_socket, interval=kubelet_interval, call_timeout=min(10.0, kubelet_interval))
     age = max_mapping_age if max_mapping_age is not None else max(DEFAULT_MAX_MAPPING_AGE, 4 * kubelet_interval)
     return KubeletPodAttributor(
         client,
         owners=owners,
         pods=pods,
+        slices=dra,
         resource_names=names,
         labels=labels,
         max_mapping_age=age,

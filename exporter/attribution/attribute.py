@@ -23,20 +23,29 @@ Rules:
   process on the device, then the most recently created, then the one listed last. Each such device counts as a
   conflict.
 - Containers are matched by name (pod-resources lists sidecar init containers first: never by position).
+- DRA: each device of a container's ResourceClaims (driver, pool, device) is mapped to its GPU or MIG instance by the
+  `uuid` attribute its ResourceSlice publishes (`dra`, see resourceslices.py); without a slice, a `gpu.nvidia.com`
+  device named `gpu-<minor>` (the NVIDIA DRA driver's name for a whole GPU, NVIDIA/k8s-dra-driver-gpu
+  cmd/gpu-kubelet-plugin/deviceinfo.go `CanonicalName`) is the GPU with that minor number; MIG devices need the slice.
+  A claim that several pods reference (a shared ResourceClaim), or a device allocated as one share of its capacity
+  (`share_id`), is shared like a time-sliced GPU; the rows carry the claim (`PodDeviceUse.claim`).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from exporter.attribution.cgroup import CgroupOwner
 from exporter.attribution.directory import PodDirectory
 from exporter.attribution.labels import PodLabelPolicy
+from exporter.attribution.resourceslices import NVIDIA_GPU_DRIVER, DraDevices
 from exporter.kubelet.device_ids import DeviceIdError, DeviceKind, DeviceRef, ResourceNames, parse_device_id
-from exporter.kubelet.podresources import PodResources
+from exporter.kubelet.podresources import ClaimDevice, PodResources
 from exporter.snapshot import (
     DeviceReading,
+    DraClaim,
     MigIdentity,
     PodDeviceUse,
     PodRef,
@@ -67,7 +76,7 @@ class AttributionResult:
     shares: tuple[PodShare, ...] = ()
     conflicts: int = 0  # non-shared devices claimed by more than one pod
     unknown_device_ids: int = 0  # IDs under a GPU resource name in no known format
-    unmatched_device_ids: int = 0  # well-formed IDs naming no device on this node
+    unmatched_device_ids: int = 0  # well-formed IDs (or gpu.nvidia.com DRA devices) naming no device on this node
     unattributed_processes: int = 0  # processes on shared devices that belong to none of the sharing pods
 
     @property
@@ -82,6 +91,7 @@ class _Claim:
     container: str
     device: DeviceReading
     shared: bool
+    claim: DraClaim | None = None
 
 
 @dataclass(slots=True)
@@ -121,6 +131,21 @@ class _DeviceIndex:
         candidates = self.mig_by_instance.get((gpu.uuid.lower(), ref.gpu_instance), [])
         return candidates[0] if candidates else None
 
+    def resolve_dra(self, device: ClaimDevice, dra: DraDevices | None) -> tuple[bool, DeviceReading | None]:
+        """(whether the DRA device is a GPU or MIG instance, its reading when it is one on this node)."""
+        uuid = dra.uuid_of(device.driver, device.pool, device.device) if dra is not None else None
+        if uuid is not None:
+            key = uuid.lower()
+            return True, self.gpus.get(key) or self.migs.get(key)
+        if device.driver != NVIDIA_GPU_DRIVER:
+            return False, None  # another driver's device (a NIC, an FPGA) with no UUID attribute: not ours
+        if (m := _DRA_WHOLE_GPU.fullmatch(device.device)) is not None:
+            return True, self.by_minor.get(int(m["minor"]))
+        return True, None
+
+
+_DRA_WHOLE_GPU = re.compile("gpu-(?P<minor>0|[1-9][0-9]{0,8})")
+
 
 def _mig(device: DeviceReading) -> MigIdentity:
     assert isinstance(device.identity, MigIdentity)
@@ -135,12 +160,16 @@ def attribute(
     owner_of: OwnerLookup | None = None,
     directory: PodDirectory | None = None,
     labels: PodLabelPolicy | None = None,
+    dra: DraDevices | None = None,
 ) -> AttributionResult:
     """Map this cycle's devices to the pods holding them. Pure: reads only its arguments (and the look-ups)."""
     names = resource_names or ResourceNames()
     policy = labels or PodLabelPolicy()
     index = _DeviceIndex.of(devices)
     claims, unknown, unmatched = _claims(pods, names, index)
+    dra_claims, dra_unmatched = _dra_claims(pods, index, dra)
+    claims += dra_claims
+    unmatched += dra_unmatched
     by_device: dict[str, list[_Claim]] = {}
     for claim in claims:
         by_device.setdefault(claim.device.uuid, []).append(claim)
@@ -197,6 +226,36 @@ def _claims(pods: Sequence[PodResources], names: ResourceNames, index: _DeviceIn
     return list(claims.values()), unknown, unmatched
 
 
+def _dra_claims(pods: Sequence[PodResources], index: _DeviceIndex, dra: DraDevices | None) -> tuple[list[_Claim], int]:
+    """The claims on GPUs made through DRA ResourceClaims; a claim several pods reference makes its devices shared."""
+    pods_of_claim: dict[tuple[str, str], set[tuple[str, str]]] = {}
+    for pod in pods:
+        for container in pod.containers:
+            for allocation in container.claims:
+                pods_of_claim.setdefault(allocation.key, set()).add(pod.key)
+    claims: dict[tuple[tuple[str, str], str, str], _Claim] = {}
+    unmatched = 0
+    for order, pod in enumerate(pods):
+        for container in pod.containers:
+            for allocation in container.claims:
+                shared_claim = len(pods_of_claim[allocation.key]) > 1
+                for allocated in allocation.devices:
+                    is_gpu, device = index.resolve_dra(allocated, dra)
+                    if device is None:
+                        unmatched += is_gpu
+                        continue
+                    key = (pod.key, container.name, device.uuid)
+                    shared = shared_claim or allocated.share_id is not None
+                    previous = claims.get(key)
+                    if previous is not None:
+                        previous.shared = previous.shared or shared
+                        previous.order = order
+                        continue
+                    ref = DraClaim(*allocation.key, allocated.driver, allocated.pool, allocated.device)
+                    claims[key] = _Claim(order, pod, container.name, device, shared, ref)
+    return list(claims.values()), unmatched
+
+
 class _ProcessPods:
     """PID -> (pod meta, container name), through the cgroup look-up and the pod directory; memoized per call."""
 
@@ -237,7 +296,7 @@ def _whole(device: DeviceReading, claim: _Claim, directory: PodDirectory | None,
     if device.is_mig:
         activity = next((device.values[k] for k in MIG_ACTIVITY if k in device.values), None)
         utilization = device.values.get(UTILIZATION, activity)
-        use = PodDeviceUse(ref, device.uuid, ShareMethod.MIG, utilization, memory_bytes)
+        use = PodDeviceUse(ref, device.uuid, ShareMethod.MIG, utilization, memory_bytes, claim=claim.claim)
         return PodShare(use, None)
     use = PodDeviceUse(
         ref,
@@ -246,6 +305,7 @@ def _whole(device: DeviceReading, claim: _Claim, directory: PodDirectory | None,
         device.values.get(UTILIZATION),
         memory_bytes,
         power_milliwatts=device.values.get(POWER),
+        claim=claim.claim,
     )
     return PodShare(use, 1.0)
 
@@ -308,8 +368,11 @@ def _shared(
     sharing = len({c.pod.key for c in claims})
     refs = [_pod_ref(c.pod, c.container, directory, policy) for c in claims]
     unattributed = [
-        PodShare(PodDeviceUse(ref, device.uuid, ShareMethod.UNATTRIBUTED, None, None, sharing_pods=sharing), None)
-        for ref in refs
+        PodShare(
+            PodDeviceUse(ref, device.uuid, ShareMethod.UNATTRIBUTED, None, None, sharing_pods=sharing, claim=c.claim),
+            None,
+        )
+        for ref, c in zip(refs, claims, strict=True)
     ]
     if not process_pods.enabled:
         return unattributed, 0
@@ -337,7 +400,7 @@ def _shared(
     total_sm = float(sum(sampled))
     power = device.values.get(POWER)
     shares: list[PodShare] = []
-    for ref, processes in zip(refs, assigned, strict=True):
+    for ref, processes, claim in zip(refs, assigned, claims, strict=True):
         pod_sm = float(sum(p.sm_util_percent for p in processes if p.sm_util_percent is not None))
         memories = [p.used_memory_bytes for p in processes if p.used_memory_bytes is not None]
         memory = sum(memories) if memories or not processes else None
@@ -356,6 +419,7 @@ def _shared(
             memory,
             power_milliwatts=None if power is None else power * fraction,
             sharing_pods=sharing,
+            claim=claim.claim,
         )
         shares.append(PodShare(use, fraction))
     return shares, stray

@@ -19,6 +19,8 @@ from exporter.attribution.directory import DirectoryStatus, PodDirectory
 from exporter.attribution.energy import EnergyLedger
 from exporter.attribution.labels import PodLabelPolicy
 from exporter.attribution.proc import ProcessOwners
+from exporter.attribution.resourceslices import DraDevices, ResourceSliceIndex
+from exporter.attribution.slicewatch import SliceWatchStatus
 from exporter.collection import Attribution, DeviceCollection
 from exporter.kubelet.client import PodResourcesClient
 from exporter.kubelet.device_ids import ResourceNames
@@ -40,6 +42,34 @@ class WatchedPods(PodDirectory, Protocol):
     def close(self) -> None: ...
 
 
+class WatchedSlices(DraDevices, Protocol):
+    """DRA devices with a lifecycle and a status: ResourceSliceWatch, StaticResourceSlices."""
+
+    @property
+    def status(self) -> SliceWatchStatus: ...
+
+    def start(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class StaticResourceSlices:
+    """A fixed set of ResourceSlices (the simulated node's, where no API server runs). A WatchedSlices."""
+
+    def __init__(self, index: ResourceSliceIndex) -> None:
+        self.index = index
+        self.status = SliceWatchStatus(synced=True, connected=True, devices=len(index))
+
+    def uuid_of(self, driver: str, pool: str, device: str) -> str | None:
+        return self.index.uuid_of(driver, pool, device)
+
+    def start(self) -> None:
+        """Nothing to start: the slices are given."""
+
+    def close(self) -> None:
+        """Nothing to stop."""
+
+
 class KubeletPodAttributor:
     """Implements exporter.collection.PodAttributor."""
 
@@ -49,6 +79,7 @@ class KubeletPodAttributor:
         *,
         owners: ProcessOwners | None = None,
         pods: WatchedPods | None = None,
+        slices: WatchedSlices | None = None,
         resource_names: ResourceNames | None = None,
         labels: PodLabelPolicy | None = None,
         max_mapping_age: float = DEFAULT_MAX_MAPPING_AGE,
@@ -57,6 +88,7 @@ class KubeletPodAttributor:
         self.client = client
         self.owners = owners
         self.pods = pods
+        self.slices = slices
         self.resource_names = resource_names or ResourceNames()
         self.labels = labels or PodLabelPolicy()
         self.max_mapping_age = max_mapping_age
@@ -70,11 +102,15 @@ class KubeletPodAttributor:
         self.client.start()
         if self.pods is not None:
             self.pods.start()
+        if self.slices is not None:
+            self.slices.start()
 
     def close(self) -> None:
         self.client.close()
         if self.pods is not None:
             self.pods.close()
+        if self.slices is not None:
+            self.slices.close()
 
     def attribute(self, collection: DeviceCollection) -> Attribution:
         started = self._timer()
@@ -99,6 +135,7 @@ class KubeletPodAttributor:
             owner_of=owner_of,
             directory=directory,
             labels=self.labels,
+            dra=self.slices,
         )
         uses = self._ledger.charge(result.shares, collection.devices)
         self._attribution_errors += result.conflicts + result.unknown_device_ids
@@ -122,6 +159,9 @@ class KubeletPodAttributor:
         if self.pods is not None:
             watch = self.pods.status
             statuses.append(CollectorStatus("podwatch", watch.connected, 0.0, float(watch.errors_total)))
+        if self.slices is not None:
+            sliced = self.slices.status
+            statuses.append(CollectorStatus("resourceslices", sliced.connected, 0.0, float(sliced.errors_total)))
         return Attribution(
             pods=uses,
             kubelet_up=state.up,

@@ -14,7 +14,7 @@ from exporter.catalogue import DCGM_UP, PROM_INFO, PROM_UP, Dialect, MetricType
 from exporter.exposition.labels import dcgm_pod_pairs, device_pairs, info_pairs
 from exporter.exposition.plan import FamilyHeader, FamilyPlan, MemberPlan
 from exporter.exposition.textformat import escape_label_value, format_value, label_pairs
-from exporter.snapshot import DeviceReading, GpuIdentity, MigIdentity, PodDeviceUse, PodRef, Snapshot
+from exporter.snapshot import DeviceReading, DraClaim, GpuIdentity, MigIdentity, PodDeviceUse, PodRef, Snapshot
 
 Families = list[tuple[FamilyHeader, list[str]]]
 _Cache = dict[Hashable, "DeviceLabels"]
@@ -44,12 +44,16 @@ class DeviceLabels:
         return cached
 
 
-def _pods_on_devices(pods: tuple[PodDeviceUse, ...]) -> dict[str, tuple[PodRef, ...]]:
-    """Pods per device UUID, de-duplicated by (namespace, pod, container), in a stable order."""
-    found: dict[str, dict[tuple[str, str, str], PodRef]] = {}
+Holder = tuple[PodRef, DraClaim | None]
+
+
+def _pods_on_devices(pods: tuple[PodDeviceUse, ...]) -> dict[str, tuple[Holder, ...]]:
+    """Pods (with the DRA claim they hold the device through) per device UUID, de-duplicated by (namespace, pod,
+    container), in a stable order."""
+    found: dict[str, dict[tuple[str, str, str], Holder]] = {}
     for use in pods:
         ref = use.pod
-        found.setdefault(use.device_uuid, {}).setdefault((ref.namespace, ref.name, ref.container), ref)
+        found.setdefault(use.device_uuid, {}).setdefault((ref.namespace, ref.name, ref.container), (ref, use.claim))
     return {uuid: tuple(refs[k] for k in sorted(refs)) for uuid, refs in found.items()}
 
 
@@ -72,12 +76,12 @@ class DeviceSeries:
                 target = self._scalar if member.vector_label is None else self._vector
                 target[member.key] = (position, member)
 
-    def _labels(self, ident: GpuIdentity | MigIdentity, holders: tuple[PodRef, ...], new: _Cache) -> DeviceLabels:
-        key: Hashable = (ident, tuple((p.namespace, p.name, p.container) for p in holders))
+    def _labels(self, ident: GpuIdentity | MigIdentity, holders: tuple[Holder, ...], new: _Cache) -> DeviceLabels:
+        key: Hashable = (ident, tuple((p.namespace, p.name, p.container, c) for p, c in holders))
         entry = new.get(key) or self._cache.get(key)
         if entry is None:
             base = label_pairs(device_pairs(ident, self._node, self._dialect))
-            variants = tuple(f"{base},{label_pairs(dcgm_pod_pairs(p))}" for p in holders) or (base,)
+            variants = tuple(f"{base},{label_pairs(dcgm_pod_pairs(p, c))}" for p, c in holders) or (base,)
             entry = DeviceLabels(variants, base)
         new[key] = entry
         return entry

@@ -3,8 +3,10 @@
 The dcgm dialect reproduces dcgm-exporter (its etc/default-counters.csv and label rendering): `gpu`, `UUID`,
 `pci_bus_id`, `device`, `modelName`, for MIG `GPU_I_PROFILE` and `GPU_I_ID`, then `Hostname` and
 `DCGM_FI_DRIVER_VERSION`; MIG series carry the parent GPU's index and UUID. Pod labels (`container`, `namespace`, `pod`)
-follow where a pod is attributed. The prometheus dialect uses `gpu`, `uuid`, `model`, `node`, and for MIG
-`gpu_instance`, `mig_profile`; its device series carry no pod labels.
+follow where a pod is attributed, and for a device held through a DRA ResourceClaim the labels dcgm-exporter adds
+(NVIDIA/dcgm-exporter internal/pkg/transformation/const.go): `dra_claim_name`, `dra_claim_namespace`,
+`dra_driver_name`, `dra_pool_name`, `dra_device_name`. The prometheus dialect uses `gpu`, `uuid`, `model`, `node`,
+and for MIG `gpu_instance`, `mig_profile`; its device series carry no pod labels.
 """
 
 from __future__ import annotations
@@ -14,15 +16,17 @@ from collections.abc import Mapping
 
 from exporter.catalogue import (
     DCGM_DEVICE_LABELS,
+    DCGM_DRA_LABELS,
     DCGM_MIG_LABELS,
     DCGM_POD_LABELS,
     DCGM_TRAILING_LABELS,
+    POD_CLAIM_LABELS,
     POD_LABELS,
     PROM_DEVICE_LABELS,
     PROM_MIG_LABELS,
     Dialect,
 )
-from exporter.snapshot import DeviceReading, GpuIdentity, MigIdentity, PodDeviceUse, PodRef
+from exporter.snapshot import DeviceReading, DraClaim, GpuIdentity, MigIdentity, PodDeviceUse, PodRef
 
 Pairs = tuple[tuple[str, str], ...]
 
@@ -54,9 +58,13 @@ def device_pairs(identity: GpuIdentity | MigIdentity, node: str, dialect: Dialec
     return tuple(pairs)
 
 
-def dcgm_pod_pairs(pod: PodRef) -> Pairs:
-    """The pod labels dcgm-exporter appends to a device series of an attributed device."""
-    return tuple(zip(DCGM_POD_LABELS, (pod.container, pod.namespace, pod.name), strict=True))
+def dcgm_pod_pairs(pod: PodRef, claim: DraClaim | None = None) -> Pairs:
+    """The pod labels dcgm-exporter appends to a device series of an attributed device (and its DRA labels)."""
+    pairs = tuple(zip(DCGM_POD_LABELS, (pod.container, pod.namespace, pod.name), strict=True))
+    if claim is None:
+        return pairs
+    values = (claim.name, claim.namespace, claim.driver, claim.pool, claim.device)
+    return pairs + tuple(zip(DCGM_DRA_LABELS, values, strict=True))
 
 
 def info_pairs(identity: GpuIdentity | MigIdentity, node: str) -> Pairs:
@@ -94,6 +102,7 @@ def pod_series_pairs(use: PodDeviceUse, device: DeviceReading | None, node: str)
 
     `gpu` and `uuid` name the physical GPU; `gpu_instance` and `mig_profile` are empty unless the device is a MIG
     instance. A device the snapshot does not hold (it vanished this cycle) keeps its UUID and an empty `gpu`.
+    A device held through a DRA ResourceClaim adds `dra_claim_name` and `dra_claim_namespace` (dcgm-exporter's names).
     Exported pod labels (`PodRef.labels`, already filtered by `--pod-labels`) follow as `label_<key>`.
     """
     gpu_index, gpu_uuid, instance, profile = "", use.device_uuid, "", ""
@@ -106,7 +115,9 @@ def pod_series_pairs(use: PodDeviceUse, device: DeviceReading | None, node: str)
     pod = use.pod
     values = (node, pod.namespace, pod.name, pod.container, gpu_index, gpu_uuid, instance, profile, str(use.share))
     pairs = tuple(zip(POD_LABELS, values, strict=True))
-    return pairs + _extra_pod_labels(pod.labels, frozenset(POD_LABELS))
+    if use.claim is not None:
+        pairs += tuple(zip(POD_CLAIM_LABELS, (use.claim.name, use.claim.namespace), strict=True))
+    return pairs + _extra_pod_labels(pod.labels, frozenset(POD_LABELS + POD_CLAIM_LABELS))
 
 
 def _extra_pod_labels(labels: Mapping[str, str], taken: frozenset[str]) -> Pairs:

@@ -100,6 +100,7 @@ class PodSeries:
             key: Hashable = (
                 edge,
                 use.share,
+                use.claim,
                 tuple(sorted(pod.labels.items())),
                 None if device is None else device.identity,
                 snapshot.node,

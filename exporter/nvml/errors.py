@@ -43,7 +43,7 @@ _KNOWN_NAMES: Mapping[int, str] = MappingProxyType(
 )
 
 # the scenarios shipped in simulation/scenarios/ (a test keeps the two lists equal; the exporter may not import them)
-BUILTIN_SCENARIO_NAMES = ("h100x8", "h100-mig", "a100-mig", "shared", "faulty")
+BUILTIN_SCENARIO_NAMES = ("h100x8", "h100-mig", "a100-mig", "shared", "faulty", "dra")
 SIMULATE_HINT = f"to run without a GPU, pass --simulate SCENARIO ({', '.join(BUILTIN_SCENARIO_NAMES)})"
 
 

@@ -37,10 +37,13 @@ def demo_pods(scenarios: Mapping[str, Scenario]) -> tuple[DemoPod, ...]:
 
 
 def populate(kube: KubeApiServer, scenarios: Mapping[str, Scenario]) -> None:
-    """The Deployments' ReplicaSets and every pod (Running on its node, with the UID the exporter reports)."""
+    """The Deployments, their ReplicaSets and every pod (Running on its node, with the UID the exporter reports)."""
+    replicas = {w.name: sum(1 for p in demo_pods(scenarios) if p.workload == w) for w in WORKLOADS}
     for workload in WORKLOADS:
         if workload.kind == "Deployment":
-            kube.put_replica_set("demo", workload.replica_set, deployment=workload.name, labels={"app": workload.name})
+            labels = {"app": workload.name}
+            kube.put_deployment("demo", workload.name, replicas=replicas[workload.name], labels=labels)
+            kube.put_replica_set("demo", workload.replica_set, deployment=workload.name, labels=labels)
     uids = {(p.namespace, p.name): p for s in scenarios.values() for p in s.pods}
     nodes = sorted(scenarios)
     for n, pod in enumerate(demo_pods(scenarios), start=1):

@@ -28,6 +28,15 @@ def kubectl_command(kubeconfig: Path, path: str) -> str:
     return f"kubectl --kubeconfig {shlex.quote(str(kubeconfig))} get --raw {shlex.quote(path)}"
 
 
+OBJECTS: tuple[tuple[str, str], ...] = (
+    ("the pods, through the Kubernetes API stand-in", f"get pods -n {NAMESPACE}"),
+    ("the Deployments", f"get deploy -n {NAMESPACE}"),
+)
+
+
 def kubectl_commands(kubeconfig: Path) -> list[tuple[str, str]]:
-    """(what it shows, the command line) for each suggested request."""
-    return [(what, kubectl_command(kubeconfig, path)) for what, path in REQUESTS]
+    """(what it shows, the command line) for each suggested request: the cluster's objects, then the metrics APIs
+    (the kubeconfig points at the stand-in, which proxies the metrics groups to the adapter)."""
+    config = shlex.quote(str(kubeconfig))
+    objects = [(what, f"kubectl --kubeconfig {config} {args}") for what, args in OBJECTS]
+    return objects + [(what, kubectl_command(kubeconfig, path)) for what, path in REQUESTS]

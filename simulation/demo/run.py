@@ -48,7 +48,7 @@ from simulation.demo.trust import (
     server_url,
     write_demo_kubeconfig,
 )
-from simulation.kubeapi import KubeApiServer
+from simulation.kubeapi import AggregatedApi, KubeApiServer
 from simulation.kubeconfig import write_kubeconfig
 from simulation.scenario import Scenario
 from toolkit.settings import ListenAddress, SettingsError, parse_listen
@@ -126,13 +126,14 @@ class _Demo:
             async with AsyncExitStack() as cleanup:
                 cleanup.callback(self.say, "stopped: the adapter, the Kubernetes API and the simulated nodes are gone")
                 pods, endpoints = await self._start_nodes(workdir, cleanup)
+                trust = create_trust(workdir / "trust", listen, DEMO_USER, DEMO_GROUPS)
                 kube = KubeApiServer(bookmark_interval=1.0)
-                await kube.start()
+                await kube.start(ssl_context=_kube_serving(trust))
                 cleanup.push_async_callback(kube.stop)
                 populate(kube, self.scenarios)
-                trust = create_trust(workdir / "trust", listen, DEMO_USER, DEMO_GROUPS)
                 url = await self._start_adapter(workdir, listen, kube.url, endpoints, trust, cleanup)
-                write_demo_kubeconfig(self.options.kubeconfig, url, trust)
+                _aggregate(kube, url, trust)  # kubectl reaches pods, Deployments and the metrics APIs at one address
+                write_demo_kubeconfig(self.options.kubeconfig, kube.url, trust)
                 cleanup.callback(remove_demo_kubeconfig, self.options.kubeconfig)
                 await self._show(url, trust, pods)
                 self.say("stopping")
@@ -181,7 +182,7 @@ class _Demo:
     ) -> str:
         from adapter.server import Adapter  # the kubernetes client's import, only once the nodes run
 
-        kube_config = write_kubeconfig(workdir / "kube-api.kubeconfig", server=kube_url)
+        kube_config = write_kubeconfig(workdir / "kube-api.kubeconfig", server=kube_url, ca_pem=trust.ca.cert_pem)
         argv = [
             f"--listen={listen}", f"--kubeconfig={kube_config}", "--source=direct",
             f"--exporter-endpoints={endpoints}", f"--tls-cert-file={trust.serving_cert}",
@@ -254,6 +255,25 @@ class _Demo:
                     print(render_line(summary), file=self.out, flush=True)
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self.stop.wait(), self.options.interval)
+
+
+def _kube_serving(trust: DemoTrust) -> ssl.SSLContext:
+    """The stand-in's TLS: its own certificate, and the demo user's client certificate asked for (as kube-apiserver
+    asks with --client-ca-file)."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(trust.kube_serving_cert, trust.kube_serving_key)
+    context.load_verify_locations(cafile=str(trust.ca_file))
+    context.verify_mode = ssl.CERT_OPTIONAL
+    return context
+
+
+def _aggregate(kube: KubeApiServer, adapter_url: str, trust: DemoTrust) -> None:
+    """Register the adapter's groups with the stand-in, as the APIService objects do with kube-aggregator."""
+    client = ssl.create_default_context(cafile=str(trust.ca_file))
+    client.load_cert_chain(trust.proxy_cert, trust.proxy_key)
+    groups = (("custom.metrics.k8s.io", ("v1beta2", "v1beta1")), ("external.metrics.k8s.io", ("v1beta1",)))
+    for group, versions in groups:
+        kube.aggregate(AggregatedApi(group, versions, adapter_url, client))
 
 
 def _checked_listen(text: str) -> ListenAddress:

@@ -1,5 +1,6 @@
-"""The demo's trust: a CA of its own, the adapter's serving certificate, the demo user's client certificate, and
-the kubeconfig that hands the latter two to kubectl.
+"""The demo's trust: a CA of its own, the serving certificates of the adapter and of the Kubernetes API stand-in, the
+demo user's client certificate, the aggregator's proxy client certificate (the stand-in presents it to the adapter,
+as kube-apiserver presents its --proxy-client-cert-file), and the kubeconfig that hands the user's to kubectl.
 
 The kubeconfig is written only once the adapter serves, and removed when the demo stops, so its appearance means
 "ready". A file at that path that is not a demo kubeconfig is never overwritten.
@@ -19,6 +20,7 @@ from toolkit.certs import CertificateAuthority, IssuedCertificate, write_atomica
 from toolkit.settings import ListenAddress
 
 KUBECONFIG_NAME = "gpu-pulse-demo"
+PROXY_CLIENT = "front-proxy-client"
 
 
 class KubeconfigInUseError(ValueError):
@@ -34,6 +36,10 @@ class DemoTrust:
     client: IssuedCertificate
     client_cert: Path
     client_key: Path
+    proxy_cert: Path  # CN front-proxy-client: the adapter's --requestheader-allowed-names
+    proxy_key: Path
+    kube_serving_cert: Path  # the stand-in's, for 127.0.0.1 and localhost
+    kube_serving_key: Path
 
 
 def serving_hostnames(listen: ListenAddress) -> list[str]:
@@ -66,9 +72,14 @@ def create_trust(workdir: Path, listen: ListenAddress, user: str, groups: tuple[
     serving.write(workdir / "serving.crt", workdir / "serving.key")
     client = ca.issue_client(user, groups)
     client.write(workdir / "client.crt", workdir / "client.key")
+    ca.issue_client(PROXY_CLIENT, ()).write(workdir / "proxy.crt", workdir / "proxy.key")
+    ca.issue_server(["127.0.0.1", "localhost"], common_name="kube-apiserver").write(
+        workdir / "kube.crt", workdir / "kube.key"
+    )
     return DemoTrust(
         ca, ca_file, workdir / "serving.crt", workdir / "serving.key", client, workdir / "client.crt",
-        workdir / "client.key",
+        workdir / "client.key", workdir / "proxy.crt", workdir / "proxy.key", workdir / "kube.crt",
+        workdir / "kube.key",
     )  # fmt: skip
 
 
@@ -81,9 +92,12 @@ def is_demo_kubeconfig(path: Path) -> bool:
 
 
 def clear_kubeconfig_path(path: Path) -> None:
-    """Remove a demo kubeconfig left by an earlier run (its server is gone); refuse anything else."""
+    """Remove a demo kubeconfig left by an earlier run (its server is gone); refuse anything else, and a path whose
+    directory does not exist (the demo creates nothing it would leave behind)."""
     if path.is_dir():
         raise KubeconfigInUseError(f"{path} is a directory: give a file path for the demo's kubeconfig")
+    if not path.parent.is_dir():
+        raise KubeconfigInUseError(f"the directory {path.parent} does not exist: create it, or name a file elsewhere")
     if not path.exists():
         return
     if not is_demo_kubeconfig(path):

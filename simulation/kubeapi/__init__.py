@@ -1,9 +1,10 @@
 """A small Kubernetes API server for tests and the demo: it stands in for kube-apiserver, an external service.
 
 It answers the few calls gpu-pulse makes, with real object shapes the `kubernetes` client and `kubectl` parse:
-pods and ReplicaSets (list with paging, watch with resourceVersion, bookmarks, timeouts, label and field selectors),
-the `extension-apiserver-authentication` ConfigMap, TokenReview, SubjectAccessReview, and enough discovery
-(`/version`, `/api`, `/apis`) for clients to start.
+pods, ReplicaSets, Deployments and ResourceSlices (list with paging, watch with resourceVersion, bookmarks,
+timeouts, label and field selectors), the `extension-apiserver-authentication` ConfigMap, TokenReview,
+SubjectAccessReview, enough discovery (`/version`, `/api`, `/apis`) for clients to start, and aggregated API groups
+proxied to their server as kube-aggregator does (aggregator.py).
 
 Everything is controllable from Python and from any thread: add, change and delete objects (each change is a watch
 event with a higher resourceVersion), compact history (a watch from an older resourceVersion then gets 410 Gone), end
@@ -11,6 +12,7 @@ the open watches, map bearer tokens to users, set an authorization policy, refus
 requests by verb and resource.
 """
 
+from simulation.kubeapi.aggregator import AggregatedApi
 from simulation.kubeapi.objects import (
     owner_reference,
     owner_uid,
@@ -24,6 +26,7 @@ from simulation.kubeapi.server import KubeApiServer
 
 __all__ = [
     "AccessGrant",
+    "AggregatedApi",
     "AuthorizationPolicy",
     "KubeApiServer",
     "SelectorError",

@@ -33,22 +33,27 @@ async def api_versions(request: web.Request) -> web.Response:
     )
 
 
-async def api_groups(request: web.Request) -> web.Response:
-    groups = [("apps", "v1"), ("authentication.k8s.io", "v1"), ("authorization.k8s.io", "v1")]
-    return web.json_response(
+def api_group_list(extra: list[JsonObject] | None = None) -> web.Response:
+    """`/apis`: the stand-in's own groups, then `extra` (the aggregated APIServices' groups)."""
+    groups = [
+        ("apps", "v1"),
+        ("authentication.k8s.io", "v1"),
+        ("authorization.k8s.io", "v1"),
+        ("resource.k8s.io", "v1"),
+    ]
+    own: list[JsonObject] = [
         {
-            "kind": "APIGroupList",
-            "apiVersion": "v1",
-            "groups": [
-                {
-                    "name": g,
-                    "versions": [{"groupVersion": f"{g}/{v}", "version": v}],
-                    "preferredVersion": {"groupVersion": f"{g}/{v}", "version": v},
-                }
-                for g, v in groups
-            ],
+            "name": g,
+            "versions": [{"groupVersion": f"{g}/{v}", "version": v}],
+            "preferredVersion": {"groupVersion": f"{g}/{v}", "version": v},
         }
-    )
+        for g, v in groups
+    ]
+    return web.json_response({"kind": "APIGroupList", "apiVersion": "v1", "groups": [*own, *(extra or [])]})
+
+
+async def api_groups(request: web.Request) -> web.Response:
+    return api_group_list()
 
 
 async def resource_list(request: web.Request) -> web.Response:
@@ -57,9 +62,10 @@ async def resource_list(request: web.Request) -> web.Response:
         {
             "name": k.resource,
             "singularName": k.kind.lower(),
-            "namespaced": True,
+            "namespaced": k.namespaced,
             "kind": k.kind,
             "verbs": ["get", "list", "watch"],
+            **({"shortNames": list(k.short_names)} if k.short_names else {}),
         }
         for k in KINDS.values()
         if k.group_version == group_version

@@ -26,12 +26,29 @@ class Kind:
     kind: str
     group_version: str  # "v1" or "apps/v1"
     prefix: str  # "/api/v1" or "/apis/apps/v1"
+    namespaced: bool = True
+    short_names: tuple[str, ...] = ()  # what discovery lists, so that `kubectl get deploy` resolves
+    # field selectors the API server accepts for this resource (any other is a 400, as kube-apiserver answers);
+    # None: any path
+    fields: frozenset[str] | None = None
 
 
 KINDS: Final = {
-    "pods": Kind("pods", "Pod", "v1", "/api/v1"),
-    "configmaps": Kind("configmaps", "ConfigMap", "v1", "/api/v1"),
-    "replicasets": Kind("replicasets", "ReplicaSet", "apps/v1", "/apis/apps/v1"),
+    "pods": Kind("pods", "Pod", "v1", "/api/v1", short_names=("po",)),
+    "configmaps": Kind("configmaps", "ConfigMap", "v1", "/api/v1", short_names=("cm",)),
+    "replicasets": Kind("replicasets", "ReplicaSet", "apps/v1", "/apis/apps/v1", short_names=("rs",)),
+    "deployments": Kind("deployments", "Deployment", "apps/v1", "/apis/apps/v1", short_names=("deploy",)),
+    # cluster-scoped; kube-apiserver selects ResourceSlices by metadata.name, spec.nodeName and spec.driver only
+    # (kubernetes/api resource/v1/types.go ResourceSliceSpec: "A field selector can be used to list only ResourceSlice
+    # objects belonging to a certain node" / "with a certain driver name")
+    "resourceslices": Kind(
+        "resourceslices",
+        "ResourceSlice",
+        "resource.k8s.io/v1",
+        "/apis/resource.k8s.io/v1",
+        namespaced=False,
+        fields=frozenset({"metadata.name", "spec.nodeName", "spec.driver"}),
+    ),
 }
 
 
@@ -130,6 +147,24 @@ def replica_set_object(
         "metadata": metadata,
         "spec": {"replicas": 1, "selector": {"matchLabels": dict(labels or {})}},
         "status": {"replicas": 1},
+    }
+
+
+def deployment_object(
+    namespace: str, name: str, *, replicas: int = 1, labels: Mapping[str, str] | None = None
+) -> JsonObject:
+    """A Deployment whose pods carry `labels`, with all `replicas` ready."""
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": dict(labels or {}),
+            "uid": owner_uid(namespace, "Deployment", name),
+        },
+        "spec": {"replicas": replicas, "selector": {"matchLabels": dict(labels or {})}},
+        "status": {"replicas": replicas, "readyReplicas": replicas, "availableReplicas": replicas},
     }
 
 

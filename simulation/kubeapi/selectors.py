@@ -62,12 +62,20 @@ def _field_value(obj: Mapping[str, Any], path: str) -> str:
     return "" if node is None else str(node)
 
 
-def field_predicate(selector: str | None) -> Callable[[Mapping[str, Any]], bool]:
-    """A field selector (`path=value`, `path==value`, `path!=value`, comma-joined) as a predicate over an object."""
+def field_predicate(
+    selector: str | None, supported: frozenset[str] | None = None
+) -> Callable[[Mapping[str, Any]], bool]:
+    """A field selector (`path=value`, `path==value`, `path!=value`, comma-joined) as a predicate over an object.
+
+    `supported`: the field paths the resource can be selected by (None: any); another is an error, as kube-apiserver
+    answers `field label not supported: <path>`.
+    """
     terms: list[tuple[str, bool, str]] = []
     for term in _split_terms(selector or ""):
         m = _EQ_TERM.match(term)
         if m is None:
             raise SelectorError(f"invalid field selector: {term!r}")
+        if supported is not None and m.group(1) not in supported:
+            raise SelectorError(f"field label not supported: {m.group(1)}")
         terms.append((m.group(1), m.group(2) != "!=", m.group(3)))
     return lambda obj: all((_field_value(obj, p) == v) == eq for p, eq, v in terms)

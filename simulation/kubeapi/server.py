@@ -15,13 +15,16 @@ from contextlib import suppress
 from datetime import UTC, datetime
 from typing import Any, Final
 
+import aiohttp
 from aiohttp import web
 
 from simulation.kubeapi import discovery
+from simulation.kubeapi.aggregator import AggregatedApi, aggregated, proxy
 from simulation.kubeapi.objects import (
     KINDS,
     JsonObject,
     Kind,
+    deployment_object,
     pod_object,
     replica_set_object,
     status_object,
@@ -70,6 +73,8 @@ class KubeApiServer:
         self._watch_generation = 0
         self._forbidden: frozenset[str] = frozenset()
         self._runner: web.AppRunner | None = None
+        self._aggregated: dict[str, AggregatedApi] = {}
+        self._proxy_session: aiohttp.ClientSession | None = None
         self.url = ""
 
     # -- lifecycle --
@@ -78,16 +83,18 @@ class KubeApiServer:
         """Serve on host:port (0 picks a free port; pass an earlier port to restart in place). Returns the URL."""
         self._loop = asyncio.get_running_loop()
         self._wake = asyncio.Event()
-        app = web.Application(middlewares=[self._credentials])
+        app = web.Application(middlewares=[self._aggregator, self._credentials])
         app.router.add_get("/version", discovery.version)
         app.router.add_get("/api", discovery.api_versions)
-        app.router.add_get("/apis", discovery.api_groups)
+        app.router.add_get("/apis", self._api_groups)
         app.router.add_get("/api/v1", discovery.resource_list)
         app.router.add_get("/apis/{group}/{version}", discovery.resource_list)
         for prefix in ("/api/v1", "/apis/apps/v1"):
             app.router.add_get(prefix + "/{resource}", self._collection)
             app.router.add_get(prefix + "/namespaces/{namespace}/{resource}", self._collection)
             app.router.add_get(prefix + "/namespaces/{namespace}/{resource}/{name}", self._object)
+        app.router.add_get("/apis/resource.k8s.io/v1/{resource}", self._collection)
+        app.router.add_get("/apis/resource.k8s.io/v1/{resource}/{name}", self._object)
         app.router.add_post("/apis/authentication.k8s.io/v1/tokenreviews", self._token_review)
         app.router.add_post("/apis/authorization.k8s.io/v1/subjectaccessreviews", self._access_review)
         self._runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=1.0)
@@ -104,6 +111,14 @@ class KubeApiServer:
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
+        if self._proxy_session is not None:
+            await self._proxy_session.close()
+            self._proxy_session = None
+
+    def aggregate(self, api: AggregatedApi) -> None:
+        """Serve `/apis/<api.group>/...` by proxying to the APIService (see aggregator.py), and list the group."""
+        with self._control:
+            self._aggregated[api.group] = api
 
     @property
     def port(self) -> int:
@@ -131,6 +146,13 @@ class KubeApiServer:
 
     def delete_pod(self, namespace: str, name: str) -> bool:
         return self.delete_object("pods", namespace, name)
+
+    def put_resource_slice(self, obj: Mapping[str, Any]) -> JsonObject:
+        """Create or replace a ResourceSlice (cluster-scoped), e.g. one of `simulation.dra.resource_slices_of`."""
+        return self.put_object("resourceslices", obj)
+
+    def put_deployment(self, namespace: str, name: str, **fields: Any) -> JsonObject:
+        return self.put_object("deployments", deployment_object(namespace, name, **fields))
 
     def put_replica_set(self, namespace: str, name: str, **fields: Any) -> JsonObject:
         return self.put_object("replicasets", replica_set_object(namespace, name, **fields))
@@ -211,6 +233,22 @@ class KubeApiServer:
     # -- HTTP --
 
     @web.middleware
+    async def _aggregator(self, request: web.Request, handler: Callable[[web.Request], Any]) -> web.StreamResponse:
+        with self._control:
+            api = aggregated(self._aggregated, request.path)
+        if api is None:
+            response: web.StreamResponse = await handler(request)
+            return response
+        if self._proxy_session is None:
+            self._proxy_session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30))
+        return await proxy(api, request, self._proxy_session)
+
+    async def _api_groups(self, request: web.Request) -> web.Response:
+        with self._control:
+            extra = [api.group_entry() for api in self._aggregated.values()]
+        return discovery.api_group_list(extra)
+
+    @web.middleware
     async def _credentials(self, request: web.Request, handler: Callable[[web.Request], Any]) -> web.StreamResponse:
         if self._client_token is not None:
             if request.headers.get("Authorization", "") != f"Bearer {self._client_token}":
@@ -224,6 +262,8 @@ class KubeApiServer:
     def _kind_of(self, request: web.Request) -> Kind | None:
         kind = KINDS.get(request.match_info["resource"])
         if kind is None or not request.path.startswith(kind.prefix + "/"):
+            return None
+        if not kind.namespaced and "namespace" in request.match_info:
             return None
         return kind
 
@@ -246,7 +286,7 @@ class KubeApiServer:
         self._count("get", kind.resource)
         if refused := self._refused(kind):
             return refused
-        ns, name = request.match_info["namespace"], request.match_info["name"]
+        ns, name = request.match_info.get("namespace", ""), request.match_info["name"]
         obj = self._store.get(kind.resource, ns, name)
         if obj is None:
             return _status(404, "NotFound", f'{kind.resource} "{name}" not found')
@@ -262,7 +302,7 @@ class KubeApiServer:
         query = request.query
         namespace = request.match_info.get("namespace")
         labels = label_predicate(query.get("labelSelector"))
-        fields = field_predicate(query.get("fieldSelector"))
+        fields = field_predicate(query.get("fieldSelector"), kind.fields)
 
         def selected(obj: Mapping[str, Any]) -> bool:
             meta = obj["metadata"]

@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 from multidict import CIMultiDict
 
 from adapter.auth.config import AuthenticationFlags, load_authentication_config
+from adapter.auth.reload import TrustReloader
 from adapter.auth.requests import (
     USER_KEY,
     DelegatingAuthenticator,
@@ -39,7 +40,9 @@ from adapter.auth.sar import SubjectAccessReviewer
 from adapter.auth.tokenreview import TokenReviewer
 from simulation.kubeapi import AccessGrant, KubeApiServer, TokenUser
 from simulation.kubeconfig import write_kubeconfig
+from tests.support.waiting import eventually
 from toolkit.certs import CertificateAuthority, IssuedCertificate
+from toolkit.clientcerts import request_unverified_client_certificates
 from toolkit.kubeclient import api_client
 from toolkit.tls import build_server_ssl_context
 
@@ -115,6 +118,8 @@ class Stack:
     tokens: TokenReviewer
     access: SubjectAccessReviewer
     reviews: list[Mapping[str, Any]]
+    authentication_errors: list[str] = field(default_factory=list)
+    reloader: TrustReloader | None = None
 
     def client_context(self, cert: tuple[Path, Path] | None = None) -> ssl.SSLContext:
         context = ssl.create_default_context(cafile=self.cert_dir / "apiserver.crt")
@@ -141,7 +146,12 @@ class Stack:
 
 
 async def start_stack(
-    pki: Pki, tmp_path: Path, *, allowed_names: list[str] | None = None, always_allow: tuple[str, ...] = ()
+    pki: Pki,
+    tmp_path: Path,
+    *,
+    allowed_names: list[str] | None = None,
+    always_allow: tuple[str, ...] = (),
+    reload_period: float | None = None,
 ) -> AsyncIterator[Stack]:
     reviews: list[Mapping[str, Any]] = []
 
@@ -170,12 +180,20 @@ async def start_stack(
     config = await load_authentication_config(client, AuthenticationFlags())
     cert_dir = tmp_path / "serving"
     context = build_server_ssl_context(None, None, cert_dir, [], client_ca_data=config.ca_bundles())
+    assert request_unverified_client_certificates(context), "as adapter.server does"
     tokens = TokenReviewer(client)
     access = SubjectAccessReviewer(client)
+    errors: list[str] = []
+    authenticator = DelegatingAuthenticator.from_config(config, tokens)
+    reloader = TrustReloader(client, AuthenticationFlags(), authenticator.reconfigure, period=reload_period or 1.0)
     app = web.Application(
         middlewares=[
             auth_middleware(
-                DelegatingAuthenticator.from_config(config, tokens), access, metric_attributes, always_allow
+                authenticator,
+                access,
+                metric_attributes,
+                always_allow,
+                on_authentication_error=lambda: errors.append("token"),
             )
         ]
     )
@@ -188,9 +206,12 @@ async def start_stack(
     site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=context)
     await site.start()
     port = runner.addresses[0][1]
+    if reload_period is not None:
+        await reloader.start()
     try:
-        yield Stack(kube, f"https://127.0.0.1:{port}", cert_dir, tokens, access, reviews)
+        yield Stack(kube, f"https://127.0.0.1:{port}", cert_dir, tokens, access, reviews, errors, reloader)
     finally:
+        await reloader.stop()
         await runner.cleanup()
         await kube.stop()
 
@@ -275,11 +296,21 @@ async def test_user_certificate_names_the_user_and_headers_cannot_change_it(pki:
     assert body == {"user": "bob", "groups": ["team-a", "team-b", "system:authenticated"], "extra": {}}
 
 
-async def test_certificate_from_an_unknown_ca_is_refused(pki: Pki, stack: Stack) -> None:
-    # Python's TLS layer verifies presented client certificates: the handshake fails (kube-apiserver would say 401).
-    with pytest.raises(aiohttp.ClientError):
-        await stack.get(f"{METRICS}/namespaces/ml/pods/x/gpu_utilization", cert=pki.files["rogue"], headers=AS_ALICE)
+async def test_certificate_from_an_unknown_ca_is_unauthorized_as_kube_apiserver_answers(pki: Pki, stack: Stack) -> None:
+    # the handshake succeeds (kubernetes/apiserver secure_serving.go: tls.RequestClientCert); the authenticators refuse
+    status, body = await stack.get(
+        f"{METRICS}/namespaces/ml/pods/x/gpu_utilization", cert=pki.files["rogue"], headers=AS_ALICE
+    )
+    assert status == 401 and body["reason"] == "Unauthorized", body
     assert stack.reviews == []
+    # a bearer token still counts beside a certificate nobody trusts (every authenticator gets its turn)
+    stack.kube.set_token("t", TokenUser("carol"))
+    status, body = await stack.get(
+        f"{METRICS}/namespaces/ml/pods/x/gpu_utilization",
+        cert=pki.files["rogue"],
+        headers={**AS_ALICE, "Authorization": "Bearer t"},
+    )
+    assert status == 200 and body["user"] == "carol", body
 
 
 async def test_bearer_tokens_are_reviewed_once_then_cached(stack: Stack) -> None:
@@ -348,7 +379,9 @@ async def test_an_unreachable_cluster_answers_with_a_status(pki: Pki, stack: Sta
     status, body = await stack.get(
         f"{METRICS}/namespaces/ml/pods/x/gpu_utilization", headers={"Authorization": "Bearer t"}
     )
-    assert status == 503 and body["reason"] == "ServiceUnavailable" and "TokenReview" in body["message"]
+    # kube-apiserver answers 401 when the token cannot be checked (kubernetes/apiserver filters/authentication.go)
+    assert status == 401 and body["reason"] == "Unauthorized" and body["message"] == "Unauthorized"
+    assert stack.authentication_errors == ["token"], "counted for the self-metrics"
     # authenticated by certificate, but the SubjectAccessReview cannot be made
     status, body = await stack.get(f"{METRICS}/namespaces/ml/pods/x/gpu_utilization", cert=pki.files["bob"])
     assert status == 500 and body["reason"] == "InternalError" and "SubjectAccessReview" in body["message"]
@@ -422,3 +455,41 @@ def test_forbidden_messages_name_who_and_what(user: str, attributes: RequestAttr
         assert (f'in the namespace "{attributes.namespace}"' in message) == bool(attributes.namespace)
     if reason:
         assert message.endswith(f": {reason}")
+
+
+@pytest.fixture
+async def reloading(pki: Pki, tmp_path: Path) -> AsyncIterator[Stack]:
+    async for s in start_stack(pki, tmp_path, reload_period=0.05):
+        yield s
+
+
+async def test_a_rotated_requestheader_ca_is_used_without_a_restart(pki: Pki, reloading: Stack, tmp_path: Path) -> None:
+    stack = reloading
+    reloader = stack.reloader
+    assert reloader is not None
+    path = f"{METRICS}/namespaces/ml/pods/x/gpu_utilization"
+    assert (await stack.get(path, cert=pki.files["proxy"], headers=AS_ALICE))[0] == 200
+    await eventually(lambda: reloader.reloads >= 1, "the first read")
+    rotated = CertificateAuthority.create("front-proxy-ca-2")
+    rotated.issue_client("front-proxy-client").write(tmp_path / "p2.crt", tmp_path / "p2.key")
+    new_proxy = (tmp_path / "p2.crt", tmp_path / "p2.key")
+    assert (await stack.get(path, cert=new_proxy, headers=AS_ALICE))[0] == 401
+    configmap = stack.kube.get_object("configmaps", "kube-system", "extension-apiserver-authentication")
+    assert configmap is not None
+    data = {**configmap["data"], "requestheader-client-ca-file": rotated.cert_pem.decode()}
+    stack.kube.set_authentication_configmap(data)
+    await eventually(lambda: reloader.reloads >= 2, "the ConfigMap re-read")
+    status, body = await stack.get(path, cert=new_proxy, headers=AS_ALICE)
+    assert status == 200 and body["user"] == "alice", body
+    assert (await stack.get(path, cert=pki.files["proxy"], headers=AS_ALICE))[0] == 401, "the old CA is gone"
+
+
+async def test_an_unusable_configmap_keeps_the_trust_in_use(pki: Pki, reloading: Stack) -> None:
+    stack = reloading
+    reloader = stack.reloader
+    assert reloader is not None
+    await eventually(lambda: reloader.reloads >= 1, "the first read")
+    stack.kube.set_authentication_configmap({"requestheader-client-ca-file": "not a certificate"})
+    assert not await reloader.check()
+    path = f"{METRICS}/namespaces/ml/pods/x/gpu_utilization"
+    assert (await stack.get(path, cert=pki.files["proxy"], headers=AS_ALICE))[0] == 200

@@ -192,3 +192,27 @@ def test_connection_errors_are_one_clear_line(tmp_path: Path) -> None:
     (tmp_path / "bad").write_text("kind: Config\nclusters: []\n")
     with pytest.raises(KubeConnectionError, match=r"kubeconfig .*bad"):
         api_client(kubeconfig=tmp_path / "bad")
+
+
+async def test_client_certificates_are_requested_and_any_chain_reaches_the_authenticators(tmp_path: Path) -> None:
+    from toolkit.clientcerts import request_unverified_client_certificates
+
+    ca = CertificateAuthority.create("serving-ca")
+    ca.issue_server(["adapter.example"]).write(tmp_path / "tls.crt", tmp_path / "tls.key")
+    known = CertificateAuthority.create("known-ca")
+    context = build_server_ssl_context(
+        tmp_path / "tls.crt", tmp_path / "tls.key", tmp_path, [], client_ca_data=[known.cert_pem]
+    )
+    stranger = CertificateAuthority.create("stranger-ca").issue_client("mallory")
+    stranger.write(tmp_path / "m.crt", tmp_path / "m.key")
+    client = ssl.create_default_context(cadata=ca.cert_pem.decode())
+    client.load_cert_chain(tmp_path / "m.crt", tmp_path / "m.key")
+    try:  # verified in the handshake: refused there (TLS 1.3 clients learn it only when they read)
+        refused = await handshake(context, client, "adapter.example") != "hello"
+    except (ssl.SSLError, ConnectionError):
+        refused = True
+    assert refused
+    assert request_unverified_client_certificates(context)
+    assert context.verify_mode == ssl.CERT_OPTIONAL
+    context.verify_mode = ssl.CERT_OPTIONAL  # setting it again (as ssl users do) keeps the callback
+    assert await handshake(context, client, "adapter.example") == "hello"

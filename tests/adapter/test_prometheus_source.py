@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from adapter.api.selfmetrics import AdapterMetrics
-from adapter.metrics_config import default_metrics_config, parse_metrics_config
+from adapter.metrics_config import MetricsConfigError, default_metrics_config, parse_metrics_config
 from adapter.quantity import parse_quantity
 from adapter.sources.prometheus import PrometheusSource, namespace_matcher
 from tests.adapter.promserver import Prometheus, free_port
@@ -97,7 +97,7 @@ async def test_queries_select_by_namespace_only(make_adapter: AdapterFactory, sc
     client = await make_adapter(source=source_for(scraped))
     body = await get(client, f"{V2}/namespaces/ml/pods/*/gpu_utilization?labelSelector=app%3Dinfer")
     assert {item["describedObject"]["name"] for item in body["items"]} == {"infer-a", "infer-b"}
-    assert all(item["windowSeconds"] == 60 for item in body["items"])  # prometheus cannot know the exporter's window
+    assert all(item["windowSeconds"] == 60 for item in body["items"])  # avg_over_time(...[1m]), as the default says
     queries = [q for q in scraped.logged_queries() if "$" not in q and "gpu_pulse_pod_" in q]
     assert any('namespace="ml"' in q for q in queries)
     assert not any("pod=" in q or "pod!" in q for q in queries)  # never a selection by pod name
@@ -175,6 +175,44 @@ metrics:
     body = await get(client, f"{V2}/namespaces/ml/pods/*/broken", status=500)
     assert body["reason"] == "InternalError"
     assert "prometheus rejected the query" in body["message"]
+
+
+async def test_the_served_window_is_the_one_the_query_reads(make_adapter: AdapterFactory, scraped: Prometheus) -> None:
+    config = parse_metrics_config(
+        """
+metrics:
+  - name: util_30s
+    figure: utilization_percent
+    combine: mean
+    prometheus:
+      query: avg_over_time(gpu_pulse_pod_gpu_utilization_ratio{$namespace_matcher}[30s]) * 100
+      sample_time_query: max by (namespace, pod) (timestamp(gpu_pulse_pod_gpu_utilization_ratio{$namespace_matcher}))
+      window_seconds: 30
+"""
+    )
+    client = await make_adapter(source=source_for(scraped), config=config)
+    body = await get(client, f"{V2}/namespaces/ml/pods/*/util_30s")
+    assert body["items"] and all(item["windowSeconds"] == 30 for item in body["items"])
+
+
+def test_a_range_query_must_say_its_window() -> None:
+    text = """
+metrics:
+  - name: util
+    figure: utilization_percent
+    combine: mean
+    prometheus:
+      query: avg_over_time(gpu_pulse_pod_gpu_utilization_ratio{$namespace_matcher}[1m])
+      sample_time_query: timestamp(gpu_pulse_pod_gpu_utilization_ratio{$namespace_matcher})
+"""
+    with pytest.raises(MetricsConfigError, match="window_seconds"):
+        parse_metrics_config(text)
+
+
+def test_the_default_utilization_averages_over_the_minute_the_exporter_averages_over() -> None:
+    (utilization,) = [m for m in default_metrics_config().metrics if m.name == "gpu_utilization"]
+    assert utilization.prometheus is not None and utilization.prometheus.window_seconds == 60
+    assert "avg_over_time(" in utilization.prometheus.query and "[1m]" in utilization.prometheus.query
 
 
 def test_metrics_without_a_query_are_not_served_by_prometheus() -> None:

@@ -33,7 +33,13 @@ from toolkit.backoff import Backoff
 from toolkit.kubeclient import api_client
 
 REPO = Path(__file__).resolve().parents[2]
-SCENARIOS = {"gpu-h100": "h100x8", "gpu-shared": "shared", "gpu-mig": "a100-mig"}
+# node -> (scenario, dialect): the default metrics must work with either dialect, and DRA claims with both sources
+SCENARIOS = {
+    "gpu-h100": ("h100x8", "prometheus"),
+    "gpu-shared": ("shared", "prometheus"),
+    "gpu-mig": ("a100-mig", "prometheus"),
+    "gpu-dra": ("dra", "dcgm"),
+}
 V2 = "/apis/custom.metrics.k8s.io/v1beta2"
 
 
@@ -48,7 +54,7 @@ class Exporter:
             return NodePods.model_validate_json(response.read())
 
 
-def _started(node: str, scenario: str, log: Path) -> Exporter:
+def _started(node: str, scenario: str, dialect: str, log: Path) -> Exporter:
     port = free_port()
     process = subprocess.Popen(
         [
@@ -58,7 +64,7 @@ def _started(node: str, scenario: str, log: Path) -> Exporter:
             f"--simulate={scenario}",
             f"--node-name={node}",
             f"--listen=127.0.0.1:{port}",
-            "--dialect=prometheus",
+            f"--dialect={dialect}",
             "--log-level=warning",
         ],
         cwd=REPO,
@@ -71,7 +77,9 @@ def _started(node: str, scenario: str, log: Path) -> Exporter:
 @pytest.fixture(scope="module")
 def exporters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Exporter]]:
     logs = tmp_path_factory.mktemp("exporters")
-    running = {node: _started(node, scenario, logs / f"{node}.log") for node, scenario in SCENARIOS.items()}
+    running = {
+        node: _started(node, scenario, dialect, logs / f"{node}.log") for node, (scenario, dialect) in SCENARIOS.items()
+    }
     try:
         deadline = time.monotonic() + 60
         for exporter in running.values():
@@ -183,7 +191,8 @@ async def test_both_sources_agree_on_the_real_exporters(
 
         def scraped() -> bool:
             series = prometheus.query("gpu_pulse_pod_gpu_memory_used_bytes")
-            return {s["metric"].get("node") for s in series} == nodes
+            dcgm = prometheus.query("DCGM_FI_DEV_FB_FREE")
+            return {s["metric"].get("node") for s in series} == nodes and bool(dcgm)
 
         await eventually(scraped, "prometheus scraped the real exporters", timeout=30)
         locator = StaticExporters({node: e.url for node, e in real_cluster.exporters.items()})
@@ -212,7 +221,11 @@ async def test_both_sources_agree_on_the_real_exporters(
                 for name in one:
                     a, b = parse_quantity(one[name]["value"]), parse_quantity(other[name]["value"])
                     assert abs(a - b) <= tolerance, f"{path} {name}: direct {a}, prometheus {b}"
+                    if metric == "gpu_utilization":  # avg_over_time(...[1m]): the window it reads, as /pods says
+                        assert other[name]["windowSeconds"] == 60, other[name]
                     compared += 1
-        assert compared >= 20
+        assert compared >= 25
+        dra = await served(via_prometheus, f"{V2}/namespaces/serve/pods/*/gpu_memory_utilization")
+        assert set(dra) == {"infer-a", "infer-b"}, "DRA pods on a dcgm-dialect exporter, through prometheus"
     finally:
         prometheus.stop()

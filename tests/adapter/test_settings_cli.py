@@ -99,3 +99,19 @@ def test_help_explains_units_and_defaults() -> None:
     assert result.returncode == 0
     assert "--max-age SECONDS" in result.stdout
     assert "default: 9400" in result.stdout
+
+
+def test_the_demo_refuses_the_prometheus_source_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--demo", "--source", "prometheus"]) == 2
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("gpu-pulse-adapter: error: ") and "--source prometheus" in lines[0]
+
+
+def test_the_demo_refuses_a_kubeconfig_in_a_missing_directory_and_creates_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "new" / "dir"
+    assert main(["--demo", "--listen", "127.0.0.1:0", "--demo-kubeconfig", str(missing / "x.kubeconfig")]) == 2
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1 and "--demo-kubeconfig" in lines[0] and "does not exist" in lines[0], lines
+    assert not (tmp_path / "new").exists()

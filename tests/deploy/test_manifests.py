@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -332,3 +333,45 @@ def test_rules_and_dashboards_apply_on_their_own(kubectl: str, directory: str) -
         (rule,) = objects
         assert rule["kind"] == "PrometheusRule" and rule["metadata"]["name"] == "gpu-pulse"
         assert rule["metadata"]["labels"]["gpu-pulse.dev/dialect"] == directory.rsplit("/", 1)[1]
+
+
+def _rules_of(objects: list[dict[str, Any]], account: str) -> list[dict[str, Any]]:
+    """Every RBAC rule the ClusterRoleBindings grant the service account `account`."""
+    roles = {r["metadata"]["name"]: r for r in find(objects, "ClusterRole")}
+    return [
+        rule
+        for binding in find(objects, "ClusterRoleBinding")
+        if any(s.get("name") == account for s in binding.get("subjects") or ())
+        for rule in roles[binding["roleRef"]["name"]]["rules"]
+    ]
+
+
+def _reads(rules: list[dict[str, Any]], group: str, resource: str) -> bool:
+    return any(
+        group in r["apiGroups"] and resource in r["resources"] and {"get", "list", "watch"} <= set(r["verbs"])
+        for r in rules
+    )
+
+
+@pytest.mark.parametrize("components", [["dra"], ["shared-gpus"], ["shared-gpus", "dra"]])
+def test_every_exporter_with_kubernetes_may_read_its_nodes_resource_slices(
+    tmp_path: Path, components: list[str]
+) -> None:
+    kubectl = require_tool("kubectl")
+    overlay = tmp_path / "overlay"
+    overlay.mkdir()
+    (overlay / "kustomization.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "kustomize.config.k8s.io/v1beta1",
+                "kind": "Kustomization",
+                "resources": [os.path.relpath(DEPLOY / "overlays" / "plain", overlay)],
+                "components": [os.path.relpath(DEPLOY / "components" / c, overlay) for c in components],
+            }
+        )
+    )
+    objects = kustomize(kubectl, overlay)
+    pod = one(objects, "DaemonSet", "gpu-pulse-exporter")["spec"]["template"]["spec"]
+    assert "--kubernetes" in pod["containers"][0]["args"] and pod["automountServiceAccountToken"] is True
+    rules = _rules_of(objects, "gpu-pulse-exporter")
+    assert _reads(rules, "resource.k8s.io", "resourceslices") and _reads(rules, "", "pods")

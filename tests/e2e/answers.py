@@ -9,8 +9,6 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from prometheus_client.parser import text_string_to_metric_families
-
 from adapter.quantity import parse_quantity
 from exporter.pods_document import NodePods
 from tests.e2e.cluster import Workload
@@ -58,15 +56,3 @@ def pods_mean_utilization(document: NodePods, namespace: str, pod: str) -> float
             known = [f for f in figures if f is not None]
             return sum(known) / len(known) if known else None
     return None
-
-
-def metrics_mean_utilization(exposition: str, namespace: str, pod: str) -> float | None:
-    """What the exporter's /metrics says of the pod right now: the mean of its per-device utilization series, %."""
-    values = [
-        sample.value * 100
-        for family in text_string_to_metric_families(exposition)
-        if family.name == "gpu_pulse_pod_gpu_utilization_ratio"
-        for sample in family.samples
-        if sample.labels.get("namespace") == namespace and sample.labels.get("pod") == pod
-    ]
-    return sum(values) / len(values) if values else None

@@ -1,5 +1,6 @@
-"""The end-to-end cluster as data: three simulated GPU nodes (whole GPUs, MIG, a time-sliced GPU), the workloads whose
-pods run on them, and what the simulator does on the nodes' timelines.
+"""The end-to-end cluster as data: four simulated GPU nodes (whole GPUs, MIG, a time-sliced GPU, GPUs allocated through
+DRA ResourceClaims on an exporter of the dcgm dialect), the workloads whose pods run on them, and what the simulator
+does on the nodes' timelines.
 
 Each node is a scenario file written for the run (the simulator's file format); the Kubernetes API test server gets
 the same pods, with the UIDs the scenario loader derives, their workload's labels, and owner references (Deployment
@@ -19,6 +20,7 @@ from typing import Any, Literal
 
 import yaml
 
+from exporter.catalogue import Dialect
 from simulation import load_scenario
 from simulation.kubeapi import KubeApiServer
 from simulation.scenario import Scenario
@@ -54,12 +56,21 @@ EMBED = Workload("search", "embed", "Deployment", "7f6b9d")
 TRAINER = Workload("research", "trainer", "StatefulSet")
 FINETUNE = Workload("research", "finetune", "StatefulSet")
 NOTEBOOK = Workload("lab", "notebook-dana", "Pod")
-WORKLOADS = (LLM_SERVE, CHAT, EMBED, TRAINER, FINETUNE, NOTEBOOK)
+RERANK = Workload("search", "rerank", "Deployment", "3c5a8e")  # GPUs from DRA ResourceClaims
+WORKLOADS = (LLM_SERVE, CHAT, EMBED, TRAINER, FINETUNE, NOTEBOOK, RERANK)
 # workloads whose GPUs report utilization (A100 MIG instances have none: `finetune` reports memory only)
-WITH_UTILIZATION = (LLM_SERVE, CHAT, EMBED, TRAINER, NOTEBOOK)
+WITH_UTILIZATION = (LLM_SERVE, CHAT, EMBED, TRAINER, NOTEBOOK, RERANK)
+RERANK_LOAD = 75.0  # two pods at 75 % against a 60 % target: an HPA asks for ceil(2 x 1.25) = 3 replicas
 
 
-def _pod(workload: Workload, name: str, gpus: list[dict[str, Any]], pids: list[int], **extra: Any) -> dict[str, Any]:
+def _pod(
+    workload: Workload,
+    name: str,
+    gpus: list[dict[str, Any]],
+    pids: list[int],
+    claims: tuple[str, ...] = (),
+    **extra: Any,
+) -> dict[str, Any]:
     labels = {"app": workload.name}
     if workload.kind == "Deployment":
         labels["pod-template-hash"] = workload.template_hash
@@ -67,7 +78,7 @@ def _pod(workload: Workload, name: str, gpus: list[dict[str, Any]], pids: list[i
         "namespace": workload.namespace,
         "name": name,
         "labels": labels,
-        "containers": [{"name": "main", "gpus": gpus, "pids": pids}],
+        "containers": [{"name": "main", "gpus": gpus, "pids": pids, "claims": list(claims)}],
         **extra,
     }
 
@@ -155,7 +166,24 @@ SHARED = {
     ],
 }
 
-NODES: dict[str, dict[str, Any]] = {str(data["node"]): data for data in (WHOLE, MIG, SHARED)}
+DRA = {
+    "description": "2 x H100 allocated by the NVIDIA DRA driver: each rerank pod holds one through its ResourceClaim",
+    "node": "e2e-dra",
+    "gpus": [{"model": "H100-SXM5-80GB", "count": 2, "load": _flat(RERANK_LOAD)}],
+    "processes": [{"pid": 41001, "gpu": 0, "memory_mib": 24000}, {"pid": 41002, "gpu": 1, "memory_mib": 26000}],
+    "claims": [
+        {"namespace": "search", "name": "rerank-gpu-a", "devices": [{"gpu": 0}]},
+        {"namespace": "search", "name": "rerank-gpu-b", "devices": [{"gpu": 1}]},
+    ],
+    "pods": [
+        _pod(RERANK, "rerank-3c5a8e-b7k2d", [], [41001], claims=("rerank-gpu-a",)),
+        _pod(RERANK, "rerank-3c5a8e-x9m4q", [], [41002], claims=("rerank-gpu-b",)),
+    ],
+}
+
+NODES: dict[str, dict[str, Any]] = {str(data["node"]): data for data in (WHOLE, MIG, SHARED, DRA)}
+# the exporters publish the prometheus dialect, but one: every default metric must work with both
+DIALECTS: dict[str, Dialect] = {"e2e-dra": Dialect.DCGM}
 KILLED_NODE = "e2e-shared"  # the node whose exporter the last test stops
 
 

@@ -1,6 +1,6 @@
 """Everything the end-to-end test runs, started once, all on loopback with free ports:
 
-- three exporter processes on simulated GPUs (cluster.py), prometheus dialect, 1 s interval;
+- four exporter processes on simulated GPUs (cluster.py), prometheus dialect but the DRA node's (dcgm), 1 s interval;
 - the Kubernetes API test server (on a thread) with the pods of all three nodes and their owners;
 - a real `prometheus` scraping the exporters, both adapters and the control-plane stand-ins every second, with the
   shipped rules of the prometheus dialect, evaluated every second;
@@ -22,7 +22,7 @@ from typing import Any
 from exporter.catalogue import Dialect
 from simulation.kubeapi import KubeApiServer
 from simulation.scenario import Scenario
-from tests.e2e.cluster import CHAT, EMBED, LLM_SERVE, load_scenarios, populate, write_scenarios
+from tests.e2e.cluster import CHAT, DIALECTS, EMBED, LLM_SERVE, load_scenarios, populate, write_scenarios
 from tests.support.adapters import (
     HPA_USER,
     METRICS_POLICY,
@@ -113,7 +113,12 @@ def running_e2e_stack(prometheus_binary: str, workdir: Path) -> Iterator[E2EStac
         cleanup.callback(processes.stop_all)
         scenarios = load_scenarios(write_scenarios(workdir / "scenarios"))
         paths = {node: workdir / "scenarios" / f"{node}.yaml" for node in scenarios}
-        exporters = {node: start_exporter(processes, node, paths[node], interval=INTERVAL) for node in scenarios}
+        exporters = {
+            node: start_exporter(
+                processes, node, paths[node], interval=INTERVAL, dialect=DIALECTS.get(node, Dialect.PROMETHEUS)
+            )
+            for node in scenarios
+        }
         kube = cleanup.enter_context(kube_api_on_a_thread(bookmark_interval=0.5))
         kube.set_authorization(METRICS_POLICY)
         populate(kube, scenarios)

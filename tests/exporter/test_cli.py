@@ -275,3 +275,49 @@ def test_a_simulated_node_is_named_by_its_scenario_unless_told_otherwise(
     finally:
         process.kill()
         process.wait(timeout=10)
+
+
+# ---- --simulate with a real kubelet or /proc: explicit flags win ---------------------------------------------------
+def test_an_explicit_kubelet_socket_and_proc_root_win_over_the_simulated_nodes(tmp_path: Path) -> None:
+    from contextlib import ExitStack
+
+    from exporter.attribution.attributor import KubeletPodAttributor
+    from exporter.cli import _pod_side, _simulate
+    from exporter.kubelet.podresources import ContainerResources, PodResources
+    from simulation.kubelet import FakeKubelet
+
+    socket_path = tmp_path / "real.sock"
+    proc_root = tmp_path / "proc"
+    proc_root.mkdir()
+    real = FakeKubelet(socket_path, [PodResources("real-ns", "real-pod", (ContainerResources("main"),))])
+    real.start()
+    argv = ["--simulate", "shared", "--kubelet-socket", str(socket_path), "--proc-root", str(proc_root)]
+    try:
+        with ExitStack() as stack:
+            settings = load_settings(argv, {}, hostname=lambda: "h")
+            node = _simulate(settings, stack)
+            assert node is not None and node.pod_side is not None
+            assert not node.pod_side.kubelet.serving, "the simulated kubelet must not start"
+            attributor = _pod_side(settings, node, stack)
+            assert isinstance(attributor, KubeletPodAttributor)
+            assert attributor.client.socket_path == socket_path
+            assert attributor.owners is not None and attributor.owners.proc_root == proc_root
+            assert attributor.pods is None and attributor.slices is None, "the scenario's pods are not the cluster's"
+    finally:
+        real.stop()
+
+
+def test_without_explicit_flags_the_simulated_node_serves_its_own_kubelet() -> None:
+    from contextlib import ExitStack
+
+    from exporter.attribution.attributor import KubeletPodAttributor
+    from exporter.cli import _pod_side, _simulate
+
+    with ExitStack() as stack:
+        settings = load_settings(["--simulate", "shared"], {}, hostname=lambda: "h")
+        node = _simulate(settings, stack)
+        assert node is not None and node.pod_side is not None and node.pod_side.kubelet.serving
+        attributor = _pod_side(settings, node, stack)
+        assert isinstance(attributor, KubeletPodAttributor)
+        assert attributor.client.socket_path == node.pod_side.socket_path
+        assert attributor.owners is not None and attributor.owners.proc_root == node.pod_side.proc_root

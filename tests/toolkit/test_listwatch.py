@@ -278,7 +278,7 @@ def test_malformed_items_and_events_are_skipped_and_logged(caplog: pytest.LogCap
             Stream(
                 [
                     event("ADDED", {"metadata": {"namespace": "ml", "name": "worse"}}),
-                    event("DELETED", {"metadata": {"name": "no-namespace"}}),
+                    event("DELETED", {"metadata": {"namespace": "ml"}}),  # no name
                     event("ADDED", item("b", "6")),
                 ]
             ),

@@ -160,8 +160,10 @@ def test_malformed_container_statuses_are_refused(status: object) -> None:
 
 def test_object_key() -> None:
     assert object_key(pod_object("ml", "p")) == ("ml", "p")
-    with pytest.raises(MalformedObjectError):
-        object_key({"metadata": {"name": "no-namespace"}})
+    assert object_key({"metadata": {"name": "a-resource-slice"}}) == ("", "a-resource-slice")  # cluster-scoped
+    for malformed in ({"metadata": {"namespace": "ml"}}, {"metadata": {"name": "x", "namespace": 3}}, {}, "x"):
+        with pytest.raises(MalformedObjectError):
+            object_key(malformed)  # type: ignore[arg-type]
 
 
 def test_owners_are_shared() -> None:

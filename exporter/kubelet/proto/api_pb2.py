@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n exporter/kubelet/proto/api.proto\x12\x02v1\"\x1d\n\x1b\x41llocatableResourcesRequest\"{\n\x1c\x41llocatableResourcesResponse\x12%\n\x07\x64\x65vices\x18\x01 \x03(\x0b\x32\x14.v1.ContainerDevices\x12\x0f\n\x07\x63pu_ids\x18\x02 \x03(\x03\x12#\n\x06memory\x18\x03 \x03(\x0b\x32\x13.v1.ContainerMemory\"\x19\n\x17ListPodResourcesRequest\"C\n\x18ListPodResourcesResponse\x12\'\n\rpod_resources\x18\x01 \x03(\x0b\x32\x10.v1.PodResources\"[\n\x0cPodResources\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x11\n\tnamespace\x18\x02 \x01(\t\x12*\n\ncontainers\x18\x03 \x03(\x0b\x32\x16.v1.ContainerResources\"\xaf\x01\n\x12\x43ontainerResources\x12\x0c\n\x04name\x18\x01 \x01(\t\x12%\n\x07\x64\x65vices\x18\x02 \x03(\x0b\x32\x14.v1.ContainerDevices\x12\x0f\n\x07\x63pu_ids\x18\x03 \x03(\x03\x12#\n\x06memory\x18\x04 \x03(\x0b\x32\x13.v1.ContainerMemory\x12.\n\x11\x64ynamic_resources\x18\x05 \x03(\x0b\x32\x13.v1.DynamicResource\"X\n\x0f\x43ontainerMemory\x12\x13\n\x0bmemory_type\x18\x01 \x01(\t\x12\x0c\n\x04size\x18\x02 \x01(\x04\x12\"\n\x08topology\x18\x03 \x01(\x0b\x32\x10.v1.TopologyInfo\"a\n\x10\x43ontainerDevices\x12\x15\n\rresource_name\x18\x01 \x01(\t\x12\x12\n\ndevice_ids\x18\x02 \x03(\t\x12\"\n\x08topology\x18\x03 \x01(\x0b\x32\x10.v1.TopologyInfo\"+\n\x0cTopologyInfo\x12\x1b\n\x05nodes\x18\x01 \x03(\x0b\x32\x0c.v1.NUMANode\"\x16\n\x08NUMANode\x12\n\n\x02ID\x18\x01 \x01(\x03\"p\n\x0f\x44ynamicResource\x12\x12\n\nclaim_name\x18\x02 \x01(\t\x12\x17\n\x0f\x63laim_namespace\x18\x03 \x01(\t\x12*\n\x0f\x63laim_resources\x18\x04 \x03(\x0b\x32\x11.v1.ClaimResourceJ\x04\x08\x01\x10\x02\"p\n\rClaimResource\x12\"\n\x0b\x63\x64i_devices\x18\x01 \x03(\x0b\x32\r.v1.CDIDevice\x12\x13\n\x0b\x64river_name\x18\x02 \x01(\t\x12\x11\n\tpool_name\x18\x03 \x01(\t\x12\x13\n\x0b\x64\x65vice_name\x18\x04 \x01(\t\"\x19\n\tCDIDevice\x12\x0c\n\x04name\x18\x01 \x01(\t\"A\n\x16GetPodResourcesRequest\x12\x10\n\x08pod_name\x18\x01 \x01(\t\x12\x15\n\rpod_namespace\x18\x02 \x01(\t\"B\n\x17GetPodResourcesResponse\x12\'\n\rpod_resources\x18\x01 \x01(\x0b\x32\x10.v1.PodResources2\xfb\x01\n\x12PodResourcesLister\x12\x43\n\x04List\x12\x1b.v1.ListPodResourcesRequest\x1a\x1c.v1.ListPodResourcesResponse\"\x00\x12^\n\x17GetAllocatableResources\x12\x1f.v1.AllocatableResourcesRequest\x1a .v1.AllocatableResourcesResponse\"\x00\x12@\n\x03Get\x12\x1a.v1.GetPodResourcesRequest\x1a\x1b.v1.GetPodResourcesResponse\"\x00\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n exporter/kubelet/proto/api.proto\x12\x02v1\"\x1d\n\x1b\x41llocatableResourcesRequest\"{\n\x1c\x41llocatableResourcesResponse\x12%\n\x07\x64\x65vices\x18\x01 \x03(\x0b\x32\x14.v1.ContainerDevices\x12\x0f\n\x07\x63pu_ids\x18\x02 \x03(\x03\x12#\n\x06memory\x18\x03 \x03(\x0b\x32\x13.v1.ContainerMemory\"\x19\n\x17ListPodResourcesRequest\"C\n\x18ListPodResourcesResponse\x12\'\n\rpod_resources\x18\x01 \x03(\x0b\x32\x10.v1.PodResources\"[\n\x0cPodResources\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x11\n\tnamespace\x18\x02 \x01(\t\x12*\n\ncontainers\x18\x03 \x03(\x0b\x32\x16.v1.ContainerResources\"\xaf\x01\n\x12\x43ontainerResources\x12\x0c\n\x04name\x18\x01 \x01(\t\x12%\n\x07\x64\x65vices\x18\x02 \x03(\x0b\x32\x14.v1.ContainerDevices\x12\x0f\n\x07\x63pu_ids\x18\x03 \x03(\x03\x12#\n\x06memory\x18\x04 \x03(\x0b\x32\x13.v1.ContainerMemory\x12.\n\x11\x64ynamic_resources\x18\x05 \x03(\x0b\x32\x13.v1.DynamicResource\"X\n\x0f\x43ontainerMemory\x12\x13\n\x0bmemory_type\x18\x01 \x01(\t\x12\x0c\n\x04size\x18\x02 \x01(\x04\x12\"\n\x08topology\x18\x03 \x01(\x0b\x32\x10.v1.TopologyInfo\"a\n\x10\x43ontainerDevices\x12\x15\n\rresource_name\x18\x01 \x01(\t\x12\x12\n\ndevice_ids\x18\x02 \x03(\t\x12\"\n\x08topology\x18\x03 \x01(\x0b\x32\x10.v1.TopologyInfo\"+\n\x0cTopologyInfo\x12\x1b\n\x05nodes\x18\x01 \x03(\x0b\x32\x0c.v1.NUMANode\"\x16\n\x08NUMANode\x12\n\n\x02ID\x18\x01 \x01(\x03\"p\n\x0f\x44ynamicResource\x12\x12\n\nclaim_name\x18\x02 \x01(\t\x12\x17\n\x0f\x63laim_namespace\x18\x03 \x01(\t\x12*\n\x0f\x63laim_resources\x18\x04 \x03(\x0b\x32\x11.v1.ClaimResourceJ\x04\x08\x01\x10\x02\"\x94\x01\n\rClaimResource\x12\"\n\x0b\x63\x64i_devices\x18\x01 \x03(\x0b\x32\r.v1.CDIDevice\x12\x13\n\x0b\x64river_name\x18\x02 \x01(\t\x12\x11\n\tpool_name\x18\x03 \x01(\t\x12\x13\n\x0b\x64\x65vice_name\x18\x04 \x01(\t\x12\x15\n\x08share_id\x18\x05 \x01(\tH\x00\x88\x01\x01\x42\x0b\n\t_share_id\"\x19\n\tCDIDevice\x12\x0c\n\x04name\x18\x01 \x01(\t\"A\n\x16GetPodResourcesRequest\x12\x10\n\x08pod_name\x18\x01 \x01(\t\x12\x15\n\rpod_namespace\x18\x02 \x01(\t\"B\n\x17GetPodResourcesResponse\x12\'\n\rpod_resources\x18\x01 \x01(\x0b\x32\x10.v1.PodResources2\xfb\x01\n\x12PodResourcesLister\x12\x43\n\x04List\x12\x1b.v1.ListPodResourcesRequest\x1a\x1c.v1.ListPodResourcesResponse\"\x00\x12^\n\x17GetAllocatableResources\x12\x1f.v1.AllocatableResourcesRequest\x1a .v1.AllocatableResourcesResponse\"\x00\x12@\n\x03Get\x12\x1a.v1.GetPodResourcesRequest\x1a\x1b.v1.GetPodResourcesResponse\"\x00\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -53,14 +53,14 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_NUMANODE']._serialized_end=819
   _globals['_DYNAMICRESOURCE']._serialized_start=821
   _globals['_DYNAMICRESOURCE']._serialized_end=933
-  _globals['_CLAIMRESOURCE']._serialized_start=935
-  _globals['_CLAIMRESOURCE']._serialized_end=1047
-  _globals['_CDIDEVICE']._serialized_start=1049
-  _globals['_CDIDEVICE']._serialized_end=1074
-  _globals['_GETPODRESOURCESREQUEST']._serialized_start=1076
-  _globals['_GETPODRESOURCESREQUEST']._serialized_end=1141
-  _globals['_GETPODRESOURCESRESPONSE']._serialized_start=1143
-  _globals['_GETPODRESOURCESRESPONSE']._serialized_end=1209
-  _globals['_PODRESOURCESLISTER']._serialized_start=1212
-  _globals['_PODRESOURCESLISTER']._serialized_end=1463
+  _globals['_CLAIMRESOURCE']._serialized_start=936
+  _globals['_CLAIMRESOURCE']._serialized_end=1084
+  _globals['_CDIDEVICE']._serialized_start=1086
+  _globals['_CDIDEVICE']._serialized_end=1111
+  _globals['_GETPODRESOURCESREQUEST']._serialized_start=1113
+  _globals['_GETPODRESOURCESREQUEST']._serialized_end=1178
+  _globals['_GETPODRESOURCESRESPONSE']._serialized_start=1180
+  _globals['_GETPODRESOURCESRESPONSE']._serialized_end=1246
+  _globals['_PODRESOURCESLISTER']._serialized_start=1249
+  _globals['_PODRESOURCESLISTER']._serialized_end=1500
 # @@protoc_insertion_point(module_scope)

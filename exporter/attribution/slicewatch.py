@@ -1,0 +1,124 @@
+"""This node's ResourceSlices, kept current by list + watch on a background thread (`--kubernetes`).
+
+Lists `resource.k8s.io/v1` ResourceSlices with the field selector `spec.nodeName=<node>` (kubernetes/api
+resource/v1/types.go, ResourceSliceSpec.NodeName: "A field selector can be used to list only ResourceSlice objects
+belonging to a certain node"), so only this node's slices travel; then watches from the list's resourceVersion
+(`toolkit.listwatch`: a fresh list after 410 Gone, a jittered backoff after a broken connection). The index is
+replaced, never mutated.
+
+RBAC: `get`, `list`, `watch` on `resourceslices` in the API group `resource.k8s.io` (deploy/base).
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from exporter.attribution.resourceslices import ResourceSliceIndex, SliceDevices, slice_from_object
+from toolkit.backoff import Backoff, Draw
+from toolkit.listwatch import ListWatch
+
+
+@dataclass(frozen=True, slots=True)
+class SliceWatchStatus:
+    synced: bool = False  # a complete list has arrived (the index stays in use through outages)
+    connected: bool = False
+    devices: int = 0
+    errors_total: int = 0
+    last_error: str | None = None
+
+
+class ResourceSliceWatch:
+    """The DRA devices of one node, from its ResourceSlices. A DraDevices."""
+
+    def __init__(
+        self,
+        api_client: Any,
+        node_name: str,
+        *,
+        watch_timeout_seconds: int = 300,
+        request_timeout: float = 10.0,
+        backoff: Backoff | None = None,
+        draw: Draw = random.random,
+    ) -> None:
+        from kubernetes import client  # only with --kubernetes
+
+        if not node_name:
+            raise ValueError("the ResourceSlice watch needs the node name (--node-name or NODE_NAME)")
+        self.node_name = node_name
+        self._index = ResourceSliceIndex()
+        self._loop: ListWatch[SliceDevices | None] = ListWatch(
+            name=f"ResourceSlice watch on node {node_name}",
+            list_func=client.ResourceV1Api(api_client).list_resource_slice,
+            parse=_parse,
+            replace=self._replace,
+            upsert=self._upsert,
+            remove=self._remove,
+            field_selector=f"spec.nodeName={node_name}",
+            watch_timeout_seconds=watch_timeout_seconds,
+            request_timeout=request_timeout,
+            backoff=backoff or Backoff(initial=0.5, maximum=30.0),
+            draw=draw,
+        )
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def uuid_of(self, driver: str, pool: str, device: str) -> str | None:
+        return self._index.uuid_of(driver, pool, device)
+
+    @property
+    def index(self) -> ResourceSliceIndex:
+        return self._index
+
+    @property
+    def status(self) -> SliceWatchStatus:
+        stats = self._loop.stats
+        return SliceWatchStatus(
+            synced=stats.synced,
+            connected=stats.connected,
+            devices=len(self._index),
+            errors_total=stats.errors,
+            last_error=stats.last_error or None,
+        )
+
+    def start(self) -> None:
+        if self._thread is not None:
+            return
+        self._stop.clear()
+        self._thread = threading.Thread(
+            target=self._loop.run, args=(self._stop,), name="resourceslice-watch", daemon=True
+        )
+        self._thread.start()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._loop.interrupt()
+        thread, self._thread = self._thread, None
+        if thread is not None:
+            thread.join(timeout=2.0)
+
+    def wait_synced(self, timeout: float) -> bool:
+        """Block until the first list arrived (for start-up and tests); True when synced."""
+        deadline = time.monotonic() + timeout
+        while not self._loop.stats.synced and time.monotonic() < deadline and not self._stop.is_set():
+            self._stop.wait(0.02)
+        return self._loop.stats.synced
+
+    # ---- what the list and the watch change (on the watch's thread) ------------------------------------------------
+    def _replace(self, slices: list[SliceDevices | None]) -> None:
+        self._index = ResourceSliceIndex(entry for entry in slices if entry is not None)
+
+    def _upsert(self, entry: SliceDevices | None) -> None:
+        if entry is not None:  # a slice of another driver, or one without devices we can place
+            self._index = self._index.replaced(entry)
+
+    def _remove(self, namespace: str, name: str) -> None:  # ResourceSlices are cluster-scoped: namespace ""
+        self._index = self._index.without(name)
+
+
+def _parse(obj: Mapping[str, Any]) -> SliceDevices | None:
+    return slice_from_object(obj)
