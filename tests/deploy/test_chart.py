@@ -32,10 +32,11 @@ from tests.deploy.rendering import (
     kustomize_with_components,
     one,
     require_binary,
+    require_helm,
 )
 from tests.deploy.schemas import CERT_MANAGER_SCHEMAS, SERVICE_MONITOR, VERSIONS
 
-helm_python = pytest.importorskip("helm_python", reason="helm-python-sdk (the test extra) is not installed")
+helm_python = require_helm()
 
 # The values sets the tests render: what a user sets most, one choice at a time, and everything at once.
 VALUES: dict[str, dict[str, Any]] = {
