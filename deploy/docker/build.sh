@@ -147,7 +147,7 @@ created="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
 for target in exporter adapter; do
     name="${prefix}gpu-pulse-$target:$version"
     log "building $name (base $base)"
-    bh bud --quiet --layers --isolation "$isolation" --network host --pull=missing \
+    bh bud --quiet --layers --force-rm --isolation "$isolation" --network host --pull=missing \
         --file "$here/Containerfile" --target "$target" \
         --build-arg "BASE_IMAGE=$base" --build-arg "VERSION=$version" \
         --build-arg "REVISION=$revision" --build-arg "CREATED=$created" \
