@@ -58,6 +58,7 @@ log "buildah storage driver: ${STORAGE_DRIVER:-$( [ ${#storage[@]} -gt 0 ] && ec
 # The base made with mmdebstrap: Debian's Essential set plus python3, its venv module, CA certificates and the C++
 # runtime (grpcio's extension links libstdc++), without documentation, manual pages and translations (copyright
 # files stay).
+# shellcheck disable=SC2054 # the commas separate the packages of --include, not array elements
 mmdebstrap_args=(
     --variant=essential
     --include=python3,python3-venv,ca-certificates,libstdc++6
