@@ -145,13 +145,21 @@ if [ -n "$ca_bundle" ]; then
 fi
 
 created="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
-for target in exporter adapter; do
+# The build stage first, under a name of its own: the two images reuse its layers (--layers), and the next build
+# replaces it instead of leaving it behind untagged.
+for target in build exporter adapter; do
     name="${prefix}gpu-pulse-$target:$version"
+    [ "$target" = build ] && name="localhost/gpu-pulse-build-stage:$version"
+    previous="$(bh inspect --type image --format '{{.FromImageID}}' "$name" 2>/dev/null || true)"
     log "building $name (base $base)"
     bh bud --quiet --layers --force-rm --isolation "$isolation" --network host --pull=missing \
         --file "$here/Containerfile" --target "$target" \
         --build-arg "BASE_IMAGE=$base" --build-arg "VERSION=$version" \
         --build-arg "REVISION=$revision" --build-arg "CREATED=$created" \
         --tag "$name" "$context" >/dev/null
-    echo "$name"
+    # the image this tag named before, now untagged: removed unless something still uses it
+    if [ -n "$previous" ] && [ "$previous" != "$(bh inspect --type image --format '{{.FromImageID}}' "$name")" ]; then
+        bh rmi "$previous" >/dev/null 2>&1 || true
+    fi
+    [ "$target" = build ] || echo "$name"
 done
