@@ -130,11 +130,8 @@ trap 'rm -rf "$context"' EXIT
 if git -C "$repo" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
     (cd "$repo" && git ls-files -z --cached --others --exclude-standard | xargs -0 -r ls -d 2>/dev/null | tar -cf - -T -) \
         | tar -xf - -C "$context"
-    revision="$(git -C "$repo" rev-parse HEAD)"
-    [ -z "$(git -C "$repo" status --porcelain)" ] || revision="$revision-dirty"
 else
     cp -a "$repo/." "$context/"
-    revision=unknown
 fi
 
 ca_bundle="${BUILD_CA_BUNDLE:-${PIP_CERT:-$(python3 -m pip config get global.cert 2>/dev/null || true)}}"
@@ -144,7 +141,6 @@ if [ -n "$ca_bundle" ]; then
     log "pip in the build stage trusts $ca_bundle"
 fi
 
-created="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
 # The build stage first, under a name of its own: the two images reuse its layers (--layers), and the next build
 # replaces it instead of leaving it behind untagged.
 for target in build exporter adapter; do
@@ -155,7 +151,6 @@ for target in build exporter adapter; do
     bh bud --quiet --layers --force-rm --isolation "$isolation" --network host --pull=missing \
         --file "$here/Containerfile" --target "$target" \
         --build-arg "BASE_IMAGE=$base" --build-arg "VERSION=$version" \
-        --build-arg "REVISION=$revision" --build-arg "CREATED=$created" \
         --tag "$name" "$context" >/dev/null
     # the image this tag named before, now untagged: removed unless something still uses it
     if [ -n "$previous" ] && [ "$previous" != "$(bh inspect --type image --format '{{.FromImageID}}' "$name")" ]; then
