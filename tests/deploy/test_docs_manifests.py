@@ -16,7 +16,8 @@ import yaml
 from exporter.catalogue import Dialect
 from rules.generate import recordings
 from rules.promql import metric_names
-from tests.deploy.rendering import REPO, require_binary
+from tests.deploy.invariants import check_all
+from tests.deploy.rendering import REPO, find, kustomize, one, require_binary
 from tests.deploy.schemas import VERSIONS
 
 HPA_DOC = REPO / "docs" / "hpa.md"
@@ -133,3 +134,23 @@ def test_a_misshapen_scaled_object_is_caught() -> None:
     scaled["spec"]["triggers"][0]["metadata"]["treshold"] = scaled["spec"]["triggers"][0]["metadata"].pop("threshold")
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(scaled, SCALED_OBJECT)
+
+
+def test_install_md_overlay_renders_as_documented(kubectl: str, tmp_path: Path) -> None:
+    """docs/install.md's own overlay (components, images, release label), beside a copy of the repository's layout."""
+    (block,) = [b for b in _BLOCK.findall((REPO / "docs" / "install.md").read_text()) if "my-overlay/" in b]
+    for part in ("deploy", "rules", "dashboards"):
+        (tmp_path / part).symlink_to(REPO / part)
+    (tmp_path / "my-overlay").mkdir()
+    (tmp_path / "my-overlay" / "kustomization.yaml").write_text(block, encoding="utf-8")
+    objects = kustomize(kubectl, tmp_path / "my-overlay")
+    check_all(objects)
+    pods = [one(objects, "DaemonSet", "gpu-pulse-exporter"), one(objects, "Deployment", "gpu-pulse-adapter")]
+    images = {p["spec"]["template"]["spec"]["containers"][0]["image"] for p in pods}
+    version = re.search(r'^version = "([^"]+)"$', (REPO / "pyproject.toml").read_text(), re.MULTILINE)
+    assert version, "pyproject.toml has a version"
+    # the documented tag is the one build.sh gives: the package's version
+    assert images == {f"registry.example.com/team/gpu-pulse-{r}:{version.group(1)}" for r in ("exporter", "adapter")}
+    assert one(objects, "APIService", "v1beta1.external.metrics.k8s.io")
+    for monitor in find(objects, "ServiceMonitor") + find(objects, "PrometheusRule"):
+        assert monitor["metadata"]["labels"]["release"] == "kube-prometheus-stack"
