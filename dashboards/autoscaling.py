@@ -4,12 +4,12 @@ latency and freshness.
 
 from __future__ import annotations
 
-from dashboards.board import Board, Query, Variable, matcher
+from dashboards.board import Board, Query, Variable, job_variable, matcher
+from rules.jobs import Jobs
 from rules.names import OWNER
 
-ADAPTER_JOB = "gpu-pulse-adapter"
 HPA = matcher(cluster="cluster", namespace="namespace", horizontalpodautoscaler="hpa")
-ADAPTER = f'{{job="{ADAPTER_JOB}", cluster=~"$cluster"}}'
+ADAPTER = matcher(job="job", cluster="cluster")
 RATE = "[$__rate_interval]"
 
 # one series per HPA: the name of the workload it scales, as `workload`
@@ -25,7 +25,7 @@ POD_PERCENT = (
 )
 
 
-def autoscaling_board() -> Board:
+def autoscaling_board(jobs: Jobs) -> Board:
     b = Board(
         uid="gpu-pulse-autoscaling",
         title="GPU autoscaling",
@@ -34,6 +34,7 @@ def autoscaling_board() -> Board:
         tags=("gpu", "autoscaling"),
         variables=(
             Variable("cluster", "Cluster", "label_values(kube_horizontalpodautoscaler_info, cluster)"),
+            job_variable(jobs.adapter, "gpu_pulse_adapter_pod_cache_synced", "adapter"),
             Variable(
                 "namespace",
                 "Namespace",

@@ -29,6 +29,7 @@ from grafana_foundation_sdk.models.common import (
 from grafana_foundation_sdk.models.dashboard import (
     DashboardCursorSync,
     DataSourceRef,
+    VariableOption,
     VariableRefresh,
     VariableSort,
 )
@@ -53,6 +54,7 @@ class Variable:
     query: str  # label_values(...) over a series
     multi: bool = True
     description: str = ""
+    current: str | None = None  # the value selected when the dashboard opens (default: All)
 
 
 @dataclass(slots=True)
@@ -84,7 +86,7 @@ class Board:
             )
         )
         for var in self.variables:
-            self._builder.with_variable(
+            variable = (
                 gdb.QueryVariable(var.name)
                 .label(var.label)
                 .description(var.description or var.label)
@@ -96,6 +98,9 @@ class Board:
                 .include_all(True)
                 .all_value(".*")
             )
+            if var.current is not None:
+                variable.current(VariableOption(selected=True, text=var.current, value=var.current))
+            self._builder.with_variable(variable)
 
     def _id(self) -> int:
         value = self._next_id
@@ -196,6 +201,19 @@ class Board:
     def to_json(self) -> str:
         document: Any = json.loads(json.dumps(self._builder.build(), cls=JSONEncoder))
         return json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def job_variable(job: str, series: str, role: str) -> Variable:
+    """The `job` variable: the job label of gpu-pulse's own targets (`role`: exporters or adapter), read from
+    `series`, which only those targets publish, and opened on `job`, the job name the dashboards were generated for."""
+    return Variable(
+        "job",
+        "Job",
+        f'label_values({series}{{cluster=~"$cluster"}}, job)',
+        multi=False,
+        description=f"The Prometheus job that scrapes the gpu-pulse {role}.",
+        current=job,
+    )
 
 
 def matcher(**labels: str) -> str:

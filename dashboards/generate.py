@@ -1,5 +1,8 @@
 """Generate the committed dashboards: `python -m dashboards.generate [--check]`.
 
+`--exporter-job NAME --adapter-job NAME --out DIR` writes the same files opening on other job names (each dashboard's
+`job` variable).
+
 Writes dashboards/dist/<uid>.json (classic dashboard JSON, as Grafana provisioning and the Grafana sidecar load it)
 and dashboards/kustomization.yaml (one ConfigMap per dashboard, labelled grafana_dashboard: "1"). With `--check`,
 writes nothing and exits 1 naming every file that differs from what would be generated.
@@ -24,6 +27,7 @@ from exporter.catalogue import Dialect
 from rules import committed_files
 from rules.generate import recordings
 from rules.inventory import EXTERNAL_NAMES, adapter_names, exporter_names
+from rules.jobs import Jobs
 from rules.promql import metric_names
 
 ROOT = Path(__file__).resolve().parent
@@ -35,14 +39,16 @@ class UnknownSeriesError(ValueError):
     """A panel reads a series nobody publishes."""
 
 
-def boards() -> dict[str, tuple[Board, Dialect | None]]:
-    """Every dashboard by file stem, with the dialect whose raw device series it reads (None: either)."""
+def boards(jobs: Jobs | None = None) -> dict[str, tuple[Board, Dialect | None]]:
+    """Every dashboard by file stem, with the dialect whose raw device series it reads (None: either), opening on the
+    job names of `jobs` (default: the default job names)."""
+    jobs = jobs or Jobs()
     return {
-        "gpu-pulse-cluster": (overview_board(), None),
-        "gpu-pulse-node-prometheus": (node_board(Dialect.PROMETHEUS), Dialect.PROMETHEUS),
-        "gpu-pulse-node-dcgm": (node_board(Dialect.DCGM), Dialect.DCGM),
-        "gpu-pulse-namespace": (namespace_board(), None),
-        "gpu-pulse-autoscaling": (autoscaling_board(), None),
+        "gpu-pulse-cluster": (overview_board(jobs), None),
+        "gpu-pulse-node-prometheus": (node_board(Dialect.PROMETHEUS, jobs), Dialect.PROMETHEUS),
+        "gpu-pulse-node-dcgm": (node_board(Dialect.DCGM, jobs), Dialect.DCGM),
+        "gpu-pulse-namespace": (namespace_board(jobs), None),
+        "gpu-pulse-autoscaling": (autoscaling_board(jobs), None),
     }
 
 
@@ -96,10 +102,10 @@ def kustomization(names: list[str]) -> str:
     return HEADER + yaml.safe_dump(doc, sort_keys=False)
 
 
-def render_all() -> dict[Path, str]:
+def render_all(jobs: Jobs | None = None) -> dict[Path, str]:
     """Every generated file, by path relative to dashboards/; UnknownSeriesError for a panel over unknown series."""
     files: dict[Path, str] = {}
-    for name, (board, dialect) in boards().items():
+    for name, (board, dialect) in boards(jobs).items():
         text = board.to_json()
         check_reads(name, json.loads(text), dialect)
         files[DIST / f"{name}.json"] = text

@@ -4,11 +4,15 @@ Reads recorded series and the per-pod series, which both dialects publish alike.
 
 from __future__ import annotations
 
-from dashboards.board import Board, Query, Variable, matcher
+from dashboards.board import Board, Query, Variable, job_variable, matcher
+from rules.jobs import Jobs
 from rules.names import OWNER
 
 NS = matcher(cluster="cluster", namespace="namespace")
 WORKLOAD = matcher(cluster="cluster", namespace="namespace", workload="workload")
+# the per-pod series as the exporters publish them (the recorded ones above no longer carry a job)
+PER_POD = matcher(job="job", cluster="cluster", namespace="namespace")
+SHARED = PER_POD[:-1] + ', share="process"}'
 
 
 def of_workload(expr: str) -> str:
@@ -16,7 +20,7 @@ def of_workload(expr: str) -> str:
     return f"{expr} * on (cluster, namespace, pod) group_left (workload) {OWNER}{WORKLOAD}"
 
 
-def namespace_board() -> Board:
+def namespace_board(jobs: Jobs) -> Board:
     b = Board(
         uid="gpu-pulse-namespace",
         title="GPU namespace and workload",
@@ -24,6 +28,7 @@ def namespace_board() -> Board:
         tags=("gpu", "namespace"),
         variables=(
             Variable("cluster", "Cluster", "label_values(node:nvidia_gpu_up:count, cluster)"),
+            job_variable(jobs.exporter, "gpu_pulse_snapshot_timestamp_seconds", "exporters"),
             Variable(
                 "namespace",
                 "Namespace",
@@ -127,7 +132,7 @@ def namespace_board() -> Board:
         "Which container holds which GPU or MIG instance, and how its share is known: exclusive, mig, process "
         "(split by NVML per-process samples) or unattributed (shared, no per-process figure).",
         "none",
-        Query(f"gpu_pulse_pod_device_info{NS}"),
+        Query(f"gpu_pulse_pod_device_info{PER_POD}"),
     )
     b.row("Shared GPUs")
     b.timeseries(
@@ -135,8 +140,7 @@ def namespace_board() -> Board:
         "Each pod's share of a time-sliced or MPS GPU, stacked per GPU, from NVML per-process samples.",
         "percentunit",
         Query(
-            'sum by (node, gpu, namespace, pod) (gpu_pulse_pod_gpu_utilization_ratio{cluster=~"$cluster", '
-            'namespace=~"$namespace", share="process"})',
+            f"sum by (node, gpu, namespace, pod) (gpu_pulse_pod_gpu_utilization_ratio{SHARED})",
             "{{node}} GPU {{gpu}}: {{namespace}}/{{pod}}",
         ),
         stacked=True,
@@ -146,8 +150,7 @@ def namespace_board() -> Board:
         "Framebuffer each pod uses on a shared GPU, stacked per GPU.",
         "bytes",
         Query(
-            'sum by (node, gpu, namespace, pod) (gpu_pulse_pod_gpu_memory_used_bytes{cluster=~"$cluster", '
-            'namespace=~"$namespace", share="process"})',
+            f"sum by (node, gpu, namespace, pod) (gpu_pulse_pod_gpu_memory_used_bytes{SHARED})",
             "{{node}} GPU {{gpu}}: {{namespace}}/{{pod}}",
         ),
         stacked=True,
@@ -157,6 +160,6 @@ def namespace_board() -> Board:
         "How the namespace's (pod, device) figures are obtained; `unattributed` pods share a GPU without a "
         "per-process figure (see docs/install.md for per-process attribution).",
         "short",
-        Query(f"count by (share) (gpu_pulse_pod_device_info{NS})", "{{share}}"),
+        Query(f"count by (share) (gpu_pulse_pod_device_info{PER_POD})", "{{share}}"),
     )
     return b

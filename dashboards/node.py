@@ -7,12 +7,11 @@ reason, so both dashboards read alike.
 
 from __future__ import annotations
 
-from dashboards.board import Board, Query, Variable, matcher
+from dashboards.board import Board, Query, Variable, job_variable, matcher
 from exporter.catalogue import BY_KEY, CLOCK_EVENT_REASONS, PROM_INFO, Dialect, MetricType
 from rules.dialect import Vocabulary
+from rules.jobs import Jobs
 from rules.units import BASE
-
-EXPORTER_JOB = "gpu-pulse-exporter"
 
 SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Utilization", ("gpu_util", "mem_copy_util", "enc_util", "dec_util")),
@@ -76,13 +75,13 @@ def covered_keys(dialect: Dialect) -> frozenset[str]:
 
 
 class NodeBoard:
-    def __init__(self, dialect: Dialect) -> None:
+    def __init__(self, dialect: Dialect, jobs: Jobs) -> None:
         self.dialect = dialect
         self.vocab = Vocabulary.of(dialect)
         v = self.vocab
         up = v.up
-        self.device_filter = matcher(cluster="cluster", **{v.node: "node"}, gpu="gpu")
-        self.target_filter = matcher(cluster="cluster", node="node")
+        self.device_filter = matcher(job="job", cluster="cluster", **{v.node: "node"}, gpu="gpu")
+        self.target_filter = matcher(job="job", cluster="cluster", node="node")
         suffix = "" if dialect is Dialect.PROMETHEUS else " (dcgm dialect)"
         self.board = Board(
             uid=f"gpu-pulse-node-{dialect}",
@@ -94,8 +93,13 @@ class NodeBoard:
             tags=("gpu", "node", str(dialect)),
             variables=(
                 Variable("cluster", "Cluster", f"label_values({up}, cluster)"),
-                Variable("node", "Node", f'label_values({up}{{cluster=~"$cluster"}}, {v.node})'),
-                Variable("gpu", "GPU", f'label_values({up}{{cluster=~"$cluster", {v.node}=~"$node"}}, gpu)'),
+                job_variable(jobs.exporter, "gpu_pulse_snapshot_timestamp_seconds", "exporters"),
+                Variable("node", "Node", f'label_values({up}{{job=~"$job", cluster=~"$cluster"}}, {v.node})'),
+                Variable(
+                    "gpu",
+                    "GPU",
+                    f'label_values({up}{{job=~"$job", cluster=~"$cluster", {v.node}=~"$node"}}, gpu)',
+                ),
             ),
         )
 
@@ -183,21 +187,19 @@ class NodeBoard:
             for key in present:
                 self.measurement(key)
         b.row("Exporter")
-        job = f'job="{EXPORTER_JOB}", '
         t = self.target_filter
         b.timeseries(
             "Collector duration",
             "Seconds each collector took in the last poll cycle.",
             "s",
-            Query(f"gpu_pulse_collector_duration_seconds{{{job}{t[1:]}", "{{node}} {{collector}}"),
+            Query(f"gpu_pulse_collector_duration_seconds{t}", "{{node}} {{collector}}"),
         )
         b.timeseries(
             "Snapshot age at scrape",
             "How old the served snapshot was when Prometheus scraped it (should stay below the poll interval).",
             "s",
             Query(
-                f"timestamp(gpu_pulse_snapshot_timestamp_seconds{{{job}{t[1:]})"
-                f" - gpu_pulse_snapshot_timestamp_seconds{{{job}{t[1:]}",
+                f"timestamp(gpu_pulse_snapshot_timestamp_seconds{t}) - gpu_pulse_snapshot_timestamp_seconds{t}",
                 "{{node}}",
             ),
         )
@@ -205,10 +207,10 @@ class NodeBoard:
             "Collector errors",
             "Errors per second of each collector (the exporter's log says which).",
             "cps",
-            Query(f"rate(gpu_pulse_collector_errors_total{{{job}{t[1:]}[$__rate_interval])", "{{node}} {{collector}}"),
+            Query(f"rate(gpu_pulse_collector_errors_total{t}[$__rate_interval])", "{{node}} {{collector}}"),
         )
         return b
 
 
-def node_board(dialect: Dialect) -> Board:
-    return NodeBoard(dialect).build()
+def node_board(dialect: Dialect, jobs: Jobs) -> Board:
+    return NodeBoard(dialect, jobs).build()

@@ -4,21 +4,25 @@ works with exporters of either dialect.
 
 from __future__ import annotations
 
-from dashboards.board import Board, Query, Variable, matcher
+from dashboards.board import Board, Query, Variable, job_variable, matcher
+from rules.jobs import Jobs
 
-EXPORTER_JOB = "gpu-pulse-exporter"
 C = matcher(cluster="cluster")
+TARGETS = matcher(job="job", cluster="cluster")
 WHOLE = '{cluster=~"$cluster", gpu_instance=""}'
 
 
-def overview_board() -> Board:
+def overview_board(jobs: Jobs) -> Board:
     b = Board(
         uid="gpu-pulse-cluster",
         title="GPU cluster overview",
         description="The GPU fleet at a glance: how busy it is, how much of what is allocated is used, what idles, "
         "and what is broken. Reads the gpu-pulse recording rules.",
         tags=("gpu", "cluster"),
-        variables=(Variable("cluster", "Cluster", "label_values(node:nvidia_gpu_up:count, cluster)"),),
+        variables=(
+            Variable("cluster", "Cluster", "label_values(node:nvidia_gpu_up:count, cluster)"),
+            job_variable(jobs.exporter, "gpu_pulse_snapshot_timestamp_seconds", "exporters"),
+        ),
     )
     b.row("Fleet")
     b.stat("GPUs", "Physical GPUs the exporters know.", "short", Query(f"sum(node:nvidia_gpu_up:count{C})"))
@@ -120,7 +124,7 @@ def overview_board() -> Board:
         "Exporters up",
         "Share of the gpu-pulse exporters Prometheus can scrape.",
         "percentunit",
-        Query(f'avg(up{{job="{EXPORTER_JOB}", cluster=~"$cluster"}})', "exporters up"),
+        Query(f"avg(up{TARGETS})", "exporters up"),
         max_value=1,
     )
     b.timeseries(
@@ -128,8 +132,7 @@ def overview_board() -> Board:
         "How old each exporter's snapshot was when it was scraped; above a few poll intervals the poll loop is stuck.",
         "s",
         Query(
-            f'timestamp(gpu_pulse_snapshot_timestamp_seconds{{job="{EXPORTER_JOB}", cluster=~"$cluster"}})'
-            f' - gpu_pulse_snapshot_timestamp_seconds{{job="{EXPORTER_JOB}", cluster=~"$cluster"}}',
+            f"timestamp(gpu_pulse_snapshot_timestamp_seconds{TARGETS}) - gpu_pulse_snapshot_timestamp_seconds{TARGETS}",
             "{{node}}",
         ),
     )

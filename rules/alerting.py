@@ -7,6 +7,7 @@ from __future__ import annotations
 from rules.dialect import Vocabulary
 from rules.examples import GPU1, TRAIN_ON_GPU0, TRAIN_ON_GPU2
 from rules.gpu_health import gpu_alerts, lab
+from rules.jobs import Jobs
 from rules.model import Alert, AlertCase, ExpectedAlert, Group, InputSeries, RuleTest, Severity
 from rules.names import POD_UTIL
 from rules.series import (
@@ -20,9 +21,8 @@ from rules.series import (
     steady,
 )
 
-EXPORTER_JOB = "gpu-pulse-exporter"
-ADAPTER_JOB = "gpu-pulse-adapter"
-EXPORTER_TARGET = {"job": EXPORTER_JOB, "instance": "10.0.0.11:9400", "node": "gpu-node-1"}
+# the labels of one exporter's scrape target in the rule tests (its job is the generator's exporter job)
+EXPORTER_INSTANCE = {"instance": "10.0.0.11:9400", "node": "gpu-node-1"}
 
 
 def pod_alerts() -> tuple[Alert, ...]:
@@ -69,19 +69,20 @@ def pod_alerts() -> tuple[Alert, ...]:
     )
 
 
-def _target(values: Values, **labels: str) -> InputSeries:
-    return plain_series("up", EXPORTER_TARGET | labels, values)
+def exporter_alerts(jobs: Jobs) -> tuple[Alert, ...]:
+    target = {"job": jobs.exporter} | EXPORTER_INSTANCE
 
+    def _target(values: Values, **labels: str) -> InputSeries:
+        return plain_series("up", target | labels, values)
 
-def exporter_alerts() -> tuple[Alert, ...]:
     other = {"instance": "10.0.0.12:9400", "node": "gpu-node-2"}
     on_node = "on node {{ $labels.node }} ({{ $labels.instance }})"
-    node1 = f"on node {EXPORTER_TARGET['node']} ({EXPORTER_TARGET['instance']})"
-    self_labels = EXPORTER_TARGET
+    node1 = f"on node {target['node']} ({target['instance']})"
+    self_labels = target
     return (
         Alert(
             "GPUExporterDown",
-            f'up{{job="{EXPORTER_JOB}"}} == 0',
+            f"up{{{jobs.exporter_selector}}} == 0",
             "5m",
             Severity.WARNING,
             "A gpu-pulse exporter cannot be scraped.",
@@ -97,7 +98,7 @@ def exporter_alerts() -> tuple[Alert, ...]:
                             "9m",
                             (
                                 ExpectedAlert(
-                                    EXPORTER_TARGET,
+                                    target,
                                     f"The gpu-pulse exporter {node1} cannot be scraped: that node's GPUs have no "
                                     "metrics, and autoscalers reading them get no figures for its pods.",
                                 ),
@@ -124,8 +125,8 @@ def exporter_alerts() -> tuple[Alert, ...]:
                             "gpu_pulse_snapshot_timestamp_seconds", self_labels, ramp(0, 60, 11).then(steady(600, 15))
                         ),
                         plain_series("gpu_pulse_poll_interval_seconds", self_labels, steady(1, 26)),
-                        plain_series("gpu_pulse_snapshot_timestamp_seconds", EXPORTER_TARGET | other, ramp(0, 60, 26)),
-                        plain_series("gpu_pulse_poll_interval_seconds", EXPORTER_TARGET | other, steady(1, 26)),
+                        plain_series("gpu_pulse_snapshot_timestamp_seconds", target | other, ramp(0, 60, 26)),
+                        plain_series("gpu_pulse_poll_interval_seconds", target | other, steady(1, 26)),
                     ),
                     alert_cases=(
                         AlertCase("12m", ()),
@@ -133,7 +134,7 @@ def exporter_alerts() -> tuple[Alert, ...]:
                             "20m",
                             (
                                 ExpectedAlert(
-                                    EXPORTER_TARGET,
+                                    target,
                                     f"The gpu-pulse exporter {node1} serves GPU figures that are 10m 0s old: its "
                                     "NVML poll loop is stuck or too slow.",
                                 ),
@@ -190,7 +191,7 @@ def exporter_alerts() -> tuple[Alert, ...]:
                     "GPUKubeletMappingUnavailable: fires after 5 minutes without the kubelet",
                     (
                         plain_series("gpu_pulse_kubelet_up", self_labels, steady(1, 2).then(steady(0, 10))),
-                        plain_series("gpu_pulse_kubelet_up", EXPORTER_TARGET | other, steady(1, 12)),
+                        plain_series("gpu_pulse_kubelet_up", target | other, steady(1, 12)),
                     ),
                     alert_cases=(
                         AlertCase("4m", ()),
@@ -212,9 +213,9 @@ def exporter_alerts() -> tuple[Alert, ...]:
     )
 
 
-def adapter_alerts() -> tuple[Alert, ...]:
+def adapter_alerts(jobs: Jobs) -> tuple[Alert, ...]:
     apiservice = "v1beta2.custom.metrics.k8s.io"
-    adapter = {"job": ADAPTER_JOB}
+    adapter = {"job": jobs.adapter}
     replica = adapter | {"instance": "10.0.1.1:6443"}
     requests = "gpu_pulse_adapter_request_duration_seconds_count"
     served = "gpu_pulse_adapter_served_values_total"
@@ -261,7 +262,7 @@ def adapter_alerts() -> tuple[Alert, ...]:
         ),
         Alert(
             "GPUAdapterDown",
-            f'sum by (cluster) (up{{job="{ADAPTER_JOB}"}}) == 0',
+            f"sum by (cluster) (up{{{jobs.adapter_selector}}}) == 0",
             "5m",
             Severity.CRITICAL,
             "No gpu-pulse adapter replica can be scraped.",
@@ -292,8 +293,8 @@ def adapter_alerts() -> tuple[Alert, ...]:
         ),
         Alert(
             "GPUAdapterServingNothing",
-            f'sum by (cluster) (rate({requests}{{job="{ADAPTER_JOB}", code=~"404|503"}}[15m])) > 0'
-            f' unless on (cluster) sum by (cluster) (rate({served}{{job="{ADAPTER_JOB}"}}[15m])) > 0',
+            f'sum by (cluster) (rate({requests}{{{jobs.adapter_selector}, code=~"404|503"}}[15m])) > 0'
+            f" unless on (cluster) sum by (cluster) (rate({served}{{{jobs.adapter_selector}}}[15m])) > 0",
             "15m",
             Severity.WARNING,
             "The gpu-pulse adapter answers metric requests but serves no values.",
@@ -340,10 +341,11 @@ def adapter_alerts() -> tuple[Alert, ...]:
     )
 
 
-def alert_groups(vocab: Vocabulary) -> tuple[Group, ...]:
-    """Alert groups of one dialect (only the GPU health alerts differ between dialects)."""
+def alert_groups(vocab: Vocabulary, jobs: Jobs) -> tuple[Group, ...]:
+    """Alert groups of one dialect (only the GPU health alerts differ between dialects), selecting gpu-pulse's own
+    targets by the job names in `jobs`."""
     return (
         Group("gpu-pulse.gpu.alerts", gpu_alerts(vocab) + pod_alerts()),
-        Group("gpu-pulse.exporter.alerts", exporter_alerts()),
-        Group("gpu-pulse.adapter.alerts", adapter_alerts()),
+        Group("gpu-pulse.exporter.alerts", exporter_alerts(jobs)),
+        Group("gpu-pulse.adapter.alerts", adapter_alerts(jobs)),
     )

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs everything the tests need, then runs lint, type checks and the whole test suite.
+# Installs everything the tests need (as root: the Debian packages prometheus, buildah and mmdebstrap too), then runs
+# lint, type checks and the whole test suite.
 # Usage: bash scripts/test.sh [extra pytest args]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,6 +14,17 @@ if ! command -v promtool >/dev/null 2>&1 || ! command -v prometheus >/dev/null 2
         (systemctl stop prometheus 2>/dev/null || service prometheus stop 2>/dev/null || true) >/dev/null 2>&1
     else
         echo "== prometheus/promtool missing and cannot install them (not root or no apt-get)"
+    fi
+fi
+
+# the image test (tests/deploy/test_images.py) builds and runs the images with buildah, its base made by mmdebstrap
+if ! command -v buildah >/dev/null 2>&1 || ! command -v mmdebstrap >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        echo "== installing the Debian packages buildah and mmdebstrap"
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends buildah mmdebstrap >/dev/null
+    else
+        echo "== buildah/mmdebstrap missing and cannot install them (not root or no apt-get)"
     fi
 fi
 

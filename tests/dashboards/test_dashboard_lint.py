@@ -10,10 +10,11 @@ from typing import Any
 
 import pytest
 
-from dashboards.generate import ROOT, allowed_names, boards, expressions, panels, stale_files
+from dashboards.generate import ROOT, allowed_names, boards, expressions, main, panels, render_all, stale_files
 from dashboards.node import covered_keys
 from exporter.catalogue import MEASUREMENTS, Dialect
-from rules.inventory import exporter_names
+from rules.inventory import adapter_names, exporter_names
+from rules.jobs import Jobs
 from rules.promql import metric_names
 
 FILES = sorted((ROOT / "dist").glob("*.json"))
@@ -127,3 +128,58 @@ def test_dashboards_fit_a_configmap_applied_client_side() -> None:
     """kubectl apply keeps the object in a 256 KiB annotation: each dashboard must stay well below it."""
     for path in FILES:
         assert path.stat().st_size < 200_000, path.name
+
+
+def _raw_selectors(expr: str, names: frozenset[str]) -> list[str]:
+    """The label matchers of every selector in `expr` over one of `names` (`{}` for a bare name)."""
+    found = []
+    for match in re.finditer(r"\b([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?", expr):
+        if match.group(1) in names:
+            found.append(match.group(2) or "{}")
+    return found
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.stem)
+def test_gpu_pulse_series_are_selected_by_the_job_variable(path: Path) -> None:
+    """No query depends on a job name: every selector over a series gpu-pulse's own targets publish carries the job
+    variable, which opens on the default job; recorded series carry no job (they aggregate it away)."""
+    document = _load(path)
+    job = _variables(document)["job"]
+    assert job["type"] == "query" and job["multi"] is False
+    expected = Jobs().adapter if "autoscaling" in path.stem else Jobs().exporter
+    assert job["current"]["value"] == expected
+    own = exporter_names(Dialect.PROMETHEUS) | exporter_names(Dialect.DCGM) | adapter_names()
+    # the panels, and the variables that come after the job variable (cluster and job itself come before it)
+    queries = [t["expr"] for p in panels(document) for t in p.get("targets") or []]
+    queries += [v["query"] for v in document["templating"]["list"] if v["type"] == "query"]
+    queries = [q for q in queries if q not in {job["query"], _variables(document)["cluster"]["query"]}]
+    selectors = [s for expr in queries for s in _raw_selectors(expr, own)]
+    assert selectors, "a dashboard without series of gpu-pulse's targets would need no job variable"
+    for selector in selectors:
+        assert 'job=~"$job"' in selector, selector
+    assert "gpu-pulse-exporter" not in json.dumps(document["panels"])
+    assert "gpu-pulse-adapter" not in json.dumps(document["panels"])
+
+
+def test_other_job_names_change_only_the_job_variable(tmp_path: Path) -> None:
+    """`--exporter-job/--adapter-job --out` write the same dashboards, opening on the given job names."""
+    assert main(["--exporter-job", "gpu-telemetry", "--adapter-job", "metrics-adapter", "--out", str(tmp_path)]) == 0
+    for name, text in render_all().items():
+        other = (tmp_path / name).read_text(encoding="utf-8")
+        if name.suffix != ".json":
+            assert other == text
+            continue
+        variables = _variables(json.loads(other))
+        assert variables["job"]["current"]["value"] in {"gpu-telemetry", "metrics-adapter"}
+        restored = other.replace('"gpu-telemetry"', '"gpu-pulse-exporter"').replace(
+            '"metrics-adapter"', '"gpu-pulse-adapter"'
+        )
+        assert restored == text, name
+
+
+def test_other_job_names_are_not_written_over_the_committed_files(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--exporter-job", "gpu-telemetry"])
+    assert exit_info.value.code == 2
+    assert "--out" in capsys.readouterr().err
+    assert stale_files() == []

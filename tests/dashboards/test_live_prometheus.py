@@ -53,6 +53,8 @@ def test_every_panel_query_returns_data(live_stack: LiveStack, stem: str, dialec
 def test_every_variable_has_values(live_stack: LiveStack, stem: str, dialect: Dialect) -> None:
     server = live_stack.prometheus[dialect]
     for name, selector, label in query_variables(stem):
+        if metric_names(selector) & ADAPTER:
+            continue  # no adapter in this stack, as for the panels above (tests/e2e scrapes real adapters)
         values = server.label_values(label, selector)
         assert values, f"variable {name} has no values: label_values({selector}, {label})"
 

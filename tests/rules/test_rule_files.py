@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from exporter.catalogue import Dialect
-from rules.generate import ROOT, render_all, stale_files
+from rules.generate import ROOT, main, render_all, stale_files
 from rules.render import MANIFEST_FILE, RULE_FILE, TEST_FILE
 
 DIALECTS = [str(d) for d in Dialect]
@@ -70,3 +70,32 @@ def test_promtool_unit_tests_can_fail(promtool: str, tmp_path: Path) -> None:
     result = _promtool(promtool, "test", "rules", TEST_FILE, cwd=tmp_path)
     assert result.returncode != 0
     assert "GPUHighTemperature" in result.stdout + result.stderr
+
+
+def test_rules_select_gpu_pulse_targets_by_the_default_job_names() -> None:
+    plain = yaml.safe_load((ROOT / "dist" / "prometheus" / RULE_FILE).read_text(encoding="utf-8"))
+    exprs = {r["alert"]: r["expr"] for g in plain["groups"] for r in g["rules"] if "alert" in r}
+    assert exprs["GPUExporterDown"] == 'up{job="gpu-pulse-exporter"} == 0'
+    assert 'up{job="gpu-pulse-adapter"}' in exprs["GPUAdapterDown"]
+
+
+def test_rules_for_other_job_names_pass_their_promtool_tests(promtool: str, tmp_path: Path) -> None:
+    """`--exporter-job/--adapter-job --out`: the same rules and tests, selecting the given jobs, and promtool agrees."""
+    jobs = ["--exporter-job", "gpu-telemetry", "--adapter-job", "metrics-adapter", "--out", str(tmp_path)]
+    assert main(jobs) == 0
+    for name, text in render_all().items():
+        other = (tmp_path / name).read_text(encoding="utf-8")
+        restored = other.replace("gpu-telemetry", "gpu-pulse-exporter").replace("metrics-adapter", "gpu-pulse-adapter")
+        assert restored == text, name
+    for dialect in DIALECTS:
+        rules = (tmp_path / "dist" / dialect / RULE_FILE).read_text(encoding="utf-8")
+        assert 'up{job="gpu-telemetry"} == 0' in rules and 'up{job="metrics-adapter"}' in rules
+        assert "gpu-pulse-exporter" not in rules and "gpu-pulse-adapter" not in rules
+        result = _promtool(promtool, "test", "rules", TEST_FILE, cwd=tmp_path / "dist" / dialect)
+        assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_a_job_name_that_breaks_promql_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["--exporter-job", 'gpu"} or vector(1) #', "--out", "unused"])
+    assert "exporter job name" in capsys.readouterr().err

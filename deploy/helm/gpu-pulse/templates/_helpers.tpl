@@ -1,0 +1,84 @@
+{{/*
+Objects carry fixed names (gpu-pulse-exporter, gpu-pulse-adapter), the same as the kustomize manifests: the
+APIServices they back are cluster-wide, so one release per cluster; the names are also the Prometheus job names the
+shipped rules and dashboards open on (rules/jobs.py).
+*/}}
+
+{{- define "gpu-pulse.labels" -}}
+app.kubernetes.io/part-of: gpu-pulse
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "gpu-pulse.exporter.labels" -}}
+app.kubernetes.io/name: gpu-pulse-exporter
+app.kubernetes.io/component: exporter
+{{ include "gpu-pulse.labels" . }}
+{{- end }}
+
+{{- define "gpu-pulse.adapter.labels" -}}
+app.kubernetes.io/name: gpu-pulse-adapter
+app.kubernetes.io/component: adapter
+{{ include "gpu-pulse.labels" . }}
+{{- end }}
+
+{{- define "gpu-pulse.image" -}}
+{{- $root := index . 0 -}}
+{{- $image := index . 1 -}}
+{{- $tag := $root.Values.image.tag | default $root.Chart.AppVersion -}}
+{{- if $root.Values.image.registry -}}
+{{ printf "%s/%s:%s" (trimSuffix "/" $root.Values.image.registry) $image.repository $tag }}
+{{- else -}}
+{{ printf "%s:%s" $image.repository $tag }}
+{{- end -}}
+{{- end }}
+
+{{/* The DNS names the kube-apiserver uses for the adapter's Service, which its certificate must carry. */}}
+{{- define "gpu-pulse.adapter.dnsNames" -}}
+{{- list (printf "gpu-pulse-adapter.%s.svc" .Release.Namespace) (printf "gpu-pulse-adapter.%s.svc.cluster.local" .Release.Namespace) | toJson -}}
+{{- end }}
+
+{{/*
+The adapter's serving certificate when cert-manager does not issue it: {"ca": PEM, "cert": PEM, "key": PEM}.
+Kept while its Secret exists (lookup on upgrades); generated once per render otherwise, and remembered for the rest
+of the render in .Values (one map for every template), so that the Secret, the APIServices' caBundle and the
+Deployment's checksum all hold the same pair.
+*/}}
+{{- define "gpu-pulse.adapter.tls" -}}
+{{- if not (hasKey .Values "__generatedTls") -}}
+{{- $secret := lookup "v1" "Secret" .Release.Namespace "gpu-pulse-adapter-tls" -}}
+{{- $data := dict -}}
+{{- if $secret -}}{{- $data = $secret.data | default dict -}}{{- end -}}
+{{- if and (index $data "ca.crt") (index $data "tls.crt") (index $data "tls.key") -}}
+{{- $_ := set .Values "__generatedTls" (dict "ca" (index $data "ca.crt" | b64dec) "cert" (index $data "tls.crt" | b64dec) "key" (index $data "tls.key" | b64dec)) -}}
+{{- else -}}
+{{- $days := int .Values.adapter.tls.validityDays -}}
+{{- $ca := genCA "gpu-pulse-ca" $days -}}
+{{- $names := include "gpu-pulse.adapter.dnsNames" . | fromJsonArray -}}
+{{- $cert := genSignedCert (first $names) nil $names $days $ca -}}
+{{- $_ := set .Values "__generatedTls" (dict "ca" $ca.Cert "cert" $cert.Cert "key" $cert.Key) -}}
+{{- end -}}
+{{- end -}}
+{{- toJson (get .Values "__generatedTls") -}}
+{{- end }}
+
+{{/* The exporter's command line. */}}
+{{- define "gpu-pulse.exporter.args" -}}
+- --listen=0.0.0.0:{{ .Values.exporter.port }}
+- --dialect={{ .Values.exporter.dialect }}
+- --interval={{ .Values.exporter.interval }}
+- --log-format=json
+{{- if include "gpu-pulse.exporter.kubernetes" . }}
+- --kubernetes
+{{- end }}
+{{- range .Values.exporter.extraArgs }}
+- {{ . | quote }}
+{{- end }}
+{{- end }}
+
+{{/* The exporter talks to the Kubernetes API (its node's pods and ResourceSlices) for shared GPUs and for DRA. */}}
+{{- define "gpu-pulse.exporter.kubernetes" -}}
+{{- if or .Values.sharedGpus.enabled .Values.dra.enabled }}true{{ end }}
+{{- end }}
