@@ -104,8 +104,8 @@ class ExporterSettings(BaseSettings):
         1.0,
         "Seconds between two polls of the GPUs (each scrape gets the newest poll).",
         metavar="SECONDS",
-        accepts="a number of seconds > 0 and <= 3600",
-        gt=0,
+        accepts="a number of seconds from 0.05 to 3600",
+        ge=0.05,  # exporter.pods_document.INTERVAL_SECONDS_BOUNDS: what a reader of /pods accepts
         le=3600,
         allow_inf_nan=False,
     )
