@@ -13,7 +13,7 @@ import logging
 import ssl
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from aiohttp import web
@@ -46,7 +46,9 @@ from adapter.sources.exporters import (
 from adapter.sources.model import MetricSource, PodDirectory
 from adapter.sources.nodepods import NodePodsCache
 from adapter.sources.prometheus import PrometheusSource
+from toolkit.connections import ConnectionGuard, ConnectionLimits, GuardedSite, ensure_file_limit, runner_options
 from toolkit.kubeclient import api_client
+from toolkit.logthrottle import install_log_throttle
 
 log = logging.getLogger(__name__)
 
@@ -138,6 +140,7 @@ def build_source(settings: AdapterSettings, pods: PodDirectory, metrics: Adapter
             timeout=settings.prometheus_timeout,
             max_age=settings.max_age,
             observe=metrics.observe_source_call,
+            max_response_bytes=settings.prometheus_max_response_bytes,
         )
     locator: ExporterLocator
     if settings.exporter_endpoints is not None:
@@ -159,6 +162,7 @@ def build_source(settings: AdapterSettings, pods: PodDirectory, metrics: Adapter
         ssl_context=client_ssl_context(settings.exporter_ca_file),
         keep_warm_seconds=settings.keep_warm,
         observe=metrics.observe_source_call,
+        max_document_bytes=settings.exporter_max_document_bytes,
     )
     metrics.caches.node_documents = lambda: cache.size
     return DirectSource(locator, cache, max_age=settings.max_age)
@@ -183,6 +187,11 @@ class Adapter:
     ssl_context: ssl.SSLContext
     listen: ListenAddress
     api: ApiClient
+    limits: ConnectionLimits = field(default_factory=ConnectionLimits)
+    connections: ConnectionGuard = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.connections = ConnectionGuard(self.limits)
 
     @classmethod
     async def from_settings(cls, settings: AdapterSettings) -> Adapter:
@@ -224,14 +233,21 @@ class Adapter:
             pod_cache_lifecycle=pod_cache,
             freeze_gc=True,
         )
-        return cls(app=app, ssl_context=ssl_context, listen=settings.listen, api=client)
+        limits = ConnectionLimits(settings.max_connections, settings.header_read_timeout, settings.idle_timeout)
+        ensure_file_limit(limits)
+        return cls(app=app, ssl_context=ssl_context, listen=settings.listen, api=client, limits=limits)
 
     async def serve(self, stop: asyncio.Event, on_serving: Sequence[Callable[[str], None]] = ()) -> None:
-        """Serve until `stop` is set, then shut down gracefully (open requests get a few seconds)."""
-        runner = web.AppRunner(self.app, handle_signals=False, shutdown_timeout=5.0, access_log=None)
+        """Serve until `stop` is set, then shut down gracefully (open requests get a few seconds). Connections are
+        bounded by `limits` (toolkit.connections); aiohttp's errors are logged without floods (toolkit.logthrottle)."""
+        install_log_throttle()
+        options = runner_options(self.limits)
+        runner = web.AppRunner(self.app, handle_signals=False, shutdown_timeout=5.0, access_log=None, **options)
         await runner.setup()
         try:
-            site = web.TCPSite(runner, self.listen.host, self.listen.port, ssl_context=self.ssl_context)
+            site = GuardedSite(
+                runner, self.listen.host, self.listen.port, self.connections, ssl_context=self.ssl_context
+            )
             try:
                 await site.start()
             except OSError as exc:

@@ -27,6 +27,7 @@ from exporter.logs import configure_logging
 from exporter.loop import PollLoop
 from exporter.nvml import NVML_MEASUREMENTS, NvmlCollector, NvmlUnavailable
 from exporter.server import Access, build_app, load_access, start_server, tls_context
+from toolkit.connections import ConnectionLimits, ensure_file_limit
 
 if TYPE_CHECKING:  # the simulator is imported only with --simulate
     from simulation.node import SimulatedNode
@@ -131,7 +132,7 @@ async def _serve(settings: ExporterSettings, poll_loop: PollLoop, collector: Nvm
 
     loop.add_signal_handler(signal.SIGHUP, rediscover)
     try:
-        server = await start_server(app, settings.listen, ssl_context=context)
+        server = await start_server(app, settings.listen, ssl_context=context, limits=_connection_limits(settings))
     except OSError as error:
         raise StartupError(f"--listen {settings.listen}: cannot listen: {error.strerror or error}", 1) from None
     log.info(
@@ -151,10 +152,20 @@ async def _serve(settings: ExporterSettings, poll_loop: PollLoop, collector: Nvm
             loop.remove_signal_handler(signum)
 
 
+def _connection_limits(settings: ExporterSettings) -> ConnectionLimits:
+    limits = ConnectionLimits(settings.max_connections, settings.header_read_timeout, settings.idle_timeout)
+    try:
+        ensure_file_limit(limits)
+    except ValueError as error:
+        raise StartupError(str(error), 2) from None
+    return limits
+
+
 def run(settings: ExporterSettings) -> None:
     """Run the exporter until SIGTERM/SIGINT. Raises StartupError for failures before serving."""
     keys = _selected_keys(settings)
     _security(settings)  # fail on bad TLS/auth files before touching NVML
+    _connection_limits(settings)  # and on a connection cap the open-file limit cannot hold
     with ExitStack() as stack:
         node = _simulate(settings, stack)
         collector = NvmlCollector(enabled=keys, interval_seconds=settings.interval)

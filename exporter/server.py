@@ -29,6 +29,8 @@ from exporter.exposition import CONTENT_TYPE_OPENMETRICS, CONTENT_TYPE_TEXT
 from exporter.loop import PollLoop, Published
 from exporter.page import render_page
 from exporter.pods_document import ANSWERED_AT_HEADER, answered_at_header
+from toolkit.connections import ConnectionGuard, ConnectionLimits, GuardedSite, runner_options
+from toolkit.logthrottle import install_log_throttle
 
 log = logging.getLogger("exporter.server")
 
@@ -305,6 +307,7 @@ class RunningServer:
     host: str
     port: int
     tls: bool
+    connections: ConnectionGuard
 
     @property
     def url(self) -> str:
@@ -322,11 +325,16 @@ async def start_server(
     *,
     ssl_context: ssl.SSLContext | None = None,
     shutdown_timeout: float = 5.0,
+    limits: ConnectionLimits | None = None,
 ) -> RunningServer:
-    """Start serving `app` on `listen` (port 0: an ephemeral port, reported in the result)."""
-    runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=shutdown_timeout)
+    """Start serving `app` on `listen` (port 0: an ephemeral port, reported in the result), its connections bounded
+    by `limits` (toolkit.connections) and aiohttp's errors logged without floods (toolkit.logthrottle)."""
+    install_log_throttle()
+    limits = limits or ConnectionLimits()
+    guard = ConnectionGuard(limits)
+    runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=shutdown_timeout, **runner_options(limits))
     await runner.setup()
-    site = web.TCPSite(runner, listen.host, listen.port, ssl_context=ssl_context, reuse_address=True)
+    site = GuardedSite(runner, listen.host, listen.port, guard, ssl_context=ssl_context)
     try:
         await site.start()
     except BaseException:
@@ -334,4 +342,4 @@ async def start_server(
         raise
     address = runner.addresses[0]
     host = listen.host if listen.host not in ("0.0.0.0", "::") else ("127.0.0.1" if listen.host == "0.0.0.0" else "::1")
-    return RunningServer(runner, host, int(address[1]), ssl_context is not None)
+    return RunningServer(runner, host, int(address[1]), ssl_context is not None, guard)
