@@ -235,7 +235,9 @@ class Adapter:
         )
         limits = ConnectionLimits(settings.max_connections, settings.header_read_timeout, settings.idle_timeout)
         ensure_file_limit(limits)
-        return cls(app=app, ssl_context=ssl_context, listen=settings.listen, api=client, limits=limits)
+        adapter = cls(app=app, ssl_context=ssl_context, listen=settings.listen, api=client, limits=limits)
+        metrics.connections.stats = adapter.connections.stats
+        return adapter
 
     async def serve(self, stop: asyncio.Event, on_serving: Sequence[Callable[[str], None]] = ()) -> None:
         """Serve until `stop` is set, then shut down gracefully (open requests get a few seconds). Connections are

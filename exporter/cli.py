@@ -135,6 +135,7 @@ async def _serve(settings: ExporterSettings, poll_loop: PollLoop, collector: Nvm
         server = await start_server(app, settings.listen, ssl_context=context, limits=_connection_limits(settings))
     except OSError as error:
         raise StartupError(f"--listen {settings.listen}: cannot listen: {error.strerror or error}", 1) from None
+    poll_loop.connection_stats = server.connections.stats
     log.info(
         "serving %s on %s (dialect %s, interval %g s, node %s)",
         "/metrics /pods /healthz /readyz /",

@@ -39,6 +39,7 @@ class RepeatThrottle(logging.Filter):
         self._period = period
         self._clock = clock
         self._seen: OrderedDict[tuple[str, str, str], _Seen] = OrderedDict()
+        self.suppressed_total = 0  # records left out since the filter was made
 
     def filter(self, record: logging.LogRecord) -> bool:
         error = record.exc_info[1] if record.exc_info else None
@@ -48,6 +49,7 @@ class RepeatThrottle(logging.Filter):
         seen = self._seen.get(key)
         if seen is not None and now - seen.last < self._period:
             seen.suppressed += 1
+            self.suppressed_total += 1
             return False
         suppressed = seen.suppressed if seen is not None else 0
         self._seen[key] = _Seen(now)
@@ -77,6 +79,10 @@ def _one_line(record: logging.LogRecord, error: BaseException | None) -> str:
 def install_log_throttle(loggers: Iterable[str] = NOISY_LOGGERS, period: float = 1.0) -> None:
     """Add a `RepeatThrottle` to each of `loggers` (once: a second call leaves them as they are)."""
     for name in loggers:
-        logger = logging.getLogger(name)
-        if not any(isinstance(f, RepeatThrottle) for f in logger.filters):
-            logger.addFilter(RepeatThrottle(period))
+        if installed_throttle(name) is None:
+            logging.getLogger(name).addFilter(RepeatThrottle(period))
+
+
+def installed_throttle(name: str) -> RepeatThrottle | None:
+    """The `RepeatThrottle` on logger `name`, if one is installed."""
+    return next((f for f in logging.getLogger(name).filters if isinstance(f, RepeatThrottle)), None)
