@@ -30,6 +30,7 @@ from exporter.loop import PollLoop, Published
 from exporter.page import render_page
 from exporter.pods_document import ANSWERED_AT_HEADER, answered_at_header
 from toolkit.connections import ConnectionGuard, ConnectionLimits, GuardedSite, runner_options
+from toolkit.inputfiles import InputFileError, refuse_passphrase
 from toolkit.logthrottle import install_log_throttle
 
 log = logging.getLogger("exporter.server")
@@ -189,7 +190,9 @@ def tls_context(cert_file: Path, key_file: Path) -> ssl.SSLContext:
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     try:
-        context.load_cert_chain(cert_file, key_file)
+        context.load_cert_chain(cert_file, key_file, password=refuse_passphrase("--tls-key-file", key_file))
+    except InputFileError as error:
+        raise ValueError(str(error)) from None
     except (OSError, ssl.SSLError) as error:
         raise ValueError(f"--tls-cert-file/--tls-key-file: cannot load {cert_file} / {key_file}: {error}") from None
     return context

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import yaml
 from kubernetes import config as kube_config
 from kubernetes.client import ApiClient, Configuration
 
@@ -35,10 +36,14 @@ def api_client(
         elif base_url is None:
             kube_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
     except kube_config.ConfigException as e:
-        where = f"kubeconfig {kubeconfig}" if kubeconfig else "in-cluster configuration (use --kubeconfig outside)"
+        where = f"--kubeconfig {kubeconfig}" if kubeconfig else "in-cluster configuration (use --kubeconfig outside)"
         raise KubeConnectionError(f"cannot use the {where}: {str(e).splitlines()[0]}") from None
     except OSError as e:
-        raise KubeConnectionError(f"cannot read kubeconfig {kubeconfig}: {e.strerror}") from None
+        raise KubeConnectionError(f"--kubeconfig {kubeconfig}: cannot read: {e.strerror}") from None
+    except (UnicodeDecodeError, yaml.YAMLError, RecursionError, AttributeError, TypeError) as e:
+        # the kubernetes client reads a binary or malformed file without a ConfigException of its own
+        problem = "not UTF-8 text" if isinstance(e, UnicodeDecodeError) else "not a kubeconfig"
+        raise KubeConnectionError(f"--kubeconfig {kubeconfig}: {problem}") from None
     if base_url is not None:
         configuration.host = base_url.rstrip("/")
     if token is not None:

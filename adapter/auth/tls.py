@@ -18,6 +18,7 @@ from cryptography.hazmat.primitives import serialization
 
 from adapter.auth.trust import Clock
 from toolkit.certs import CertificateAuthority
+from toolkit.inputfiles import InputFileError, refuse_passphrase
 
 SELF_SIGNED_CERT = "apiserver.crt"
 SELF_SIGNED_KEY = "apiserver.key"
@@ -53,7 +54,9 @@ def build_server_ssl_context(
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     try:
-        context.load_cert_chain(cert_file, key_file)
+        context.load_cert_chain(cert_file, key_file, password=refuse_passphrase("--tls-private-key-file", key_file))
+    except InputFileError as e:
+        raise TLSConfigError(str(e)) from None
     except (OSError, ssl.SSLError) as e:
         raise TLSConfigError(f"cannot load the serving certificate {cert_file} / {key_file}: {_reason(e)}") from None
     for ca_file in client_ca_files:

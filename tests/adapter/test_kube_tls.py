@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 from cryptography import x509
+from cryptography.hazmat.primitives import serialization
 from kubernetes.client import CoreV1Api
 
 from adapter.auth.tls import TLSConfigError, build_server_ssl_context, service_hostnames
@@ -190,3 +191,15 @@ def test_connection_errors_are_one_clear_line(tmp_path: Path) -> None:
     (tmp_path / "bad").write_text("kind: Config\nclusters: []\n")
     with pytest.raises(KubeConnectionError, match=r"kubeconfig .*bad"):
         api_client(kubeconfig=tmp_path / "bad")
+
+
+def test_a_passphrase_protected_key_is_one_line_naming_the_flag(tmp_path: Path) -> None:
+    issued = CertificateAuthority.create("ca").issue_server(["localhost"])
+    (tmp_path / "tls.crt").write_bytes(issued.cert_pem)
+    encrypted = serialization.BestAvailableEncryption(b"secret")
+    key = issued.key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, encrypted)
+    (tmp_path / "tls.key").write_bytes(key)
+    with pytest.raises(
+        TLSConfigError, match=r"^--tls-private-key-file .*tls.key: the key is protected by a passphrase"
+    ):
+        build_server_ssl_context(tmp_path / "tls.crt", tmp_path / "tls.key", tmp_path, ())
