@@ -11,13 +11,15 @@ keep-alive timer does not restart on partial data and ends only on a whole reque
 - *reading*: part of a request head arrived: closed when the head is not whole `header_read_timeout` after its first
   byte (a fresh connection gets `header_read_timeout` from the moment it is made, for its first request);
 - *busy*: a handler runs for it: never closed by the guard;
-- *handshaking* (TLS only): counted from accept; asyncio closes it after `ssl_handshake_timeout`, which the site sets
-  to `header_read_timeout`.
+- *handshaking* (TLS only): counted as open from accept; asyncio closes it after `ssl_handshake_timeout`, which the
+  site sets to `header_read_timeout`. A handshake cannot be refused before it ends (asyncio hands the protocol
+  nothing to close until then), so handshakes are bounded by that time, not by the cap.
 
-At the cap a new connection takes the place of the connection that has waited longest (waiting or reading): stalled
-clients cannot keep a scrape or an HPA query out, because whoever sends a request at once is busy, not waiting, and
-is never the oldest waiter. Only when every connection is busy or handshaking is the new one refused (503 and
-closed). Everything is counted (`ConnectionStats`) for the services' self-metrics.
+When a connection is made and the established connections (waiting, reading, busy) already fill the cap, it takes the
+place of the one that has waited longest (waiting or reading): stalled clients cannot keep a scrape or an HPA query
+out, because whoever sends a request at once is busy, not waiting, and is never the oldest waiter. Only when every
+established connection is busy is the new one refused (503 and closed). Everything is counted (`ConnectionStats`) for
+the services' self-metrics.
 """
 
 from __future__ import annotations
@@ -200,7 +202,7 @@ class ConnectionGuard:
     def admit(self, connection: _Connection) -> bool:
         """Whether a connection that has just been made may stay; at the cap, make room or refuse."""
         assert connection.transport is not None
-        if len(self._connections) > self.limits.max_connections:
+        if len(self._by_transport) >= self.limits.max_connections:  # the established ones: this one is not yet
             oldest = self._oldest_waiter(other_than=connection)
             if oldest is None:
                 self._refused += 1
