@@ -113,8 +113,11 @@ class HostileExporters:
             response = web.StreamResponse(headers={"Content-Type": "application/json"})
             await response.prepare(request)
             chunk = b" " * 65_536
-            while True:
-                await response.write(chunk)
+            try:
+                while True:
+                    await response.write(chunk)
+            except ConnectionError:  # the adapter hung up, as it should
+                return response
 
         async def garbage(request: web.Request) -> web.Response:
             return web.Response(
