@@ -78,6 +78,11 @@ class Tally:
     ok: int = 0
     lost: int = 0
     reasons: dict[str, int] = field(default_factory=dict)
+    seconds: list[float] = field(default_factory=list)  # of the answers that came
+
+    def percentile(self, share: float) -> float:
+        ordered = sorted(self.seconds)
+        return ordered[min(len(ordered) - 1, int(share * len(ordered)))] if ordered else float("nan")
 
     def lose(self, reason: str) -> None:
         self.lost += 1
@@ -111,9 +116,9 @@ class HostileExporters:
     async def start(self) -> None:
         async def endless(request: web.Request) -> web.StreamResponse:
             response = web.StreamResponse(headers={"Content-Type": "application/json"})
-            await response.prepare(request)
             chunk = b" " * 65_536
             try:
+                await response.prepare(request)
                 while True:
                     await response.write(chunk)
             except ConnectionError:  # the adapter hung up, as it should
@@ -209,9 +214,11 @@ async def distinct_selectors(session: aiohttp.ClientSession, launched: Launched,
 # ---- the legitimate clients ------------------------------------------------------------------------------------------
 async def scrapes(session: aiohttp.ClientSession, url: str, tally: Tally, stop: asyncio.Event) -> None:
     while not stop.is_set():
+        started = time.perf_counter()
         try:
             async with session.get(f"{url}/metrics", timeout=aiohttp.ClientTimeout(total=5)) as response:
                 body = await response.read()
+                tally.seconds.append(time.perf_counter() - started)
                 if response.status == 200 and b"gpu_pulse_exporter_build_info" in body:
                     tally.ok += 1
                 else:
@@ -224,11 +231,13 @@ async def scrapes(session: aiohttp.ClientSession, url: str, tally: Tally, stop: 
 async def hpa_queries(session: aiohttp.ClientSession, launched: Launched, tally: Tally, stop: asyncio.Event) -> None:
     path = "/apis/custom.metrics.k8s.io/v1beta2/namespaces/bench/pods/*/gpu_utilization?labelSelector=app%3Dinfer"
     while not stop.is_set():
+        started = time.perf_counter()
         try:
             async with session.get(
                 f"{launched.url}{path}", ssl=launched.client_ssl, timeout=aiohttp.ClientTimeout(total=5)
             ) as response:
                 body = await response.json()
+                tally.seconds.append(time.perf_counter() - started)
                 if response.status == 200 and body.get("items"):
                     tally.ok += 1
                 else:
@@ -337,6 +346,7 @@ def report(
             f"  {name}: {tally.ok} ok, {tally.lost} lost ({tally.lost_share:.2%}; bound {BOUND_LOST:.0%})"
             f"{'' if within else '  <-- over'} {tally.reasons or ''}"
         )
+        print(f"    latency p50 {tally.percentile(0.5) * 1000:.0f} ms, p99 {tally.percentile(0.99) * 1000:.0f} ms")
     for name, series in samples.items():
         warm = [value for at, value in series if at >= minutes * 60 / 4] or [value for _, value in series]
         growth = series[-1][1] - warm[0] if series else 0
@@ -405,7 +415,11 @@ def main() -> int:
             )
             logs = {"exporter": exporter_log, "adapter": adapter_log}
             ok = report(args.minutes, scraped, answered, samples, logs, hostile.redirected)
-            print(json.dumps({"scraped": scraped.__dict__, "answered": answered.__dict__}))
+            print(
+                json.dumps(
+                    {name: {"ok": t.ok, "lost": t.lost} for name, t in (("scraped", scraped), ("answered", answered))}
+                )
+            )
         finally:
             if launched is not None:
                 launched.stop()
