@@ -7,19 +7,23 @@ import asyncio
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
 import pytest
 from aiohttp import web
+from hypothesis import given
+from hypothesis import strategies as st
 
 from adapter.api.selfmetrics import AdapterMetrics
 from adapter.metrics_config import default_metrics_config
 from adapter.quantity import parse_quantity
 from adapter.sources.direct import DirectSource
 from adapter.sources.exporters import StaticExporters
-from adapter.sources.nodepods import NodePodsCache
+from adapter.sources.nodepods import NodePodsCache, exporter_clock_offset
 from adapter.sources.prometheus import PrometheusSource
+from exporter.pods_document import NodePods, PodView
 from tests.adapter.simcluster import AdapterFactory, Cluster
 from tests.adapter.test_direct_source import PODS, FakeClock, direct, served, timestamp
 
@@ -287,3 +291,37 @@ async def test_numbers_from_prometheus_are_checked(
     assert parse_quantity(items["infer-b"]["value"]) == Decimal("42.5")
     times["infer-b"] = 9_999_999_999
     assert await served(client) == {}
+
+
+@given(
+    skew=st.floats(min_value=-86_400, max_value=86_400),
+    age=st.floats(min_value=0, max_value=3_600),
+    document_age=st.floats(min_value=0, max_value=10),
+    said=st.sampled_from(["answered-at", "nothing"]),
+)
+def test_ages_are_the_exporters_own_whatever_its_clock(skew: float, age: float, document_age: float, said: str) -> None:
+    """A figure `age` seconds old on the exporter's clock is placed `age` seconds before the answer arrived."""
+    received = 1_800_000_000.0  # adapter's clock
+    exporter_now = received + skew
+    generated = exporter_now - document_age
+    sampled = generated - age
+    document = NodePods(
+        node="n",
+        generated_at=datetime.fromtimestamp(generated, UTC),
+        interval_seconds=1.0,
+        pods=(
+            PodView(
+                namespace="ml",
+                name="p",
+                containers=(),
+                sampled_at=datetime.fromtimestamp(sampled, UTC),
+                window_seconds=1,
+            ),
+        ),
+    )
+    offset = exporter_clock_offset(document, exporter_now if said == "answered-at" else None, received)
+    placed = document.pods[0].sampled_at.timestamp() + offset
+    if said == "answered-at":
+        assert placed == pytest.approx(received - (age + document_age), abs=1e-3)
+    else:  # taken as answering at once: the document's own age is not known
+        assert placed == pytest.approx(received - age, abs=1e-3)
