@@ -24,6 +24,8 @@ from typing import Annotated
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from toolkit.inputfiles import InputFileError, read_input_text
+
 NAMESPACE_MATCHER = "namespace_matcher"
 _METRIC_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.:-]*$")
 _RANGE_SELECTOR = re.compile(r"\[\s*[0-9][0-9a-z.]*\s*(?::[^\]]*)?\]")  # [1m], [5m:30s]: a range vector or subquery
@@ -159,6 +161,8 @@ def parse_metrics_config(text: str, origin: str = "<config>") -> MetricsConfig:
     """Validate a YAML document; raise MetricsConfigError with one line naming `origin` and the bad field."""
     try:
         document = yaml.safe_load(text)
+    except RecursionError:
+        raise MetricsConfigError(f"{origin}: nested too deep to be a metrics configuration") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""
@@ -172,17 +176,23 @@ def parse_metrics_config(text: str, origin: str = "<config>") -> MetricsConfig:
         )
     try:
         return MetricsConfig.model_validate(document)
+    except RecursionError:
+        raise MetricsConfigError(f"{origin}: nested too deep to be a metrics configuration") from None
     except ValidationError as exc:
         raise MetricsConfigError(f"{origin}: {_describe(exc)}") from None
 
 
 def load_metrics_config(path: Path) -> MetricsConfig:
-    """Read and validate a metrics configuration file."""
+    """Read and validate the `--config` file: a regular UTF-8 file of bounded size that defines some metric."""
+    origin = f"--config {path}"
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise MetricsConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    return parse_metrics_config(text, str(path))
+        text = read_input_text(path, "--config")
+    except InputFileError as exc:
+        raise MetricsConfigError(str(exc)) from None
+    config = parse_metrics_config(text, origin)
+    if not config.metrics and not config.external:
+        raise MetricsConfigError(f"{origin}: defines no metric (both 'metrics' and 'external' are empty)")
+    return config
 
 
 def default_metrics_config() -> MetricsConfig:

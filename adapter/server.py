@@ -13,7 +13,7 @@ import logging
 import ssl
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from aiohttp import web
@@ -47,6 +47,7 @@ from adapter.sources.model import MetricSource, PodDirectory
 from adapter.sources.nodepods import NodePodsCache
 from adapter.sources.prometheus import PrometheusSource
 from toolkit.clientcerts import request_unverified_client_certificates
+from toolkit.connections import ConnectionGuard, ConnectionLimits, ensure_file_limit
 from toolkit.kubeclient import api_client
 from toolkit.serving import start_server
 from toolkit.settings import ListenAddress
@@ -142,6 +143,7 @@ def build_source(settings: AdapterSettings, pods: PodDirectory, metrics: Adapter
             timeout=settings.prometheus_timeout,
             max_age=settings.max_age,
             observe=metrics.observe_source_call,
+            max_response_bytes=settings.prometheus_max_response_bytes,
         )
     locator: ExporterLocator
     if settings.exporter_endpoints is not None:
@@ -163,6 +165,7 @@ def build_source(settings: AdapterSettings, pods: PodDirectory, metrics: Adapter
         ssl_context=client_ssl_context(settings.exporter_ca_file),
         keep_warm_seconds=settings.keep_warm,
         observe=metrics.observe_source_call,
+        max_document_bytes=settings.exporter_max_document_bytes,
     )
     metrics.caches.node_documents = lambda: cache.size
     return DirectSource(locator, cache, max_age=settings.max_age)
@@ -198,6 +201,11 @@ class Adapter:
     ssl_context: ssl.SSLContext
     listen: ListenAddress
     api: ApiClient
+    limits: ConnectionLimits = field(default_factory=ConnectionLimits)
+    connections: ConnectionGuard = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.connections = ConnectionGuard(self.limits)
 
     @classmethod
     async def from_settings(cls, settings: AdapterSettings) -> Adapter:
@@ -253,13 +261,19 @@ class Adapter:
 
             reloader = TrustReloader(client, flags, trust, on_error=metrics.trust_reload_errors.inc)
             app.cleanup_ctx.append(_running(reloader))
-        return cls(app=app, ssl_context=ssl_context, listen=settings.listen, api=client)
+        limits = ConnectionLimits(settings.max_connections, settings.header_read_timeout, settings.idle_timeout)
+        ensure_file_limit(limits)
+        adapter = cls(app=app, ssl_context=ssl_context, listen=settings.listen, api=client, limits=limits)
+        metrics.connections.stats = adapter.connections.stats
+        return adapter
 
     async def serve(self, stop: asyncio.Event, on_serving: Sequence[Callable[[str], None]] = ()) -> None:
         """Serve until `stop` is set, then shut down gracefully (open requests get a few seconds). Raises
         toolkit.serving.ListenError when the address cannot be served."""
         try:
-            server = await start_server(self.app, self.listen, ssl_context=self.ssl_context, access_log=False)
+            server = await start_server(
+                self.app, self.listen, ssl_context=self.ssl_context, access_log=False, connections=self.connections
+            )
             try:
                 log.info("serving custom.metrics.k8s.io and external.metrics.k8s.io on %s", server.url)
                 for callback in on_serving:

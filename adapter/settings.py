@@ -29,6 +29,30 @@ class AdapterSettings(BaseSettings):
     listen: Annotated[ListenAddress, BeforeValidator(parse_listen)] = setting(
         ListenAddress("0.0.0.0", 6443), "Address to serve the API on (TLS).", metavar="HOST:PORT"
     )
+    max_connections: int = setting(
+        512,
+        "Most connections served at once. At the cap, the connection that has waited longest for a request makes "
+        "room for a new one; when all are busy, a new one gets 503. The open-file limit is raised to fit.",
+        metavar="N",
+        ge=1,
+        le=1_000_000,
+    )
+    header_read_timeout: float = setting(
+        10.0,
+        "Seconds a client has to finish the TLS handshake and send a whole request head.",
+        metavar="SECONDS",
+        gt=0,
+        le=3600,
+        allow_inf_nan=False,
+    )
+    idle_timeout: float = setting(
+        60.0,
+        "Seconds a kept-alive connection may wait for its next request before it is closed.",
+        metavar="SECONDS",
+        gt=0,
+        le=86_400,
+        allow_inf_nan=False,
+    )
     tls_cert_file: Path | None = setting(
         None, "PEM serving certificate (with its chain); default: a self-signed one in --cert-dir.", metavar="FILE"
     )
@@ -82,6 +106,13 @@ class AdapterSettings(BaseSettings):
     exporter_timeout: float = setting(
         1.0, "Seconds to wait for one exporter's /pods.", metavar="SECONDS", gt=0, le=60, allow_inf_nan=False
     )
+    exporter_max_document_bytes: int = setting(
+        4 * 1024 * 1024,
+        "Largest /pods document read from an exporter (bytes, after decompression); a larger one is refused.",
+        metavar="BYTES",
+        ge=64 * 1024,
+        le=1024**3,
+    )
     exporter_token_file: Path | None = setting(
         None, "File with a bearer token for exporters that require one.", metavar="FILE"
     )
@@ -102,6 +133,13 @@ class AdapterSettings(BaseSettings):
     prometheus_ca_file: Path | None = setting(None, "CA bundle to verify an https Prometheus.", metavar="FILE")
     prometheus_timeout: float = setting(
         2.0, "Seconds to wait for one PromQL query.", metavar="SECONDS", gt=0, le=60, allow_inf_nan=False
+    )
+    prometheus_max_response_bytes: int = setting(
+        16 * 1024 * 1024,
+        "Largest answer read from Prometheus (bytes, after decompression); a larger one is 'source unavailable'.",
+        metavar="BYTES",
+        ge=64 * 1024,
+        le=1024**3,
     )
     # Kubernetes
     kubeconfig: Path | None = setting(

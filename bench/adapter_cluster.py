@@ -21,6 +21,7 @@ import ssl
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -200,9 +201,17 @@ def start_cluster(pods: int, namespace_pods: int, workdir: Path) -> tuple[subpro
     return process, info
 
 
-def launch(pods: int, namespace_pods: int, workdir: Path, *extra_flags: str) -> Launched:
-    """Start the simulated cluster, then the adapter CLI on it (direct source, a static exporter map), and wait
-    until the adapter is ready (its pod cache synced)."""
+def launch(
+    pods: int,
+    namespace_pods: int,
+    workdir: Path,
+    *extra_flags: str,
+    exporter_map: Callable[[dict[str, str]], dict[str, str]] | None = None,
+    log: Path | None = None,
+) -> Launched:
+    """Start the simulated cluster, then the adapter CLI on it (direct source, a static exporter map, changed by
+    `exporter_map` when given), and wait until the adapter is ready (its pod cache synced). `log`: where the adapter's
+    stderr goes (default: this process's)."""
     cluster, info = start_cluster(pods, namespace_pods, workdir)
     ca = CertificateAuthority.create("bench-ca")
     serving = ca.issue_server(["127.0.0.1"])
@@ -214,6 +223,8 @@ def launch(pods: int, namespace_pods: int, workdir: Path, *extra_flags: str) -> 
     write_kubeconfig(workdir / "adapter.kubeconfig", server=str(info["kube"]))
     exporters = info["exporters"]
     assert isinstance(exporters, dict)
+    if exporter_map is not None:
+        exporters = exporter_map(exporters)
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("GPU_PULSE_")}
     env["GPU_PULSE_ADAPTER_EXPORTER_ENDPOINTS"] = ",".join(f"{node}={url}" for node, url in exporters.items())
@@ -233,6 +244,7 @@ def launch(pods: int, namespace_pods: int, workdir: Path, *extra_flags: str) -> 
         ],
         cwd=REPO,
         env=env,
+        stderr=None if log is None else log.open("ab"),
     )
     client_ssl = ssl.create_default_context(cadata=ca.cert_pem.decode())
     client_ssl.load_cert_chain(workdir / "client.crt", workdir / "client.key")

@@ -506,3 +506,7 @@ SELF_POLL_INTERVAL = "gpu_pulse_poll_interval_seconds"
 SELF_NVML_ERRORS = "gpu_pulse_nvml_errors_total"  # {gpu, uuid, error}: GPU_IS_LOST, NO_PERMISSION, TIMEOUT, ...
 SELF_KUBELET_UP = "gpu_pulse_kubelet_up"  # 1 while the last pod-resources List succeeded
 SELF_KUBELET_MAPPING_AGE = "gpu_pulse_kubelet_mapping_age_seconds"  # age of the pod mapping in use
+SELF_CONNECTIONS = "gpu_pulse_http_connections"  # open now (toolkit.connections)
+SELF_CONNECTIONS_MAX = "gpu_pulse_http_connections_max"  # --max-connections
+SELF_CONNECTIONS_ACCEPTED = "gpu_pulse_http_connections_accepted_total"
+SELF_CONNECTIONS_CLOSED = "gpu_pulse_http_connections_closed_total"  # {reason}: refused, evicted, header/idle timeout

@@ -26,6 +26,7 @@ from exporter.loop import PollLoop
 from exporter.nvml import NVML_MEASUREMENTS, NvmlCollector, NvmlUnavailable
 from exporter.server import Access, build_app, load_access
 from exporter.settings import PROG, ExporterSettings, load_settings
+from toolkit.connections import ConnectionGuard, ConnectionLimits, ensure_file_limit
 from toolkit.logs import configure_logging
 from toolkit.serving import ListenError, start_server
 from toolkit.settings import SettingsError, package_version
@@ -146,9 +147,12 @@ async def _serve(settings: ExporterSettings, poll_loop: PollLoop, collector: Nvm
 
     loop.add_signal_handler(signal.SIGHUP, rediscover)
     try:
-        server = await start_server(app, settings.listen, ssl_context=context)
+        server = await start_server(
+            app, settings.listen, ssl_context=context, connections=ConnectionGuard(_connection_limits(settings))
+        )
     except ListenError as error:
         raise StartupError(str(error), 2) from None
+    poll_loop.connection_stats = server.connections.stats
     log.info(
         "serving %s on %s (dialect %s, interval %g s, node %s)",
         "/metrics /pods /healthz /readyz /",
@@ -166,10 +170,20 @@ async def _serve(settings: ExporterSettings, poll_loop: PollLoop, collector: Nvm
             loop.remove_signal_handler(signum)
 
 
+def _connection_limits(settings: ExporterSettings) -> ConnectionLimits:
+    limits = ConnectionLimits(settings.max_connections, settings.header_read_timeout, settings.idle_timeout)
+    try:
+        ensure_file_limit(limits)
+    except ValueError as error:
+        raise StartupError(str(error), 2) from None
+    return limits
+
+
 def run(settings: ExporterSettings) -> None:
     """Run the exporter until SIGTERM/SIGINT. Raises StartupError for failures before serving."""
     keys = _selected_keys(settings)
     _security(settings)  # fail on bad TLS/auth files before touching NVML
+    _connection_limits(settings)  # and on a connection cap the open-file limit cannot hold
     with ExitStack() as stack:
         node = _simulate(settings, stack)
         if not settings.node_name:  # --simulate without --node-name or NODE_NAME: the scenario's node

@@ -17,8 +17,10 @@ from pathlib import Path
 from types import MappingProxyType
 
 from exporter.catalogue import MEASUREMENTS, Measurement
+from toolkit.inputfiles import InputFileError, read_input_text
 
 CSV_TYPES = frozenset({"gauge", "counter", "label"})
+MAX_COLLECTORS_BYTES = 1024 * 1024  # dcgm-exporter's default counters file is about 6 KB
 # dcgm-exporter fields of type `label` that we always put on dcgm series anyway
 PROVIDED_LABEL_FIELDS = frozenset({"DCGM_FI_DRIVER_VERSION"})
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -100,12 +102,8 @@ def parse_selection(text: str, origin: str = "--collectors") -> Selection:
 def load_selection(path: Path) -> Selection:
     """Read and parse a `--collectors` file. Raises SelectionError with one line when unreadable or malformed."""
     origin = f"--collectors {path}"
-    try:
-        data = path.read_bytes()
-    except OSError as error:
-        raise SelectionError(f"{origin}: cannot read the file: {error.strerror or error}") from None
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        raise SelectionError(f"{origin}: not a UTF-8 text file") from None
+    try:  # a regular file of bounded size: never a FIFO that blocks start-up or /dev/zero that fills memory
+        text = read_input_text(path, "--collectors", max_bytes=MAX_COLLECTORS_BYTES)
+    except InputFileError as error:
+        raise SelectionError(str(error)) from None
     return parse_selection(text, origin)

@@ -25,6 +25,7 @@ from exporter.collection import Attribution, DeviceCollection, DeviceCollector, 
 from exporter.exposition import ExpositionRenderer
 from exporter.pods_document import NodePods, SerializedPods
 from exporter.snapshot import CollectorStatus, Snapshot
+from toolkit.connections import ConnectionStats
 
 log = logging.getLogger("exporter.loop")
 
@@ -106,6 +107,8 @@ class PollLoop:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.overruns = 0  # ticks skipped because a cycle took longer than the interval
+        # the HTTP server's connection counts, read each cycle into the snapshot (set once the server listens)
+        self.connection_stats: Callable[[], ConnectionStats] | None = None
 
     # ---- what the server reads -------------------------------------------------------------------------------------
     @property
@@ -189,6 +192,7 @@ class PollLoop:
             collectors=_merge(statuses, (*extra, *self._stage.values())),
             kubelet_up=attribution.kubelet_up if attribution is not None else None,
             kubelet_mapping_age_seconds=attribution.mapping_age_seconds if attribution is not None else None,
+            connections=self.connection_stats() if self.connection_stats is not None else None,
         )
         return snapshot, collected_at
 

@@ -5,44 +5,94 @@ This module is the whole contract between exporter and adapter, in one place: th
 validation on the reading side. The adapter imports this module and nothing else of `exporter`; nothing here imports
 either service. Figures carry the time they were sampled and the window they cover, so a reader can refuse stale
 numbers.
+
+Every number is checked as well as its type, because a reader hands these figures to autoscalers: values are finite
+and within what their unit allows (`FIGURE_BOUNDS`), intervals and windows within sane bounds, times carry a zone and
+no pod was sampled after the document was generated. The same model builds the exporter's document, so the exporter
+cannot publish what a reader would refuse.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import timedelta
 from types import MappingProxyType
-from typing import Literal
+from typing import Literal, Self
 
 import pydantic
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, model_validator
 
 SCHEMA_VERSION: Literal["gpu-pulse.dev/v1"] = "gpu-pulse.dev/v1"
 
+# What each figure's unit allows. Byte counts stop at 2**50 (1 PiB, far above any GPU's framebuffer and still exact as
+# a float); a GPU board draws at most a few kW.
+MAX_BYTES = 2**50
+MAX_WATTS = 10_000.0
+MAX_JOULES = 1e15  # 10 kW for over 3,000 years
+UTILIZATION_PERCENT_BOUNDS = (0.0, 100.0)
+MEMORY_BYTES_BOUNDS = (0, MAX_BYTES)
+POWER_WATTS_BOUNDS = (0.0, MAX_WATTS)
+# An exporter polls at most every 0.05 s and at least every hour (exporter.settings `--interval`); a window is at most a
+# day.
+INTERVAL_SECONDS_BOUNDS = (0.05, 3600.0)
+MAX_WINDOW_SECONDS = 86_400.0
+# A pod's figures cannot be newer than the snapshot they are part of; this much is allowed for rounding.
+SAMPLED_AFTER_GENERATED_TOLERANCE = timedelta(seconds=1)
+
+
+# The exporter's clock when it answered, in Unix seconds (a decimal number), as an HTTP header of each `/pods` answer. A
+# reader measures the age of the figures against it rather than against its own clock, so that clocks of different
+# nodes need not agree (HTTP's `Date` says the same to the whole second; a reader uses that when this is missing).
+ANSWERED_AT_HEADER = "Gpu-Pulse-Answered-At"
+
+
+def answered_at_header(now: float) -> str:
+    return f"{now:.3f}"
+
+
+def parse_answered_at(value: str | None) -> float | None:
+    """The header's time, or None when missing or not a finite, positive number of seconds."""
+    if not value or len(value) > 32:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        return None
+    return seconds if 0 < seconds < 1e11 else None
+
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
 
 class DeviceFigures(_Frozen):
     """One GPU or MIG instance as one container of a pod uses it."""
 
     uuid: str = Field(description="GPU UUID, or MIG UUID for a MIG instance")
-    gpu: int = Field(description="index of the physical GPU on the node")
+    gpu: int = Field(ge=0, le=4096, description="index of the physical GPU on the node")
     gpu_uuid: str = Field(description="UUID of the physical GPU")
     model: str
-    gpu_instance: int | None = Field(None, description="MIG GPU instance id; None for a whole GPU")
+    gpu_instance: int | None = Field(None, ge=0, le=4096, description="MIG GPU instance id; None for a whole GPU")
     mig_profile: str | None = None
     share: Literal["exclusive", "mig", "process", "unattributed"]
-    sharing_pods: int = Field(1, ge=1, description="how many pods hold this device")
+    sharing_pods: int = Field(1, ge=1, le=1_000_000, description="how many pods hold this device")
     utilization_percent: float | None = Field(
-        None, description="this pod's GPU utilization on the device, mean over window_seconds, 0-100"
+        None,
+        ge=UTILIZATION_PERCENT_BOUNDS[0],
+        le=UTILIZATION_PERCENT_BOUNDS[1],
+        description="this pod's GPU utilization on the device, mean over window_seconds, 0-100",
     )
-    memory_used_bytes: int | None = None
-    memory_total_bytes: int | None = Field(None, description="the device's (or MIG instance's) framebuffer size")
-    power_watts: float | None = Field(None, description="this pod's part of the device's power draw")
-    energy_joules: float | None = Field(None, description="this pod's part of the energy since the exporter started")
+    memory_used_bytes: int | None = Field(None, ge=0, le=MAX_BYTES)
+    memory_total_bytes: int | None = Field(
+        None, ge=0, le=MAX_BYTES, description="the device's (or MIG instance's) framebuffer size"
+    )
+    power_watts: float | None = Field(
+        None, ge=0, le=MAX_WATTS, description="this pod's part of the device's power draw"
+    )
+    energy_joules: float | None = Field(
+        None, ge=0, le=MAX_JOULES, description="this pod's part of the energy since the exporter started"
+    )
 
 
 class ContainerView(_Frozen):
@@ -55,8 +105,8 @@ class PodView(_Frozen):
     name: str
     uid: str | None = None
     containers: tuple[ContainerView, ...]
-    sampled_at: datetime = Field(description="time of the newest sample behind these figures (UTC)")
-    window_seconds: float = Field(gt=0, description="the span utilization_percent averages over")
+    sampled_at: AwareDatetime = Field(description="time of the newest sample behind these figures (UTC)")
+    window_seconds: float = Field(gt=0, le=MAX_WINDOW_SECONDS, description="the span utilization_percent averages over")
 
 
 class NodePods(_Frozen):
@@ -64,10 +114,23 @@ class NodePods(_Frozen):
 
     api_version: Literal["gpu-pulse.dev/v1"] = SCHEMA_VERSION
     node: str
-    generated_at: datetime = Field(description="time of the snapshot this document was built from (UTC)")
-    interval_seconds: float = Field(gt=0, description="the exporter's poll interval")
+    generated_at: AwareDatetime = Field(description="time of the snapshot this document was built from (UTC)")
+    interval_seconds: float = Field(
+        ge=INTERVAL_SECONDS_BOUNDS[0], le=INTERVAL_SECONDS_BOUNDS[1], description="the exporter's poll interval"
+    )
     kubelet_up: bool | None = None
     pods: tuple[PodView, ...]
+
+    @model_validator(mode="after")
+    def _pods_sampled_by_generation(self) -> Self:
+        latest = self.generated_at + SAMPLED_AFTER_GENERATED_TOLERANCE
+        for index, pod in enumerate(self.pods):
+            if pod.sampled_at > latest:
+                raise ValueError(
+                    f"pods.{index}.sampled_at {pod.sampled_at.isoformat()} is after the document's generated_at "
+                    f"{self.generated_at.isoformat()}"
+                )
+        return self
 
 
 class PodsDocumentError(ValueError):

@@ -15,6 +15,7 @@ import hashlib
 import hmac
 import logging
 import re
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +26,7 @@ from aiohttp import web
 from exporter.exposition import CONTENT_TYPE_OPENMETRICS, CONTENT_TYPE_TEXT
 from exporter.loop import PollLoop, Published
 from exporter.page import render_page
+from exporter.pods_document import ANSWERED_AT_HEADER, answered_at_header
 
 log = logging.getLogger("exporter.server")
 
@@ -182,6 +184,7 @@ def load_access(bearer_token_file: Path | None, basic_file: Path | None) -> Acce
 POLL_LOOP = web.AppKey("poll_loop", PollLoop)
 COMPRESSOR = web.AppKey("compressor", Compressor)
 ACCESS = web.AppKey("access", Access)  # set only when authentication is configured
+CLOCK: web.AppKey[Callable[[], float]] = web.AppKey("clock")  # wall clock: when a /pods answer is given
 
 
 def _unavailable(reason: str) -> web.Response:
@@ -214,7 +217,8 @@ async def pods(request: web.Request) -> web.Response:
     if namespace is not None and _NAMESPACE.fullmatch(namespace) is None:
         return web.Response(status=400, text=f"namespace: {namespace!r} is not a Kubernetes namespace name\n")
     body = published.pods.for_namespace(namespace)
-    return web.Response(body=body, content_type="application/json", headers={"Cache-Control": "no-store"})
+    headers = {"Cache-Control": "no-store", ANSWERED_AT_HEADER: answered_at_header(request.app[CLOCK]())}
+    return web.Response(body=body, content_type="application/json", headers=headers)
 
 
 async def healthz(request: web.Request) -> web.Response:
@@ -258,10 +262,17 @@ async def _run_poll_loop(app: web.Application) -> AsyncIterator[None]:
     await asyncio.get_running_loop().run_in_executor(None, poll_loop.stop)
 
 
-def build_app(poll_loop: PollLoop, *, access: Access | None = None, run_poll_loop: bool = True) -> web.Application:
+def build_app(
+    poll_loop: PollLoop,
+    *,
+    access: Access | None = None,
+    run_poll_loop: bool = True,
+    clock: Callable[[], float] = time.time,
+) -> web.Application:
     """The application. With `run_poll_loop`, the loop's thread starts and stops with the application."""
     app = web.Application(middlewares=[authenticate])
     app[POLL_LOOP] = poll_loop
+    app[CLOCK] = clock
     app[COMPRESSOR] = Compressor()
     if access is not None:
         app[ACCESS] = access

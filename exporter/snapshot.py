@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from types import MappingProxyType
 
+from toolkit.connections import ConnectionStats
+
 EMPTY: Mapping[str, float] = MappingProxyType({})
 
 
@@ -155,3 +157,4 @@ class Snapshot:
     collectors: tuple[CollectorStatus, ...] = ()
     kubelet_up: bool | None = None  # None: pod attribution is not configured
     kubelet_mapping_age_seconds: float | None = None
+    connections: ConnectionStats | None = None  # the HTTP server's, when it serves (toolkit.connections)

@@ -54,6 +54,10 @@ def exporter_names(dialect: Dialect) -> frozenset[str]:
         catalogue.SELF_NVML_ERRORS,
         catalogue.SELF_KUBELET_UP,
         catalogue.SELF_KUBELET_MAPPING_AGE,
+        catalogue.SELF_CONNECTIONS,
+        catalogue.SELF_CONNECTIONS_MAX,
+        catalogue.SELF_CONNECTIONS_ACCEPTED,
+        catalogue.SELF_CONNECTIONS_CLOSED,
     }
     return frozenset(names)
 

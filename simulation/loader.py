@@ -29,6 +29,7 @@ from simulation.scenario import (
     SetLoad,
     XidBurst,
 )
+from toolkit.inputfiles import InputFileError, read_input_text
 
 BUILTIN_SCENARIOS: tuple[str, ...] = ("h100x8", "a100-mig", "shared", "faulty", "h100-mig", "dra")
 _SUFFIXES = (".yaml", ".yml", ".json")
@@ -58,11 +59,9 @@ def load_scenario(name_or_path: str, seed: int | None = None) -> Scenario:
                 "nor a .yaml/.yml/.json scenario file"
             )
         try:
-            text = path.read_text("utf-8")
-        except OSError as e:
-            raise ScenarioError(f"{origin}: cannot read scenario file: {e.strerror or e}") from None
-        except UnicodeDecodeError:
-            raise ScenarioError(f"{origin}: scenario file is not UTF-8 text") from None
+            text = read_input_text(path, "--simulate")  # a regular file of bounded size, never a FIFO or a device
+        except InputFileError as e:
+            raise ScenarioError(str(e)) from None
         data = _parse(text, path.suffix.lower(), origin)
         default_name = path.stem
     return build_scenario(data, seed=seed, origin=origin, default_name=default_name)
@@ -77,6 +76,8 @@ def build_scenario(
     data = {"name": default_name, **data}
     try:
         spec = Scenario.model_validate(data)
+    except RecursionError:
+        raise ScenarioError(f"{origin}: nested too deep to be a scenario") from None
     except ValidationError as e:
         err = e.errors()[0]
         where = ".".join(p if isinstance(p, str) and p.isprintable() else repr(p) for p in map(str, err["loc"]))
@@ -94,6 +95,8 @@ def _parse(text: str, suffix: str, origin: str) -> Any:
         if suffix == ".json":
             return json.loads(text)
         return yaml.safe_load(text)
+    except RecursionError:
+        raise ScenarioError(f"{origin}: nested too deep to be a scenario") from None
     except json.JSONDecodeError as e:
         raise ScenarioError(f"{origin}: invalid JSON at line {e.lineno} column {e.colno}: {e.msg}") from None
     except yaml.YAMLError as e:

@@ -39,7 +39,24 @@ def api_client(
             )
         elif base_url is None:
             kube_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-    except (OSError, kube_config.ConfigException, yaml.YAMLError, ValueError, TypeError, KeyError, AttributeError) as e:
+    except UnicodeDecodeError:  # the kubernetes client reads a binary file without an error of its own
+        raise KubeConnectionError(f"--kubeconfig {kubeconfig}: not UTF-8 text") from None
+    except OSError as e:
+        if kubeconfig is not None:
+            raise KubeConnectionError(f"--kubeconfig {kubeconfig}: cannot read: {e.strerror or e}") from None
+        raise KubeConnectionError(
+            f"{in_cluster_flag}: cannot use the in-cluster configuration (outside a cluster, give --kubeconfig): "
+            f"{_first_line(e)}"
+        ) from None
+    except (
+        kube_config.ConfigException,
+        yaml.YAMLError,
+        RecursionError,
+        ValueError,
+        TypeError,
+        KeyError,
+        AttributeError,
+    ) as e:
         detail = _first_line(e)
         if kubeconfig is not None:
             raise KubeConnectionError(f"--kubeconfig {kubeconfig}: cannot use it: {detail}") from None

@@ -1,5 +1,7 @@
 """Serving an aiohttp application on a listen address, for both services: start, report the address, stop gracefully.
 
+Connections are bounded (toolkit.connections: a deadline for the request head, an idle timeout, a cap with room kept
+for a client that sends its request at once), and aiohttp's errors are logged without floods (toolkit.logthrottle).
 A port that cannot be bound is a `ListenError` naming `--listen`, which both CLIs turn into one line and exit code 2.
 """
 
@@ -10,6 +12,8 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
+from toolkit.connections import ConnectionGuard, ConnectionLimits, GuardedSite, runner_options
+from toolkit.logthrottle import install_log_throttle
 from toolkit.settings import ListenAddress
 
 
@@ -23,6 +27,7 @@ class RunningServer:
     host: str
     port: int
     tls: bool
+    connections: ConnectionGuard
 
     @property
     def url(self) -> str:
@@ -41,14 +46,19 @@ async def start_server(
     ssl_context: ssl.SSLContext | None = None,
     shutdown_timeout: float = 5.0,
     access_log: bool = True,
+    connections: ConnectionGuard | None = None,
 ) -> RunningServer:
-    """Start serving `app` on `listen` (port 0: an ephemeral port, reported in the result). Raises ListenError."""
+    """Start serving `app` on `listen` (port 0: an ephemeral port, reported in the result), its connections watched by
+    `connections` (default: a guard with the default limits). Raises ListenError."""
+    install_log_throttle()
+    guard = connections if connections is not None else ConnectionGuard(ConnectionLimits())
+    options = runner_options(guard.limits)
     if access_log:  # aiohttp.access writes at debug level only (toolkit.logs)
-        runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=shutdown_timeout)
+        runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=shutdown_timeout, **options)
     else:
-        runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=shutdown_timeout, access_log=None)
+        runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=shutdown_timeout, access_log=None, **options)
     await runner.setup()
-    site = web.TCPSite(runner, listen.host, listen.port, ssl_context=ssl_context, reuse_address=True)
+    site = GuardedSite(runner, listen.host, listen.port, guard, ssl_context=ssl_context)
     try:
         await site.start()
     except OSError as error:
@@ -59,4 +69,4 @@ async def start_server(
         raise
     address = runner.addresses[0]
     host = listen.host if listen.host not in ("0.0.0.0", "::") else ("127.0.0.1" if listen.host == "0.0.0.0" else "::1")
-    return RunningServer(runner, host, int(address[1]), ssl_context is not None)
+    return RunningServer(runner, host, int(address[1]), ssl_context is not None, guard)

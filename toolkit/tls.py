@@ -20,6 +20,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
 from toolkit.certs import CertificateAuthority
+from toolkit.inputfiles import InputFileError, refuse_passphrase
 
 Clock = Callable[[], datetime]
 
@@ -49,7 +50,9 @@ def server_context(
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     try:
-        context.load_cert_chain(cert_file, key_file)
+        context.load_cert_chain(cert_file, key_file, password=refuse_passphrase(KEY_FLAG, key_file))
+    except InputFileError as e:
+        raise TLSConfigError(str(e)) from None
     except (OSError, ssl.SSLError) as e:
         raise TLSConfigError(
             f"{CERT_FLAG} {cert_file} / {KEY_FLAG} {key_file}: cannot load the serving certificate: {_reason(e)}"

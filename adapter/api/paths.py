@@ -7,7 +7,11 @@ custom.metrics.k8s.io/{v1beta1,v1beta2}:
 external.metrics.k8s.io/v1beta1:
     namespaces/{ns}/{metric}
 
-Segments are percent-decoded one by one, so `%2A` is `*` and an encoded `/` never splits a segment.
+Segments are percent-decoded one by one, so `%2A` is `*` and an encoded `/` never splits a segment. The handlers and
+authorization read a path through the same function (`path_segments`), so they agree on what a path names by
+construction: `/apis/%63ustom.metrics.k8s.io/...` is the custom metrics API for both, and a path whose decoded segments
+do not start with the group and version it was routed to (`custom.metrics.k8s.io%2Fv1beta2`: one segment for us, two
+for a router that decodes first) is not served.
 """
 
 from __future__ import annotations
@@ -50,14 +54,22 @@ class ExternalMetricPath:
     metric: str
 
 
-def _segments(raw_path: str, prefix: str) -> list[str]:
-    rest = raw_path.split("?", 1)[0][len(prefix) :].strip("/")
+def path_segments(raw_path: str) -> list[str]:
+    """The segments of a request's raw path (without its query), each percent-decoded on its own."""
+    rest = raw_path.split("?", 1)[0].strip("/")
     return [unquote(part) for part in rest.split("/")] if rest else []
 
 
+def _after_group_version(raw_path: str, group: str, version: str) -> list[str]:
+    parts = path_segments(raw_path)
+    if parts[:3] != ["apis", group, version]:
+        raise ApiError(404, f"the server could not find the requested resource {raw_path}")
+    return parts[3:]
+
+
 def parse_custom_path(raw_path: str, version: str) -> CustomMetricPath:
-    """Parse the part of a custom-metrics path after /apis/custom.metrics.k8s.io/{version}/."""
-    parts = _segments(raw_path, f"/apis/{CUSTOM_GROUP}/{version}")
+    """Parse a custom-metrics path: the part after /apis/custom.metrics.k8s.io/{version}/."""
+    parts = _after_group_version(raw_path, CUSTOM_GROUP, version)
     if any(part == "" for part in parts):
         raise bad_request(f"empty path segment in {raw_path}")
     if len(parts) < 3:
@@ -79,8 +91,8 @@ def parse_custom_path(raw_path: str, version: str) -> CustomMetricPath:
 
 
 def parse_external_path(raw_path: str, version: str) -> ExternalMetricPath:
-    """Parse the part of an external-metrics path after /apis/external.metrics.k8s.io/{version}/."""
-    parts = _segments(raw_path, f"/apis/{EXTERNAL_GROUP}/{version}")
+    """Parse an external-metrics path: the part after /apis/external.metrics.k8s.io/{version}/."""
+    parts = _after_group_version(raw_path, EXTERNAL_GROUP, version)
     if any(part == "" for part in parts):
         raise bad_request(f"empty path segment in {raw_path}")
     if len(parts) != 3 or parts[0] != "namespaces":
@@ -96,7 +108,7 @@ _NAMESPACE_SUBRESOURCES: Final = frozenset({"status", "finalize"})
 def request_attributes(method: str, raw_path: str) -> ResourceAttributes | None:
     """The resource attributes of a request under /apis/{group}/{version}/..., following kube-apiserver's
     RequestInfoFactory; None for any other path (a non-resource request: discovery, openapi, health, metrics)."""
-    parts = _segments(raw_path, "")
+    parts = path_segments(raw_path)
     if len(parts) < 4 or parts[0] != "apis":
         return None
     group, version, rest = parts[1], parts[2], parts[3:]

@@ -10,9 +10,11 @@ from collections.abc import Callable, Iterable
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector
+
+from toolkit.connections import ConnectionStats
 
 _LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 _AGE_BUCKETS = (0.5, 1.0, 2.0, 3.0, 5.0, 10.0, 15.0, 30.0, 60.0, 120.0, 300.0)
@@ -40,6 +42,38 @@ class _CacheSizes(Collector):
             "Exporter /pods documents the direct source keeps (one per node and namespace asked about).",
             value=self.node_documents(),
         )
+
+
+class _Connections(Collector):
+    """The HTTP server's connection counts (toolkit.connections), read at scrape time; zeros until it serves."""
+
+    def __init__(self) -> None:
+        self.stats: Callable[[], ConnectionStats] | None = None
+
+    def collect(self) -> Iterable[Metric]:
+        stats = self.stats() if self.stats is not None else ConnectionStats(0, 0, 0, 0, 0, 0, 0)
+        yield GaugeMetricFamily("gpu_pulse_adapter_http_connections", "HTTP connections open.", value=stats.open)
+        yield GaugeMetricFamily(
+            "gpu_pulse_adapter_http_connections_max",
+            "The cap on open HTTP connections (--max-connections).",
+            value=stats.limit,
+        )
+        yield CounterMetricFamily(
+            "gpu_pulse_adapter_http_connections_accepted",
+            "HTTP connections accepted since the start.",
+            value=stats.accepted,
+        )
+        closed = CounterMetricFamily(
+            "gpu_pulse_adapter_http_connections_closed",
+            "HTTP connections the server closed on its own, by reason: refused (at the cap, all busy), evicted (at "
+            "the cap, to make room), header_timeout, idle_timeout.",
+            labels=["reason"],
+        )
+        closed.add_metric(["refused"], stats.refused)
+        closed.add_metric(["evicted"], stats.evicted)
+        closed.add_metric(["header_timeout"], stats.header_timeouts)
+        closed.add_metric(["idle_timeout"], stats.idle_timeouts)
+        yield closed
 
 
 class AdapterMetrics:
@@ -92,6 +126,8 @@ class AdapterMetrics:
         self._source = source
         self.caches = _CacheSizes()
         self.registry.register(self.caches)
+        self.connections = _Connections()
+        self.registry.register(self.connections)
 
     def observe_source_call(self, outcome: str, seconds: float) -> None:
         self.source_calls.labels(self._source, outcome).observe(seconds)

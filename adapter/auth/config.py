@@ -20,6 +20,7 @@ from kubernetes.client import ApiClient, CoreV1Api
 from kubernetes.client.exceptions import ApiException
 
 from adapter.auth.trust import CertificatePool, TrustConfigError
+from toolkit.inputfiles import InputFileError, read_input_file
 
 log = logging.getLogger(__name__)
 
@@ -100,10 +101,17 @@ def config_from_configmap(data: Mapping[str, str]) -> AuthenticationConfig:
 
 
 def _read(path: Path, flag: str) -> str:
+    """A CA bundle named by `flag`: a file with at least one PEM certificate (an empty file would silently turn the
+    login it configures off)."""
     try:
-        return path.read_text(encoding="ascii")
-    except (OSError, UnicodeDecodeError) as e:
-        raise AuthConfigError(f"{flag} {path}: {e.strerror if isinstance(e, OSError) else e}") from None
+        text = read_input_file(path, flag).decode("ascii")
+    except InputFileError as e:
+        raise AuthConfigError(str(e)) from None
+    except UnicodeDecodeError:
+        raise AuthConfigError(f"{flag} {path}: not a PEM file (not ASCII text)") from None
+    if "-----BEGIN CERTIFICATE-----" not in text:
+        raise AuthConfigError(f"{flag} {path}: no PEM certificate in the file")
+    return text
 
 
 def apply_flags(base: AuthenticationConfig, flags: AuthenticationFlags) -> AuthenticationConfig:

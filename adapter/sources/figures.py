@@ -8,7 +8,27 @@ from types import MappingProxyType
 from adapter.metrics_config import Figure
 from adapter.quantity import QuantityError, decimal_from_float
 from adapter.sources.model import DeviceValue, PodSample
-from exporter.pods_document import DeviceFigures, PodView
+from exporter.pods_document import (
+    MEMORY_BYTES_BOUNDS,
+    POWER_WATTS_BOUNDS,
+    UTILIZATION_PERCENT_BOUNDS,
+    DeviceFigures,
+    PodView,
+)
+
+# What each figure's unit allows (the /pods document's bounds; a fraction of memory in use is 0-1). A figure outside
+# its bounds comes from a broken or hostile source and never reaches an HPA.
+FIGURE_BOUNDS: dict[Figure, tuple[Decimal, Decimal]] = {
+    Figure.UTILIZATION_PERCENT: (Decimal(UTILIZATION_PERCENT_BOUNDS[0]), Decimal(UTILIZATION_PERCENT_BOUNDS[1])),
+    Figure.MEMORY_USED_BYTES: (Decimal(MEMORY_BYTES_BOUNDS[0]), Decimal(MEMORY_BYTES_BOUNDS[1])),
+    Figure.MEMORY_UTILIZATION: (Decimal(0), Decimal(1)),
+    Figure.POWER_WATTS: (Decimal(POWER_WATTS_BOUNDS[0]), Decimal(POWER_WATTS_BOUNDS[1])),
+}
+
+
+def within_bounds(figure: Figure, value: Decimal) -> bool:
+    low, high = FIGURE_BOUNDS[figure]
+    return value.is_finite() and low <= value <= high
 
 
 def exact(number: float | int) -> Decimal | None:
@@ -31,9 +51,10 @@ def figure_of(device: DeviceFigures, figure: Figure) -> Decimal | None:
     if used is None or not total:
         return None
     try:
-        return Decimal(used) / Decimal(total)
+        fraction = Decimal(used) / Decimal(total)
     except (DivisionByZero, InvalidOperation):  # pragma: no cover - total is checked non-zero above
         return None
+    return fraction if within_bounds(Figure.MEMORY_UTILIZATION, fraction) else None
 
 
 def device_labels(node: str, container: str, device: DeviceFigures) -> MappingProxyType[str, str]:
@@ -52,8 +73,9 @@ def device_labels(node: str, container: str, device: DeviceFigures) -> MappingPr
     return MappingProxyType(labels)
 
 
-def pod_sample(node: str, pod: PodView, figure: Figure) -> PodSample | None:
-    """A pod's sample of one figure, or None when none of its devices has that figure."""
+def pod_sample(node: str, pod: PodView, figure: Figure, clock_offset: float = 0.0) -> PodSample | None:
+    """A pod's sample of one figure, or None when none of its devices has that figure. `clock_offset` places the
+    exporter's sample time on the adapter's clock (nodepods.exporter_clock_offset)."""
     devices: list[DeviceValue] = []
     for container in pod.containers:
         for device in container.devices:
@@ -66,7 +88,7 @@ def pod_sample(node: str, pod: PodView, figure: Figure) -> PodSample | None:
         namespace=pod.namespace,
         name=pod.name,
         devices=tuple(devices),
-        sampled_at=pod.sampled_at.timestamp(),
+        sampled_at=pod.sampled_at.timestamp() + clock_offset,
         window_seconds=pod.window_seconds,
         uid=pod.uid,
     )

@@ -6,6 +6,11 @@ grows with the number of pods. A second query gives each pod's sample time (`tim
 timestamps are when the figures were sampled, never "now", and figures older than `max_age` are left out. The window
 served is the one the query averages over (`prometheus.window_seconds`: 60 for `avg_over_time(...[1m])`), so both
 sources agree after a load step.
+
+Prometheus' answer is not trusted: redirects are not followed, the body is read up to `max_response_bytes` (see
+responses), an answer of the wrong shape is "source unavailable" (503), and each number is checked before it is used:
+values finite and within their figure's unit (figures.FIGURE_BOUNDS), sample times finite and not in the future by more
+than `FUTURE_TOLERANCE_SECONDS`.
 """
 
 from __future__ import annotations
@@ -18,18 +23,25 @@ from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal
 from types import MappingProxyType
-from typing import Any
 
 import aiohttp
 
 from adapter.metrics_config import MetricDefinition
 from adapter.quantity import QuantityError, decimal_from_float
+from adapter.sources.figures import within_bounds
 from adapter.sources.model import DeviceValue, PodKey, PodSample, ServedValue, SourceError, SourceUnavailableError
+from adapter.sources.responses import UpstreamAnswerError, decode_json, read_bounded
 from adapter.sources.values import pod_value
 from toolkit.pods import Pod
 
 QueryObserver = Callable[[str, float], None]  # (outcome "ok" | "error" | "timeout", seconds)
 DEFAULT_MAX_AGE = 60.0
+# An instant query's answer for a namespace is about 250 bytes per pod and device: 16 MiB is some 60,000 series. With at
+# most MAX_PARALLEL_QUERIES answers read at once, bodies take at most 16 x 16 MiB.
+MAX_RESPONSE_BYTES = 16 * 1024 * 1024
+MAX_PARALLEL_QUERIES = 16
+# How far after the adapter's "now" a sample may be stamped (clocks of Prometheus and adapter differ a little).
+FUTURE_TOLERANCE_SECONDS = 5.0
 # Past this many namespaces one query selects every namespace and the adapter filters: a matcher stays short.
 _MAX_NAMESPACES_IN_MATCHER = 20
 _HIDDEN_LABELS = frozenset({"__name__", "namespace", "pod"})
@@ -54,12 +66,55 @@ def namespace_matcher(namespaces: Sequence[str]) -> str:
     return f"namespace=~{promql_string('|'.join(_regex_escape(n) for n in unique))}"
 
 
-def _number(text: object) -> Decimal | None:
-    """A sample value of the HTTP API (a string such as "80.00000000000001", "NaN", "+Inf") as the decimal it means."""
+def _number(text: str) -> Decimal | None:
+    """A sample value of the HTTP API (a string such as "80.00000000000001", "NaN", "+Inf") as the decimal it means;
+    None when not finite."""
     try:
-        return decimal_from_float(float(str(text)))
-    except (ValueError, QuantityError):
+        return decimal_from_float(float(text))
+    except (ValueError, OverflowError, QuantityError):
         return None
+
+
+Series = tuple[Mapping[str, str], str]  # (labels, sample value as the API writes it)
+
+
+def vector_series(body: object, promql: str) -> list[Series]:
+    """The series of a successful instant-vector answer, each as (labels, value text).
+
+    SourceUnavailableError (the source cannot be used) when the answer is not shaped as the HTTP API documents it:
+    `{"status": "success", "data": {"resultType": "vector", "result": [{"metric": {str: str}, "value": [time, str]}]}}`.
+    SourceError when it is well formed but the query gives another type of result (a configuration problem).
+    """
+    if not isinstance(body, dict):
+        raise SourceUnavailableError("prometheus answered with something else than a JSON object")
+    data = body.get("data")
+    if not isinstance(data, dict):
+        raise SourceUnavailableError("prometheus answered without a data object")
+    result_type = data.get("resultType")
+    if result_type != "vector":
+        if isinstance(result_type, str) and result_type in ("matrix", "scalar", "string"):
+            raise SourceError(f"the query {promql!r} returns a {result_type}, not an instant vector")
+        raise SourceUnavailableError("prometheus answered with an unknown resultType")
+    result = data.get("result")
+    if result is None:
+        return []
+    if not isinstance(result, list):
+        raise SourceUnavailableError("prometheus answered with a vector result that is not a list")
+    series: list[Series] = []
+    for index, item in enumerate(result):
+        labels = item.get("metric") if isinstance(item, dict) else None
+        value = item.get("value") if isinstance(item, dict) else None
+        if (
+            not isinstance(labels, dict)
+            or not all(isinstance(v, str) for v in labels.values())
+            or not isinstance(value, list)
+            or len(value) != 2
+            or not isinstance(value[0], int | float)
+            or not isinstance(value[1], str)
+        ):
+            raise SourceUnavailableError(f"prometheus answered with a malformed series (result[{index}])")
+        series.append((labels, value[1]))
+    return series
 
 
 class PrometheusSource:
@@ -75,8 +130,12 @@ class PrometheusSource:
         max_age: float | None = None,
         clock: Callable[[], float] = time.time,
         observe: QueryObserver | None = None,
+        max_response_bytes: int = MAX_RESPONSE_BYTES,
+        max_parallel: int = MAX_PARALLEL_QUERIES,
     ) -> None:
         self._endpoint = url.rstrip("/") + "/api/v1/query"
+        self._max_bytes = max_response_bytes
+        self._max_parallel = max_parallel
         self._headers = headers
         self._ssl = ssl_context
         self._timeout = timeout
@@ -86,7 +145,7 @@ class PrometheusSource:
         self._session: aiohttp.ClientSession | None = None
 
     async def start(self) -> None:
-        connector = aiohttp.TCPConnector(limit=32, ssl=self._ssl or True)
+        connector = aiohttp.TCPConnector(limit=self._max_parallel, ssl=self._ssl or True)
         self._session = aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=self._timeout))
 
     async def close(self) -> None:
@@ -105,28 +164,27 @@ class PrometheusSource:
             return {}
         query, time_query = metric.prometheus.render(namespace_matcher([ns for ns, _ in wanted]))
         value_series, time_series = await asyncio.gather(self.query(query), self.query(time_query))
+        now = self._clock()
+        latest = now + FUTURE_TOLERANCE_SECONDS
         sampled_at: dict[PodKey, float] = {}
-        for series in time_series:
-            labels = series.get("metric") or {}
+        for labels, text in time_series:
             key = (labels.get("namespace", ""), labels.get("pod", ""))
-            when = _number((series.get("value") or [None, None])[1])
+            when = _number(text)
             if key in wanted and when is not None:
                 sampled_at[key] = max(sampled_at.get(key, -math.inf), float(when))
         devices: dict[PodKey, list[DeviceValue]] = defaultdict(list)
-        for series in value_series:
-            labels = series.get("metric") or {}
+        for labels, text in value_series:
             key = (labels.get("namespace", ""), labels.get("pod", ""))
-            value = _number((series.get("value") or [None, None])[1])
-            if key in wanted and value is not None:
-                shown = {k: str(v) for k, v in labels.items() if k not in _HIDDEN_LABELS}
+            value = _number(text)
+            if key in wanted and value is not None and within_bounds(metric.figure, value):
+                shown = {k: v for k, v in labels.items() if k not in _HIDDEN_LABELS}
                 devices[key].append(DeviceValue(value, MappingProxyType(shown)))
-        now = self._clock()
         window = None if metric.prometheus.window_seconds is None else float(metric.prometheus.window_seconds)
         found: dict[PodKey, PodSample] = {}
         for key, values in devices.items():
             when_sampled = sampled_at.get(key)
-            if when_sampled is None or now - when_sampled > self._max_age:
-                continue  # no sample time (cannot vouch for freshness) or too old
+            if when_sampled is None or now - when_sampled > self._max_age or when_sampled > latest:
+                continue  # no sample time (cannot vouch for freshness), too old, or stamped in the future
             found[key] = PodSample(key[0], key[1], tuple(values), when_sampled, window_seconds=window)
         return found
 
@@ -137,7 +195,7 @@ class PrometheusSource:
             for pod in pods
         ]
 
-    async def query(self, promql: str) -> list[dict[str, Any]]:
+    async def query(self, promql: str) -> list[Series]:
         """An instant query; its vector result. SourceUnavailableError when Prometheus cannot be reached or is failing,
         SourceError when it rejects the query."""
         session = self._session
@@ -147,25 +205,24 @@ class PrometheusSource:
         started = time.perf_counter()
         outcome = "error"
         try:
-            async with session.get(self._endpoint, params={"query": promql}, headers=headers) as response:
-                try:
-                    body = await response.json(content_type=None)
-                except ValueError:
-                    body = None
+            async with session.get(
+                self._endpoint, params={"query": promql}, headers=headers, allow_redirects=False
+            ) as response:
                 status = response.status
+                try:
+                    body = decode_json(await read_bounded(response, self._max_bytes))
+                except UpstreamAnswerError as exc:
+                    raise SourceUnavailableError(f"{self._endpoint} answered HTTP {status}: {exc}") from None
             if not isinstance(body, dict):
-                raise SourceUnavailableError(f"{self._endpoint} answered HTTP {status} without a JSON body")
+                raise SourceUnavailableError(f"{self._endpoint} answered HTTP {status} without a JSON object")
             if body.get("status") != "success":
-                problem = f"{body.get('errorType', 'error')}: {body.get('error', 'no error message')}"
+                problem = f"{_text(body.get('errorType'), 'error')}: {_text(body.get('error'), 'no error message')}"
                 if status in (400, 422):
                     raise SourceError(f"prometheus rejected the query {promql!r}: {problem}")
                 raise SourceUnavailableError(f"prometheus answered HTTP {status}: {problem}")
-            data = body.get("data") or {}
-            if data.get("resultType") != "vector":
-                raise SourceError(f"the query {promql!r} returns a {data.get('resultType')}, not an instant vector")
+            series = vector_series(body, promql)
             outcome = "ok"
-            result = data.get("result") or []
-            return [series for series in result if isinstance(series, dict)]
+            return series
         except TimeoutError:
             outcome = "timeout"
             raise SourceUnavailableError(f"prometheus did not answer within {self._timeout:g} s") from None
@@ -174,3 +231,8 @@ class PrometheusSource:
         finally:
             if self._observe is not None:
                 self._observe(outcome, time.perf_counter() - started)
+
+
+def _text(value: object, otherwise: str) -> str:
+    """A string field of an answer, shortened for a log line or a Status message."""
+    return value[:200] if isinstance(value, str) else otherwise

@@ -11,6 +11,10 @@ from exporter.catalogue import (
     SELF_COLLECTOR_DURATION,
     SELF_COLLECTOR_ERRORS,
     SELF_COLLECTOR_SUCCESS,
+    SELF_CONNECTIONS,
+    SELF_CONNECTIONS_ACCEPTED,
+    SELF_CONNECTIONS_CLOSED,
+    SELF_CONNECTIONS_MAX,
     SELF_KUBELET_MAPPING_AGE,
     SELF_KUBELET_UP,
     SELF_NVML_ERRORS,
@@ -23,6 +27,7 @@ from exporter.exposition.devices import Families
 from exporter.exposition.plan import FamilyHeader
 from exporter.exposition.textformat import counter_value_is_valid, format_value, label_pairs
 from exporter.snapshot import CollectorStatus, MigIdentity, Snapshot
+from toolkit.connections import ConnectionStats
 
 G, C = MetricType.GAUGE, MetricType.COUNTER
 BUILD_INFO = FamilyHeader.of(SELF_BUILD_INFO, G, "gpu-pulse exporter build information (value 1).")
@@ -36,6 +41,15 @@ INTERVAL = FamilyHeader.of(SELF_POLL_INTERVAL, G, "The configured poll interval,
 NVML_ERRORS = FamilyHeader.of(SELF_NVML_ERRORS, C, "NVML errors per device since the exporter started, by NVML error.")
 KUBELET_UP = FamilyHeader.of(SELF_KUBELET_UP, G, "1 while the last kubelet pod-resources List succeeded, else 0.")
 KUBELET_AGE = FamilyHeader.of(SELF_KUBELET_MAPPING_AGE, G, "Age of the pod-to-device mapping in use, in seconds.")
+CONNECTIONS = FamilyHeader.of(SELF_CONNECTIONS, G, "HTTP connections open, as of the snapshot.")
+CONNECTIONS_MAX = FamilyHeader.of(SELF_CONNECTIONS_MAX, G, "The cap on open HTTP connections (--max-connections).")
+CONNECTIONS_ACCEPTED = FamilyHeader.of(SELF_CONNECTIONS_ACCEPTED, C, "HTTP connections accepted since the start.")
+CONNECTIONS_CLOSED = FamilyHeader.of(
+    SELF_CONNECTIONS_CLOSED,
+    C,
+    "HTTP connections the server closed on its own, by reason: refused (at the cap, all busy), evicted (at the cap, "
+    "to make room), header_timeout, idle_timeout.",
+)
 
 
 class HealthSeries:
@@ -61,8 +75,31 @@ class HealthSeries:
             age = snapshot.kubelet_mapping_age_seconds
             if age is not None:
                 families.append((KUBELET_AGE, [f"{SELF_KUBELET_MAPPING_AGE} {format_value(age)}\n"]))
+        if snapshot.connections is not None:
+            families += _connection_families(snapshot.connections)
         out.extend(families)
         return sum(len(lines) for _, lines in families)
+
+
+def _connection_families(stats: ConnectionStats) -> list[tuple[FamilyHeader, list[str]]]:
+    closed = (
+        ("refused", stats.refused),
+        ("evicted", stats.evicted),
+        ("header_timeout", stats.header_timeouts),
+        ("idle_timeout", stats.idle_timeouts),
+    )
+    return [
+        (CONNECTIONS, [f"{SELF_CONNECTIONS} {stats.open}\n"]),
+        (CONNECTIONS_MAX, [f"{SELF_CONNECTIONS_MAX} {stats.limit}\n"]),
+        (CONNECTIONS_ACCEPTED, [f"{SELF_CONNECTIONS_ACCEPTED} {stats.accepted}\n"]),
+        (
+            CONNECTIONS_CLOSED,
+            [
+                f"{SELF_CONNECTIONS_CLOSED}{{{label_pairs((('reason', reason),))}}} {count}\n"
+                for reason, count in closed
+            ],
+        ),
+    ]
 
 
 def _collector_families(statuses: tuple[CollectorStatus, ...]) -> list[tuple[FamilyHeader, list[str]]]:

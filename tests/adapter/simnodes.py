@@ -13,12 +13,20 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from email.utils import formatdate
 
 from aiohttp import web
 
 from exporter.catalogue import Dialect
 from exporter.exposition.render import render_exposition
-from exporter.pods_document import ContainerView, DeviceFigures, NodePods, PodView
+from exporter.pods_document import (
+    ANSWERED_AT_HEADER,
+    ContainerView,
+    DeviceFigures,
+    NodePods,
+    PodView,
+    answered_at_header,
+)
 from exporter.snapshot import DeviceReading, GpuIdentity, MigIdentity, PodDeviceUse, PodRef, ShareMethod, Snapshot
 
 
@@ -177,7 +185,11 @@ class SimulatedNode:
             await asyncio.sleep(self.delay)
         if self.broken is not None:
             return web.Response(text=self.broken, content_type="application/json")
-        return web.Response(body=self.document(namespace).model_dump_json().encode(), content_type="application/json")
+        body = self.document(namespace).model_dump_json().encode()
+        # the answer is dated on this node's clock, like a real exporter's
+        now = self.clock()
+        headers = {"Date": formatdate(now, usegmt=True), ANSWERED_AT_HEADER: answered_at_header(now)}
+        return web.Response(body=body, content_type="application/json", headers=headers)
 
     async def start(self) -> str:
         app = web.Application()

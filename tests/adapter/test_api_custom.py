@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
 import re
 from decimal import Decimal
 from typing import Any
@@ -219,3 +221,25 @@ async def test_pod_cache_not_synced_is_service_unavailable(make_adapter: Adapter
     assert "has not synced" in body["message"]
     # discovery answers all the same: the aggregator probes it
     await get(client, V2)
+
+
+async def raw_get(client: Any, raw_path: str) -> tuple[int, dict[str, Any]]:
+    """GET a path exactly as written (no client-side normalization of its percent-encoding)."""
+    reader, writer = await asyncio.open_connection(client.server.host, client.server.port)
+    writer.write(f"GET {raw_path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
+    answer = await reader.read()
+    writer.close()
+    head, _, body = answer.partition(b"\r\n\r\n")
+    return int(head.split(b" ", 2)[1]), json.loads(body)
+
+
+async def test_a_percent_encoded_group_is_the_same_api(make_adapter: AdapterFactory) -> None:
+    client = await make_adapter()
+    plain = await get(client, f"{V2}/namespaces/ml/pods/*/gpu_utilization")
+    status, encoded = await raw_get(
+        client, "/apis/%63ustom.metrics.k8s.io/v1beta2/namespaces/ml/pods/%2A/gpu_utilization"
+    )
+    assert status == 200, encoded
+    assert values(encoded) == values(plain)
+    status, body = await raw_get(client, "/apis/custom.metrics.k8s.io%2Fv1beta2/namespaces/ml/pods/*/gpu_utilization")
+    assert status == 404 and body["kind"] == "Status"

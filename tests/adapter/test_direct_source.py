@@ -53,7 +53,7 @@ def timestamp(item: dict[str, Any]) -> float:
 
 
 def direct(cluster: Cluster, clock: ManualClock, max_age: float | None = None, **cache: Any) -> DirectSource:
-    nodes_cache = NodePodsCache(clock=clock.monotonic, **cache)
+    nodes_cache = NodePodsCache(clock=clock.monotonic, wall_clock=clock.time, **cache)
     return DirectSource(cluster.locator(), nodes_cache, max_age=max_age, clock=clock.time)
 
 

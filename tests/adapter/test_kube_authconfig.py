@@ -211,3 +211,16 @@ def test_allowed_names_compare_the_common_name() -> None:
     user = authenticator.authenticate(named, _headers([("X-Remote-User", "alice")]))
     assert user is not None and user.name == "alice"
     assert user.extra == {}
+
+
+@pytest.mark.parametrize("content", [b"", b"\n  \n", b"not a certificate\n"], ids=["empty", "blank", "no-pem"])
+@pytest.mark.parametrize("flag", ["client_ca_file", "requestheader_client_ca_file"])
+def test_a_ca_file_without_a_certificate_is_an_error_not_a_login_turned_off(
+    tmp_path: Path, content: bytes, flag: str
+) -> None:
+    ca_file = tmp_path / "ca.crt"
+    ca_file.write_bytes(content)
+    flags = AuthenticationFlags(**{flag: ca_file})  # type: ignore[arg-type]
+    shown = "--" + flag.replace("_", "-")
+    with pytest.raises(AuthConfigError, match=rf"^{shown} .*ca.crt: no PEM certificate in the file$"):
+        apply_flags(config_from_configmap(CONFIGMAP), flags)

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 from cryptography import x509
+from cryptography.hazmat.primitives import serialization
 from kubernetes.client import CoreV1Api
 
 from adapter.podcache.cache import PodCache
@@ -216,3 +217,15 @@ async def test_client_certificates_are_requested_and_any_chain_reaches_the_authe
     assert context.verify_mode == ssl.CERT_OPTIONAL
     context.verify_mode = ssl.CERT_OPTIONAL  # setting it again (as ssl users do) keeps the callback
     assert await handshake(context, client, "adapter.example") == "hello"
+
+
+def test_a_passphrase_protected_key_is_one_line_naming_the_flag(tmp_path: Path) -> None:
+    issued = CertificateAuthority.create("ca").issue_server(["localhost"])
+    (tmp_path / "tls.crt").write_bytes(issued.cert_pem)
+    encrypted = serialization.BestAvailableEncryption(b"secret")
+    key = issued.key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, encrypted)
+    (tmp_path / "tls.key").write_bytes(key)
+    with pytest.raises(
+        TLSConfigError, match=r"^--tls-private-key-file .*tls.key: the key is protected by a passphrase"
+    ):
+        build_server_ssl_context(tmp_path / "tls.crt", tmp_path / "tls.key", tmp_path, ())

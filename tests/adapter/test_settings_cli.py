@@ -87,9 +87,37 @@ def test_unusable_metrics_config_exits_2(tmp_path: Path) -> None:
     )
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
-        f"gpu-pulse-adapter: error: {config}: metrics[0].figure: Input should be 'utilization_percent', "
+        f"gpu-pulse-adapter: error: --config {config}: metrics[0].figure: Input should be 'utilization_percent', "
         "'memory_used_bytes', 'memory_utilization' or 'power_watts' (got 'temperature')"
     ]
+
+
+@pytest.mark.parametrize(
+    ("content", "problem"),
+    [
+        (b"metrics: " + b"[" * 1000 + b"]" * 1000 + b"\n", "nested too deep"),
+        (b"\xff\xfe\x00\x01 binary", "not a UTF-8 text file"),
+        (b"", "defines no metric"),
+        (b"metrics: []\nexternal: []\n", "defines no metric"),
+    ],
+    ids=["nested-1000-levels", "binary", "empty", "no-metrics"],
+)
+def test_config_files_that_cannot_serve_exit_2_naming_the_flag(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: bytes, problem: str
+) -> None:
+    config = tmp_path / "metrics.yaml"
+    config.write_bytes(content)
+    assert main([f"--config={config}"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"gpu-pulse-adapter: error: --config {config}: ") and problem in err
+
+
+def test_a_binary_kubeconfig_exits_2_naming_the_flag(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_bytes(b"\x9d\xff\x00 not yaml")
+    assert main([f"--kubeconfig={kubeconfig}"]) == 2
+    err = capsys.readouterr().err
+    assert err == f"gpu-pulse-adapter: error: --kubeconfig {kubeconfig}: not UTF-8 text\n"
 
 
 def test_help_explains_units_and_defaults() -> None:

@@ -234,3 +234,28 @@ def test_served_values_are_rounded_to_the_milli_unit_the_hpa_reads() -> None:
     assert quantity(Decimal("-0.0005")) == "-1m"
     assert quantity(Decimal("85.3")) == "85300m"
     assert quantity(Decimal(64 * 2**30)) == "68719476736"  # whole numbers stay exact
+
+
+@given(st.lists(st.booleans(), min_size=4, max_size=4), names, metric_names)
+def test_routing_and_authorization_read_the_same_path(encode: list[bool], namespace: str, metric: str) -> None:
+    """However the segments are percent-encoded, the handler's path and the authorized attributes name one thing."""
+    segments = ["custom.metrics.k8s.io", "v1beta2", "namespaces", namespace]
+    shown = [
+        ("".join(f"%{ord(c):02X}" for c in part) if flag else part) for part, flag in zip(segments, encode, strict=True)
+    ]
+    raw = "/apis/" + "/".join(shown) + f"/pods/*/{metric}"
+    path = parse_custom_path(raw, "v1beta2")
+    attributes = request_attributes("GET", raw)
+    assert attributes is not None
+    assert (attributes.group, attributes.version, attributes.namespace) == (
+        "custom.metrics.k8s.io",
+        "v1beta2",
+        namespace,
+    )
+    assert (path.namespace, path.resource, path.metric) == (attributes.namespace, attributes.resource, metric)
+
+
+def test_an_encoded_slash_never_names_another_group_or_version() -> None:
+    with pytest.raises(ApiError) as caught:
+        parse_custom_path("/apis/custom.metrics.k8s.io%2Fv1beta2/namespaces/ml/pods/*/m", "v1beta2")
+    assert caught.value.code == 404

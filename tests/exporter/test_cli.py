@@ -16,11 +16,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from cryptography.hazmat.primitives import serialization
 
 from exporter.cli import StartupError, main, run
 from exporter.nvml.errors import BUILTIN_SCENARIO_NAMES
 from exporter.settings import COMMAND_LINE, load_settings
 from simulation.loader import BUILTIN_SCENARIOS
+from toolkit.certs import CertificateAuthority
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -321,3 +323,37 @@ def test_without_explicit_flags_the_simulated_node_serves_its_own_kubelet() -> N
         assert isinstance(attributor, KubeletPodAttributor)
         assert attributor.client.socket_path == node.pod_side.socket_path
         assert attributor.owners is not None and attributor.owners.proc_root == node.pod_side.proc_root
+
+
+def test_collectors_that_are_no_regular_file_exit_2(tmp_path: Path) -> None:
+    fifo = tmp_path / "collectors.csv"
+    os.mkfifo(fifo)  # would block start-up when opened for reading the ordinary way
+    for path in (fifo, Path("/dev/zero")):
+        error = _startup_error(["--collectors", str(path), "--simulate", "h100x8"])
+        assert error.code == 2 and str(error).startswith(f"--collectors {path}: not a regular file")
+
+
+def test_a_scenario_nested_a_thousand_levels_exits_2(tmp_path: Path) -> None:
+    scenario = tmp_path / "deep.yaml"
+    scenario.write_text("gpus: " + "[" * 1000 + "]" * 1000 + "\n")
+    error = _startup_error(["--simulate", str(scenario)])
+    assert error.code == 2 and "nested too deep" in str(error)
+
+
+def test_a_passphrase_protected_tls_key_exits_2_naming_the_flag(tmp_path: Path) -> None:
+    issued = CertificateAuthority.create("ca").issue_server(["localhost"])
+    (tmp_path / "tls.crt").write_bytes(issued.cert_pem)
+    encrypted = serialization.BestAvailableEncryption(b"secret")
+    key = issued.key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, encrypted)
+    (tmp_path / "tls.key").write_bytes(key)
+    error = _startup_error(
+        [
+            "--simulate",
+            "h100x8",
+            "--tls-cert-file",
+            str(tmp_path / "tls.crt"),
+            "--tls-private-key-file",
+            str(tmp_path / "tls.key"),
+        ]
+    )
+    assert error.code == 2 and "--tls-private-key-file" in str(error) and "passphrase" in str(error)

@@ -93,7 +93,7 @@ def test_files(tmp_path: Path) -> None:
     path = tmp_path / "counters.csv"
     path.write_bytes(b"\xef\xbb\xbf" + DCGM_CSV.encode())  # with a UTF-8 byte order mark
     assert load_selection(path).keys >= {"gpu_util"}
-    with pytest.raises(SelectionError, match=r"--collectors .*missing.csv: cannot read the file"):
+    with pytest.raises(SelectionError, match=r"--collectors .*missing.csv: cannot read: "):
         load_selection(tmp_path / "missing.csv")
     binary = tmp_path / "binary"
     binary.write_bytes(b"\xff\xfe\x00gpu")

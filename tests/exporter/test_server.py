@@ -23,6 +23,7 @@ from prometheus_client.openmetrics.parser import text_string_to_metric_families 
 from prometheus_client.parser import text_string_to_metric_families
 
 from exporter.attribution.pods_builder import PodsDocumentBuilder
+from exporter.pods_document import ANSWERED_AT_HEADER, parse_answered_at
 from exporter.server import accepts_gzip, build_app, load_access, wants_openmetrics
 from tests.support.clocks import ManualClock
 from tests.support.snapshots import SimulatedNode, simulated_node
@@ -125,6 +126,15 @@ async def test_pods_document_and_namespace_filter(node: SimulatedNode, client: C
     bad = await client.get("/pods", params={"namespace": "Not_A/Namespace"})
     assert bad.status == 400
     assert "namespace" in await bad.text()
+
+
+async def test_pods_answers_state_the_exporters_clock(node: SimulatedNode, aiohttp_client: Any) -> None:
+    """Readers measure the age of figures against the exporter's own "now" (clock skew between nodes)."""
+    client = await aiohttp_client(build_app(node.loop, run_poll_loop=False, clock=lambda: 1_760_000_123.25))
+    node.loop.poll_once()
+    response = await client.get("/pods")
+    assert response.headers[ANSWERED_AT_HEADER] == "1760000123.250"
+    assert parse_answered_at(response.headers[ANSWERED_AT_HEADER]) == 1_760_000_123.25
 
 
 async def test_readyz_transitions(node: SimulatedNode, client: Client) -> None:

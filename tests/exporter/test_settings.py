@@ -61,10 +61,11 @@ def test_paths_and_case_insensitive_choices(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("argv", "env", "expected"),
     [
-        (["--interval", "0"], {}, "--interval: Input should be greater than 0"),
+        (["--interval", "0"], {}, "--interval: Input should be greater than or equal to 0.05"),
+        (["--interval", "1e-300"], {}, "--interval: Input should be greater than or equal to 0.05"),
         (["--interval", "abc"], {}, "--interval: Input should be a valid number"),
         (["--interval", "inf"], {}, "--interval: Input should be a finite number"),
-        ([], {"GPU_PULSE_INTERVAL": "-1"}, "GPU_PULSE_INTERVAL: Input should be greater than 0"),
+        ([], {"GPU_PULSE_INTERVAL": "-1"}, "GPU_PULSE_INTERVAL: Input should be greater than or equal to 0.05"),
         (["--dialect", "graphite"], {}, "--dialect: Input should be 'dcgm' or 'prometheus'"),
         ([], {"GPU_PULSE_DIALECT": "x"}, "GPU_PULSE_DIALECT: Input should be 'dcgm' or 'prometheus'"),
         (["--listen", "9400"], {}, "--listen: expected host:port"),
@@ -95,7 +96,7 @@ def test_a_bad_value_is_one_line_naming_the_flag_or_variable(
 
 
 def test_the_numbers_a_flag_accepts_are_named() -> None:
-    with pytest.raises(SettingsError, match=r"accepts a number of seconds > 0"):
+    with pytest.raises(SettingsError, match=r"accepts a number of seconds from 0.05 to 3600"):
         load(["--interval", "0"])
 
 

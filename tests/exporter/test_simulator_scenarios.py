@@ -140,12 +140,12 @@ def test_bad_files_give_one_clear_line(tmp_path: Path, text: str, message: str) 
 def test_bad_names_and_paths(tmp_path: Path) -> None:
     with pytest.raises(ScenarioError, match="not a built-in scenario"):
         load_scenario("h200x8")
-    with pytest.raises(ScenarioError, match="cannot read scenario file"):
+    with pytest.raises(ScenarioError, match=r"--simulate .*missing.yaml: cannot read"):
         load_scenario(str(tmp_path / "missing.yaml"))
     with pytest.raises(ScenarioError, match="invalid JSON at line 1"):
         load_scenario(write(tmp_path, "{nope", "bad.json"))
     (tmp_path / "bin.yaml").write_bytes(b"\xff\xfe\x00")
-    with pytest.raises(ScenarioError, match="not UTF-8"):
+    with pytest.raises(ScenarioError, match="not a UTF-8"):
         load_scenario(str(tmp_path / "bin.yaml"))
 
 

@@ -66,5 +66,5 @@ def test_an_unusable_kubeconfig_is_one_line_naming_the_flag_and_file(tmp_path: P
 
 
 def test_a_directory_as_kubeconfig(tmp_path: Path) -> None:
-    with pytest.raises(KubeConnectionError, match=rf"^--kubeconfig {tmp_path}: cannot use it: "):
+    with pytest.raises(KubeConnectionError, match=rf"^--kubeconfig {tmp_path}: cannot read: Is a directory"):
         api_client(kubeconfig=tmp_path)

@@ -1,0 +1,329 @@
+"""Exporters and a Prometheus that misbehave on purpose: endless bodies, redirects, answers of the wrong shape,
+numbers out of range or from the future, a node that keeps failing, and a node whose clock is off by a minute."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import Any
+
+import pytest
+from aiohttp import web
+from hypothesis import given
+from hypothesis import strategies as st
+
+from adapter.api.selfmetrics import AdapterMetrics
+from adapter.metrics_config import default_metrics_config
+from adapter.quantity import parse_quantity
+from adapter.sources.direct import DirectSource
+from adapter.sources.exporters import StaticExporters
+from adapter.sources.nodepods import NodePodsCache, exporter_clock_offset
+from adapter.sources.prometheus import PrometheusSource
+from exporter.pods_document import NodePods, PodView
+from tests.adapter.simcluster import AdapterFactory, Cluster
+from tests.adapter.test_direct_source import PODS, direct, served, timestamp
+from tests.support.clocks import ManualClock
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+@dataclass
+class Upstream:
+    """A loopback HTTP server answering every path with `handler`, counting requests."""
+
+    handler: Handler
+    requests: int = 0
+    finished: asyncio.Event = field(default_factory=asyncio.Event)
+    _runner: web.AppRunner | None = None
+    url: str = ""
+
+    async def start(self) -> Upstream:
+        async def count(request: web.Request) -> web.StreamResponse:
+            self.requests += 1
+            try:
+                return await self.handler(request)
+            finally:
+                self.finished.set()
+
+        app = web.Application()
+        app.router.add_route("*", "/{tail:.*}", count)
+        self._runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=0.1)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        port = self._runner.addresses[0][1]
+        self.url = f"http://127.0.0.1:{port}"
+        return self
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+
+@pytest.fixture
+async def upstreams() -> AsyncIterator[Callable[[Handler], Awaitable[Upstream]]]:
+    started: list[Upstream] = []
+
+    async def start(handler: Handler) -> Upstream:
+        upstream = await Upstream(handler).start()
+        started.append(upstream)
+        return upstream
+
+    yield start
+    for upstream in started:
+        await upstream.stop()
+
+
+async def endless_chunks(request: web.Request) -> web.StreamResponse:
+    """A body without Content-Length that never ends (until the reader goes away)."""
+    response = web.StreamResponse(headers={"Content-Type": "application/json"})
+    await response.prepare(request)
+    await response.write(b'{"pods": [')
+    chunk = b'"' + b"x" * 65_536 + b'",'
+    while True:
+        await response.write(chunk)
+
+
+def outcomes(metrics: AdapterMetrics, source: str) -> dict[str, float | None]:
+    return {
+        outcome: metrics.registry.get_sample_value(
+            "gpu_pulse_adapter_source_duration_seconds_count", {"source": source, "outcome": outcome}
+        )
+        for outcome in ("ok", "error", "timeout")
+    }
+
+
+# ---- exporters -----------------------------------------------------------------------------------------------------
+async def test_an_endless_chunked_document_is_cut_at_the_cap(
+    make_adapter: AdapterFactory, cluster: Cluster, upstreams: Callable[[Handler], Awaitable[Upstream]]
+) -> None:
+    hostile = await upstreams(endless_chunks)
+    metrics = AdapterMetrics("direct")
+    locator = StaticExporters({"gpu-1": cluster.nodes["gpu-1"].url, "gpu-2": hostile.url})
+    cache = NodePodsCache(timeout=30.0, max_document_bytes=256 * 1024, observe=metrics.observe_source_call)
+    client = await make_adapter(source=DirectSource(locator, cache), metrics=metrics)
+    assert set(await served(client)) == {"infer-a", "train-0"}  # gpu-2's pods left out, gpu-1's served
+    # refused as too large as soon as the cap was passed, not read on until the (30 s) timeout
+    assert outcomes(metrics, "direct") == {"ok": 1.0, "error": 1.0, "timeout": None}
+    await asyncio.wait_for(hostile.finished.wait(), 10)  # the adapter hung up on it
+
+
+async def test_redirects_from_an_exporter_are_not_followed(
+    make_adapter: AdapterFactory, cluster: Cluster, upstreams: Callable[[Handler], Awaitable[Upstream]]
+) -> None:
+    elsewhere_body = cluster.nodes["gpu-2"].document(None).model_dump_json()
+
+    async def elsewhere_handler(request: web.Request) -> web.Response:
+        return web.Response(text=elsewhere_body, content_type="application/json")
+
+    elsewhere = await upstreams(elsewhere_handler)
+
+    async def redirect(request: web.Request) -> web.Response:
+        raise web.HTTPTemporaryRedirect(f"{elsewhere.url}/pods")
+
+    hostile = await upstreams(redirect)
+    locator = StaticExporters({"gpu-1": cluster.nodes["gpu-1"].url, "gpu-2": hostile.url})
+    client = await make_adapter(locator=locator)
+    assert set(await served(client)) == {"infer-a", "train-0"}
+    assert hostile.requests == 1
+    assert elsewhere.requests == 0
+
+
+async def test_a_failing_node_is_asked_again_less_and_less_often(
+    cluster: Cluster, upstreams: Callable[[Handler], Awaitable[Upstream]]
+) -> None:
+    async def failing(request: web.Request) -> web.Response:
+        return web.Response(status=500, text="broken\n")
+
+    hostile = await upstreams(failing)
+    clock = ManualClock(time.time())
+    cache = NodePodsCache(clock=clock.monotonic, failure_ttl=1.0, max_failure_ttl=30.0)
+    await cache.start()
+    try:
+        assert await cache.answer("gpu-2", hostile.url, None) is None
+        for _ in range(40):  # 40 s on the cache's clock; the keep-warm loop looks every 0.1 s at most
+            clock.advance(1.0)
+            cache.cached("gpu-2", hostile.url, None)  # someone keeps asking
+            await asyncio.sleep(0.12)
+        # asked at 0, then 1, 2, 4, 8, 16 s after each failure: at 0, 1, 3, 7, 15, 31 s; never once a second
+        assert 3 <= hostile.requests <= 7, hostile.requests
+    finally:
+        await cache.close()
+
+
+@pytest.mark.parametrize("skew", [-60.0, 60.0])
+async def test_a_node_whose_clock_is_a_minute_off_is_served_by_its_own_ages(
+    make_adapter: AdapterFactory, cluster: Cluster, skew: float
+) -> None:
+    clock = ManualClock(time.time())
+    skewed, right = cluster.nodes["gpu-1"], cluster.nodes["gpu-2"]
+    skewed.clock = lambda: clock.now + skew
+    right.clock = clock.time
+    client = await make_adapter(source=direct(cluster, clock, max_age=3.0))
+    items = await served(client)
+    assert set(items) == {"infer-a", "train-0", "infer-b"}
+    for item in items.values():  # served times are on the adapter's clock: sample time = now - lag (0.5 s)
+        assert clock.now - 2.0 <= timestamp(item) <= clock.now
+    skewed.freeze()  # its figures stop advancing: on its own clock they age, whatever that clock says
+    clock.advance(2.0)
+    assert {"infer-a", "train-0"} <= set(await served(client))
+    clock.advance(2.0)
+    assert set(await served(client)) == {"infer-b"}
+
+
+# ---- prometheus ----------------------------------------------------------------------------------------------------
+def prometheus_answer(result: object, result_type: object = "vector") -> dict[str, Any]:
+    return {"status": "success", "data": {"resultType": result_type, "result": result}}
+
+
+def answering(body: Callable[[str], object]) -> Handler:
+    async def handler(request: web.Request) -> web.Response:
+        return web.Response(text=json.dumps(body(request.query.get("query", ""))), content_type="application/json")
+
+    return handler
+
+
+async def prometheus_client(make_adapter: AdapterFactory, url: str, **options: Any) -> Any:
+    metrics = AdapterMetrics("prometheus")
+    source = PrometheusSource(url, observe=metrics.observe_source_call, **options)
+    return await make_adapter(source=source, config=default_metrics_config(), metrics=metrics)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"status": "success", "data": []},
+        {"status": "success", "data": {"resultType": "vector", "result": {"a": 1}}},
+        prometheus_answer([{"metric": [], "value": [1, "1"]}]),
+        prometheus_answer([{"metric": {"namespace": "ml", "pod": "infer-a"}, "value": 5}]),
+        prometheus_answer([{"metric": {"namespace": "ml", "pod": "infer-a"}, "value": {"a": 1}}]),
+        prometheus_answer([{"metric": {"namespace": 7, "pod": "infer-a"}, "value": [1, "1"]}]),
+        prometheus_answer([{"metric": {"namespace": "ml", "pod": "infer-a"}, "value": [1, 1]}]),
+        prometheus_answer(["not a series"]),
+        prometheus_answer([], result_type=["vector"]),
+        {"status": "error", "errorType": {"x": 1}, "error": []},
+        "[" * 50_000 + "]" * 50_000,
+        [1, 2, 3],
+    ],
+    ids=[
+        "data-a-list",
+        "result-a-dict",
+        "metric-a-list",
+        "value-an-int",
+        "value-a-dict",
+        "namespace-an-int",
+        "value-text-an-int",
+        "series-a-string",
+        "resultType-a-list",
+        "error-fields-not-strings",
+        "deep-nesting",
+        "not-an-object",
+    ],
+)
+async def test_a_prometheus_answer_of_the_wrong_shape_is_source_unavailable(
+    make_adapter: AdapterFactory, upstreams: Callable[[Handler], Awaitable[Upstream]], body: object
+) -> None:
+    if isinstance(body, str):  # raw text, not JSON-encoded again
+        text = body
+
+        async def raw(request: web.Request) -> web.Response:
+            return web.Response(text=text, content_type="application/json")
+
+        prometheus = await upstreams(raw)
+    else:
+        prometheus = await upstreams(answering(lambda _: body))
+    client = await prometheus_client(make_adapter, prometheus.url)
+    response = await client.get(PODS)
+    status = await response.json()
+    assert response.status == 503, status
+    assert status["kind"] == "Status" and "source is unavailable" in status["message"]
+
+
+async def test_an_endless_prometheus_answer_is_cut_at_the_cap(
+    make_adapter: AdapterFactory, upstreams: Callable[[Handler], Awaitable[Upstream]]
+) -> None:
+    prometheus = await upstreams(endless_chunks)
+    client = await prometheus_client(make_adapter, prometheus.url, timeout=30.0, max_response_bytes=256 * 1024)
+    response = await client.get(PODS)
+    assert response.status == 503
+    assert "larger than 262144 bytes" in (await response.json())["message"]
+
+
+async def test_prometheus_redirects_are_not_followed(
+    make_adapter: AdapterFactory, upstreams: Callable[[Handler], Awaitable[Upstream]]
+) -> None:
+    elsewhere = await upstreams(answering(lambda _: prometheus_answer([])))
+
+    async def redirect(request: web.Request) -> web.Response:
+        raise web.HTTPFound(f"{elsewhere.url}/api/v1/query?{request.query_string}")
+
+    prometheus = await upstreams(redirect)
+    client = await prometheus_client(make_adapter, prometheus.url)
+    response = await client.get(PODS)
+    assert response.status == 503
+    assert elsewhere.requests == 0
+
+
+async def test_numbers_from_prometheus_are_checked(
+    make_adapter: AdapterFactory, upstreams: Callable[[Handler], Awaitable[Upstream]]
+) -> None:
+    """Out-of-range values and sample times in the future never reach an HPA; sound figures next to them do."""
+    now = ManualClock(time.time()).now
+    values = {"infer-a": "1e300", "infer-b": "42.5", "train-0": "-1e300"}
+    times = {"infer-a": now - 1, "infer-b": now - 1, "train-0": now - 1}
+
+    def body(query: str) -> object:
+        if "timestamp(" in query:
+            figures = {pod: str(at) for pod, at in times.items()}
+        else:
+            figures = values
+        return prometheus_answer(
+            [{"metric": {"namespace": "ml", "pod": pod}, "value": [now, text]} for pod, text in figures.items()]
+        )
+
+    prometheus = await upstreams(answering(body))
+    client = await prometheus_client(make_adapter, prometheus.url)
+    items = await served(client)
+    assert set(items) == {"infer-b"}
+    assert parse_quantity(items["infer-b"]["value"]) == Decimal("42.5")
+    times["infer-b"] = 9_999_999_999
+    assert await served(client) == {}
+
+
+@given(
+    skew=st.floats(min_value=-86_400, max_value=86_400),
+    age=st.floats(min_value=0, max_value=3_600),
+    document_age=st.floats(min_value=0, max_value=10),
+    said=st.sampled_from(["answered-at", "nothing"]),
+)
+def test_ages_are_the_exporters_own_whatever_its_clock(skew: float, age: float, document_age: float, said: str) -> None:
+    """A figure `age` seconds old on the exporter's clock is placed `age` seconds before the answer arrived."""
+    received = 1_800_000_000.0  # adapter's clock
+    exporter_now = received + skew
+    generated = exporter_now - document_age
+    sampled = generated - age
+    document = NodePods(
+        node="n",
+        generated_at=datetime.fromtimestamp(generated, UTC),
+        interval_seconds=1.0,
+        pods=(
+            PodView(
+                namespace="ml",
+                name="p",
+                containers=(),
+                sampled_at=datetime.fromtimestamp(sampled, UTC),
+                window_seconds=1,
+            ),
+        ),
+    )
+    offset = exporter_clock_offset(document, exporter_now if said == "answered-at" else None, received)
+    placed = document.pods[0].sampled_at.timestamp() + offset
+    if said == "answered-at":
+        assert placed == pytest.approx(received - (age + document_age), abs=1e-3)
+    else:  # taken as answering at once: the document's own age is not known
+        assert placed == pytest.approx(received - age, abs=1e-3)
