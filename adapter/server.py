@@ -51,7 +51,7 @@ from toolkit.connections import ConnectionGuard, ConnectionLimits, ensure_file_l
 from toolkit.kubeclient import api_client
 from toolkit.serving import start_server
 from toolkit.settings import ListenAddress
-from toolkit.tls import build_server_ssl_context
+from toolkit.tls import CertificateReloader, build_server_ssl_context
 
 log = logging.getLogger(__name__)
 
@@ -182,7 +182,13 @@ def metrics_config_for(settings: AdapterSettings) -> MetricsConfig:
     return config
 
 
-def _running(reloader: TrustReloader) -> Callable[[web.Application], AsyncIterator[None]]:
+class _Background(Protocol):
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+
+def _running(reloader: _Background) -> Callable[[web.Application], AsyncIterator[None]]:
     async def context(_: web.Application) -> AsyncIterator[None]:
         await reloader.start()
         try:
@@ -228,6 +234,11 @@ class Adapter:
             (),
             client_ca_data=auth_config.ca_bundles(),
         )
+        certificate = (
+            None
+            if settings.tls_cert_file is None or settings.tls_private_key_file is None
+            else CertificateReloader(ssl_context, settings.tls_cert_file, settings.tls_private_key_file)
+        )
         # the ConfigMap is followed unless both CAs come from flags (auth/reload.py)
         follow = settings.client_ca_file is None or settings.requestheader_client_ca_file is None
         if auth_config.ca_bundles() or follow:  # a certificate from an unknown CA is a 401, as kube-apiserver answers
@@ -261,6 +272,8 @@ class Adapter:
 
             reloader = TrustReloader(client, flags, trust, on_error=metrics.trust_reload_errors.inc)
             app.cleanup_ctx.append(_running(reloader))
+        if certificate is not None:  # a renewed certificate (cert-manager, a rotated Secret) serves without a restart
+            app.cleanup_ctx.append(_running(certificate))
         limits = ConnectionLimits(settings.max_connections, settings.header_read_timeout, settings.idle_timeout)
         ensure_file_limit(limits)
         adapter = cls(app=app, ssl_context=ssl_context, listen=settings.listen, api=client, limits=limits)

@@ -30,7 +30,7 @@ from toolkit.connections import ConnectionGuard, ConnectionLimits, ensure_file_l
 from toolkit.logs import configure_logging
 from toolkit.serving import ListenError, start_server
 from toolkit.settings import SettingsError, package_version
-from toolkit.tls import server_context
+from toolkit.tls import CertificateReloader, server_context
 
 if TYPE_CHECKING:  # the simulator is imported only with --simulate
     from simulation.node import SimulatedNode
@@ -153,6 +153,11 @@ async def _serve(settings: ExporterSettings, poll_loop: PollLoop, collector: Nvm
     except ListenError as error:
         raise StartupError(str(error), 2) from None
     poll_loop.connection_stats = server.connections.stats
+    certificate = None
+    if context is not None and settings.tls_cert_file is not None and settings.tls_private_key_file is not None:
+        # a renewed certificate (cert-manager, a rotated Secret) serves without a restart
+        certificate = CertificateReloader(context, settings.tls_cert_file, settings.tls_private_key_file)
+        await certificate.start()
     log.info(
         "serving %s on %s (dialect %s, interval %g s, node %s)",
         "/metrics /pods /healthz /readyz /",
@@ -165,6 +170,8 @@ async def _serve(settings: ExporterSettings, poll_loop: PollLoop, collector: Nvm
         await stop.wait()
         log.info("stopping: finishing requests in flight, stopping the poll loop")
     finally:
+        if certificate is not None:
+            await certificate.stop()
         await server.stop()
         for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             loop.remove_signal_handler(signum)

@@ -17,14 +17,20 @@ if ! command -v promtool >/dev/null 2>&1 || ! command -v prometheus >/dev/null 2
     fi
 fi
 
-# the image test (tests/deploy/test_images.py) builds and runs the images with buildah, its base made by mmdebstrap
-if ! command -v buildah >/dev/null 2>&1 || ! command -v mmdebstrap >/dev/null 2>&1; then
+# the image test (tests/deploy/test_images.py) builds and runs the images with buildah, its base made by mmdebstrap;
+# the end-to-end test runs one exporter on a node whose clock is a minute ahead, under faketime (libfaketime)
+missing=""
+for tool in buildah mmdebstrap faketime; do
+    command -v "$tool" >/dev/null 2>&1 || missing="$missing $tool"
+done
+if [ -n "$missing" ]; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-        echo "== installing the Debian packages buildah and mmdebstrap"
+        echo "== installing the Debian packages buildah, mmdebstrap and faketime"
         apt-get update -qq
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends buildah mmdebstrap >/dev/null
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends buildah mmdebstrap faketime \
+            >/dev/null
     else
-        echo "== buildah/mmdebstrap missing and cannot install them (not root or no apt-get)"
+        echo "== buildah/mmdebstrap/faketime missing and cannot install them (not root or no apt-get)"
     fi
 fi
 

@@ -11,7 +11,11 @@ and authenticates by token or not at all.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
 import ssl
+import tempfile
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -23,6 +27,8 @@ from toolkit.certs import CertificateAuthority
 from toolkit.inputfiles import InputFileError, refuse_passphrase
 
 Clock = Callable[[], datetime]
+
+log = logging.getLogger(__name__)
 
 SELF_SIGNED_CERT = "apiserver.crt"
 SELF_SIGNED_KEY = "apiserver.key"
@@ -136,3 +142,77 @@ def _reusable(cert_path: Path, key_path: Path, hostnames: Sequence[str], now: da
     covered |= {str(ip) for ip in sans.get_values_for_type(x509.IPAddress)}
     fresh = certificate.not_valid_before_utc <= now and now + _RENEW_BEFORE < certificate.not_valid_after_utc
     return same_key and fresh and set(hostnames) <= covered
+
+
+class CertificateReloader:
+    """Serves a renewed certificate without a restart: every `period` seconds it looks at `--tls-cert-file` and
+    `--tls-private-key-file`, and when either changed it loads the new pair into the same `SSLContext`, so new
+    handshakes present it while open connections keep theirs (cert-manager, or a rotated Secret, replaces the files in
+    place).
+
+    A pair is first checked in a scratch context, from a private copy of the two files read once, and only then
+    loaded into the serving context from that same copy: a certificate and key caught half-way through a rotation (one
+    file new, the other old) are refused, logged and retried, and the serving context keeps the pair it had.
+    """
+
+    def __init__(self, context: ssl.SSLContext, cert_file: Path, key_file: Path, *, period: float = 10.0) -> None:
+        if period <= 0:
+            raise ValueError("the reload period must be positive")
+        self._context = context
+        self._cert_file = cert_file
+        self._key_file = key_file
+        self._period = period
+        self._seen = self._stamp()
+        self.reloads = 0
+        self.errors = 0
+        self.last_error = ""
+        self._task: asyncio.Task[None] | None = None
+
+    def _stamp(self) -> tuple[tuple[int, int, int], ...] | None:
+        try:
+            return tuple((s.st_ino, s.st_size, s.st_mtime_ns) for s in (self._cert_file.stat(), self._key_file.stat()))
+        except OSError:
+            return None
+
+    def check(self) -> bool:
+        """Load the pair if the files changed since the last load; True when a new pair now serves."""
+        stamp = self._stamp()
+        if stamp is None or stamp == self._seen:
+            return False
+        try:
+            with tempfile.TemporaryDirectory(prefix="gpu-pulse-tls-") as scratch:
+                cert, key = Path(scratch) / "tls.crt", Path(scratch) / "tls.key"
+                cert.write_bytes(self._cert_file.read_bytes())
+                key.touch(mode=0o600)
+                key.write_bytes(self._key_file.read_bytes())
+                trial = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+                trial.load_cert_chain(cert, key, password=refuse_passphrase(KEY_FLAG, self._key_file))
+                self._context.load_cert_chain(cert, key)
+        except (OSError, ssl.SSLError, InputFileError) as e:
+            self.errors += 1
+            problem = f"{CERT_FLAG} {self._cert_file} / {KEY_FLAG} {self._key_file}: {_reason(e)}"
+            if problem != self.last_error:  # once per distinct problem, not every period while it lasts
+                log.warning("the renewed serving certificate cannot be used yet, keeping the current one: %s", problem)
+            self.last_error = problem
+            return False
+        self._seen = stamp
+        self.reloads += 1
+        self.last_error = ""
+        log.info("serving the renewed certificate %s", self._cert_file)
+        return True
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(self._period)
+            self.check()
+
+    async def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.create_task(self._run(), name="tls-certificate-reload")
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task

@@ -184,6 +184,9 @@ DRA = {
 NODES: dict[str, dict[str, Any]] = {str(data["node"]): data for data in (WHOLE, MIG, SHARED, DRA)}
 # the exporters publish the prometheus dialect, but one: every default metric must work with both
 DIALECTS: dict[str, Dialect] = {"e2e-dra": Dialect.DCGM}
+# A node whose clock runs a minute ahead of everyone else's (its exporter runs under faketime): the direct source must
+# neither drop its pods as stale nor serve their figures stamped in the future.
+CLOCK_OFFSETS: dict[str, float] = {"e2e-mig": 60.0}
 KILLED_NODE = "e2e-shared"  # the node whose exporter the last test stops
 
 

@@ -1,6 +1,7 @@
 """Everything the end-to-end test runs, started once, all on loopback with free ports:
 
-- four exporter processes on simulated GPUs (cluster.py), prometheus dialect but the DRA node's (dcgm), 1 s interval;
+- four exporter processes on simulated GPUs (cluster.py), prometheus dialect but the DRA node's (dcgm), 1 s interval,
+  one of them (e2e-mig) on a clock a minute ahead;
 - the Kubernetes API test server (on a thread) with the pods of all three nodes and their owners;
 - a real `prometheus` scraping the exporters, both adapters and the control-plane stand-ins every second, with the
   shipped rules of the prometheus dialect, evaluated every second;
@@ -22,7 +23,16 @@ from typing import Any
 from exporter.catalogue import Dialect
 from simulation.kubeapi import KubeApiServer
 from simulation.scenario import Scenario
-from tests.e2e.cluster import CHAT, DIALECTS, EMBED, LLM_SERVE, load_scenarios, populate, write_scenarios
+from tests.e2e.cluster import (
+    CHAT,
+    CLOCK_OFFSETS,
+    DIALECTS,
+    EMBED,
+    LLM_SERVE,
+    load_scenarios,
+    populate,
+    write_scenarios,
+)
 from tests.support.adapters import (
     HPA_USER,
     METRICS_POLICY,
@@ -115,7 +125,12 @@ def running_e2e_stack(prometheus_binary: str, workdir: Path) -> Iterator[E2EStac
         paths = {node: workdir / "scenarios" / f"{node}.yaml" for node in scenarios}
         exporters = {
             node: start_exporter(
-                processes, node, paths[node], interval=INTERVAL, dialect=DIALECTS.get(node, Dialect.PROMETHEUS)
+                processes,
+                node,
+                paths[node],
+                interval=INTERVAL,
+                dialect=DIALECTS.get(node, Dialect.PROMETHEUS),
+                clock_offset=CLOCK_OFFSETS.get(node, 0.0),
             )
             for node in scenarios
         }

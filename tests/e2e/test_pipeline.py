@@ -45,6 +45,7 @@ from tests.e2e.checks import (
 )
 from tests.e2e.cluster import (
     CHAT,
+    CLOCK_OFFSETS,
     EMBED,
     FINETUNE,
     GPU_LOST_AT,
@@ -129,6 +130,19 @@ def test_pods_on_dra_claims_reach_the_hpa_from_a_dcgm_dialect_exporter(stack: E2
             assert set(served_items(result.body)) == set(pods_of(RERANK, stack.scenarios)), f"{adapter.name} {metric}"
     series = stack.prometheus.query('gpu_pulse_pod_gpu_utilization_ratio{namespace="search", pod=~"rerank-.*"}')
     assert {s["metric"]["dra_claim_name"] for s in series} == {"rerank-gpu-a", "rerank-gpu-b"}
+
+
+def test_a_node_whose_clock_is_a_minute_ahead_is_served_on_the_adapters_clock(stack: E2EStack) -> None:
+    (node, offset), *_ = CLOCK_OFFSETS.items()
+    before = time.time()
+    document = stack.exporters[node].document()
+    skew = document.generated_at.timestamp() - before
+    assert offset - 5 <= skew <= offset + 5, f"{node}'s exporter is not a minute ahead: {skew:.1f} s"
+    # its pods are neither dropped as stale nor stamped in the future by the direct source
+    for adapter in stack.adapters:
+        items = answer(adapter, stack, hpa_path(EMBED))
+        assert set(items) == set(pods_of(EMBED, stack.scenarios)), f"{adapter.name}: {sorted(items)}"
+        assert_fresh(items, adapter, f"{adapter.name} {EMBED.name} on the skewed node")
 
 
 def test_kubectl_reads_every_api_of_both_adapters(stack: E2EStack) -> None:

@@ -12,6 +12,7 @@ from exporter.catalogue import Dialect
 from exporter.pods_document import NodePods
 from tests.support.loopback import free_port, http_get
 from tests.support.processes import ChildProcesses, python_module
+from tests.support.tools import require_tool
 
 
 @dataclass(frozen=True)
@@ -41,8 +42,12 @@ def start_exporter(
     dialect: Dialect = Dialect.PROMETHEUS,
     interval: float = 1.0,
     seed: int | None = None,
+    clock_offset: float = 0.0,
 ) -> ExporterProcess:
-    """Start an exporter for `node` on a scenario (built-in name or file); see `serving` for when it is ready."""
+    """Start an exporter for `node` on a scenario (built-in name or file); see `serving` for when it is ready.
+
+    `clock_offset` runs it on a node whose clock is that many seconds off, under libfaketime (Debian's `faketime`),
+    which shifts the process's wall clock as a misconfigured node's would be shifted."""
     port = free_port()
     args = [
         f"--simulate={scenario}", f"--node-name={node}", f"--listen=127.0.0.1:{port}", f"--dialect={dialect}",
@@ -51,7 +56,10 @@ def start_exporter(
     if seed is not None:
         args.append(f"--seed={seed}")
     launched = time.time()
-    processes.start(f"exporter-{node}", python_module("exporter", *args))
+    command = python_module("exporter", *args)
+    if clock_offset:
+        command = [require_tool("faketime"), "-f", f"{clock_offset:+g}s", *command]
+    processes.start(f"exporter-{node}", command)
     return ExporterProcess(node, f"http://127.0.0.1:{port}", launched)
 
 
