@@ -49,9 +49,10 @@ from adapter.sources.prometheus import PrometheusSource
 from toolkit.clientcerts import request_unverified_client_certificates
 from toolkit.connections import ConnectionGuard, ConnectionLimits, ensure_file_limit
 from toolkit.kubeclient import api_client
+from toolkit.selfsigned import build_server_ssl_context
 from toolkit.serving import start_server
 from toolkit.settings import ListenAddress
-from toolkit.tls import CertificateReloader, build_server_ssl_context
+from toolkit.tls import CertificateReloader
 
 log = logging.getLogger(__name__)
 

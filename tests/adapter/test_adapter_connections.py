@@ -25,7 +25,7 @@ from toolkit.certs import CertificateAuthority
 from toolkit.connections import ConnectionLimits
 from toolkit.kubeclient import api_client
 from toolkit.logthrottle import installed_throttle
-from toolkit.tls import build_server_ssl_context
+from toolkit.selfsigned import build_server_ssl_context
 
 LIMITS = ConnectionLimits(max_connections=8, header_read_timeout=0.5, idle_timeout=1.0)
 

@@ -28,7 +28,7 @@ from adapter.sources.nodepods import NodePodsCache
 from simulation.kubeapi import KubeApiServer
 from toolkit.certs import CertificateAuthority
 from toolkit.kubeclient import api_client
-from toolkit.tls import build_server_ssl_context
+from toolkit.selfsigned import build_server_ssl_context
 
 WILDCARD = "/apis/custom.metrics.k8s.io/v1beta2/namespaces/ml/pods/*/gpu_utilization?labelSelector=app%3Dinfer"
 

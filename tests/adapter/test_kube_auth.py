@@ -44,7 +44,7 @@ from tests.support.waiting import eventually
 from toolkit.certs import CertificateAuthority, IssuedCertificate
 from toolkit.clientcerts import request_unverified_client_certificates
 from toolkit.kubeclient import api_client
-from toolkit.tls import build_server_ssl_context
+from toolkit.selfsigned import build_server_ssl_context
 
 METRICS = "/apis/custom.metrics.k8s.io/v1beta2"
 

@@ -22,7 +22,8 @@ from simulation.kubeapi import KubeApiServer
 from simulation.kubeconfig import write_kubeconfig
 from toolkit.certs import CertificateAuthority
 from toolkit.kubeclient import KubeConnectionError, api_client
-from toolkit.tls import TLSConfigError, build_server_ssl_context, service_hostnames
+from toolkit.selfsigned import build_server_ssl_context, service_hostnames
+from toolkit.tls import TLSConfigError
 
 
 def sans(cert_file: Path) -> set[str]:

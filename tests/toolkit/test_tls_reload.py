@@ -30,7 +30,7 @@ async def served_serial(context: ssl.SSLContext, ca: CertificateAuthority) -> in
     port = runner.addresses[0][1]
     client = ssl.create_default_context(cadata=ca.cert_pem.decode())
     try:
-        reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=client, server_hostname="localhost")
+        _, writer = await asyncio.open_connection("127.0.0.1", port, ssl=client, server_hostname="localhost")
         der = writer.get_extra_info("ssl_object").getpeercert(binary_form=True)
         writer.close()
         return x509.load_der_x509_certificate(der).serial_number
