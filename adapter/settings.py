@@ -12,7 +12,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from adapter.selectors import SelectorError, parse_selector
 from adapter.sources.exporters import parse_endpoint_map
-from toolkit.settings import CommandLine, ListenAddress, comma_list, lower, parse_listen, setting
+from toolkit.settings import CommandLine, ListenAddress, check_tls_pair, comma_list, lower, parse_listen, setting
 
 ENV_PREFIX = "GPU_PULSE_ADAPTER_"
 PROG = "gpu-pulse-adapter"
@@ -229,8 +229,7 @@ class AdapterSettings(BaseSettings):
     def _consistent(self) -> AdapterSettings:
         if self.source == "prometheus" and self.prometheus_url is None:
             raise ValueError("--source prometheus needs --prometheus-url")
-        if (self.tls_cert_file is None) != (self.tls_private_key_file is None):
-            raise ValueError("--tls-cert-file and --tls-private-key-file go together: give both or neither")
+        check_tls_pair(self.tls_cert_file, self.tls_private_key_file)
         if self.exporter_endpoints is not None and self.exporter_url_template is not None:
             raise ValueError("give --exporter-endpoints or --exporter-url-template, not both")
         return self

@@ -13,7 +13,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from exporter.catalogue import Dialect
 from exporter.nvml.errors import BUILTIN_SCENARIO_NAMES
-from toolkit.settings import CommandLine, ListenAddress, lower, parse_listen, setting
+from toolkit.settings import CommandLine, ListenAddress, check_tls_pair, lower, parse_listen, setting
 
 ENV_PREFIX = "GPU_PULSE_"
 PROG = "gpu-pulse-exporter"
@@ -194,8 +194,7 @@ class ExporterSettings(BaseSettings):
 
     @model_validator(mode="after")
     def _pairs(self) -> ExporterSettings:
-        if (self.tls_cert_file is None) != (self.tls_private_key_file is None):
-            raise ValueError("--tls-cert-file and --tls-private-key-file go together: give both or neither")
+        check_tls_pair(self.tls_cert_file, self.tls_private_key_file)
         if self.auth_bearer_token_file is not None and self.auth_basic_file is not None:
             raise ValueError("--auth-bearer-token-file and --auth-basic-file exclude each other: give one")
         return self

@@ -17,6 +17,7 @@ import logging
 import random
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Generic, TypeVar
@@ -318,3 +319,35 @@ def _lines(response: Any) -> Iterator[str]:
                 yield raw.decode("utf-8")
     if pending.strip():
         yield pending.decode("utf-8")
+
+
+class WatchThread:
+    """One `ListWatch` on a daemon thread of its own: `start()`, `close()` (which ends a blocked watch at once) and
+    `wait_synced()`. The exporter's node-scoped watches (pods, ResourceSlices) run this way."""
+
+    def __init__(self, loop: ListWatch[Any], thread_name: str) -> None:
+        self.loop = loop
+        self._thread_name = thread_name
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        if self._thread is not None:
+            return
+        self._stop.clear()
+        self._thread = threading.Thread(target=self.loop.run, args=(self._stop,), name=self._thread_name, daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        self._stop.set()
+        self.loop.interrupt()
+        thread, self._thread = self._thread, None
+        if thread is not None:
+            thread.join(timeout=2.0)
+
+    def wait_synced(self, timeout: float) -> bool:
+        """Block until the first list arrived (for start-up and tests); True when synced."""
+        deadline = time.monotonic() + timeout
+        while not self.loop.stats.synced and time.monotonic() < deadline and not self._stop.is_set():
+            self._stop.wait(0.02)
+        return self.loop.stats.synced

@@ -99,6 +99,12 @@ def comma_list(value: object) -> object:
     return value
 
 
+def check_tls_pair(cert_file: object, key_file: object) -> None:
+    """For a model validator: the serving certificate and its key are given together or not at all."""
+    if (cert_file is None) != (key_file is None):
+        raise ValueError("--tls-cert-file and --tls-private-key-file go together: give both or neither")
+
+
 def _hint(info: FieldInfo, key: str) -> str:
     extra = info.json_schema_extra
     value = extra.get(key) if isinstance(extra, dict) else None

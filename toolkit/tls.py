@@ -12,8 +12,6 @@ and authenticates by token or not at all.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 import ssl
 import tempfile
@@ -21,6 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from toolkit.inputfiles import InputFileError, refuse_passphrase
+from toolkit.periodic import Periodic
 
 log = logging.getLogger(__name__)
 
@@ -84,17 +83,14 @@ class CertificateReloader:
     """
 
     def __init__(self, context: ssl.SSLContext, cert_file: Path, key_file: Path, *, period: float = 10.0) -> None:
-        if period <= 0:
-            raise ValueError("the reload period must be positive")
+        self._periodic = Periodic(self.check, period, "tls-certificate-reload")
         self._context = context
         self._cert_file = cert_file
         self._key_file = key_file
-        self._period = period
         self._seen = self._stamp()
         self.reloads = 0
         self.errors = 0
         self.last_error = ""
-        self._task: asyncio.Task[None] | None = None
 
     def _stamp(self) -> tuple[tuple[int, int, int], ...] | None:
         try:
@@ -129,18 +125,8 @@ class CertificateReloader:
         log.info("serving the renewed certificate %s", self._cert_file)
         return True
 
-    async def _run(self) -> None:
-        while True:
-            await asyncio.sleep(self._period)
-            self.check()
-
     async def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.create_task(self._run(), name="tls-certificate-reload")
+        await self._periodic.start()
 
     async def stop(self) -> None:
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await self._periodic.stop()

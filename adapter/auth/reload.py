@@ -13,7 +13,6 @@ last good bundle.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable, Mapping
 
@@ -29,6 +28,7 @@ from adapter.auth.config import (
     config_from_configmap,
     read_configmap,
 )
+from toolkit.periodic import Periodic
 
 log = logging.getLogger(__name__)
 
@@ -49,34 +49,21 @@ class TrustReloader:
         request_timeout: float = 5.0,
         on_error: Callable[[], None] | None = None,
     ) -> None:
-        if period <= 0:
-            raise ValueError("the trust reload period must be positive")
+        self._periodic = Periodic(self.check, period, "trust-reload")
         self._api = api_client
         self._flags = flags
         self._apply = apply
         self._data: Mapping[str, str] | None = dict(current) if current is not None else None
-        self._period = period
         self._timeout = request_timeout
         self._on_error = on_error
         self._problem: str | None = None
-        self._task: asyncio.Task[None] | None = None
         self.reloads = 0  # configurations applied since start
 
     async def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.create_task(self._run(), name="trust-reload")
+        await self._periodic.start()
 
     async def stop(self) -> None:
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-
-    async def _run(self) -> None:
-        while True:
-            await asyncio.sleep(self._period)
-            await self.check()
+        await self._periodic.stop()
 
     async def check(self) -> bool:
         """Read the ConfigMap once; True when a changed configuration was applied."""

@@ -9,8 +9,6 @@ threads always see one consistent directory.
 from __future__ import annotations
 
 import random
-import threading
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -18,7 +16,7 @@ from typing import Any
 
 from exporter.attribution.directory import DirectoryStatus
 from toolkit.backoff import Backoff, Draw
-from toolkit.listwatch import ListWatch
+from toolkit.listwatch import ListWatch, WatchThread
 from toolkit.pods import Pod, PodParser
 
 _NO_PODS: Mapping[Any, Pod] = MappingProxyType({})
@@ -56,8 +54,7 @@ class PodWatch:
             backoff=backoff or Backoff(initial=0.5, maximum=30.0),
             draw=draw,
         )
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._running = WatchThread(self._loop, "pod-watch")
 
     # ---- PodDirectory --------------------------------------------------------------------------------------------
     def by_uid(self, uid: str) -> Pod | None:
@@ -83,25 +80,14 @@ class PodWatch:
 
     # ---- lifecycle -----------------------------------------------------------------------------------------------
     def start(self) -> None:
-        if self._thread is not None:
-            return
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._loop.run, args=(self._stop,), name="pod-watch", daemon=True)
-        self._thread.start()
+        self._running.start()
 
     def close(self) -> None:
-        self._stop.set()
-        self._loop.interrupt()
-        thread, self._thread = self._thread, None
-        if thread is not None:
-            thread.join(timeout=2.0)
+        self._running.close()
 
     def wait_synced(self, timeout: float) -> bool:
         """Block until the first list arrived (for start-up and tests); True when synced."""
-        deadline = time.monotonic() + timeout
-        while not self._loop.stats.synced and time.monotonic() < deadline and not self._stop.is_set():
-            self._stop.wait(0.02)
-        return self._loop.stats.synced
+        return self._running.wait_synced(timeout)
 
     # ---- what the list and the watch change (on the watch's thread) ------------------------------------------------
     def _replace(self, pods: list[Pod]) -> None:

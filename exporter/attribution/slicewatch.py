@@ -12,15 +12,13 @@ RBAC: `get`, `list`, `watch` on `resourceslices` in the API group `resource.k8s.
 from __future__ import annotations
 
 import random
-import threading
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from exporter.attribution.resourceslices import ResourceSliceIndex, SliceDevices, slice_from_object
 from toolkit.backoff import Backoff, Draw
-from toolkit.listwatch import ListWatch
+from toolkit.listwatch import ListWatch, WatchThread
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,8 +62,7 @@ class ResourceSliceWatch:
             backoff=backoff or Backoff(initial=0.5, maximum=30.0),
             draw=draw,
         )
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._running = WatchThread(self._loop, "resourceslice-watch")
 
     def uuid_of(self, driver: str, pool: str, device: str) -> str | None:
         return self._index.uuid_of(driver, pool, device)
@@ -86,27 +83,14 @@ class ResourceSliceWatch:
         )
 
     def start(self) -> None:
-        if self._thread is not None:
-            return
-        self._stop.clear()
-        self._thread = threading.Thread(
-            target=self._loop.run, args=(self._stop,), name="resourceslice-watch", daemon=True
-        )
-        self._thread.start()
+        self._running.start()
 
     def close(self) -> None:
-        self._stop.set()
-        self._loop.interrupt()
-        thread, self._thread = self._thread, None
-        if thread is not None:
-            thread.join(timeout=2.0)
+        self._running.close()
 
     def wait_synced(self, timeout: float) -> bool:
         """Block until the first list arrived (for start-up and tests); True when synced."""
-        deadline = time.monotonic() + timeout
-        while not self._loop.stats.synced and time.monotonic() < deadline and not self._stop.is_set():
-            self._stop.wait(0.02)
-        return self._loop.stats.synced
+        return self._running.wait_synced(timeout)
 
     # ---- what the list and the watch change (on the watch's thread) ------------------------------------------------
     def _replace(self, slices: list[SliceDevices | None]) -> None:
