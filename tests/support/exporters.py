@@ -11,7 +11,7 @@ from pathlib import Path
 from exporter.catalogue import Dialect
 from exporter.pods_document import NodePods
 from tests.support.loopback import free_port, http_get
-from tests.support.processes import ChildProcesses, python_module
+from tests.support.processes import ChildProcesses, clean_environment, python_module
 from tests.support.tools import require_tool
 
 
@@ -47,7 +47,8 @@ def start_exporter(
     """Start an exporter for `node` on a scenario (built-in name or file); see `serving` for when it is ready.
 
     `clock_offset` runs it on a node whose clock is that many seconds off, under libfaketime (Debian's `faketime`),
-    which shifts the process's wall clock as a misconfigured node's would be shifted."""
+    which shifts the process's wall clock as a misconfigured node's would be shifted; its monotonic clock, which no
+    misconfiguration shifts, is left alone (DONT_FAKE_MONOTONIC)."""
     port = free_port()
     args = [
         f"--simulate={scenario}", f"--node-name={node}", f"--listen=127.0.0.1:{port}", f"--dialect={dialect}",
@@ -57,9 +58,11 @@ def start_exporter(
         args.append(f"--seed={seed}")
     launched = time.time()
     command = python_module("exporter", *args)
+    env = None
     if clock_offset:
         command = [require_tool("faketime"), "-f", f"{clock_offset:+g}s", *command]
-    processes.start(f"exporter-{node}", command)
+        env = {**clean_environment(), "DONT_FAKE_MONOTONIC": "1"}
+    processes.start(f"exporter-{node}", command, env=env)
     return ExporterProcess(node, f"http://127.0.0.1:{port}", launched)
 
 
