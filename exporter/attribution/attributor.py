@@ -35,6 +35,11 @@ class WatchedPods(PodDirectory, Protocol):
     @property
     def status(self) -> DirectoryStatus: ...
 
+    @property
+    def watches(self) -> bool:
+        """True when a watch of the Kubernetes API keeps the directory current (its health is then reported)."""
+        ...
+
     def start(self) -> None: ...
 
     def close(self) -> None: ...
@@ -119,7 +124,7 @@ class KubeletPodAttributor:
                 float(self._attribution_errors),
             ),
         ]
-        if self.pods is not None:
+        if self.pods is not None and self.pods.watches:  # a fixed directory runs no watch: nothing to report
             watch = self.pods.status
             statuses.append(CollectorStatus("podwatch", watch.connected, 0.0, float(watch.errors_total)))
         return Attribution(

@@ -92,6 +92,10 @@ class PodWatch:
     def status(self) -> DirectoryStatus:
         return self._status
 
+    @property
+    def watches(self) -> bool:
+        return True
+
     def pods(self) -> tuple[PodMeta, ...]:
         return tuple(self._by_uid.values())
 
@@ -109,6 +113,7 @@ class PodWatch:
         thread, self._thread = self._thread, None
         if thread is not None:
             thread.join(timeout=2.0)
+        self._status = replace(self._status, connected=False)  # a stopped watch is not connected
 
     def wait_synced(self, timeout: float) -> bool:
         """Block until the first list arrived (for start-up and tests); True when synced."""

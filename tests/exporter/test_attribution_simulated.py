@@ -221,3 +221,10 @@ def test_extra_resource_names_from_the_flag(tmp_path: Path) -> None:
     )
     assert "example.com/h100" in attributor.resource_names and "nvidia.com/gpu" in attributor.resource_names
     assert attributor.pods is None and attributor.max_mapping_age == 60.0
+
+
+def test_a_fixed_pod_directory_reports_no_pod_watch() -> None:
+    """The simulated node's pods come from a fixed directory: no watch runs, so no `podwatch` success is claimed."""
+    with simulated_node("shared") as (collector, attributor, _, clock):
+        _, attribution = cycle(collector, attributor, clock)
+        assert "podwatch" not in {s.name for s in attribution.statuses}
