@@ -26,8 +26,11 @@ def _optional_id(value: Any) -> int | None:
 class ProcessSampler:
     """Keeps the last-seen sample timestamp of one device, so each cycle averages only the samples that are new.
 
-    NVML samples processes on its own period, so a cycle may see no new sample of a busy process: its last mean is then
-    kept for up to `hold_seconds` (on the injected monotonic `clock`) instead of flickering to "unknown".
+    NVML gives a sample only for a process with non-zero utilization in the period (nvml.h,
+    nvmlDeviceGetProcessUtilization), so when a cycle brings new samples, a running process without one was idle:
+    0 %, not unknown. NVML samples on its own period, so a cycle may bring no new sample at all (NOT_FOUND): each
+    process's last figure is then kept for up to `hold_seconds` (on the injected monotonic `clock`) instead of
+    flickering to "unknown"; after that it is unknown, and attribution decides from the device's own utilization.
     Per-process utilization is NOT_SUPPORTED on MIG-enabled GPUs and instances: it then stops being asked, and the
     processes come without utilization.
     """
@@ -56,8 +59,10 @@ class ProcessSampler:
             return ()
         now = self._clock()
         held = self._held
-        for pid, (sm_mean, mem_mean) in means.items():
-            held[pid] = (sm_mean, mem_mean, now)
+        if means:  # the period is covered: a running process without a sample was idle in it
+            for proc in running:
+                sm_mean, mem_mean = means.get(int(proc.pid), (0.0, 0.0))
+                held[int(proc.pid)] = (sm_mean, mem_mean, now)
         found: list[ProcessUsage] = []
         for proc in running:
             pid = int(proc.pid)

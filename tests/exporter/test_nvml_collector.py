@@ -231,9 +231,61 @@ def test_process_utilization_follows_the_load_of_each_process() -> None:
         samples = pynvml.nvmlDeviceGetProcessUtilization(pynvml.nvmlDeviceGetHandleByUUID(gpu0.uuid), 0)
     newest = max(s.timeStamp for s in samples)
     latest = {s.pid: s.smUtil for s in samples if s.timeStamp == newest}
-    assert {p.pid: p.sm_util_percent for p in gpu0.processes} == latest  # one new sample per 1 s cycle
+    # one new sample per 1 s cycle; a running process without one was idle in it
+    assert {p.pid: p.sm_util_percent for p in gpu0.processes} == {p.pid: latest.get(p.pid, 0) for p in gpu0.processes}
     pid = sim.scenario.pods[0].containers[0].pids[0]
     assert latest[pid] == pytest.approx(30, abs=1)
+
+
+def _two_processes(second_load: float) -> Any:
+    from simulation import build_scenario
+
+    return build_scenario(
+        {
+            "gpus": [{"model": "H100-SXM5-80GB"}],
+            "processes": [
+                {"pid": 101, "gpu": 0, "memory_mib": 100, "load": {"baseline": 60}},
+                {"pid": 102, "gpu": 0, "memory_mib": 100, "load": {"baseline": second_load}},
+            ],
+        },
+        seed=1,
+    )
+
+
+def test_a_running_process_without_a_sample_is_idle_not_unknown() -> None:
+    """NVML samples only processes busy in the period: the other running ones were at 0 %."""
+    clock = FakeClock()
+    with collecting(_two_processes(0), clock) as (_, collector):
+        collector.collect()
+        clock.advance(1.0)
+        (gpu,) = gpus(collector.collect())
+    by_pid = {p.pid: p.sm_util_percent for p in gpu.processes}
+    assert by_pid == {101: 60.0, 102: 0.0}
+
+
+def test_a_process_that_goes_idle_drops_to_zero_at_once() -> None:
+    """Its last busy figure is not held while the other process's samples show the period was sampled."""
+    clock = FakeClock()
+    with collecting(_two_processes(30), clock) as (sim, collector):
+        collector.collect()
+        clock.advance(1.0)
+        (gpu,) = gpus(collector.collect())
+        assert {p.pid: p.sm_util_percent for p in gpu.processes} == {101: 60.0, 102: 30.0}
+        sim.node.gpus[0].domain.override_pid(102, 0.0)  # type: ignore[union-attr]
+        clock.advance(1.0)
+        (gpu,) = gpus(collector.collect())
+    assert {p.pid: p.sm_util_percent for p in gpu.processes} == {101: 60.0, 102: 0.0}
+
+
+def test_a_device_with_no_sample_for_long_has_unknown_process_figures() -> None:
+    clock = FakeClock()
+    with collecting(_two_processes(30), clock, interval_seconds=1.0) as (sim, collector):
+        collector.collect()
+        sim.set_load(0, 0)
+        for _ in range(6):  # no valid sample at all from here on: the held figures expire after 3 s
+            clock.advance(1.0)
+            (gpu,) = gpus(collector.collect())
+    assert [p.sm_util_percent for p in gpu.processes] == [None, None]
 
 
 def test_gpm_activity_on_h100_follows_the_load() -> None:

@@ -70,7 +70,8 @@ def test_process_samples_are_newer_than_last_seen_in_microseconds(shared: Simula
     clock.advance(1)
     again = pynvml.nvmlDeviceGetProcessUtilization(h, newest)
     assert {s.timeStamp for s in again} == {newest + 1_000_000}
-    assert {s.pid for s in again} == {p.pid for p in shared.scenario.processes if p.gpu == 0}
+    assert {s.pid for s in again} <= {p.pid for p in shared.scenario.processes if p.gpu == 0}
+    assert all(s.smUtil or s.memUtil for s in again), "only processes that used the GPU in the period"
     # the driver keeps a bounded buffer
     clock.advance(100)
     assert len({s.timeStamp for s in pynvml.nvmlDeviceGetProcessUtilization(h, 0)}) == 10
@@ -88,6 +89,36 @@ def test_process_shares_add_up_to_the_gpus_utilization(shared: Simulator, clock:
             assert sum(s.smUtil for s in samples) == pynvml.nvmlDeviceGetUtilizationRates(h).gpu
             assert sum(s.memUtil for s in samples) == pynvml.nvmlDeviceGetUtilizationRates(h).memory
             assert all(s.encUtil == 0 and s.decUtil == 0 for s in samples)
+
+
+def test_only_processes_busy_in_the_period_have_a_sample(clock: FakeClock) -> None:
+    """nvml.h: one sample per process "that had some non-zero utilization during the last sample period"."""
+    scenario = build_scenario(
+        {
+            "gpus": [{"model": "H100-SXM5-80GB"}],
+            "processes": [
+                {"pid": 101, "gpu": 0, "memory_mib": 100, "load": {"baseline": 60}},
+                {"pid": 102, "gpu": 0, "memory_mib": 100, "load": {"baseline": 0}},
+            ],
+        },
+        seed=1,
+    )
+    sim = Simulator(scenario, clock=clock)
+    with install(sim):
+        pynvml.nvmlInit()
+        try:
+            h = pynvml.nvmlDeviceGetHandleByIndex(0)
+            clock.advance(3.5)
+            samples = pynvml.nvmlDeviceGetProcessUtilization(h, 0)
+            assert {s.pid for s in samples} == {101}, "the idle process runs, but has no sample"
+            assert len(pynvml.nvmlDeviceGetComputeRunningProcesses(h)) == 2
+            sim.set_load(0, 0)  # both idle from now on: no valid sample at all
+            clock.advance(2)
+            newest = max(s.timeStamp for s in samples)
+            with pytest.raises(pynvml.NVMLError_NotFound):
+                pynvml.nvmlDeviceGetProcessUtilization(h, newest + 1_000_000)
+        finally:
+            pynvml.nvmlShutdown()
 
 
 def test_each_pod_on_a_shared_gpu_gets_its_own_figure(shared: Simulator, clock: FakeClock) -> None:
@@ -122,7 +153,7 @@ def test_process_utilization_buffer_protocol_in_c(shared: Simulator, clock: Fake
     fn = shared.nvmlDeviceGetProcessUtilization
     count = pynvml.c_uint(0)
     assert fn(h, None, pynvml.byref(count), pynvml.c_ulonglong(0)) == pynvml.NVML_ERROR_INSUFFICIENT_SIZE
-    assert count.value == 3 * 4  # three ticks, four processes
+    assert count.value == 3 * 4  # three ticks, four busy processes
     # a buffer for one tick gets the oldest tick; last-seen then picks up the rest
     buf = (pynvml.c_nvmlProcessUtilizationSample_t * 4)()
     count.value = 4
@@ -188,9 +219,13 @@ def test_any_mix_of_processes_adds_up(data: dict[str, Any], seconds: list[int]) 
                 clock.now = sim.node.t0 + dt + 0.5
                 rates = pynvml.nvmlDeviceGetUtilizationRates(h)
                 newest = int((sim.node.t0 + dt) * 1e6)
-                samples = pynvml.nvmlDeviceGetProcessUtilization(h, newest - 1)
                 assert 0 <= rates.gpu <= 100
+                try:
+                    samples = pynvml.nvmlDeviceGetProcessUtilization(h, newest - 1)
+                except pynvml.NVMLError_NotFound:  # every process idle in the tick: no sample at all
+                    samples = []
                 assert sum(s.smUtil for s in samples) == rates.gpu
+                assert all(s.smUtil or s.memUtil for s in samples)
                 mem = pynvml.nvmlDeviceGetMemoryInfo(h, version=pynvml.nvmlMemory_v2)
                 procs = pynvml.nvmlDeviceGetComputeRunningProcesses(h)
                 assert mem.used == sum(p.usedGpuMemory for p in procs)

@@ -58,20 +58,32 @@ class ProcessCalls:
     def process_utilization(
         self, t: float, gpu: SimGpu, mig: SimMig | None, samples: Any, count_ref: Any, last_seen: Any
     ) -> int:
-        """Per-process samples newer than `last_seen` (microseconds since the epoch), one per process and tick.
+        """Per-process samples newer than `last_seen` (microseconds since the epoch): per tick, one sample for each
+        process that had non-zero utilization in it; a process idle in a tick has no sample there.
 
-        NOT_FOUND when there is none. With no array the count is set and INSUFFICIENT_SIZE returned; an array too
-        small for the samples that appeared since gets the oldest ones (the caller's next last-seen picks up the rest).
+        nvml.h (nvmlDeviceGetProcessUtilization): "One utilization sample structure is returned per process running,
+        that had some non-zero utilization during the last sample period"; NOT_FOUND "if no valid sample entries are
+        found since the lastSeenTimeStamp" -- so a device whose processes were all idle answers NOT_FOUND as well.
+        With no array the count is set and INSUFFICIENT_SIZE returned; an array too small for the samples that
+        appeared since gets the oldest whole ticks (the caller's next last-seen picks up the rest).
         """
         domain = gpu.domain
         if domain is None:  # MIG enabled
             return cabi.NOT_SUPPORTED
-        procs = domain.processes
         last = as_int(last_seen)
         node = self.node
         newest = node.tick(t)
         ticks = [k for k in range(max(0, newest - SAMPLE_BUFFER_TICKS + 1), newest + 1) if node.tick_time_us(k) > last]
-        n = len(ticks) * len(procs)
+        ratio = gpu.spec.memory_copy_ratio
+        found: list[tuple[int, list[tuple[int, int, int]]]] = []  # (stamp, [(pid, sm, mem)]) per tick
+        for k in ticks:
+            total, parts = domain.split(k * TICK_S)
+            _, sm = whole_percents(total, parts)
+            _, mem = whole_percents(total * ratio, {pid: v * ratio for pid, v in parts.items()})
+            busy = [(p.pid, sm[p.pid], mem[p.pid]) for p in domain.processes if sm[p.pid] or mem[p.pid]]
+            if busy:
+                found.append((node.tick_time_us(k), busy))
+        n = sum(len(busy) for _, busy in found)
         if n == 0:
             return cabi.NOT_FOUND
         count = target(count_ref)
@@ -79,21 +91,16 @@ class ProcessCalls:
             count.value = n
             return cabi.INSUFFICIENT_SIZE
         capacity = min(count.value, len(samples))
-        ratio = gpu.spec.memory_copy_ratio
         written = 0
-        for k in ticks:
-            if written + len(procs) > capacity:
+        for stamp, busy in found:
+            if written + len(busy) > capacity:
                 break
-            total, parts = domain.split(k * TICK_S)
-            _, sm = whole_percents(total, parts)
-            _, mem = whole_percents(total * ratio, {pid: v * ratio for pid, v in parts.items()})
-            stamp = node.tick_time_us(k)
-            for p in procs:
+            for pid, sm_util, mem_util in busy:
                 s = samples[written]
-                s.pid = p.pid
+                s.pid = pid
                 s.timeStamp = stamp
-                s.smUtil = sm[p.pid]
-                s.memUtil = mem[p.pid]
+                s.smUtil = sm_util
+                s.memUtil = mem_util
                 s.encUtil = 0
                 s.decUtil = 0
                 written += 1
