@@ -83,6 +83,9 @@ def _labels(**kv: str) -> Mapping[str, str]:
     return MappingProxyType(dict(kv))
 
 
+# What a lost GPU's series still say (GPU_IS_LOST): the XIDs it reported, XID 79 among them as it fell off the bus.
+KEPT_WHILE_DOWN = frozenset({"last_xid", "xid_errors"})
+
 MEASUREMENTS: tuple[Measurement, ...] = (
     Measurement(
         "gpu_util",

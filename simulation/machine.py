@@ -341,6 +341,10 @@ class Node:
                 self.inject_xid(index, XID_FALLEN_OFF_BUS)
                 gpu.lost = True
 
+    def lost_indices(self) -> tuple[int, ...]:
+        """Indices of the GPUs that are lost now."""
+        return tuple(g.index for g in self.gpus if g.lost)
+
     def restore_gpu(self, index: int) -> None:
         gpu = self._gpu_at(index)
         with self.lock:

@@ -8,9 +8,9 @@ prefix plus its value. A cache entry unused by a snapshot is dropped with it, so
 from __future__ import annotations
 
 from collections.abc import Hashable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from exporter.catalogue import DCGM_UP, PROM_INFO, PROM_UP, Dialect, MetricType
+from exporter.catalogue import DCGM_UP, KEPT_WHILE_DOWN, PROM_INFO, PROM_UP, Dialect, MetricType
 from exporter.exposition.labels import dcgm_pod_pairs, device_pairs, info_pairs
 from exporter.exposition.plan import FamilyHeader, FamilyPlan, MemberPlan
 from exporter.exposition.textformat import escape_label_value, format_value, label_pairs
@@ -19,7 +19,7 @@ from exporter.snapshot import DeviceReading, GpuIdentity, MigIdentity, PodDevice
 Families = list[tuple[FamilyHeader, list[str]]]
 _Cache = dict[Hashable, "DeviceLabels"]
 
-UP_HELP = "1 while the GPU answers NVML, 0 after it was lost (all its other series are then absent)."
+UP_HELP = "1 while the GPU answers NVML, 0 after it was lost (its other series are then absent, except its XIDs)."
 INFO_HELP = "Identity of a GPU or MIG instance (value 1): PCI bus, device node, driver, CUDA, serial, VBIOS, MIG mode."
 
 
@@ -82,8 +82,11 @@ class DeviceSeries:
         new[key] = entry
         return entry
 
-    def _rows(self, snapshot: Snapshot, up_lines: list[str]) -> list[tuple[DeviceReading, DeviceLabels]]:
-        """The devices to render (GPUs that are up, and MIG instances of those) with their labels; fills `up_lines`."""
+    def _rows(
+        self, snapshot: Snapshot, up_lines: list[str], kept: list[tuple[DeviceReading, DeviceLabels]]
+    ) -> list[tuple[DeviceReading, DeviceLabels]]:
+        """The devices to render (GPUs that are up, and MIG instances of those) with their labels; fills `up_lines`,
+        and `kept` with what lost GPUs still report (their XIDs, under the device labels alone)."""
         if snapshot.node != self._node:
             self._node, self._cache = snapshot.node, {}
         pods = _pods_on_devices(snapshot.pods) if self._dialect is Dialect.DCGM else {}
@@ -102,7 +105,10 @@ class DeviceSeries:
             if not reading.up or parent_down:
                 down.add(ident.uuid)
                 if not is_mig:
-                    up_lines.append(f"{up_name}{{{self._labels(ident, (), new).plain}}} 0\n")
+                    entry = self._labels(ident, (), new)
+                    up_lines.append(f"{up_name}{{{entry.plain}}} 0\n")
+                    if reading.values or reading.vectors:
+                        kept.append((_kept_while_down(reading), entry))
                 continue
             entry = self._labels(ident, pods.get(ident.uuid, ()), new)
             if not is_mig:
@@ -114,12 +120,14 @@ class DeviceSeries:
     def render(self, snapshot: Snapshot, out: Families) -> int:
         """Append the up, info and catalogue families of `snapshot` to `out`; return the number of samples."""
         up_lines: list[str] = []
-        rows = self._rows(snapshot, up_lines)
+        kept: list[tuple[DeviceReading, DeviceLabels]] = []
+        rows = self._rows(snapshot, up_lines, kept)
         count = len(up_lines)
         if up_lines:
             out.append((self._up, up_lines))
         if self._dialect is Dialect.PROMETHEUS:
             count += self._render_info(rows, out)
+        rows += kept
         # one pass over the values each device has (not over every family for every device): a MIG instance has a
         # handful of the catalogue's measurements, a GPU two dozen
         buckets: list[list[str]] = [[] for _ in self._plan]
@@ -159,6 +167,15 @@ class DeviceSeries:
         if lines:
             out.append((self._info, lines))
         return len(lines)
+
+
+def _kept_while_down(reading: DeviceReading) -> DeviceReading:
+    """Of a lost GPU's reading, only what stays true while it is gone: the XIDs it reported."""
+    return replace(
+        reading,
+        values={k: v for k, v in reading.values.items() if k in KEPT_WHILE_DOWN},
+        vectors={k: v for k, v in reading.vectors.items() if k in KEPT_WHILE_DOWN},
+    )
 
 
 def _render_bits(member: MemberPlan, native: float, labels: DeviceLabels, lines: list[str]) -> None:

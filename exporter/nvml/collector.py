@@ -7,12 +7,14 @@ import math
 import threading
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import replace
+from types import MappingProxyType
 from typing import Any
 
 from exporter.collection import DeviceCollection, HistoryPoint
 from exporter.nvml.backoff import Backoff
 from exporter.nvml.coverage import XID_KEYS, enabled_measurements
-from exporter.nvml.device import DeviceReader, GpuLostError
+from exporter.nvml.device import NO_VECTORS, DeviceReader, GpuLostError
 from exporter.nvml.discovery import GpuDevice, MigDevice, SystemVersions, gpu_count, open_gpu, system_versions
 from exporter.nvml.errors import SIMULATE_HINT, ErrorNames, NvmlUnavailable, status_code
 from exporter.nvml.faults import DeviceFaults
@@ -23,7 +25,7 @@ from exporter.nvml.probes import probes_for
 from exporter.nvml.processes import ProcessSampler
 from exporter.nvml.status import CycleStatus
 from exporter.nvml.xid import XidLedger, XidListener
-from exporter.snapshot import DeviceReading, GpuIdentity, MigIdentity
+from exporter.snapshot import EMPTY, DeviceReading, GpuIdentity, MigIdentity
 
 log = logging.getLogger("exporter.nvml")
 
@@ -298,13 +300,14 @@ class NvmlCollector:
         recovered = False
         xid = self._xid
         registered = xid.registered if xid is not None else frozenset()
+        answered = lost = 0
         for slot in self._slots:
             if slot.lost:
                 if slot.backoff.due(now) and self._recover(slot, now):
                     recovered = True
                 else:
-                    status.failed("nvml")
-                    readings.extend(slot.down)
+                    lost += 1
+                    readings.extend(self._down_readings(slot))
                     continue
             reader = slot.reader
             if reader is None:
@@ -313,10 +316,10 @@ class NvmlCollector:
             try:
                 gpu_reading = reader.read(status, self._ledger.read(uuid) if uuid in registered else None)
                 mig_readings = [mig.read(status) for mig in slot.migs]
-            except GpuLostError as lost:
-                self._mark_lost(slot, lost.code, now)
-                status.failed("nvml")
-                readings.extend(slot.down)
+            except GpuLostError as error:
+                self._mark_lost(slot, error.code, now)
+                lost += 1
+                readings.extend(self._down_readings(slot))
                 continue
             except Exception:  # a defect, not a device fault: the other GPUs keep reporting
                 if slot.index not in self._defects_logged:
@@ -325,8 +328,15 @@ class NvmlCollector:
                 reader.faults.count("INTERNAL")
                 status.failed("nvml")
                 continue
+            answered += 1
             readings.append(gpu_reading)
             readings.extend(mig_readings)
+        if lost:
+            # a lost GPU shows as its `up` 0 (and GPUDown); the collector failed only when no GPU answered at all
+            if answered:
+                status.errors("nvml", lost)
+            else:
+                status.failed("nvml", lost)
         if recovered:
             self._restart_xid()
         self._xid_status()
@@ -352,6 +362,18 @@ class NvmlCollector:
             name,
             slot.backoff.delay,
         )
+
+    def _down_readings(self, slot: _GpuSlot) -> tuple[DeviceReading, ...]:
+        """A lost GPU's readings: down, with the XIDs heard from it kept (XID 79 is what it said as it fell off the
+        bus; without its series that alert could not fire while the GPU is gone)."""
+        if not slot.down or not self._enabled & XID_KEYS:
+            return slot.down
+        counts, last = self._ledger.read(slot.down[0].uuid)
+        if not counts:
+            return slot.down
+        values = MappingProxyType({"last_xid": float(last)}) if "last_xid" in self._enabled else EMPTY
+        vectors = MappingProxyType({"xid_errors": counts}) if "xid_errors" in self._enabled else NO_VECTORS
+        return (replace(slot.down[0], values=values, vectors=vectors), *slot.down[1:])
 
     def _recover(self, slot: _GpuSlot, now: float) -> bool:
         if not self._open(slot, now):

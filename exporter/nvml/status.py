@@ -29,6 +29,10 @@ class CycleStatus:
         self._failed.add(name)
         self._errors_total[name] += count
 
+    def errors(self, name: str, count: int = 1) -> None:
+        """Count errors of a part that still did its job this cycle (one GPU lost while the others answer)."""
+        self._errors_total[name] += count
+
     def statuses(self) -> tuple[CollectorStatus, ...]:
         return tuple(
             CollectorStatus(name, name not in self._failed, self._duration[name], self._errors_total[name])

@@ -167,7 +167,7 @@ def test_a_field_the_hardware_cannot_give_is_absent_not_zero() -> None:
 
 def test_a_lost_gpu_reports_up_0_and_nothing_else() -> None:
     lost = gpu(3)
-    devices = (reading(gpu(0)), DeviceReading(lost, False, {"gpu_temp": 40}, errors={"GPU_IS_LOST": 1}))
+    devices = (reading(gpu(0)), DeviceReading(lost, False, errors={"GPU_IS_LOST": 1}))
     text = render_exposition(snapshot(devices), Dialect.DCGM)
     on_lost = [
         s for f in text_string_to_metric_families(text.decode()) for s in f.samples if s.labels.get("gpu") == "3"
@@ -176,6 +176,24 @@ def test_a_lost_gpu_reports_up_0_and_nothing_else() -> None:
     up = {s.labels["gpu"]: s.value for s in _series(text, "gpu_pulse_gpu_up")}
     assert up == {"0": 1.0, "3": 0.0}
     assert list(_series(text, "gpu_pulse_gpu_up")[0].labels) == GPU_LABELS
+
+
+@pytest.mark.parametrize("dialect", list(Dialect))
+def test_a_lost_gpu_keeps_the_xid_it_fell_off_the_bus_with(dialect: Dialect) -> None:
+    """The collector keeps a lost GPU's XIDs on its down reading: they are served next to `up 0`, without pods."""
+    lost = gpu(3)
+    down = DeviceReading(lost, False, {"last_xid": 79.0}, {"xid_errors": {"79": 1.0}}, errors={"GPU_IS_LOST": 1})
+    text = render_exposition(snapshot((reading(gpu(0)), down), (use(pod("train-0"), lost.uuid),)), dialect)
+    on_lost = {
+        (s.name, tuple(sorted((k, v) for k, v in s.labels.items() if k in ("xid", "pod"))), s.value)
+        for f in text_string_to_metric_families(text.decode())
+        for s in f.samples
+        if s.labels.get("gpu") == "3" and "XID" in s.name.upper()
+    }
+    if dialect is Dialect.DCGM:
+        assert on_lost == {("DCGM_FI_DEV_XID_ERRORS", (), 79.0)}
+    else:
+        assert on_lost == {("nvidia_gpu_last_xid", (), 79.0), ("nvidia_gpu_xid_errors_total", (("xid", "79"),), 1.0)}
 
 
 def test_whole_node_parses_and_every_series_is_unique() -> None:

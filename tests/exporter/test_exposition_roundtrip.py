@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Mapping
+from dataclasses import replace
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as parse_openmetrics
 from prometheus_client.parser import text_string_to_metric_families as parse_text
 
-from exporter.catalogue import MEASUREMENTS, Dialect, MetricType
+from exporter.catalogue import KEPT_WHILE_DOWN, MEASUREMENTS, Dialect, MetricType
 from exporter.exposition import ExpositionRenderer
 from exporter.snapshot import (
     CollectorStatus,
@@ -149,16 +150,23 @@ def expected(snapshot: Snapshot, dialect: Dialect, selection: frozenset[str] | N
         up_name = "gpu_pulse_gpu_up" if dialect is Dialect.DCGM else "nvidia_gpu_up"
         yield up_name, _labels(device_labels(reading, node, dialect)), 1.0 if reading.up else 0.0
     for reading in snapshot.devices:
-        if not reading.up or reading.gpu.uuid in down:
+        lost = not reading.up or reading.gpu.uuid in down
+        if lost and reading.is_mig:
             continue
         base = device_labels(reading, node, dialect)
         variants = [base]
-        if dialect is Dialect.DCGM and reading.uuid in holders:
+        if lost:  # a lost GPU keeps only its XIDs, without pods
+            reading = replace(
+                reading,
+                values={k: v for k, v in reading.values.items() if k in KEPT_WHILE_DOWN},
+                vectors={k: v for k, v in reading.vectors.items() if k in KEPT_WHILE_DOWN},
+            )
+        elif dialect is Dialect.DCGM and reading.uuid in holders:
             variants = [
                 base | {"container": p.container, "namespace": p.namespace, "pod": p.name}
                 for p in holders[reading.uuid]
             ]
-        if dialect is Dialect.PROMETHEUS:
+        if dialect is Dialect.PROMETHEUS and not lost:
             gpu = reading.gpu
             info = {
                 "gpu": str(gpu.index),

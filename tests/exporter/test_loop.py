@@ -76,7 +76,9 @@ def test_one_cycle_publishes_everything_a_request_can_ask_for() -> None:
         document = json.loads(published.pods.full)
         assert document["node"] == "sim-node"
         assert document["interval_seconds"] == 1.0
-        assert _sample(published.text, "gpu_pulse_snapshot_timestamp_seconds") == published.snapshot.taken_at
+        assert _sample(published.text, "gpu_pulse_snapshot_timestamp_seconds") == pytest.approx(
+            published.snapshot.taken_at, rel=5e-15, abs=0
+        )
 
 
 def test_every_cycle_swaps_in_a_new_immutable_published() -> None:

@@ -126,14 +126,16 @@ def test_a_lost_gpu_is_down_while_the_others_report_and_comes_back(caplog: pytes
     lost = during[1]
     assert not lost.up
     assert lost.uuid == before[1].uuid  # still named, so its series say "down"
-    assert lost.values == {}
+    assert set(lost.values) <= {"last_xid"}, "nothing but the XIDs it said before it went"
     assert lost.errors == {"GPU_IS_LOST": 1.0}
     for index in (0, 2, 3):
         assert during[index].up
         assert "fb_used" in during[index].values
     assert not by_index(still)[1].up
     assert by_index(still)[1].errors == {"GPU_IS_LOST": 1.0}  # one loss, counted once
-    assert not {s.name: s for s in still.statuses}["nvml"].success
+    nvml_status = {s.name: s for s in still.statuses}["nvml"]
+    assert nvml_status.success, "the other GPUs answer: the collector did its job (GPU 1 shows as up 0)"
+    assert nvml_status.errors_total >= 2  # the lost GPU counts as an error every cycle
     assert after[1].up
     assert after[1].uuid == before[1].uuid
     assert {"gpu_util", "fb_used", "memory_temp"} <= after[1].values.keys()
@@ -167,6 +169,50 @@ def test_a_lost_gpu_is_probed_again_with_exponential_backoff() -> None:
     assert back[3].errors == {"GPU_IS_LOST": 1.0}
 
 
+def test_a_lost_gpu_keeps_its_xid_series() -> None:
+    """XID 79 comes as the GPU falls off the bus: the down GPU keeps it, so the XID alert can fire while it is gone."""
+    clock = FakeClock()
+    with collecting("h100x8", clock) as (sim, collector):
+        collector.collect()
+        sim.lose_gpu(3)
+        collection = wait_for(collector, lambda c: by_index(c)[3].values.get("last_xid") == 79)
+    lost = by_index(collection)[3]
+    assert not lost.up
+    assert lost.values == {"last_xid": 79.0}
+    assert lost.vectors["xid_errors"] == {"79": 1.0}
+
+
+def test_the_nvml_collector_fails_only_when_no_gpu_answers() -> None:
+    clock = FakeClock()
+    with collecting("faulty", clock) as (sim, collector):
+        collector.collect()
+        sim.lose_gpu(2)
+        one_lost = {s.name: s for s in collector.collect().statuses}["nvml"]
+        for index in range(len(sim.node.gpus)):
+            sim.lose_gpu(index)
+        clock.advance(0.1)
+        all_lost = {s.name: s for s in collector.collect().statuses}["nvml"]
+    assert one_lost.success and one_lost.errors_total == 1
+    assert not all_lost.success
+
+
+def test_the_xid_listener_leaves_a_lost_gpu_out_and_keeps_hearing_the_others(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """nvmlEventSetWait fails with GPU_IS_LOST while a lost GPU is in the set: the set is built again without it."""
+    clock = FakeClock()
+    with caplog.at_level(logging.WARNING, logger="exporter.nvml"), collecting("h100x8", clock) as (sim, collector):
+        collector.collect()
+        sim.lose_gpu(3)
+        wait_for(collector, lambda c: by_index(c)[3].values.get("last_xid") == 79)
+        sim.inject_xid(5, 13)
+        collection = wait_for(collector, lambda c: by_index(c)[5].values.get("last_xid") == 13)
+        statuses = {s.name: s for s in collection.statuses}
+    assert by_index(collection)[5].vectors["xid_errors"] == {"13": 1.0}
+    assert statuses["xid"].success and statuses["xid"].errors_total == 0
+    assert any("XID events" in r.getMessage() and "lost" in r.getMessage() for r in caplog.records)
+
+
 def test_a_lost_mig_gpu_takes_its_instances_down_only() -> None:
     clock = FakeClock()
     with collecting("a100-mig", clock) as (sim, collector):
@@ -176,7 +222,7 @@ def test_a_lost_mig_gpu_takes_its_instances_down_only() -> None:
     for reading in collection.devices:
         if reading.gpu.index == 0:
             assert not reading.up
-            assert reading.values == {}
+            assert set(reading.values) <= {"last_xid"}  # the GPU keeps its XID 79; its instances keep nothing
         else:
             assert reading.up
             assert "fb_used" in reading.values
