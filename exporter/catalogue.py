@@ -504,5 +504,6 @@ SELF_COLLECTOR_ERRORS = "gpu_pulse_collector_errors_total"  # {collector}
 SELF_SNAPSHOT_TIMESTAMP = "gpu_pulse_snapshot_timestamp_seconds"  # wall-clock time the snapshot was taken
 SELF_POLL_INTERVAL = "gpu_pulse_poll_interval_seconds"
 SELF_NVML_ERRORS = "gpu_pulse_nvml_errors_total"  # {gpu, uuid, error}: GPU_IS_LOST, NO_PERMISSION, TIMEOUT, ...
+SELF_NVML_STALLED = "gpu_pulse_nvml_stalled_call_seconds"  # {gpu, uuid, call}: a hung NVML call, how long so far
 SELF_KUBELET_UP = "gpu_pulse_kubelet_up"  # 1 while the last pod-resources List succeeded
 SELF_KUBELET_MAPPING_AGE = "gpu_pulse_kubelet_mapping_age_seconds"  # age of the pod mapping in use

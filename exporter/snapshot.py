@@ -55,6 +55,14 @@ class ProcessUsage:
 
 
 @dataclass(frozen=True, slots=True)
+class StalledCall:
+    """An NVML call on a GPU that has not returned within the collector's bound (a hung driver call)."""
+
+    call: str  # what the reader was asking: a probe name ("power_usage"), "field_values", "running_processes" ...
+    seconds: float  # how long it has been running
+
+
+@dataclass(frozen=True, slots=True)
 class DeviceReading:
     """One cycle's readings of a GPU (identity is GpuIdentity) or MIG instance (identity is MigIdentity).
 
@@ -70,6 +78,7 @@ class DeviceReading:
     processes: tuple[ProcessUsage, ...] = ()
     # NVML errors seen on this device since start, by NVML error name ("GPU_IS_LOST", "NO_PERMISSION", ...)
     errors: Mapping[str, float] = field(default_factory=lambda: EMPTY)
+    stalled: StalledCall | None = None  # set (with up=False) while a call on this GPU hangs
 
     @property
     def uuid(self) -> str:

@@ -70,6 +70,7 @@ class SimGpu:
     field_errors: dict[int, int]  # field id -> status of that entry in nvmlDeviceGetFieldValues
     gpm_errors: dict[int, int]  # GPM metric id -> status of that metric in nvmlGpmMetricsGet
     slow_calls: dict[str, float]
+    release: threading.Event = field(default_factory=threading.Event)  # set: wakes the calls sleeping in slow_calls
     integral: Integral | MixedIntegral = field(default_factory=Integral)
     lost: bool = False
 
@@ -340,6 +341,22 @@ class Node:
             if not gpu.lost:
                 self.inject_xid(index, XID_FALLEN_OFF_BUS)
                 gpu.lost = True
+
+    def set_slow_call(self, index: int, function: str, seconds: float | None) -> None:
+        """Make every call of `function` on GPU `index` take `seconds` (a hung driver call when long); None: answer
+        at once again, waking the calls sleeping in it now."""
+        gpu = self._gpu_at(index)
+        if not function.startswith("nvml"):
+            raise ValueError(f"name an NVML function (nvml...), got {function!r}")
+        if seconds is not None and not seconds >= 0:
+            raise ValueError(f"a delay is a number of seconds >= 0, got {seconds}")
+        with self.lock:
+            if seconds:
+                gpu.slow_calls[function] = seconds
+                return
+            gpu.slow_calls.pop(function, None)
+            woken, gpu.release = gpu.release, threading.Event()
+            woken.set()
 
     def lost_indices(self) -> tuple[int, ...]:
         """Indices of the GPUs that are lost now."""

@@ -14,6 +14,7 @@ from exporter.catalogue import (
     SELF_KUBELET_MAPPING_AGE,
     SELF_KUBELET_UP,
     SELF_NVML_ERRORS,
+    SELF_NVML_STALLED,
     SELF_POLL_INTERVAL,
     SELF_SNAPSHOT_TIMESTAMP,
     Dialect,
@@ -34,6 +35,12 @@ TIMESTAMP = FamilyHeader.of(
 )
 INTERVAL = FamilyHeader.of(SELF_POLL_INTERVAL, G, "The configured poll interval, in seconds.")
 NVML_ERRORS = FamilyHeader.of(SELF_NVML_ERRORS, C, "NVML errors per device since the exporter started, by NVML error.")
+STALLED = FamilyHeader.of(
+    SELF_NVML_STALLED,
+    G,
+    "Seconds an NVML call on a GPU has been running past the collector's bound (a hung driver call); the GPU is "
+    "reported down meanwhile, the other GPUs keep reporting.",
+)
 KUBELET_UP = FamilyHeader.of(SELF_KUBELET_UP, G, "1 while the last kubelet pod-resources List succeeded, else 0.")
 KUBELET_AGE = FamilyHeader.of(SELF_KUBELET_MAPPING_AGE, G, "Age of the pod-to-device mapping in use, in seconds.")
 
@@ -56,6 +63,9 @@ class HealthSeries:
         errors = _nvml_error_lines(snapshot)
         if errors:
             families.append((NVML_ERRORS, errors))
+        stalled = _stalled_lines(snapshot)
+        if stalled:
+            families.append((STALLED, stalled))
         if snapshot.kubelet_up is not None:
             families.append((KUBELET_UP, [f"{SELF_KUBELET_UP} {1 if snapshot.kubelet_up else 0}\n"]))
             age = snapshot.kubelet_mapping_age_seconds
@@ -99,4 +109,16 @@ def _nvml_error_lines(snapshot: Snapshot) -> list[str]:
                 continue
             labels = label_pairs((("gpu", str(gpu.index)), ("uuid", reading.uuid), ("error", error)))
             lines.append(f"{SELF_NVML_ERRORS}{{{labels}}} {format_value(value)}\n")
+    return lines
+
+
+def _stalled_lines(snapshot: Snapshot) -> list[str]:
+    lines: list[str] = []
+    for reading in snapshot.devices:
+        stalled = reading.stalled
+        if stalled is None:
+            continue
+        gpu = reading.gpu
+        labels = label_pairs((("gpu", str(gpu.index)), ("uuid", gpu.uuid), ("call", stalled.call)))
+        lines.append(f"{SELF_NVML_STALLED}{{{labels}}} {format_value(stalled.seconds)}\n")
     return lines

@@ -6,8 +6,10 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import Future, wait
 from dataclasses import replace
+from functools import partial
 from types import MappingProxyType
 from typing import Any
 
@@ -24,8 +26,9 @@ from exporter.nvml.history import SampleHistory
 from exporter.nvml.probes import probes_for
 from exporter.nvml.processes import ProcessSampler
 from exporter.nvml.status import CycleStatus
+from exporter.nvml.worker import DeviceWorker
 from exporter.nvml.xid import XidLedger, XidListener
-from exporter.snapshot import EMPTY, DeviceReading, GpuIdentity, MigIdentity
+from exporter.snapshot import EMPTY, DeviceReading, GpuIdentity, MigIdentity, StalledCall
 
 log = logging.getLogger("exporter.nvml")
 
@@ -36,10 +39,14 @@ def _default_nvml() -> Any:
     return pynvml
 
 
-class _GpuSlot:
-    """One GPU index: its readers while it answers, its identity once known, its backoff while it does not."""
+_Read = tuple[DeviceReading, list[DeviceReading]]
 
-    __slots__ = ("backoff", "down", "identity", "index", "lost", "migs", "reader")
+
+class _GpuSlot:
+    """One GPU index: its readers while it answers, its identity once known, its backoff while it does not, and the
+    thread its reads run on (a read still running from an earlier cycle is `busy`: a hung call)."""
+
+    __slots__ = ("backoff", "busy", "busy_since", "down", "identity", "index", "lost", "migs", "reader", "worker")
 
     def __init__(self, index: int, backoff: Backoff) -> None:
         self.index = index
@@ -49,11 +56,38 @@ class _GpuSlot:
         self.migs: list[DeviceReader] = []
         self.lost = False
         self.down: tuple[DeviceReading, ...] = ()  # what to report while lost
+        self.worker = DeviceWorker(f"gpu-pulse-nvml-{index}")
+        self.busy: Future[_Read] | None = None
+        self.busy_since = 0.0
+
+    def current_call(self) -> str:
+        for reader in (self.reader, *self.migs):
+            if reader is not None and reader.current_call:
+                return reader.current_call
+        return "?"
 
     def close(self) -> None:
+        """Free the readers and let the worker thread end."""
+        self.worker.stop()
+        self.close_readers()
+
+    def close_readers(self) -> None:
+        """Free the readers, unless a call of theirs still hangs (it may still use them)."""
+        if self.busy is not None and not self.busy.done():
+            return  # the hung read still uses them; the daemon thread dies with the process
         for reader in (self.reader, *self.migs):
             if reader is not None:
                 reader.close()
+
+
+def _read_gpu(
+    reader: DeviceReader,
+    migs: list[DeviceReader],
+    status: CycleStatus,
+    xid: tuple[Mapping[str, float], int] | None,
+) -> _Read:
+    """One GPU's reading and its MIG instances' (on the GPU's worker thread). Raises GpuLostError."""
+    return reader.read(status, xid), [mig.read(status) for mig in migs]
 
 
 class NvmlCollector:
@@ -77,9 +111,12 @@ class NvmlCollector:
         wall_clock: Callable[[], float] = time.time,
         lost_backoff: tuple[float, float] = (1.0, 60.0),
         xid_wait_ms: int = 250,
+        slow_call_seconds: float | None = None,
     ) -> None:
         if interval_seconds <= 0:
             raise ValueError(f"interval must be positive, got {interval_seconds}")
+        # how long a cycle waits for a GPU's reads (real time) before it reports that GPU stalled: one interval
+        self._slow_call_seconds = interval_seconds if slow_call_seconds is None else slow_call_seconds
         self._nvml = nvml if nvml is not None else _default_nvml()
         self._enabled = enabled_measurements(enabled)
         self._pcie_every = max(1, math.ceil(pcie_period_seconds / interval_seconds))
@@ -296,41 +333,77 @@ class NvmlCollector:
         status.begin()
         now = self._clock()
         taken_at = self._wall()
-        readings: list[DeviceReading] = []
+        by_slot: dict[int, tuple[DeviceReading, ...]] = {}
         recovered = False
         xid = self._xid
         registered = xid.registered if xid is not None else frozenset()
         answered = lost = 0
+        reads: dict[int, tuple[_GpuSlot, Future[_Read]]] = {}
         for slot in self._slots:
+            if slot.busy is not None:
+                if not slot.busy.done():  # still in a call from an earlier cycle: do not queue another read behind it
+                    by_slot[slot.index] = self._stalled_readings(slot, now)
+                    continue
+                finished, slot.busy = slot.busy, None
+                log.warning(
+                    "GPU %d: the hung NVML call returned after %.1f s; reading it again",
+                    slot.index,
+                    now - slot.busy_since,
+                )
+                error = finished.exception()
+                if isinstance(error, GpuLostError):
+                    self._mark_lost(slot, error.code, now)
             if slot.lost:
                 if slot.backoff.due(now) and self._recover(slot, now):
                     recovered = True
                 else:
                     lost += 1
-                    readings.extend(self._down_readings(slot))
+                    by_slot[slot.index] = self._down_readings(slot)
                     continue
             reader = slot.reader
             if reader is None:
                 continue
             uuid = reader.identity.uuid
-            try:
-                gpu_reading = reader.read(status, self._ledger.read(uuid) if uuid in registered else None)
-                mig_readings = [mig.read(status) for mig in slot.migs]
-            except GpuLostError as error:
+            history = self._ledger.read(uuid) if uuid in registered else None
+            reads[slot.index] = (slot, slot.worker.submit(partial(_read_gpu, reader, slot.migs, status, history)))
+        if reads:
+            wait([future for _, future in reads.values()], timeout=self._slow_call_seconds)
+        for index, (slot, future) in reads.items():
+            if not future.done():
+                slot.busy, slot.busy_since = future, now
+                log.warning(
+                    "GPU %d (%s): an NVML call (%s) has not returned within %.1f s; reporting the GPU stalled while "
+                    "the other GPUs keep reporting",
+                    slot.index,
+                    slot.identity.uuid if slot.identity is not None else "?",
+                    slot.current_call(),
+                    self._slow_call_seconds,
+                )
+                by_slot[index] = self._stalled_readings(slot, now)
+                continue
+            error = future.exception()
+            if isinstance(error, GpuLostError):
                 self._mark_lost(slot, error.code, now)
                 lost += 1
-                readings.extend(self._down_readings(slot))
+                by_slot[index] = self._down_readings(slot)
                 continue
-            except Exception:  # a defect, not a device fault: the other GPUs keep reporting
+            if error is not None:  # a defect, not a device fault: the other GPUs keep reporting
                 if slot.index not in self._defects_logged:
                     self._defects_logged.add(slot.index)
-                    log.exception("GPU %d: reading it failed unexpectedly; skipping it this cycle", slot.index)
-                reader.faults.count("INTERNAL")
+                    log.error(
+                        "GPU %d: reading it failed unexpectedly; skipping it this cycle", slot.index, exc_info=error
+                    )
+                assert slot.reader is not None
+                slot.reader.faults.count("INTERNAL")
                 status.failed("nvml")
                 continue
             answered += 1
-            readings.append(gpu_reading)
-            readings.extend(mig_readings)
+            gpu_reading, mig_readings = future.result()
+            by_slot[index] = (gpu_reading, *mig_readings)
+        readings = [reading for slot in self._slots for reading in by_slot.get(slot.index, ())]
+        stalled = sum(1 for slot in self._slots if slot.busy is not None)
+        if stalled:
+            status.errors("nvml", stalled)
         if lost:
             # a lost GPU shows as its `up` 0 (and GPUDown); the collector failed only when no GPU answered at all
             if answered:
@@ -350,7 +423,7 @@ class NvmlCollector:
         faults.count(name)
         slot.lost = True
         slot.backoff.failed(now)
-        slot.close()
+        slot.close_readers()
         slot.down = (
             DeviceReading(identity=slot.identity, up=False, errors=faults.view()),
             *(DeviceReading(identity=mig.identity, up=False, errors=mig.faults.view()) for mig in slot.migs),
@@ -362,6 +435,15 @@ class NvmlCollector:
             name,
             slot.backoff.delay,
         )
+
+    def _stalled_readings(self, slot: _GpuSlot, now: float) -> tuple[DeviceReading, ...]:
+        """A GPU whose read hangs: down this cycle (nothing it said is current), named, with the call and how long."""
+        if slot.identity is None or slot.reader is None:
+            return ()
+        stalled = StalledCall(slot.current_call(), max(0.0, now - slot.busy_since))
+        gpu = DeviceReading(identity=slot.identity, up=False, errors=slot.reader.faults.view(), stalled=stalled)
+        migs = (DeviceReading(identity=mig.identity, up=False, errors=mig.faults.view()) for mig in slot.migs)
+        return (gpu, *migs)
 
     def _down_readings(self, slot: _GpuSlot) -> tuple[DeviceReading, ...]:
         """A lost GPU's readings: down, with the XIDs heard from it kept (XID 79 is what it said as it fell off the

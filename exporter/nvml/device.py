@@ -62,6 +62,7 @@ class DeviceReader:
         self._last_xid = "last_xid" in enabled
         self._xid_errors = "xid_errors" in enabled
         self._held: dict[str, tuple[float, ...]] = {}  # last values of probes read every Nth cycle
+        self.current_call = ""  # what `read` is asking NVML now (read by the collector when a call hangs)
         self._reads = 0  # cycles this reader has read: probes read every Nth cycle run on the first one
 
     def read(self, status: CycleStatus, xid: tuple[Mapping[str, float], int] | None = None) -> DeviceReading:
@@ -84,6 +85,7 @@ class DeviceReader:
                 if got is None:
                     continue
             else:
+                self.current_call = probe.name
                 try:
                     got = probe.read(nvml, self.handle)
                 except nvml.NVMLError as exc:
@@ -108,6 +110,7 @@ class DeviceReader:
 
         if self._fields is not None:
             started = now
+            self.current_call = "field_values"
             self._read_fields(values, status)
             now = clock()
             status.spent("fields", now - started)
@@ -115,6 +118,7 @@ class DeviceReader:
         processes: tuple[ProcessUsage, ...] = ()
         if self._processes is not None:
             started = now
+            self.current_call = "processes"
             try:
                 found = self._processes.read(nvml, self.handle, faults)
             except nvml.NVMLError as exc:
@@ -129,6 +133,7 @@ class DeviceReader:
 
         if self.gpm is not None:
             started = now
+            self.current_call = "gpm"
             try:
                 ok = self.gpm.read(faults, values)
             except nvml.NVMLError as exc:
@@ -137,6 +142,7 @@ class DeviceReader:
                 status.failed("gpm")
             status.spent("gpm", clock() - started)
 
+        self.current_call = ""
         vectors = NO_VECTORS
         if xid is not None:
             counts, last = xid

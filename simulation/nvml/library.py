@@ -92,8 +92,8 @@ class DeviceFunction(CFunction):
         if configured is not None:
             return configured
         delay = gpu.slow_calls.get(name)
-        if delay:
-            time.sleep(delay)
+        if delay:  # a driver call that takes long, or hangs (dcgm-exporter issue 164); set_slow_call ends it early
+            gpu.release.wait(delay)
         return self._impl(t, gpu, mig, *args[1:])
 
 
@@ -177,6 +177,11 @@ class Simulator:
 
     def restore_gpu(self, index: int) -> None:
         self.node.restore_gpu(index)
+
+    def set_slow_call(self, index: int, function: str, seconds: float | None) -> None:
+        """Every call of C function `function` on GPU `index` takes `seconds` from now on (a hung call when long);
+        None: it answers at once again, and the calls waiting in it now return."""
+        self.node.set_slow_call(index, function, seconds)
 
     def inject_xid(self, index: int, xid: int) -> None:
         """An XID event on GPU `index`, delivered to every event set registered for XIDs on it."""

@@ -11,7 +11,7 @@ from prometheus_client.samples import Sample
 
 from exporter.catalogue import DCGM_DEFAULT_SET, Dialect
 from exporter.exposition import render_exposition
-from exporter.snapshot import DeviceReading, ShareMethod
+from exporter.snapshot import DeviceReading, ShareMethod, StalledCall
 from tests.exporter.test_exposition_builders import NATIVE, gpu, mig, node_with_everything, pod, reading, snapshot, use
 
 MIB = 1024 * 1024
@@ -194,6 +194,18 @@ def test_a_lost_gpu_keeps_the_xid_it_fell_off_the_bus_with(dialect: Dialect) -> 
         assert on_lost == {("DCGM_FI_DEV_XID_ERRORS", (), 79.0)}
     else:
         assert on_lost == {("nvidia_gpu_last_xid", (), 79.0), ("nvidia_gpu_xid_errors_total", (("xid", "79"),), 1.0)}
+
+
+@pytest.mark.parametrize("dialect", list(Dialect))
+def test_a_hung_call_shows_in_a_self_metric(dialect: Dialect) -> None:
+    stuck = gpu(1)
+    down = DeviceReading(stuck, False, stalled=StalledCall("power_usage", 12.5))
+    text = render_exposition(snapshot((reading(gpu(0)), down)), dialect)
+    (sample,) = _series(text, "gpu_pulse_nvml_stalled_call_seconds")
+    assert sample.labels == {"gpu": "1", "uuid": stuck.uuid, "call": "power_usage"}
+    assert sample.value == 12.5
+    up_name = "gpu_pulse_gpu_up" if dialect is Dialect.DCGM else "nvidia_gpu_up"
+    assert {s.labels["gpu"]: s.value for s in _series(text, up_name)} == {"0": 1.0, "1": 0.0}
 
 
 def test_whole_node_parses_and_every_series_is_unique() -> None:

@@ -374,3 +374,53 @@ def test_a_mig_profile_is_read_from_the_attributes_when_the_name_does_not_carry_
         "3g.20gb",
         "1g.5gb",
     ]
+
+
+# ---- hung calls ---------------------------------------------------------------------------------------------------
+
+
+def _two_gpus() -> Any:
+    return build_scenario({"gpus": [{"model": "H100-SXM5-80GB", "count": 2, "load": {"baseline": 50}}]}, seed=3)
+
+
+def test_a_hung_call_on_one_gpu_does_not_stall_the_others(caplog: pytest.LogCaptureFixture) -> None:
+    """dcgm-exporter issue 164: one GPU's hung NVML call must not leave the healthy GPUs stale."""
+    clock = FakeClock()
+    with (
+        caplog.at_level(logging.WARNING, logger="exporter.nvml"),
+        collecting(_two_gpus(), clock, slow_call_seconds=0.2) as (sim, collector),
+    ):
+        collector.collect()
+        sim.set_slow_call(0, "nvmlDeviceGetPowerUsage", 600.0)  # hangs
+        clock.advance(1.0)
+        first = collector.collect()
+        sim.set_load(1, 90)
+        clock.advance(1.0)
+        second = collector.collect()
+        calls_while_hung = sim.call_counts["nvmlDeviceGetPowerUsage"]
+        clock.advance(1.0)
+        third = collector.collect()
+        assert sim.call_counts["nvmlDeviceGetPowerUsage"] == calls_while_hung + 1, "only GPU 1 is asked again"
+        sim.set_slow_call(0, "nvmlDeviceGetPowerUsage", None)  # the driver call returns
+        clock.advance(1.0)
+        after = wait_for(collector, lambda c: by_index(c)[0].up)
+    for collection in (first, second, third):
+        hung, healthy = by_index(collection)[0], by_index(collection)[1]
+        assert not hung.up and hung.values == {}
+        assert hung.stalled is not None and hung.stalled.call == "power_usage"
+        assert healthy.up and "power_usage" in healthy.values
+        assert {s.name: s for s in collection.statuses}["nvml"].success
+    assert by_index(second)[1].values["gpu_util"] == 90, "GPU 1 is read afresh every cycle"
+    assert by_index(third)[0].stalled is not None and by_index(third)[0].stalled.seconds == 2.0
+    assert by_index(after)[0].stalled is None and "power_usage" in by_index(after)[0].values
+    messages = [r.getMessage() for r in caplog.records]
+    assert sum("has not returned" in m and "power_usage" in m for m in messages) == 1, "logged once per hang"
+    assert any("returned after" in m for m in messages)
+
+
+def test_a_slow_call_within_the_bound_is_waited_for() -> None:
+    clock = FakeClock()
+    with collecting(_two_gpus(), clock, slow_call_seconds=30.0) as (sim, collector):
+        sim.set_slow_call(0, "nvmlDeviceGetTemperature", 0.05)
+        collection = collector.collect()
+    assert all(d.up and d.stalled is None for d in collection.devices)
