@@ -507,3 +507,4 @@ SELF_NVML_ERRORS = "gpu_pulse_nvml_errors_total"  # {gpu, uuid, error}: GPU_IS_L
 SELF_NVML_STALLED = "gpu_pulse_nvml_stalled_call_seconds"  # {gpu, uuid, call}: a hung NVML call, how long so far
 SELF_KUBELET_UP = "gpu_pulse_kubelet_up"  # 1 while the last pod-resources List succeeded
 SELF_KUBELET_MAPPING_AGE = "gpu_pulse_kubelet_mapping_age_seconds"  # age of the pod mapping in use
+SELF_PROCESS_VISIBILITY = "gpu_pulse_process_visibility"  # 1: other pods' GPU processes are seen, 0: they are not

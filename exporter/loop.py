@@ -132,7 +132,11 @@ class PollLoop:
             if self._last_error:
                 reason += f"; last poll failed: {self._last_error}"
             return Readiness(False, reason)
-        return Readiness(True, f"snapshot {published.cycle} is {age:.2f} s old")
+        reason = f"snapshot {published.cycle} is {age:.2f} s old"
+        visibility = published.snapshot.process_visibility
+        if visibility is not None and visibility.visible is False:  # serving, but per-pod shares cannot be known
+            reason += f"; other pods' GPU processes are not visible: {visibility.reason}"
+        return Readiness(True, reason)
 
     # ---- one cycle ---------------------------------------------------------------------------------------------------
     def _status(self, name: str, ok: bool, started: float) -> CollectorStatus:
@@ -189,6 +193,7 @@ class PollLoop:
             collectors=_merge(statuses, (*extra, *self._stage.values())),
             kubelet_up=attribution.kubelet_up if attribution is not None else None,
             kubelet_mapping_age_seconds=attribution.mapping_age_seconds if attribution is not None else None,
+            process_visibility=attribution.process_visibility if attribution is not None else None,
         )
         return snapshot, collected_at
 

@@ -142,6 +142,14 @@ class CollectorStatus:
 
 
 @dataclass(frozen=True, slots=True)
+class ProcessVisibility:
+    """Whether the exporter sees other pods' GPU processes: True, False, or None (nothing to judge by yet)."""
+
+    visible: bool | None
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
 class Snapshot:
     """Everything one poll cycle produced. `taken_at` is wall-clock seconds (the sample time)."""
 
@@ -152,3 +160,4 @@ class Snapshot:
     collectors: tuple[CollectorStatus, ...] = ()
     kubelet_up: bool | None = None  # None: pod attribution is not configured
     kubelet_mapping_age_seconds: float | None = None
+    process_visibility: ProcessVisibility | None = None  # None: pod attribution is not configured

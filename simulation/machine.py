@@ -14,12 +14,14 @@ from dataclasses import dataclass, field
 from functools import partial
 
 from simulation.curves import Curve, LoadCurve
+from simulation.driver import translates_pids
 from simulation.hardware import GPU_MODELS, MAX_MIG_DEVICES, MIB, GpuModel, MigProfile
 from simulation.load import TICK_S, Integral, LoadDomain, MixedIntegral, ProcessLoad
 from simulation.nvml.eventsets import EVENT_TYPE_XID, Event, EventSets
 from simulation.scenario import Gpu, LoseGpu, MigInstance, RestoreGpu, Scenario, SetLoad, XidBurst
 
 XID_FALLEN_OFF_BUS = 79
+MPS_SERVER_MEMORY = 32 * MIB  # what nvidia-cuda-mps-server holds on each GPU it serves
 ERROR_CODES = {"NOT_SUPPORTED": 3, "NO_PERMISSION": 4, "GPU_IS_LOST": 15, "UNKNOWN": 999}
 
 
@@ -136,7 +138,8 @@ class SimGpu:
         return int(base * wobble * (0.8 if receive else 1.0))
 
     def memory_used(self) -> int:
-        return sum(d.memory_used() for _, d in self.domains())
+        server = MPS_SERVER_MEMORY if self.spec.mps_server_pid is not None else 0
+        return server + sum(d.memory_used() for _, d in self.domains())
 
     @property
     def memory_total(self) -> int:
@@ -173,6 +176,11 @@ class Node:
                 self.by_uuid[m.uuid] = (g, m)
         self._add_processes(key)
         self._timeline = self._expand_timeline()
+        # the NVML caller sees no GPU process: it runs in its own PID namespace, and the driver leaves out the
+        # processes outside it (see simulation/driver.py)
+        self.processes_hidden = scenario.exporter_pid_namespace == "container" and translates_pids(
+            scenario.driver_version
+        )
         self._next_due = self._timeline[0][0] if self._timeline else math.inf
 
     # --- construction ----------------------------------------------------------------------------------------

@@ -78,6 +78,13 @@ class Gpu(_Model):
     slow_calls: Mapping[str, float] = Field(
         default_factory=dict, description="NVML function name -> seconds each call on this GPU sleeps"
     )
+    mps_server_pid: int | None = Field(
+        default=None,
+        gt=0,
+        lt=2**22,
+        description="MPS on: the nvidia-cuda-mps-server process; the GPU's processes are then MPS clients, listed by "
+        "nvmlDeviceGetMPSComputeRunningProcesses, and the compute list shows only the server",
+    )
     counters: HealthCounters = HealthCounters()
 
 
@@ -170,11 +177,17 @@ class Scenario(_Model):
     description: str = ""
     seed: int = 0
     node: str = Field(default="gpu-node-1", min_length=1)
-    driver_version: str = "550.54.15"
+    driver_version: str = Field(default="550.54.15", pattern=r"^\d+\.\d+(\.\d+)?$")
     cuda_driver_version: int = Field(
         default=12040, description="as nvmlSystemGetCudaDriverVersion: 1000*major + 10*minor"
     )
     nvml_version: str = "12.550.54.15"
+    exporter_pid_namespace: Literal["host", "container"] = Field(
+        default="host",
+        description="the PID namespace the exporter (the NVML caller) runs in: 'host' (hostPID: true), or its own "
+        "container's: then it sees no GPU process in /proc, and drivers that translate PIDs (R535.113+, R545+) leave "
+        "every GPU process out of their lists",
+    )
     missing_functions: tuple[str, ...] = Field(
         default=(),
         description="C functions this (older) driver lacks: pynvml raises NVMLError_FunctionNotFound for them",

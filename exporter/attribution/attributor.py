@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Protocol
 
 from exporter.attribution.attribute import attribute
@@ -19,10 +19,11 @@ from exporter.attribution.directory import DirectoryStatus, PodDirectory
 from exporter.attribution.energy import EnergyLedger
 from exporter.attribution.labels import PodLabelPolicy
 from exporter.attribution.proc import ProcessOwners
+from exporter.attribution.visibility import judge_visibility
 from exporter.collection import Attribution, DeviceCollection
 from exporter.kubelet.client import PodResourcesClient
 from exporter.kubelet.device_ids import ResourceNames
-from exporter.snapshot import CollectorStatus
+from exporter.snapshot import CollectorStatus, ProcessVisibility
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +71,7 @@ class KubeletPodAttributor:
         self._stale_logged = False
         self._attribution_errors = 0
         self._last_problems = (0, 0)
+        self._visible: bool | None = None
 
     def start(self) -> None:
         self.client.start()
@@ -132,4 +134,24 @@ class KubeletPodAttributor:
             kubelet_up=state.up,
             mapping_age_seconds=age,
             statuses=tuple(statuses),
+            process_visibility=self._visibility(collection, owner_of is not None),
         )
+
+    def _visibility(self, collection: DeviceCollection, proc_root: bool) -> ProcessVisibility:
+        owners = self.owners
+
+        def readable(pids: Iterable[int]) -> int:
+            assert owners is not None
+            found = owners.owners_of(pids)
+            return len(found.owners) + found.not_in_pod
+
+        verdict = judge_visibility(collection.devices, readable if proc_root and owners is not None else None)
+        if verdict.visible is not None and verdict.visible != self._visible:
+            if verdict.visible:
+                log.info("GPU processes of other pods are visible again: %s", verdict.reason)
+            else:
+                log.warning(
+                    "GPU processes of other pods are not visible: %s; shared GPUs stay unattributed", verdict.reason
+                )
+            self._visible = verdict.visible
+        return verdict

@@ -16,6 +16,7 @@ from exporter.catalogue import (
     SELF_NVML_ERRORS,
     SELF_NVML_STALLED,
     SELF_POLL_INTERVAL,
+    SELF_PROCESS_VISIBILITY,
     SELF_SNAPSHOT_TIMESTAMP,
     Dialect,
     MetricType,
@@ -40,6 +41,12 @@ STALLED = FamilyHeader.of(
     G,
     "Seconds an NVML call on a GPU has been running past the collector's bound (a hung driver call); the GPU is "
     "reported down meanwhile, the other GPUs keep reporting.",
+)
+VISIBILITY = FamilyHeader.of(
+    SELF_PROCESS_VISIBILITY,
+    G,
+    "1 if the exporter sees other pods' GPU processes, 0 if it cannot (PID namespace: shared GPUs stay "
+    "unattributed; /readyz says why); absent until a busy GPU allows a verdict.",
 )
 KUBELET_UP = FamilyHeader.of(SELF_KUBELET_UP, G, "1 while the last kubelet pod-resources List succeeded, else 0.")
 KUBELET_AGE = FamilyHeader.of(SELF_KUBELET_MAPPING_AGE, G, "Age of the pod-to-device mapping in use, in seconds.")
@@ -71,6 +78,9 @@ class HealthSeries:
             age = snapshot.kubelet_mapping_age_seconds
             if age is not None:
                 families.append((KUBELET_AGE, [f"{SELF_KUBELET_MAPPING_AGE} {format_value(age)}\n"]))
+        visibility = snapshot.process_visibility
+        if visibility is not None and visibility.visible is not None:
+            families.append((VISIBILITY, [f"{SELF_PROCESS_VISIBILITY} {1 if visibility.visible else 0}\n"]))
         out.extend(families)
         return sum(len(lines) for _, lines in families)
 

@@ -12,6 +12,7 @@ from exporter.snapshot import ProcessUsage
 _NOT_AVAILABLE = 0xFFFFFFFFFFFFFFFF  # NVML_VALUE_NOT_AVAILABLE for unsigned long long
 
 RUNNING = "running_processes"
+MPS = "mps_processes"
 UTILIZATION = "process_utilization"
 
 
@@ -48,11 +49,12 @@ class ProcessSampler:
         if RUNNING in faults.unsupported:
             return None
         try:
-            running = nvml.nvmlDeviceGetComputeRunningProcesses(handle)
+            running = list(nvml.nvmlDeviceGetComputeRunningProcesses(handle))
         except nvml.NVMLError as exc:
             if faults.record(RUNNING, exc) is Disposition.LOST:
                 raise
             return None
+        running += self._mps_clients(nvml, handle, faults, {int(p.pid) for p in running})
         means = self._sample_means(nvml, handle, faults)  # also when idle: old samples must not pile up
         if not running:
             self._held.clear()
@@ -90,6 +92,20 @@ class ProcessSampler:
             for pid in [pid for pid in held if pid not in running_pids]:
                 del held[pid]
         return tuple(found)
+
+    @staticmethod
+    def _mps_clients(nvml: Any, handle: Any, faults: DeviceFaults, listed: set[int]) -> list[Any]:
+        """The processes with an MPS compute context (nvml.h: nvmlDeviceGetMPSComputeRunningProcesses_v3): under MPS
+        the compute list shows only the MPS server, the clients (the pods' processes) only here."""
+        if MPS in faults.unsupported:
+            return []
+        try:
+            clients = nvml.nvmlDeviceGetMPSComputeRunningProcesses_v3(handle)
+        except nvml.NVMLError as exc:  # NOT_SUPPORTED (before Volta) or FUNCTION_NOT_FOUND: not asked again
+            if faults.record(MPS, exc) is Disposition.LOST:
+                raise
+            return []
+        return [c for c in clients if int(c.pid) not in listed]
 
     def _sample_means(self, nvml: Any, handle: Any, faults: DeviceFaults) -> dict[int, tuple[float, float]]:
         """Mean smUtil / memUtil per pid over the samples newer than the last cycle's newest."""

@@ -66,7 +66,13 @@ def test_a_lost_gpu_reports_up_0_and_the_others_keep_reporting() -> None:
     up = {s.labels["gpu"]: s.value for s in samples if s.name == "nvidia_gpu_up"}
     assert up == {"0": 1, "1": 0, "2": 1, "3": 1}
     on_lost = {s.name for s in samples if s.labels.get("gpu") == "1"}
-    assert on_lost <= {"nvidia_gpu_up", "gpu_pulse_nvml_errors_total"}
+    # nothing but its state, its errors, and the XIDs it reported (79 as it fell off the bus)
+    assert on_lost <= {
+        "nvidia_gpu_up",
+        "gpu_pulse_nvml_errors_total",
+        "nvidia_gpu_last_xid",
+        "nvidia_gpu_xid_errors_total",
+    }
     lost_errors = [s for s in samples if s.name == "gpu_pulse_nvml_errors_total" and s.labels.get("gpu") == "1"]
     assert any(s.labels["error"] == "GPU_IS_LOST" for s in lost_errors)
     for other in ("0", "2", "3"):

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from simulation import Simulator, build_scenario, install
 from simulation.load import whole_percents
+from simulation.loader import load_scenario
 from tests.exporter.collecting import FakeClock
 
 MIB = 1024 * 1024
@@ -229,5 +230,82 @@ def test_any_mix_of_processes_adds_up(data: dict[str, Any], seconds: list[int]) 
                 mem = pynvml.nvmlDeviceGetMemoryInfo(h, version=pynvml.nvmlMemory_v2)
                 procs = pynvml.nvmlDeviceGetComputeRunningProcesses(h)
                 assert mem.used == sum(p.usedGpuMemory for p in procs)
+        finally:
+            pynvml.nvmlShutdown()
+
+
+# ---- PID namespaces and MPS ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("version", "translated"),
+    [
+        ("470.256.02", False),
+        ("535.104.05", False),
+        ("535.104.12", False),
+        ("535.113.01", True),
+        ("535.43.23", False),
+        ("535.43.24", True),
+        ("545.23.06", True),
+        ("550.54.15", True),
+        ("580.65.06", True),
+    ],
+)
+def test_which_drivers_give_pids_in_the_callers_namespace(version: str, translated: bool) -> None:
+    """open-gpu-kernel-modules tags: `_gpuConvertPid` first appears in 535.113.01 (535.43.24 on that branch)."""
+    from simulation.driver import translates_pids
+
+    assert translates_pids(version) is translated
+
+
+def _pid_namespace(driver: str) -> Any:
+    return load_scenario("shared").model_copy(update={"exporter_pid_namespace": "container", "driver_version": driver})
+
+
+def test_a_translating_driver_leaves_out_processes_outside_the_callers_namespace(clock: FakeClock) -> None:
+    with install(Simulator(_pid_namespace("550.54.15"), clock=clock)):
+        pynvml.nvmlInit()
+        try:
+            h = pynvml.nvmlDeviceGetHandleByIndex(0)
+            clock.advance(3)
+            assert pynvml.nvmlDeviceGetComputeRunningProcesses(h) == []
+            with pytest.raises(pynvml.NVMLError_NotFound):
+                pynvml.nvmlDeviceGetProcessUtilization(h, 0)
+            # the device itself still shows the work
+            assert pynvml.nvmlDeviceGetUtilizationRates(h).gpu > 0
+            assert pynvml.nvmlDeviceGetMemoryInfo(h, version=pynvml.nvmlMemory_v2).used > 0
+        finally:
+            pynvml.nvmlShutdown()
+
+
+def test_an_older_driver_gives_host_pids_that_the_callers_proc_lacks(clock: FakeClock, tmp_path: Any) -> None:
+    from simulation.proctree import write_proc_tree
+
+    scenario = _pid_namespace("535.104.05")
+    with install(Simulator(scenario, clock=clock)):
+        pynvml.nvmlInit()
+        try:
+            procs = pynvml.nvmlDeviceGetComputeRunningProcesses(pynvml.nvmlDeviceGetHandleByIndex(0))
+        finally:
+            pynvml.nvmlShutdown()
+    assert {p.pid for p in procs} == {p.pid for p in scenario.processes if p.gpu == 0}
+    assert write_proc_tree(tmp_path / "proc", scenario) == ()
+    assert list((tmp_path / "proc").iterdir()) == []
+
+
+def test_mps_clients_come_from_the_mps_list_and_the_compute_list_has_the_server(clock: FakeClock) -> None:
+    base = load_scenario("shared")
+    gpus = (base.gpus[0].model_copy(update={"mps_server_pid": 4242}), *base.gpus[1:])
+    with install(Simulator(base.model_copy(update={"gpus": gpus}), clock=clock)):
+        pynvml.nvmlInit()
+        try:
+            mps_gpu, plain_gpu = (pynvml.nvmlDeviceGetHandleByIndex(i) for i in (0, 1))
+            assert [p.pid for p in pynvml.nvmlDeviceGetComputeRunningProcesses(mps_gpu)] == [4242]
+            clients = pynvml.nvmlDeviceGetMPSComputeRunningProcesses_v3(mps_gpu)
+            assert {p.pid for p in clients} == {p.pid for p in base.processes if p.gpu == 0}
+            assert pynvml.nvmlDeviceGetMPSComputeRunningProcesses_v3(plain_gpu) == []
+            assert len(pynvml.nvmlDeviceGetComputeRunningProcesses(plain_gpu)) == len(
+                [p for p in base.processes if p.gpu == 1]
+            )
         finally:
             pynvml.nvmlShutdown()

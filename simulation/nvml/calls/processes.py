@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from simulation.load import SAMPLE_BUFFER_TICKS, TICK_S, ProcessLoad, whole_percents
-from simulation.machine import Node, SimGpu, SimMig
+from simulation.machine import MPS_SERVER_MEMORY, Node, SimGpu, SimMig
 from simulation.nvml import cabi
 from simulation.nvml.cabi import as_int, target
 
@@ -21,14 +21,22 @@ class ProcessCalls:
     def calls(self) -> dict[str, DeviceCall]:
         return {
             "nvmlDeviceGetComputeRunningProcesses_v3": self.running_processes,
+            "nvmlDeviceGetMPSComputeRunningProcesses_v3": self.mps_processes,
             "nvmlDeviceGetProcessUtilization": self.process_utilization,
         }
 
-    MIG_HANDLE_CALLS = frozenset({"nvmlDeviceGetComputeRunningProcesses_v3"})
+    MIG_HANDLE_CALLS = frozenset(
+        {"nvmlDeviceGetComputeRunningProcesses_v3", "nvmlDeviceGetMPSComputeRunningProcesses_v3"}
+    )
 
-    @staticmethod
-    def _processes(gpu: SimGpu, mig: SimMig | None) -> list[tuple[ProcessLoad, int, int]]:
-        """(process, GPU instance id, compute instance id) on a device; a MIG-enabled GPU lists all its MIG devices'."""
+    def _processes(self, gpu: SimGpu, mig: SimMig | None) -> list[tuple[ProcessLoad, int, int]]:
+        """(process, GPU instance id, compute instance id) on a device; a MIG-enabled GPU lists all its MIG devices'.
+
+        Empty when the caller's PID namespace holds none of them and the driver translates PIDs (open-gpu-kernel-modules
+        gpu_rmapi.c `_gpuConvertPid`: a client with no PID in the caller's namespace is left out).
+        """
+        if self.node.processes_hidden:
+            return []
         if mig is not None:
             return [(p, mig.gpu_instance_id, mig.compute_instance_id) for p in mig.domain.processes]
         if gpu.migs is not None:
@@ -39,8 +47,24 @@ class ProcessCalls:
         return [(p, NOT_AVAILABLE, NOT_AVAILABLE) for p in gpu.domain.processes]
 
     def running_processes(self, t: float, gpu: SimGpu, mig: SimMig | None, count_ref: Any, infos: Any) -> int:
-        """Two-call protocol: with no array (or one too small) the count is set and INSUFFICIENT_SIZE returned."""
-        procs = self._processes(gpu, mig)
+        """Two-call protocol: with no array (or one too small) the count is set and INSUFFICIENT_SIZE returned.
+
+        Under MPS the compute list holds the MPS server alone (the kernel modules list its `MpsApi` client); the
+        clients come from nvmlDeviceGetMPSComputeRunningProcesses.
+        """
+        if gpu.spec.mps_server_pid is not None:
+            server = ProcessLoad(gpu.spec.mps_server_pid, 1.0, None, MPS_SERVER_MEMORY, "nvidia-cuda-mps")
+            procs = [] if self.node.processes_hidden else [(server, NOT_AVAILABLE, NOT_AVAILABLE)]
+            return self._fill(procs, count_ref, infos)
+        return self._fill(self._processes(gpu, mig), count_ref, infos)
+
+    def mps_processes(self, t: float, gpu: SimGpu, mig: SimMig | None, count_ref: Any, infos: Any) -> int:
+        """nvml.h (nvmlDeviceGetMPSComputeRunningProcesses_v3): the processes "utilizing MPS"; none without MPS."""
+        procs = self._processes(gpu, mig) if gpu.spec.mps_server_pid is not None else []
+        return self._fill(procs, count_ref, infos)
+
+    @staticmethod
+    def _fill(procs: list[tuple[ProcessLoad, int, int]], count_ref: Any, infos: Any) -> int:
         count = target(count_ref)
         n = len(procs)
         if infos is None or count.value < n:
@@ -70,6 +94,8 @@ class ProcessCalls:
         domain = gpu.domain
         if domain is None:  # MIG enabled
             return cabi.NOT_SUPPORTED
+        if self.node.processes_hidden:  # the samples name processes the caller cannot see either
+            return cabi.NOT_FOUND
         last = as_int(last_seen)
         node = self.node
         newest = node.tick(t)
