@@ -40,6 +40,8 @@ class Rendering:
     # a vector measurement (DeviceReading.vectors) published with its keys under this label
     vector_label: str | None = None
     integer: bool = False  # published value floored to an integer (dcgm MiB figures are integers)
+    # the value is an XID: also published as `err_code` and named in `err_msg` (dcgm-exporter 4.x)
+    xid_labels: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,7 +219,7 @@ MEASUREMENTS: tuple[Measurement, ...] = (
         "clock_event_reasons",
         "bitmask",
         "nvmlDeviceGetCurrentClocksEventReasons",
-        _r("DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", G, "Current clock throttle reasons (bitmask)."),
+        _r("DCGM_FI_DEV_CLOCKS_EVENT_REASONS", G, "Current clock event reasons (bitmask)."),
         _r(
             "nvidia_gpu_clock_event_active",
             G,
@@ -337,7 +339,7 @@ MEASUREMENTS: tuple[Measurement, ...] = (
         "last_xid",
         "xid",
         "nvmlEventSetWait_v2(nvmlEventTypeXidCriticalError)",
-        _r("DCGM_FI_DEV_XID_ERRORS", G, "Value of the last XID error encountered."),
+        _r("DCGM_FI_DEV_XID_ERRORS", G, "Value of the last XID error encountered.", xid_labels=True),
         _r("nvidia_gpu_last_xid", G, "The last XID error seen since the exporter started (0: none)."),
     ),
     Measurement(
@@ -472,6 +474,15 @@ DCGM_DEFAULT_SET: frozenset[str] = frozenset(
 )
 
 # ---- label names, per dialect ------------------------------------------------------------------------------------
+# The dcgm dialect matches this dcgm-exporter release (NVIDIA/dcgm-exporter tag; internal/pkg/rendermetrics and
+# internal/pkg/collector): names, types, label names and order, `device` = nvidia<GPU index>, XID `err_code`/`err_msg`.
+DCGM_EXPORTER_RELEASE = "4.5.3-4.8.2"
+# Former names of dcgm fields, as older counters CSVs spell them -> the name the release uses
+DCGM_FORMER_NAMES: Mapping[str, str] = MappingProxyType(
+    {"DCGM_FI_DEV_CLOCK_THROTTLE_REASONS": "DCGM_FI_DEV_CLOCKS_EVENT_REASONS"}
+)
+# The node-name label: `Hostname` in that release; renamed `hostname` after it (dcgm-exporter pull request 655)
+DCGM_HOSTNAME_LABELS = ("Hostname", "hostname")
 DCGM_DEVICE_LABELS = ("gpu", "UUID", "pci_bus_id", "device", "modelName")
 DCGM_MIG_LABELS = ("GPU_I_PROFILE", "GPU_I_ID")
 DCGM_TRAILING_LABELS = ("Hostname", "DCGM_FI_DRIVER_VERSION")

@@ -115,6 +115,13 @@ class ExporterSettings(BaseSettings):
         metavar="{dcgm,prometheus}",
         accepts="dcgm or prometheus",
     )
+    dcgm_hostname_label: Literal["Hostname", "hostname"] = _setting(
+        "Hostname",
+        "The dcgm dialect's node-name label: 'Hostname' as dcgm-exporter 4.5.3-4.8.2 (the release matched), or "
+        "'hostname' as its later releases spell it.",
+        metavar="LABEL",
+        accepts="Hostname or hostname",
+    )
     simulate: str | None = _setting(
         None,
         "Run on simulated GPUs: a built-in scenario (h100x8, a100-mig, shared, faulty) or a scenario file (YAML/JSON).",

@@ -77,7 +77,8 @@ def _xid_expr(v: Vocabulary, xids: tuple[int, ...]) -> str:
     if v.dialect is Dialect.DCGM:
         name = v.name("last_xid")
         matches = " or ".join(f"{name} == {x}" for x in xids)
-        return f"({matches}) and changes({name}[10m]) > 0"
+        # dcgm-exporter 4.x puts the XID in `err_code` too: a new XID is a new series, whose value never changes
+        return f"({matches}) and (changes({name}[10m]) > 0 or ({name} unless {name} offset 10m))"
     rendering = v.rendering("xid_errors")
     sel = f'{rendering.name}{{{rendering.vector_label}=~"{"|".join(map(str, xids))}"}}'
     return f"increase({sel}[10m]) > 0 or ({sel} unless {sel} offset 10m)"

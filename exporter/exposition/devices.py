@@ -14,6 +14,7 @@ from exporter.catalogue import DCGM_UP, KEPT_WHILE_DOWN, PROM_INFO, PROM_UP, Dia
 from exporter.exposition.labels import dcgm_pod_pairs, device_pairs, info_pairs
 from exporter.exposition.plan import FamilyHeader, FamilyPlan, MemberPlan
 from exporter.exposition.textformat import escape_label_value, format_value, label_pairs
+from exporter.exposition.xid_names import xid_name
 from exporter.snapshot import DeviceReading, GpuIdentity, MigIdentity, PodDeviceUse, PodRef, Snapshot
 
 Families = list[tuple[FamilyHeader, list[str]]]
@@ -56,8 +57,9 @@ def _pods_on_devices(pods: tuple[PodDeviceUse, ...]) -> dict[str, tuple[PodRef, 
 class DeviceSeries:
     """Renders the device families of a dialect; keeps the label cache between snapshots."""
 
-    def __init__(self, dialect: Dialect, plan: tuple[FamilyPlan, ...]) -> None:
+    def __init__(self, dialect: Dialect, plan: tuple[FamilyPlan, ...], hostname_label: str = "Hostname") -> None:
         self._dialect = dialect
+        self._hostname_label = hostname_label
         self._plan = plan
         self._node = ""
         self._cache: dict[Hashable, DeviceLabels] = {}
@@ -76,7 +78,7 @@ class DeviceSeries:
         key: Hashable = (ident, tuple((p.namespace, p.name, p.container) for p in holders))
         entry = new.get(key) or self._cache.get(key)
         if entry is None:
-            base = label_pairs(device_pairs(ident, self._node, self._dialect))
+            base = label_pairs(device_pairs(ident, self._node, self._dialect, self._hostname_label))
             variants = tuple(f"{base},{label_pairs(dcgm_pod_pairs(p))}" for p in holders) or (base,)
             entry = DeviceLabels(variants, base)
         new[key] = entry
@@ -141,6 +143,9 @@ class DeviceSeries:
                 if member.bits:
                     _render_bits(member, native, labels, lines)
                     continue
+                if member.xid_labels:
+                    _render_xid(member, native, labels, lines)
+                    continue
                 text = format_value(native) if member.gauge_as_is else member.publish(native)
                 if text is None:
                     continue
@@ -176,6 +181,17 @@ def _kept_while_down(reading: DeviceReading) -> DeviceReading:
         values={k: v for k, v in reading.values.items() if k in KEPT_WHILE_DOWN},
         vectors={k: v for k, v in reading.vectors.items() if k in KEPT_WHILE_DOWN},
     )
+
+
+def _render_xid(member: MemberPlan, native: float, labels: DeviceLabels, lines: list[str]) -> None:
+    """dcgm-exporter 4.x: the last XID also as `err_code` and, named, as `err_msg` (after the other labels)."""
+    text = member.publish(native)
+    if text is None or native != native or native in (float("inf"), float("-inf")):
+        return
+    code = int(native)
+    fragment = f'{member.const},err_code="{code}",err_msg="{escape_label_value(xid_name(code))}"'
+    for variant in labels.variants:
+        lines.append(f"{member.name}{{{variant}{fragment}}} {text}\n")
 
 
 def _render_bits(member: MemberPlan, native: float, labels: DeviceLabels, lines: list[str]) -> None:

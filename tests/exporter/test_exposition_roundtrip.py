@@ -20,6 +20,7 @@ from prometheus_client.parser import text_string_to_metric_families as parse_tex
 
 from exporter.catalogue import KEPT_WHILE_DOWN, MEASUREMENTS, Dialect, MetricType
 from exporter.exposition import ExpositionRenderer
+from exporter.exposition.xid_names import xid_name
 from exporter.snapshot import (
     CollectorStatus,
     DeviceReading,
@@ -116,7 +117,7 @@ def device_labels(reading: DeviceReading, node: str, dialect: Dialect) -> dict[s
             "gpu": str(gpu.index),
             "UUID": gpu.uuid,
             "pci_bus_id": gpu.pci_bus_id,
-            "device": f"nvidia{gpu.minor_number}",
+            "device": f"nvidia{gpu.index}",
             "modelName": gpu.model,
         }
         if isinstance(ident, MigIdentity):
@@ -214,8 +215,13 @@ def expected(snapshot: Snapshot, dialect: Dialect, selection: frozenset[str] | N
             value = _published(native, r.scale, r.integer)
             if counter and not _counter_ok(value):
                 continue
+            extra: dict[str, str] = {}
+            if r.xid_labels:  # dcgm-exporter 4.x: the XID also as err_code, and its name
+                if not math.isfinite(native):
+                    continue
+                extra = {"err_code": str(int(native)), "err_msg": xid_name(int(native))}
             for labels in variants:
-                yield r.name, _labels(labels | dict(r.const_labels)), value
+                yield r.name, _labels(labels | dict(r.const_labels) | extra), value
     for use in snapshot.pods:
         device = by_uuid.get(use.device_uuid)
         labels = {
