@@ -231,7 +231,10 @@ MEASUREMENTS: tuple[Measurement, ...] = (
     Measurement(
         "pcie_tx",
         "KB/s",
-        "nvmlDeviceGetPcieThroughput(NVML_PCIE_UTIL_TX_BYTES)",
+        # Hopper and newer: GPM's NVML_GPM_METRIC_PCIE_TX_PER_SEC, the mean over the poll interval (as dcgm-exporter's
+        # profiling field is an interval figure). Older GPUs: nvmlDeviceGetPcieThroughput, which nvml.h describes as
+        # sampled over 20 ms; it blocks for that long, so it is taken every 5 s and held in between.
+        "GPM PCIE_TX_PER_SEC, else nvmlDeviceGetPcieThroughput(NVML_PCIE_UTIL_TX_BYTES)",
         _r(
             "DCGM_FI_PROF_PCIE_TX_BYTES",
             G,
@@ -241,14 +244,18 @@ MEASUREMENTS: tuple[Measurement, ...] = (
         _r(
             "nvidia_gpu_pcie_transmit_bytes_per_second",
             G,
-            "PCIe transmit throughput (20 ms sample), bytes/s.",
+            "PCIe transmit throughput, bytes/s: the mean over the poll interval on Hopper and newer (GPM), a 20 ms "
+            "sample taken every 5 s on older GPUs.",
             1024.0,
         ),
     ),
     Measurement(
         "pcie_rx",
         "KB/s",
-        "nvmlDeviceGetPcieThroughput(NVML_PCIE_UTIL_RX_BYTES)",
+        # Hopper and newer: GPM's NVML_GPM_METRIC_PCIE_RX_PER_SEC, the mean over the poll interval (as dcgm-exporter's
+        # profiling field is an interval figure). Older GPUs: nvmlDeviceGetPcieThroughput, which nvml.h describes as
+        # sampled over 20 ms; it blocks for that long, so it is taken every 5 s and held in between.
+        "GPM PCIE_RX_PER_SEC, else nvmlDeviceGetPcieThroughput(NVML_PCIE_UTIL_RX_BYTES)",
         _r(
             "DCGM_FI_PROF_PCIE_RX_BYTES",
             G,
@@ -258,7 +265,8 @@ MEASUREMENTS: tuple[Measurement, ...] = (
         _r(
             "nvidia_gpu_pcie_receive_bytes_per_second",
             G,
-            "PCIe receive throughput (20 ms sample), bytes/s.",
+            "PCIe receive throughput, bytes/s: the mean over the poll interval on Hopper and newer (GPM), a 20 ms "
+            "sample taken every 5 s on older GPUs.",
             1024.0,
         ),
     ),
@@ -518,4 +526,5 @@ SELF_NVML_ERRORS = "gpu_pulse_nvml_errors_total"  # {gpu, uuid, error}: GPU_IS_L
 SELF_NVML_STALLED = "gpu_pulse_nvml_stalled_call_seconds"  # {gpu, uuid, call}: a hung NVML call, how long so far
 SELF_KUBELET_UP = "gpu_pulse_kubelet_up"  # 1 while the last pod-resources List succeeded
 SELF_KUBELET_MAPPING_AGE = "gpu_pulse_kubelet_mapping_age_seconds"  # age of the pod mapping in use
+SELF_UNAVAILABLE = "gpu_pulse_device_unavailable_info"  # {gpu, uuid, gpu_instance, measurement, reason} 1
 SELF_PROCESS_VISIBILITY = "gpu_pulse_process_visibility"  # 1: other pods' GPU processes are seen, 0: they are not

@@ -12,6 +12,7 @@ from enum import StrEnum
 from types import MappingProxyType
 
 EMPTY: Mapping[str, float] = MappingProxyType({})
+EMPTY_REASONS: Mapping[str, str] = MappingProxyType({})
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +80,8 @@ class DeviceReading:
     # NVML errors seen on this device since start, by NVML error name ("GPU_IS_LOST", "NO_PERMISSION", ...)
     errors: Mapping[str, float] = field(default_factory=lambda: EMPTY)
     stalled: StalledCall | None = None  # set (with up=False) while a call on this GPU hangs
+    # catalogue key -> why this device cannot give it (gpm_needs_hopper, mig_enabled, not_supported, ...)
+    unavailable: Mapping[str, str] = field(default_factory=lambda: EMPTY_REASONS)
 
     @property
     def uuid(self) -> str:

@@ -29,7 +29,17 @@ from simulation.scenario import (
     XidBurst,
 )
 
-BUILTIN_SCENARIOS: tuple[str, ...] = ("h100x8", "a100-mig", "shared", "faulty", "h100-mig")
+BUILTIN_SCENARIOS: tuple[str, ...] = (
+    "h100x8",
+    "a100-mig",
+    "shared",
+    "faulty",
+    "h100-mig",
+    "h200x8",
+    "a100x8",
+    "a10x4",
+    "l4x2",
+)
 _SUFFIXES = (".yaml", ".yml", ".json")
 _ERROR_KEY = re.compile(r"^(nvml[A-Za-z0-9_]+|field:\d+|gpm:\d+)$")
 

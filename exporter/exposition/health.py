@@ -18,6 +18,7 @@ from exporter.catalogue import (
     SELF_POLL_INTERVAL,
     SELF_PROCESS_VISIBILITY,
     SELF_SNAPSHOT_TIMESTAMP,
+    SELF_UNAVAILABLE,
     Dialect,
     MetricType,
 )
@@ -41,6 +42,12 @@ STALLED = FamilyHeader.of(
     G,
     "Seconds an NVML call on a GPU has been running past the collector's bound (a hung driver call); the GPU is "
     "reported down meanwhile, the other GPUs keep reporting.",
+)
+UNAVAILABLE = FamilyHeader.of(
+    SELF_UNAVAILABLE,
+    G,
+    "A measurement (catalogue key) this GPU or MIG instance cannot give, and why (value 1): gpm_needs_hopper, "
+    "per_mig_instance, not_per_mig_instance, mig_enabled, not_supported, driver_lacks_function, no_permission.",
 )
 VISIBILITY = FamilyHeader.of(
     SELF_PROCESS_VISIBILITY,
@@ -73,6 +80,9 @@ class HealthSeries:
         stalled = _stalled_lines(snapshot)
         if stalled:
             families.append((STALLED, stalled))
+        unavailable = _unavailable_lines(snapshot)
+        if unavailable:
+            families.append((UNAVAILABLE, unavailable))
         if snapshot.kubelet_up is not None:
             families.append((KUBELET_UP, [f"{SELF_KUBELET_UP} {1 if snapshot.kubelet_up else 0}\n"]))
             age = snapshot.kubelet_mapping_age_seconds
@@ -131,4 +141,26 @@ def _stalled_lines(snapshot: Snapshot) -> list[str]:
         gpu = reading.gpu
         labels = label_pairs((("gpu", str(gpu.index)), ("uuid", gpu.uuid), ("call", stalled.call)))
         lines.append(f"{SELF_NVML_STALLED}{{{labels}}} {format_value(stalled.seconds)}\n")
+    return lines
+
+
+def _unavailable_lines(snapshot: Snapshot) -> list[str]:
+    lines: list[str] = []
+    for reading in snapshot.devices:
+        if not reading.unavailable or not reading.up:
+            continue
+        ident = reading.identity
+        instance = str(ident.gpu_instance_id) if isinstance(ident, MigIdentity) else ""
+        gpu = reading.gpu
+        for key in sorted(reading.unavailable):
+            labels = label_pairs(
+                (
+                    ("gpu", str(gpu.index)),
+                    ("uuid", gpu.uuid),
+                    ("gpu_instance", instance),
+                    ("measurement", key),
+                    ("reason", reading.unavailable[key]),
+                )
+            )
+            lines.append(f"{SELF_UNAVAILABLE}{{{labels}}} 1\n")
     return lines

@@ -21,7 +21,7 @@ from exporter.nvml.discovery import GpuDevice, MigDevice, SystemVersions, gpu_co
 from exporter.nvml.errors import SIMULATE_HINT, ErrorNames, NvmlUnavailable, status_code
 from exporter.nvml.faults import DeviceFaults
 from exporter.nvml.fields import FieldBatch, field_keys_for
-from exporter.nvml.gpm import METRICS, GpmSampler, gpm_supported
+from exporter.nvml.gpm import METRICS, RATES, GpmSampler, gpm_supported
 from exporter.nvml.history import SampleHistory
 from exporter.nvml.probes import probes_for
 from exporter.nvml.processes import ProcessSampler
@@ -248,21 +248,31 @@ class NvmlCollector:
         enabled = self._enabled
         gpm = None
         gpm_keys = tuple(key for key in METRICS if key in enabled)
-        if gpm_keys and not gpu.identity.mig_enabled and gpm_supported(self._nvml, gpu.handle, faults):
-            gpm = GpmSampler(self._nvml, gpu.handle, gpm_keys, self._clock)
+        rate_keys = tuple(key for key in RATES if key in enabled)
+        has_gpm = bool(gpm_keys or rate_keys) and gpm_supported(self._nvml, gpu.handle, faults)
+        probe_keys = enabled
+        if has_gpm and not gpu.identity.mig_enabled:
+            # PCIe throughput from GPM is the mean over the poll interval; without GPM it is NVML's 20 ms sample
+            gpm = GpmSampler(self._nvml, gpu.handle, gpm_keys + rate_keys, self._clock)
+            probe_keys = enabled - frozenset(rate_keys)
         fields = tuple(key for key in field_keys_for(enabled) if key not in faults.unsupported)
+        cannot_give: dict[str, str] = {}
+        if gpm is None and gpm_keys:
+            # GPM is Hopper and newer; where it is there, a MIG-enabled GPU's activity comes per instance
+            cannot_give.update(dict.fromkeys(gpm_keys, "per_mig_instance" if has_gpm else "gpm_needs_hopper"))
         return DeviceReader(
             self._nvml,
             gpu.identity,
             gpu.handle,
             faults,
             self._clock,
-            probes=probes_for(enabled, mig=False, pcie_every=self._pcie_every),
+            probes=probes_for(probe_keys, mig=False, pcie_every=self._pcie_every),
             fields=FieldBatch(fields) if fields else None,
             # on a MIG-enabled GPU the processes are listed per instance
             processes=self._process_sampler() if not gpu.identity.mig_enabled else None,
             gpm=gpm,
             enabled=enabled,
+            cannot_give=cannot_give,
         )
 
     def _process_sampler(self) -> ProcessSampler | None:
@@ -279,6 +289,13 @@ class NvmlCollector:
             gpm = GpmSampler(
                 self._nvml, gpu.handle, gpm_keys, self._clock, gpu_instance_id=mig.identity.gpu_instance_id
             )
+        # NVML gives no utilization per MIG instance (nvml.h: utilization is NOT_SUPPORTED in MIG mode); GPM activity
+        # is the only per-instance figure, and GPM is Hopper and newer
+        cannot_give: dict[str, str] = {
+            key: "not_per_mig_instance" for key in ("gpu_util", "mem_copy_util") if key in enabled
+        }
+        if gpm is None:
+            cannot_give.update(dict.fromkeys(gpm_keys, "gpm_needs_hopper"))
         return DeviceReader(
             self._nvml,
             mig.identity,
@@ -289,6 +306,7 @@ class NvmlCollector:
             processes=self._process_sampler(),
             gpm=gpm,
             enabled=enabled,
+            cannot_give=cannot_give,
         )
 
     # ---- XID ------------------------------------------------------------------------------------------------------

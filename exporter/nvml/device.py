@@ -18,7 +18,7 @@ from exporter.nvml.gpm import GpmSampler
 from exporter.nvml.probes import Probe
 from exporter.nvml.processes import ProcessSampler
 from exporter.nvml.status import CycleStatus
-from exporter.snapshot import DeviceReading, GpuIdentity, MigIdentity, ProcessUsage
+from exporter.snapshot import EMPTY_REASONS, DeviceReading, GpuIdentity, MigIdentity, ProcessUsage
 
 NO_VECTORS: Mapping[str, Mapping[str, float]] = MappingProxyType({})
 
@@ -47,6 +47,7 @@ class DeviceReader:
         processes: ProcessSampler | None = None,
         gpm: GpmSampler | None = None,
         enabled: frozenset[str] = frozenset(),
+        cannot_give: Mapping[str, str] | None = None,
     ) -> None:
         self.nvml = nvml
         self.identity = identity
@@ -59,10 +60,17 @@ class DeviceReader:
         self.gpm = gpm
         self._enabled = enabled
         self._nvlink_total = NVLINK_TOTAL in enabled
+        self._mig_parent = isinstance(identity, GpuIdentity) and identity.mig_enabled
         self._last_xid = "last_xid" in enabled
         self._xid_errors = "xid_errors" in enabled
         self._held: dict[str, tuple[float, ...]] = {}  # last values of probes read every Nth cycle
         self.current_call = ""  # what `read` is asking NVML now (read by the collector when a call hangs)
+        # catalogue key -> what the device is asked for it (probe name or field key), to explain a refusal
+        self._asked_by: dict[str, str] = {key: probe.name for probe, keep in probes for _, key in keep}
+        self._asked_by.update((key, key) for key in (fields.keys if fields is not None else ()))
+        self._cannot_give = dict(cannot_give or {})  # known before asking (GPM on Ampere, MIG)
+        self._unavailable: Mapping[str, str] = EMPTY_REASONS
+        self._reasons_seen = -1
         self._reads = 0  # cycles this reader has read: probes read every Nth cycle run on the first one
 
     def read(self, status: CycleStatus, xid: tuple[Mapping[str, float], int] | None = None) -> DeviceReading:
@@ -157,7 +165,21 @@ class DeviceReader:
             vectors=vectors,
             processes=processes,
             errors=faults.view(),
+            unavailable=self._explained(),
         )
+
+    def _explained(self) -> Mapping[str, str]:
+        """What this device cannot give and why; rebuilt only when the device refused something new."""
+        reasons = self.faults.reasons
+        if len(reasons) != self._reasons_seen:
+            found = dict(self._cannot_give)
+            for key, asked in self._asked_by.items():
+                reason = reasons.get(asked)
+                if reason is not None and key in self._enabled:
+                    found[key] = "mig_enabled" if reason == "not_supported" and self._mig_parent else reason
+            self._unavailable = MappingProxyType(found)
+            self._reasons_seen = len(reasons)
+        return self._unavailable
 
     def _read_fields(self, values: dict[str, float], status: CycleStatus) -> None:
         assert self._fields is not None

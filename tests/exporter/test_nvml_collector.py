@@ -120,7 +120,7 @@ def test_units_are_nvml_native_bytes_milliwatts_megahertz_and_millijoules() -> N
     grown = second["total_energy"] - first["total_energy"]
     mean_power_mw = (first["power_usage"] + second["power_usage"]) / 2
     assert 0.8 < grown / (mean_power_mw * 10) < 1.25
-    assert 0 < first["pcie_tx"] <= model.pcie_max_kb_per_s  # KB/s
+    assert 0 < second["pcie_tx"] <= model.pcie_max_kb_per_s  # KB/s (from GPM: from the second cycle on)
     assert first["nvlink_total"] == first["nvlink_tx"] + first["nvlink_rx"]
 
 
@@ -365,8 +365,9 @@ def test_counters_are_read_in_one_field_values_call_per_gpu() -> None:
 
 
 def test_pcie_throughput_is_sampled_every_few_cycles_and_held_in_between() -> None:
+    """Without GPM (A100): nvmlDeviceGetPcieThroughput, a 20 ms sample that blocks that long, every few cycles."""
     clock = FakeClock()
-    with collecting("h100x8", clock, interval_seconds=1.0, pcie_period_seconds=3.0) as (sim, collector):
+    with collecting("a100x8", clock, interval_seconds=1.0, pcie_period_seconds=3.0) as (sim, collector):
         seen = []
         counts = []
         for _ in range(4):
@@ -375,6 +376,22 @@ def test_pcie_throughput_is_sampled_every_few_cycles_and_held_in_between() -> No
             clock.advance(1.0)
     assert counts == [16, 16, 16, 32]  # tx and rx of 8 GPUs, on cycles 1 and 4
     assert seen[0] == seen[1] == seen[2]
+
+
+def test_pcie_throughput_on_hopper_is_gpms_interval_mean() -> None:
+    """GPM's PCIe rates are means over the interval between two samples (as dcgm-exporter's profiling fields): used
+    where present, and the 20 ms snapshot call is not made at all."""
+    clock = FakeClock()
+    with collecting("h100x8", clock) as (sim, collector):
+        first = gpus(collector.collect())[0]
+        clock.advance(1.0)
+        second = gpus(collector.collect())[0]
+        assert "nvmlDeviceGetPcieThroughput" not in sim.call_counts
+    assert "pcie_tx" not in first.values, "one GPM sample is not an interval yet"
+    model = GPU_MODELS["H100-SXM5-80GB"]
+    # the simulator's GPM rate for the mean load of the interval, in MiB/s, as KB/s
+    assert 0.01 * model.pcie_max_kb_per_s < second.values["pcie_tx"] <= 0.09 * model.pcie_max_kb_per_s
+    assert second.values["pcie_rx"] == pytest.approx(0.8 * second.values["pcie_tx"])
 
 
 def test_history_keeps_utilization_and_memory_per_device() -> None:
