@@ -23,9 +23,11 @@ from simulation.scenario import (
     MigInstance,
     Pod,
     Process,
+    ReconfigureMig,
     RestoreGpu,
     Scenario,
     SetLoad,
+    TimelineEvent,
     XidBurst,
 )
 
@@ -140,7 +142,23 @@ class _Resolver:
         pods = self._pods(gpus)
         self._check_pids(processes, pods)
         self._check_timeline(gpus, pods)
-        return self.spec.model_copy(update={"seed": self.seed, "gpus": gpus, "processes": processes, "pods": pods})
+        timeline = self._timeline(gpus)
+        return self.spec.model_copy(
+            update={"seed": self.seed, "gpus": gpus, "processes": processes, "pods": pods, "timeline": timeline}
+        )
+
+    def _timeline(self, gpus: tuple[Gpu, ...]) -> tuple[TimelineEvent, ...]:
+        """MIG reconfigurations get their new instances' identities (fresh UUIDs: new instances are new devices)."""
+        out: list[TimelineEvent] = []
+        for n, ev in enumerate(self.spec.timeline):
+            if isinstance(ev, ReconfigureMig):
+                if ev.gpu >= len(gpus):
+                    raise _ResolveError(f"timeline.{n}: no GPU {ev.gpu} (the scenario has {len(gpus)})")
+                if ev.mig is not None:
+                    model = GPU_MODELS[gpus[ev.gpu].model]
+                    ev = ev.model_copy(update={"mig": self._mig(ev.gpu, model, ev.mig, salt=f"timeline.{n}")})
+            out.append(ev)
+        return tuple(out)
 
     def _gpus(self) -> tuple[Gpu, ...]:
         out: list[Gpu] = []
@@ -172,7 +190,9 @@ class _Resolver:
         self._unique("PCI bus id", (g.pci_bus_id for g in out))
         return tuple(out)
 
-    def _mig(self, index: int, model: GpuModel, instances: tuple[MigInstance, ...]) -> tuple[MigInstance, ...]:
+    def _mig(
+        self, index: int, model: GpuModel, instances: tuple[MigInstance, ...], salt: str = ""
+    ) -> tuple[MigInstance, ...]:
         if not model.mig_capable:
             raise _ResolveError(f"GPU {index}: model {model.key} does not support MIG")
         used_index = {m.index for m in instances if m.index is not None}
@@ -198,7 +218,7 @@ class _Resolver:
                     raise _ResolveError(f"GPU {index}: no free GPU instance id for another {m.profile}")
                 gi = free[0]
                 used_gi.add(gi)
-            uuid = m.uuid or f"MIG-{_hex_uuid(self._rng('mig', index, mig_index))}"
+            uuid = m.uuid or f"MIG-{_hex_uuid(self._rng('mig', index, mig_index, *((salt,) if salt else ())))}"
             out.append(m.model_copy(update={"index": mig_index, "gpu_instance_id": gi, "uuid": uuid}))
         if slices > MAX_MIG_DEVICES:
             raise _ResolveError(

@@ -16,9 +16,9 @@ from functools import partial
 from simulation.curves import Curve, LoadCurve
 from simulation.driver import translates_pids
 from simulation.hardware import GPU_MODELS, MAX_MIG_DEVICES, MIB, GpuModel, MigProfile
-from simulation.load import TICK_S, Integral, LoadDomain, MixedIntegral, ProcessLoad
+from simulation.load import TICK_S, ContinuedIntegral, Integral, LoadDomain, MixedIntegral, ProcessLoad
 from simulation.nvml.eventsets import EVENT_TYPE_XID, Event, EventSets
-from simulation.scenario import Gpu, LoseGpu, MigInstance, RestoreGpu, Scenario, SetLoad, XidBurst
+from simulation.scenario import Gpu, LoseGpu, MigInstance, ReconfigureMig, RestoreGpu, Scenario, SetLoad, XidBurst
 
 XID_FALLEN_OFF_BUS = 79
 MPS_SERVER_MEMORY = 32 * MIB  # what nvidia-cuda-mps-server holds on each GPU it serves
@@ -73,7 +73,7 @@ class SimGpu:
     gpm_errors: dict[int, int]  # GPM metric id -> status of that metric in nvmlGpmMetricsGet
     slow_calls: dict[str, float]
     release: threading.Event = field(default_factory=threading.Event)  # set: wakes the calls sleeping in slow_calls
-    integral: Integral | MixedIntegral = field(default_factory=Integral)
+    integral: Integral | MixedIntegral | ContinuedIntegral = field(default_factory=Integral)
     lost: bool = False
 
     @property
@@ -250,6 +250,8 @@ class Node:
                     items.append((ev.at + k * ev.every_s, n, partial(self.inject_xid, ev.gpu, ev.xid)))
             elif isinstance(ev, SetLoad):
                 items.append((ev.at, n, partial(self.set_load, ev.target, ev.percent)))
+            elif isinstance(ev, ReconfigureMig):
+                items.append((ev.at, n, partial(self.reconfigure_mig, ev.gpu, ev.mig)))
         items.sort(key=lambda item: (item[0], item[1]))
         return items
 
@@ -341,6 +343,38 @@ class Node:
         if not 0 <= index < len(self.gpus):
             raise ValueError(f"no GPU {index}: scenario {self.scenario.name!r} has {len(self.gpus)}")
         return self.gpus[index]
+
+    def reconfigure_mig(self, index: int, instances: tuple[MigInstance, ...] | None) -> None:
+        """Destroy GPU `index`'s MIG instances and its processes, then set MIG off (None) or create `instances`
+        (identities resolved, as the loader gives them). Counters (energy, NVLink) carry on from their values now."""
+        gpu = self._gpu_at(index)
+        if instances is not None and not gpu.model.mig_capable:
+            raise ValueError(f"GPU {index} ({gpu.model.key}) does not support MIG")
+        key = f"{self.scenario.seed}/{self.scenario.name}"
+        with self.lock:
+            t = self.clock() - self.t0
+            self._settle()
+            busy_until_now = gpu.integral.at(t)
+            for mig in (gpu.migs or {}).values():
+                self.by_uuid.pop(mig.uuid, None)
+            if instances is None:
+                gpu.migs = None
+                gpu.domain = LoadDomain(_compile(gpu.spec.load, f"{key}/gpu/{index}/load"))
+                inner: Integral | MixedIntegral = Integral(gpu.domain)
+            else:
+                gpu.domain = None
+                migs: dict[int, SimMig] = {}
+                for m in instances:
+                    assert m.index is not None and m.uuid is not None
+                    domain = LoadDomain(_compile(m.load, f"{key}/gpu/{index}/mig/{m.uuid}/load"))
+                    migs[m.index] = SimMig(
+                        gpu, m.index, m, gpu.model.mig_profiles[m.profile], m.uuid, domain, Integral()
+                    )
+                    migs[m.index].integral = Integral(domain)
+                    self.by_uuid[m.uuid] = (gpu, migs[m.index])
+                gpu.migs = migs
+                inner = MixedIntegral([(m.profile.slices / MAX_MIG_DEVICES, m.integral) for m in migs.values()])
+            gpu.integral = ContinuedIntegral(busy_until_now, t, inner)
 
     def lose_gpu(self, index: int) -> None:
         """The GPU falls off the bus: XID 79, then GPU_IS_LOST from every call on it."""

@@ -169,7 +169,21 @@ class SetLoad(_Model):
     percent: float = Field(ge=0, le=100)
 
 
-TimelineEvent = Annotated[LoseGpu | RestoreGpu | XidBurst | SetLoad, Field(discriminator="action")]
+class ReconfigureMig(_Model):
+    """What the GPU Operator's mig-manager does: drain the GPU, change its MIG mode and/or its instances.
+
+    `mig` is the new layout: None turns MIG off, a list turns it on (or keeps it on) with these instances. The old
+    instances are destroyed: their handles become invalid, and a handle of a slot that is reused names the new
+    instance, with its own properties. The GPU's processes are gone (the mig-manager evicts the workloads first).
+    """
+
+    at: float = Field(ge=0)
+    action: Literal["reconfigure_mig"]
+    gpu: int = Field(ge=0)
+    mig: tuple[MigInstance, ...] | None = None
+
+
+TimelineEvent = Annotated[LoseGpu | RestoreGpu | XidBurst | SetLoad | ReconfigureMig, Field(discriminator="action")]
 
 
 class Scenario(_Model):

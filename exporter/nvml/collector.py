@@ -18,15 +18,16 @@ from exporter.nvml.backoff import Backoff
 from exporter.nvml.coverage import XID_KEYS, enabled_measurements
 from exporter.nvml.device import NO_VECTORS, DeviceReader, GpuLostError
 from exporter.nvml.discovery import GpuDevice, MigDevice, SystemVersions, gpu_count, open_gpu, system_versions
-from exporter.nvml.errors import SIMULATE_HINT, ErrorNames, NvmlUnavailable, status_code
+from exporter.nvml.errors import SIMULATE_HINT, Disposition, ErrorNames, NvmlUnavailable, disposition, status_code
 from exporter.nvml.faults import DeviceFaults
 from exporter.nvml.fields import FieldBatch, field_keys_for
 from exporter.nvml.gpm import METRICS, RATES, GpmSampler, gpm_supported
 from exporter.nvml.history import SampleHistory
+from exporter.nvml.layout import NOT_MIG_CAPABLE, layout_change
 from exporter.nvml.probes import probes_for
 from exporter.nvml.processes import ProcessSampler
+from exporter.nvml.slot import GpuSlot, SlotReading
 from exporter.nvml.status import CycleStatus
-from exporter.nvml.worker import DeviceWorker
 from exporter.nvml.xid import XidLedger, XidListener
 from exporter.snapshot import EMPTY, DeviceReading, GpuIdentity, MigIdentity, StalledCall
 
@@ -37,57 +38,6 @@ def _default_nvml() -> Any:
     import pynvml
 
     return pynvml
-
-
-_Read = tuple[DeviceReading, list[DeviceReading]]
-
-
-class _GpuSlot:
-    """One GPU index: its readers while it answers, its identity once known, its backoff while it does not, and the
-    thread its reads run on (a read still running from an earlier cycle is `busy`: a hung call)."""
-
-    __slots__ = ("backoff", "busy", "busy_since", "down", "identity", "index", "lost", "migs", "reader", "worker")
-
-    def __init__(self, index: int, backoff: Backoff) -> None:
-        self.index = index
-        self.backoff = backoff
-        self.identity: GpuIdentity | None = None
-        self.reader: DeviceReader | None = None
-        self.migs: list[DeviceReader] = []
-        self.lost = False
-        self.down: tuple[DeviceReading, ...] = ()  # what to report while lost
-        self.worker = DeviceWorker(f"gpu-pulse-nvml-{index}")
-        self.busy: Future[_Read] | None = None
-        self.busy_since = 0.0
-
-    def current_call(self) -> str:
-        for reader in (self.reader, *self.migs):
-            if reader is not None and reader.current_call:
-                return reader.current_call
-        return "?"
-
-    def close(self) -> None:
-        """Free the readers and let the worker thread end."""
-        self.worker.stop()
-        self.close_readers()
-
-    def close_readers(self) -> None:
-        """Free the readers, unless a call of theirs still hangs (it may still use them)."""
-        if self.busy is not None and not self.busy.done():
-            return  # the hung read still uses them; the daemon thread dies with the process
-        for reader in (self.reader, *self.migs):
-            if reader is not None:
-                reader.close()
-
-
-def _read_gpu(
-    reader: DeviceReader,
-    migs: list[DeviceReader],
-    status: CycleStatus,
-    xid: tuple[Mapping[str, float], int] | None,
-) -> _Read:
-    """One GPU's reading and its MIG instances' (on the GPU's worker thread). Raises GpuLostError."""
-    return reader.read(status, xid), [mig.read(status) for mig in migs]
 
 
 class NvmlCollector:
@@ -112,11 +62,14 @@ class NvmlCollector:
         lost_backoff: tuple[float, float] = (1.0, 60.0),
         xid_wait_ms: int = 250,
         slow_call_seconds: float | None = None,
+        layout_check_seconds: float = 10.0,
     ) -> None:
         if interval_seconds <= 0:
             raise ValueError(f"interval must be positive, got {interval_seconds}")
         # how long a cycle waits for a GPU's reads (real time) before it reports that GPU stalled: one interval
         self._slow_call_seconds = interval_seconds if slow_call_seconds is None else slow_call_seconds
+        # MIG: mode and instance identities are checked every cycle; empty slots are probed this often
+        self._layout_check_seconds = layout_check_seconds
         self._nvml = nvml if nvml is not None else _default_nvml()
         self._enabled = enabled_measurements(enabled)
         self._pcie_every = max(1, math.ceil(pcie_period_seconds / interval_seconds))
@@ -133,7 +86,7 @@ class NvmlCollector:
         self._ledger = XidLedger()
         self._xid: XidListener | None = None
         self._xid_failures_seen = 0
-        self._slots: list[_GpuSlot] = []
+        self._slots: list[GpuSlot] = []
         self._versions = SystemVersions("", "")
         self._defects_logged: set[int] = set()
         self._lock = threading.Lock()
@@ -199,7 +152,7 @@ class NvmlCollector:
         now = self._clock()
         self._slots = []
         for index in range(count):
-            slot = _GpuSlot(index, Backoff(*self._lost_backoff))
+            slot = GpuSlot(index, Backoff(*self._lost_backoff))
             self._open(slot, now)
             self._slots.append(slot)
         self._restart_xid()
@@ -214,7 +167,7 @@ class NvmlCollector:
             self._versions.cuda or "?",
         )
 
-    def _open(self, slot: _GpuSlot, now: float) -> bool:
+    def _open(self, slot: GpuSlot, now: float) -> bool:
         """Open GPU `slot.index` (handle, identity, MIG instances, readers). False when it does not answer."""
         nvml = self._nvml
         try:
@@ -356,7 +309,7 @@ class NvmlCollector:
         xid = self._xid
         registered = xid.registered if xid is not None else frozenset()
         answered = lost = 0
-        reads: dict[int, tuple[_GpuSlot, Future[_Read]]] = {}
+        reads: dict[int, tuple[GpuSlot, Future[SlotReading]]] = {}
         for slot in self._slots:
             if slot.busy is not None:
                 if not slot.busy.done():  # still in a call from an earlier cycle: do not queue another read behind it
@@ -383,7 +336,7 @@ class NvmlCollector:
                 continue
             uuid = reader.identity.uuid
             history = self._ledger.read(uuid) if uuid in registered else None
-            reads[slot.index] = (slot, slot.worker.submit(partial(_read_gpu, reader, slot.migs, status, history)))
+            reads[slot.index] = (slot, slot.worker.submit(partial(self._read_slot, slot, status, history, now)))
         if reads:
             wait([future for _, future in reads.values()], timeout=self._slow_call_seconds)
         for index, (slot, future) in reads.items():
@@ -419,6 +372,10 @@ class NvmlCollector:
             gpu_reading, mig_readings = future.result()
             by_slot[index] = (gpu_reading, *mig_readings)
         readings = [reading for slot in self._slots for reading in by_slot.get(slot.index, ())]
+        if any(slot.reopened for slot in self._slots):
+            for slot in self._slots:
+                slot.reopened = False
+            self._history.retain([r.uuid for r in readings])
         stalled = sum(1 for slot in self._slots if slot.busy is not None)
         if stalled:
             status.errors("nvml", stalled)
@@ -434,7 +391,7 @@ class NvmlCollector:
         self._remember(taken_at, readings)
         return DeviceCollection(taken_at=taken_at, devices=tuple(readings), statuses=status.statuses())
 
-    def _mark_lost(self, slot: _GpuSlot, code: int, now: float) -> None:
+    def _mark_lost(self, slot: GpuSlot, code: int, now: float) -> None:
         assert slot.reader is not None and slot.identity is not None
         name = self._names(code)
         faults = slot.reader.faults
@@ -454,7 +411,66 @@ class NvmlCollector:
             slot.backoff.delay,
         )
 
-    def _stalled_readings(self, slot: _GpuSlot, now: float) -> tuple[DeviceReading, ...]:
+    # ---- one GPU, on its worker thread ------------------------------------------------------------------------------
+    def _read_slot(
+        self, slot: GpuSlot, status: CycleStatus, xid: tuple[Mapping[str, float], int] | None, now: float
+    ) -> SlotReading:
+        """One GPU's reading and its MIG instances'. A MIG layout that changed since discovery is read again first,
+        and MIG readings taken while it changed are dropped: never one instance's figures under another's identity.
+        Raises GpuLostError."""
+        change = self._layout_change(slot, now, full=True)
+        if change is not None:
+            self._reopen(slot, change)
+        assert slot.reader is not None
+        gpu_reading = slot.reader.read(status, xid)
+        mig_readings = [mig.read(status) for mig in slot.migs]
+        if mig_readings and self._layout_change(slot, now, full=False) is not None:
+            mig_readings = []  # changed while being read: read again next cycle
+        return gpu_reading, mig_readings
+
+    def _layout_change(self, slot: GpuSlot, now: float, *, full: bool) -> str | None:
+        if not slot.mig_capable or slot.reader is None or slot.identity is None:
+            return None
+        full = full and now - slot.layout_checked_at >= self._layout_check_seconds
+        if full:
+            slot.layout_checked_at = now
+        migs = [(m.identity, m.handle) for m in slot.migs if isinstance(m.identity, MigIdentity)]
+        change = layout_change(self._nvml, slot.identity, slot.reader.handle, migs, full=full)
+        if change == NOT_MIG_CAPABLE:
+            slot.mig_capable = False
+            return None
+        return change
+
+    def _reopen(self, slot: GpuSlot, change: str) -> None:
+        """Read the GPU's identity and MIG layout again and build new readers for it (no SIGHUP needed)."""
+        nvml = self._nvml
+        old = slot.identity
+        assert old is not None
+        try:
+            gpu = open_gpu(nvml, slot.index, self._versions)
+        except nvml.NVMLError as exc:
+            code = status_code(exc)
+            if disposition(code) is Disposition.LOST:
+                raise GpuLostError(code) from exc
+            raise
+        if gpu.identity.mig_enabled != old.mig_enabled:
+            # what the GPU refused with MIG on (utilization ...) it may give with MIG off, and the other way round
+            self._faults_for(gpu.identity).forget_verdicts()
+        slot.close_readers()
+        slot.identity = gpu.identity
+        slot.reader = self._gpu_reader(gpu)
+        slot.migs = [self._mig_reader(gpu, mig) for mig in gpu.migs]
+        slot.reopened = True
+        log.warning(
+            "GPU %d (%s): %s; reading its new layout (MIG %s, %d instance(s)) without a restart",
+            slot.index,
+            gpu.identity.uuid,
+            change,
+            "on" if gpu.identity.mig_enabled else "off",
+            len(gpu.migs),
+        )
+
+    def _stalled_readings(self, slot: GpuSlot, now: float) -> tuple[DeviceReading, ...]:
         """A GPU whose read hangs: down this cycle (nothing it said is current), named, with the call and how long."""
         if slot.identity is None or slot.reader is None:
             return ()
@@ -463,7 +479,7 @@ class NvmlCollector:
         migs = (DeviceReading(identity=mig.identity, up=False, errors=mig.faults.view()) for mig in slot.migs)
         return (gpu, *migs)
 
-    def _down_readings(self, slot: _GpuSlot) -> tuple[DeviceReading, ...]:
+    def _down_readings(self, slot: GpuSlot) -> tuple[DeviceReading, ...]:
         """A lost GPU's readings: down, with the XIDs heard from it kept (XID 79 is what it said as it fell off the
         bus; without its series that alert could not fire while the GPU is gone)."""
         if not slot.down or not self._enabled & XID_KEYS:
@@ -475,7 +491,7 @@ class NvmlCollector:
         vectors = MappingProxyType({"xid_errors": counts}) if "xid_errors" in self._enabled else NO_VECTORS
         return (replace(slot.down[0], values=values, vectors=vectors), *slot.down[1:])
 
-    def _recover(self, slot: _GpuSlot, now: float) -> bool:
+    def _recover(self, slot: GpuSlot, now: float) -> bool:
         if not self._open(slot, now):
             return False
         assert slot.identity is not None

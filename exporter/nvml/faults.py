@@ -53,6 +53,12 @@ class DeviceFaults:
             self.count(self._names(code))
         return kind
 
+    def forget_verdicts(self) -> None:
+        """Ask again for what the device refused: its MIG mode changed, and with it what it supports."""
+        self.unsupported.clear()
+        self.reasons.clear()
+        self._denied.clear()
+
     def count(self, name: str, by: float = 1.0) -> None:
         self._counts[name] = self._counts.get(name, 0.0) + by
         self._view = None

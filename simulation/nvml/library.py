@@ -76,13 +76,13 @@ class DeviceFunction(CFunction):
         node = self._node
         if decoded is None or decoded[0] >= len(node.gpus):
             return cabi.INVALID_ARGUMENT
+        t = node.now()  # first: a timeline event due now (a MIG reconfiguration) changes what the handle names
         gpu = node.gpus[decoded[0]]
         mig = None
         if decoded[1] is not None:
             mig = (gpu.migs or {}).get(decoded[1])
-            if mig is None:
+            if mig is None:  # a destroyed MIG instance's handle, or one of a GPU with MIG off
                 return cabi.INVALID_ARGUMENT
-        t = node.now()
         if gpu.lost:
             return cabi.GPU_IS_LOST
         name = self.__name__

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -445,3 +446,86 @@ def test_statuses_name_every_sub_collector() -> None:
     assert [s.name for s in statuses] == ["nvml", "fields", "processes", "xid", "gpm"]
     assert all(s.success for s in statuses)
     assert all(s.duration_seconds >= 0 for s in statuses)
+
+
+# ---- MIG reconfiguration at run time ---------------------------------------------------------------------------------
+
+
+def _a100_mig_then(mig: list[dict[str, Any]] | None, at: float = 5.0) -> Any:
+    from pathlib import Path
+
+    import yaml
+
+    import simulation
+    from simulation import build_scenario
+
+    data = yaml.safe_load((Path(simulation.__file__).parent / "scenarios" / "a100-mig.yaml").read_text())
+    data["timeline"] = [{"at": at, "action": "reconfigure_mig", "gpu": 0, "mig": mig}]
+    return build_scenario(data, seed=100)
+
+
+def test_new_mig_instances_are_found_without_a_restart_and_never_under_old_identities(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    scenario = _a100_mig_then([{"profile": "4g.20gb"}, {"profile": "3g.20gb"}])
+    new = {m.uuid: m for m in scenario.timeline[0].mig}  # type: ignore[union-attr]
+    clock = FakeClock()
+    with caplog.at_level(logging.WARNING, logger="exporter.nvml"), collecting(scenario, clock) as (_, collector):
+        before = collector.collect()
+        clock.at(6.0)
+        after = collector.collect()
+    old = {d.uuid for d in migs(before) if d.gpu.index == 0}
+    on_gpu0 = [d for d in migs(after) if d.gpu.index == 0]
+    assert {d.uuid for d in on_gpu0} == set(new), "exactly the new instances, no stale one"
+    assert not old & {d.uuid for d in on_gpu0}
+    for reading in on_gpu0:
+        identity = reading.identity
+        assert isinstance(identity, MigIdentity)
+        assert identity.profile == new[reading.uuid].profile
+        assert (
+            reading.values["fb_total"] == GPU_MODELS["A100-SXM4-40GB"].mig_profiles[identity.profile].memory_mib * MIB
+        )
+    assert [d.uuid for d in migs(after) if d.gpu.index == 1] == [d.uuid for d in migs(before) if d.gpu.index == 1]
+    assert any("reading its new layout" in r.getMessage() for r in caplog.records)
+
+
+def test_mig_turned_off_gives_the_whole_gpus_utilization_back() -> None:
+    """The NOT_SUPPORTED verdicts learnt while MIG was on are forgotten once it is off."""
+    clock = FakeClock()
+    with collecting(_a100_mig_then(None), clock) as (_, collector):
+        before = gpus(collector.collect())[0]
+        clock.at(6.0)
+        collector.collect()
+        clock.at(7.0)
+        after = gpus(collector.collect())[0]
+    assert before.gpu.mig_enabled and "gpu_util" not in before.values
+    assert not after.gpu.mig_enabled
+    assert "gpu_util" in after.values and "gpu_util" not in after.unavailable
+    assert not [d for d in after.processes if d.gpu_instance_id is not None]
+
+
+def test_an_instance_created_in_an_empty_slot_is_found_by_the_periodic_probe() -> None:
+    """The other instances keep their handles and UUIDs: only probing the slots shows the new one."""
+    from pathlib import Path
+
+    import yaml
+
+    import simulation
+    from simulation import build_scenario
+
+    data = yaml.safe_load((Path(simulation.__file__).parent / "scenarios" / "a100-mig.yaml").read_text())
+    data["gpus"][0]["mig"] = data["gpus"][0]["mig"][:3]  # 3g + 2g + 1g: one slice free
+    kept = [m.model_dump(exclude={"load"}) for m in build_scenario(data, seed=100).gpus[0].mig or ()]
+    data["timeline"] = [
+        {"at": 5.0, "action": "reconfigure_mig", "gpu": 0, "mig": [*kept, {"profile": "1g.5gb", "index": 3}]}
+    ]
+    clock = FakeClock()
+    with collecting(build_scenario(data, seed=100), clock, layout_check_seconds=10.0) as (_, collector):
+        collector.collect()
+        clock.at(6.0)
+        early = [d for d in migs(collector.collect()) if d.gpu.index == 0]
+        clock.at(11.0)
+        found = [d for d in migs(collector.collect()) if d.gpu.index == 0]
+    assert len(early) == 3, "the slots were probed at start, and are probed again only every 10 s"
+    assert len(found) == 4
+    assert [d.uuid for d in found[:3]] == [d.uuid for d in early]
