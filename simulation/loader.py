@@ -311,6 +311,12 @@ class _Resolver:
         for n, ev in enumerate(self.spec.timeline):
             if isinstance(ev, LoseGpu | RestoreGpu | XidBurst) and ev.gpu >= len(gpus):
                 raise _ResolveError(f"timeline.{n}: no GPU {ev.gpu} (the scenario has {len(gpus)})")
+            if (
+                isinstance(ev, XidBurst)
+                and ev.mig is not None
+                and all(m.index != ev.mig for m in gpus[ev.gpu].mig or ())
+            ):
+                raise _ResolveError(f"timeline.{n}: GPU {ev.gpu} has no MIG device {ev.mig}")
             if isinstance(ev, SetLoad) and ev.target not in targets:
                 raise _ResolveError(f"timeline.{n}: set_load target {ev.target!r} is no GPU, MIG device or pod")
 

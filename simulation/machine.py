@@ -247,7 +247,7 @@ class Node:
                 items.append((ev.at, n, partial(self.restore_gpu, ev.gpu)))
             elif isinstance(ev, XidBurst):
                 for k in range(ev.repeat):
-                    items.append((ev.at + k * ev.every_s, n, partial(self.inject_xid, ev.gpu, ev.xid)))
+                    items.append((ev.at + k * ev.every_s, n, partial(self.inject_xid, ev.gpu, ev.xid, ev.mig)))
             elif isinstance(ev, SetLoad):
                 items.append((ev.at, n, partial(self.set_load, ev.target, ev.percent)))
             elif isinstance(ev, ReconfigureMig):
@@ -409,8 +409,23 @@ class Node:
         with self.lock:
             gpu.lost = False
 
-    def inject_xid(self, index: int, xid: int) -> None:
-        self._gpu_at(index)
+    def inject_xid(self, index: int, xid: int, mig: int | None = None) -> None:
+        """An XID on GPU `index`, or on its MIG device `mig`. nvml.h (nvmlEventSetWait_v2): without the MIG monitor
+        privilege "only the events which affect all the instances (i.e. whole device) are reported"."""
+        gpu = self._gpu_at(index)
         if xid <= 0:
             raise ValueError(f"an XID is a positive number, got {xid}")
-        self.events.deliver(Event(index, EVENT_TYPE_XID, xid, self.clock() - self.t0))
+        instance = None
+        if mig is not None:
+            found = (gpu.migs or {}).get(mig)
+            if found is None:
+                raise ValueError(f"GPU {index} has no MIG device {mig}")
+            if not self.scenario.mig_monitor_privilege:
+                return  # never reaches an unprivileged caller
+            instance = (found.gpu_instance_id, found.compute_instance_id)
+        self.events.deliver(Event(index, EVENT_TYPE_XID, xid, self.clock() - self.t0, instance))
+
+    def mig_aggregate_refused(self, gpu: SimGpu, mig: SimMig | None) -> bool:
+        """A MIG-enabled GPU's own handle, asked for aggregate figures by a caller without the MIG monitor privilege
+        (nvml.h: aggregate information "only if the caller has appropriate privileges")."""
+        return mig is None and gpu.migs is not None and not self.scenario.mig_monitor_privilege

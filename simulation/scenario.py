@@ -157,6 +157,7 @@ class XidBurst(_Model):
     at: float = Field(ge=0)
     action: Literal["xid"]
     gpu: int = Field(ge=0)
+    mig: int | None = Field(default=None, ge=0, description="MIG device index: an XID of that instance only")
     xid: int = Field(gt=0)
     repeat: int = Field(default=1, ge=1, le=10_000)
     every_s: float = Field(default=0.1, gt=0)
@@ -201,6 +202,12 @@ class Scenario(_Model):
         description="the PID namespace the exporter (the NVML caller) runs in: 'host' (hostPID: true), or its own "
         "container's: then it sees no GPU process in /proc, and drivers that translate PIDs (R535.113+, R545+) leave "
         "every GPU process out of their lists",
+    )
+    mig_monitor_privilege: bool = Field(
+        default=True,
+        description="whether the NVML caller may monitor MIG (NVIDIA_MIG_MONITOR_DEVICES=all with CAP_SYS_ADMIN). "
+        "Without it (nvml.h, notes on memory info, running processes and nvmlEventSetWait) a MIG-enabled GPU's own "
+        "handle gives no aggregate memory or process list, and XID events of single instances do not arrive",
     )
     missing_functions: tuple[str, ...] = Field(
         default=(),

@@ -47,7 +47,8 @@ UNAVAILABLE = FamilyHeader.of(
     SELF_UNAVAILABLE,
     G,
     "A measurement (catalogue key) this GPU or MIG instance cannot give, and why (value 1): gpm_needs_hopper, "
-    "per_mig_instance, not_per_mig_instance, mig_enabled, not_supported, driver_lacks_function, no_permission.",
+    "per_mig_instance, not_per_mig_instance, mig_enabled, needs_mig_monitor_privilege, not_supported, "
+    "driver_lacks_function, no_permission.",
 )
 VISIBILITY = FamilyHeader.of(
     SELF_PROCESS_VISIBILITY,

@@ -7,6 +7,7 @@ is logged and counted once; any other error counts and drops only that value thi
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any
@@ -21,6 +22,9 @@ from exporter.nvml.status import CycleStatus
 from exporter.snapshot import EMPTY_REASONS, DeviceReading, GpuIdentity, MigIdentity, ProcessUsage
 
 NO_VECTORS: Mapping[str, Mapping[str, float]] = MappingProxyType({})
+MIG_MONITOR = "needs_mig_monitor_privilege"
+
+log = logging.getLogger("exporter.nvml")
 
 
 class GpuLostError(Exception):
@@ -71,6 +75,7 @@ class DeviceReader:
         self._cannot_give = dict(cannot_give or {})  # known before asking (GPM on Ampere, MIG)
         self._unavailable: Mapping[str, str] = EMPTY_REASONS
         self._reasons_seen = -1
+        self._monitor_logged = False
         self._reads = 0  # cycles this reader has read: probes read every Nth cycle run on the first one
 
     def read(self, status: CycleStatus, xid: tuple[Mapping[str, float], int] | None = None) -> DeviceReading:
@@ -176,7 +181,23 @@ class DeviceReader:
             for key, asked in self._asked_by.items():
                 reason = reasons.get(asked)
                 if reason is not None and key in self._enabled:
-                    found[key] = "mig_enabled" if reason == "not_supported" and self._mig_parent else reason
+                    if self._mig_parent and reason == "not_supported":
+                        reason = "mig_enabled"
+                    elif self._mig_parent and reason == "no_permission":
+                        reason = MIG_MONITOR
+                    found[key] = reason
+            if MIG_MONITOR in found.values():
+                # nvml.h (nvmlEventSetWait_v2): without the privilege only whole-device events are reported
+                found["mig_instance_xids"] = MIG_MONITOR
+            if MIG_MONITOR in found.values() and not self._monitor_logged:
+                self._monitor_logged = True
+                log.warning(
+                    "GPU %d (%s): MIG is on and this process lacks the MIG monitor privilege: no memory or processes "
+                    "for the whole GPU, and XIDs of single MIG instances do not arrive (grant it with "
+                    "NVIDIA_MIG_MONITOR_DEVICES=all and CAP_SYS_ADMIN); the instances' own figures are reported",
+                    self.identity.index if isinstance(self.identity, GpuIdentity) else -1,
+                    self.identity.uuid,
+                )
             self._unavailable = MappingProxyType(found)
             self._reasons_seen = len(reasons)
         return self._unavailable

@@ -24,6 +24,7 @@ class Event:
     event_type: int
     data: int
     at: float  # scenario time
+    instance: tuple[int, int] | None = None  # (GPU instance id, compute instance id) of a MIG instance's event
 
 
 @dataclass(slots=True)

@@ -183,9 +183,10 @@ class Simulator:
         None: it answers at once again, and the calls waiting in it now return."""
         self.node.set_slow_call(index, function, seconds)
 
-    def inject_xid(self, index: int, xid: int) -> None:
-        """An XID event on GPU `index`, delivered to every event set registered for XIDs on it."""
-        self.node.inject_xid(index, xid)
+    def inject_xid(self, index: int, xid: int, mig: int | None = None) -> None:
+        """An XID event on GPU `index` (or on its MIG device `mig`), delivered to every event set registered for XIDs
+        on it (an instance's only with the MIG monitor privilege)."""
+        self.node.inject_xid(index, xid, mig)
 
     def fail_init(self, code: int | None = cabi.DRIVER_NOT_LOADED) -> None:
         """Make nvmlInit fail with `code` (default DRIVER_NOT_LOADED, as on a host without the driver); None: work."""

@@ -424,3 +424,47 @@ def test_a_slow_call_within_the_bound_is_waited_for() -> None:
         sim.set_slow_call(0, "nvmlDeviceGetTemperature", 0.05)
         collection = collector.collect()
     assert all(d.up and d.stalled is None for d in collection.devices)
+
+
+# ---- MIG without the monitor privilege --------------------------------------------------------------------------
+
+
+def _a100_mig(privileged: bool) -> Any:
+    from simulation.loader import load_scenario
+
+    return load_scenario("a100-mig").model_copy(update={"mig_monitor_privilege": privileged})
+
+
+def test_without_the_mig_monitor_privilege_the_instances_are_served_and_the_gap_is_said(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """nvml.h: aggregate figures of a MIG-enabled GPU's own handle, and XIDs of single instances, need the privilege."""
+    clock = FakeClock()
+    with (
+        caplog.at_level(logging.WARNING, logger="exporter.nvml"),
+        collecting(_a100_mig(False), clock) as (sim, collector),
+    ):
+        collector.collect()
+        sim.inject_xid(0, 31, mig=0)  # an instance's XID: never arrives
+        sim.inject_xid(0, 48)  # a whole-device XID: arrives
+        collection = wait_for(collector, lambda c: by_index(c)[0].values.get("last_xid") == 48)
+    parent = by_index(collection)[0]
+    assert "fb_used" not in parent.values
+    assert parent.unavailable["fb_used"] == "needs_mig_monitor_privilege"
+    assert parent.unavailable["mig_instance_xids"] == "needs_mig_monitor_privilege"
+    assert parent.vectors["xid_errors"] == {"48": 1.0}
+    instances = [d for d in collection.devices if d.is_mig and d.gpu.index == 0]
+    assert instances and all("fb_used" in d.values and d.processes is not None for d in instances)
+    warned = [r.getMessage() for r in caplog.records if "MIG monitor privilege" in r.getMessage()]
+    assert sum(m.startswith("GPU 0 ") for m in warned) == 1, "once per GPU"
+
+
+def test_with_the_mig_monitor_privilege_an_instances_xid_is_heard() -> None:
+    clock = FakeClock()
+    with collecting(_a100_mig(True), clock) as (sim, collector):
+        collector.collect()
+        sim.inject_xid(0, 31, mig=1)
+        collection = wait_for(collector, lambda c: by_index(c)[0].values.get("last_xid") == 31)
+    parent = by_index(collection)[0]
+    assert parent.vectors["xid_errors"] == {"31": 1.0}
+    assert "fb_used" in parent.values and "mig_instance_xids" not in parent.unavailable

@@ -82,6 +82,7 @@ class EventCalls:
         ctypes.c_void_p.from_buffer(data, type(data).device.offset).value = cabi.device_handle(event.gpu)
         data.eventType = event.event_type
         data.eventData = event.data
-        data.gpuInstanceId = NO_INSTANCE
-        data.computeInstanceId = NO_INSTANCE
+        gi, ci = event.instance if event.instance is not None else (NO_INSTANCE, NO_INSTANCE)
+        data.gpuInstanceId = gi
+        data.computeInstanceId = ci
         return cabi.SUCCESS

@@ -47,6 +47,11 @@ class ProcessCalls:
         return [(p, NOT_AVAILABLE, NOT_AVAILABLE) for p in gpu.domain.processes]
 
     def running_processes(self, t: float, gpu: SimGpu, mig: SimMig | None, count_ref: Any, infos: Any) -> int:
+        if self.node.mig_aggregate_refused(gpu, mig):
+            return cabi.NO_PERMISSION
+        return self._compute_list(gpu, mig, count_ref, infos)
+
+    def _compute_list(self, gpu: SimGpu, mig: SimMig | None, count_ref: Any, infos: Any) -> int:
         """Two-call protocol: with no array (or one too small) the count is set and INSUFFICIENT_SIZE returned.
 
         Under MPS the compute list holds the MPS server alone (the kernel modules list its `MpsApi` client); the
@@ -60,6 +65,8 @@ class ProcessCalls:
 
     def mps_processes(self, t: float, gpu: SimGpu, mig: SimMig | None, count_ref: Any, infos: Any) -> int:
         """nvml.h (nvmlDeviceGetMPSComputeRunningProcesses_v3): the processes "utilizing MPS"; none without MPS."""
+        if self.node.mig_aggregate_refused(gpu, mig):
+            return cabi.NO_PERMISSION
         procs = self._processes(gpu, mig) if gpu.spec.mps_server_pid is not None else []
         return self._fill(procs, count_ref, infos)
 
