@@ -19,6 +19,7 @@ from exporter.attribution.pods_builder import PodsDocumentBuilder
 from exporter.catalogue import Dialect
 from exporter.config import ListenAddress
 from exporter.exposition import ExpositionRenderer, Rendered
+from exporter.exposition.textformat import format_value
 from exporter.loop import PollLoop
 from exporter.server import build_app, start_server
 from exporter.snapshot import Snapshot
@@ -42,7 +43,7 @@ class RecordingRenderer(ExpositionRenderer):
 
     def render(self, snapshot: Snapshot) -> Rendered:
         rendered = super().render(snapshot)
-        self.seen[snapshot.taken_at] = (snapshot, rendered)
+        self.seen[float(format_value(snapshot.taken_at))] = (snapshot, rendered)  # as served: 15 significant digits
         return rendered
 
 
