@@ -19,7 +19,7 @@ from exporter.attribution.directory import DirectoryStatus, PodDirectory
 from exporter.attribution.energy import EnergyLedger
 from exporter.attribution.labels import PodLabelPolicy
 from exporter.attribution.proc import ProcessOwners
-from exporter.attribution.visibility import judge_visibility
+from exporter.attribution.visibility import busy, judge_visibility
 from exporter.collection import Attribution, DeviceCollection
 from exporter.kubelet.client import PodResourcesClient
 from exporter.kubelet.device_ids import ResourceNames
@@ -28,6 +28,7 @@ from exporter.snapshot import CollectorStatus, ProcessVisibility
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_MAPPING_AGE = 60.0
+VISIBILITY_RECHECK_SECONDS = 30.0
 
 
 class WatchedPods(PodDirectory, Protocol):
@@ -72,6 +73,9 @@ class KubeletPodAttributor:
         self._attribution_errors = 0
         self._last_problems = (0, 0)
         self._visible: bool | None = None
+        # the last verdict, with what it was judged on: the listed PIDs do not change from cycle to cycle, so their
+        # /proc entries are read again only when they do, or after VISIBILITY_RECHECK_SECONDS
+        self._judged: tuple[object, float, ProcessVisibility] | None = None
 
     def start(self) -> None:
         self.client.start()
@@ -145,7 +149,17 @@ class KubeletPodAttributor:
             found = owners.owners_of(pids)
             return len(found.owners) + found.not_in_pod
 
+        basis = (
+            proc_root,
+            frozenset(p.pid for d in collection.devices if d.up for p in d.processes),
+            tuple(busy(d) for d in collection.devices),
+        )
+        now = self._timer()
+        judged = self._judged
+        if judged is not None and judged[0] == basis and now - judged[1] < VISIBILITY_RECHECK_SECONDS:
+            return judged[2]
         verdict = judge_visibility(collection.devices, readable if proc_root and owners is not None else None)
+        self._judged = (basis, now, verdict)
         if verdict.visible is not None and verdict.visible != self._visible:
             if verdict.visible:
                 log.info("GPU processes of other pods are visible again: %s", verdict.reason)

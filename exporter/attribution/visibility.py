@@ -40,16 +40,17 @@ def judge_visibility(
                 "the host's PID namespace (set hostPID: true, or mount the host's /proc and point --proc-root at it)",
             )
         return ProcessVisibility(True, f"{len(listed)} GPU process(es) listed and found in the proc root")
-    busy = [d for d in devices if d.up and _busy(d)]
-    if busy:
+    busy_devices = [d for d in devices if d.up and busy(d)]
+    if busy_devices:
         return ProcessVisibility(
             False,
-            f"{len(busy)} device(s) busy but NVML lists no process: the driver (R535.113+) leaves out processes "
-            "outside the exporter's PID namespace; set hostPID: true",
+            f"{len(busy_devices)} device(s) busy but NVML lists no process: the driver (R535.113+) leaves out "
+            "processes outside the exporter's PID namespace; set hostPID: true",
         )
     return UNJUDGED
 
 
-def _busy(device: DeviceReading) -> bool:
+def busy(device: DeviceReading) -> bool:
+    """Whether a device is in use: utilization above 0, or framebuffer a CUDA context takes."""
     values = device.values
     return values.get(MEMORY_USED, 0.0) >= CONTEXT_BYTES or values.get(UTILIZATION, 0.0) > 0

@@ -68,7 +68,7 @@ class NvmlCollector:
             raise ValueError(f"interval must be positive, got {interval_seconds}")
         # how long a cycle waits for a GPU's reads (real time) before it reports that GPU stalled: one interval
         self._slow_call_seconds = interval_seconds if slow_call_seconds is None else slow_call_seconds
-        # MIG: mode and instance identities are checked every cycle; empty slots are probed this often
+        # MIG: instance identities are checked every cycle; the mode and the empty slots this often
         self._layout_check_seconds = layout_check_seconds
         self._nvml = nvml if nvml is not None else _default_nvml()
         self._enabled = enabled_measurements(enabled)
@@ -434,6 +434,8 @@ class NvmlCollector:
         full = full and now - slot.layout_checked_at >= self._layout_check_seconds
         if full:
             slot.layout_checked_at = now
+        elif not slot.migs:
+            return None  # nothing to check between full checks
         migs = [(m.identity, m.handle) for m in slot.migs if isinstance(m.identity, MigIdentity)]
         change = layout_change(self._nvml, slot.identity, slot.reader.handle, migs, full=full)
         if change == NOT_MIG_CAPABLE:

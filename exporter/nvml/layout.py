@@ -3,8 +3,9 @@ creates instances at run time, with the exporter running.
 
 What NVML does then (modelled in simulation/machine.py `reconfigure_mig`): a destroyed instance's handle stops
 answering, and a handle of a reused slot names the new instance, with its own UUID and profile. So a cached MIG
-handle is trusted only while its UUID is the one read at discovery; a mode change shows in nvmlDeviceGetMigMode; an
-instance created in an empty slot shows only by probing the slots, which is done every `full` check.
+handle is trusted only while its UUID is the one read at discovery (checked every cycle, one call per instance); a
+mode change shows in nvmlDeviceGetMigMode, and an instance created in an empty slot only by probing the slots: both
+are asked in a `full` check, every few seconds (a GPU without MIG costs nothing in between).
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ def layout_change(
 ) -> str | None:
     """Why the layout read at discovery no longer holds, or None while it does (NOT_MIG_CAPABLE for a GPU that has no
     MIG mode at all: the caller need not ask again). Raises GpuLostError."""
+    if not full:
+        return _instances_changed(nvml, migs)
     try:
         enabled = int(nvml.nvmlDeviceGetMigMode(handle)[0]) == MIG_ENABLED
     except nvml.NVMLError as exc:
@@ -40,6 +43,16 @@ def layout_change(
         return f"MIG was turned {'on' if enabled else 'off'}"
     if not enabled:
         return None
+    changed = _instances_changed(nvml, migs)
+    if changed is not None:
+        return changed
+    found = _occupied_slots(nvml, handle)
+    if found is not None and found != len(migs):
+        return f"the GPU has {found} MIG instance(s), not {len(migs)}"
+    return None
+
+
+def _instances_changed(nvml: Any, migs: Sequence[tuple[MigIdentity, Any]]) -> str | None:
     for identity, mig_handle in migs:
         try:
             uuid = read_uuid(nvml, mig_handle)
@@ -49,10 +62,6 @@ def layout_change(
             return f"MIG instance {identity.gpu_instance_id} ({identity.uuid}) was destroyed"
         if uuid != identity.uuid:
             return f"MIG instance {identity.uuid} was replaced by {uuid}"
-    if full:
-        found = _occupied_slots(nvml, handle)
-        if found is not None and found != len(migs):
-            return f"the GPU has {found} MIG instance(s), not {len(migs)}"
     return None
 
 
