@@ -239,20 +239,22 @@ def expected(snapshot: Snapshot, dialect: Dialect, selection: frozenset[str] | N
             else "",
             "share": str(use.share),
         } | {f"label_{k}": v for k, v in use.pod.labels.items()}
-        figures = [
-            ("gpu_pulse_pod_device_info", 1.0),
-            ("gpu_pulse_pod_gpu_utilization_ratio", use.utilization_percent, 0.01),
-            ("gpu_pulse_pod_gpu_memory_used_bytes", use.memory_used_bytes, 1.0),
-            ("gpu_pulse_pod_gpu_power_watts", use.power_milliwatts, 0.001),
-            ("gpu_pulse_pod_gpu_energy_joules_total", use.energy_millijoules, 0.001),
-            ("gpu_pulse_pod_gpu_sharing_pods", use.sharing_pods, 1.0),
+        figures = [  # (name, value, scale, digits: shares are published to the precision of their source)
+            ("gpu_pulse_pod_device_info", 1.0, 1.0, None),
+            ("gpu_pulse_pod_gpu_utilization_ratio", use.utilization_percent, 0.01, 5),
+            ("gpu_pulse_pod_gpu_memory_used_bytes", use.memory_used_bytes, 1.0, None),
+            ("gpu_pulse_pod_gpu_power_watts", use.power_milliwatts, 0.001, 3),
+            ("gpu_pulse_pod_gpu_energy_joules_total", use.energy_millijoules, 0.001, 3),
+            ("gpu_pulse_pod_gpu_sharing_pods", use.sharing_pods, 1.0, None),
         ]
-        for name, value, *scale in figures:
+        for name, value, scale, digits in figures:
             if value is None:
                 continue
-            published = float(value) * (scale[0] if scale else 1.0)
+            published = float(value) / round(1 / scale) if scale < 1 else float(value) * scale
             if name.endswith("_total") and not _counter_ok(published):
                 continue
+            if digits is not None:
+                published = round(published, digits)
             yield name, _labels(labels), published
     yield "gpu_pulse_exporter_build_info", _labels({"version": "v", "dialect": str(dialect)}), 1.0
     yield "gpu_pulse_snapshot_timestamp_seconds", frozenset(), snapshot.taken_at
