@@ -1,8 +1,8 @@
 """CPU per poll cycle and per hour at --interval 1 for h100x8.
 
-1. In this process, the real pipeline's cycle (collect + render + /pods), CPU time of the polling thread, median of
-   the cycles; the simulator's own share (it stands in for libnvidia-ml, whose calls are C and near free) is estimated
-   with a profile and taken out, giving the exporter's cost alone.
+1. In this process, the real pipeline's cycle (collect + render + /pods), CPU time of the process (the GPUs are read
+   on their own threads), median of the cycles; the simulator's own share (it stands in for libnvidia-ml, whose calls
+   are C and near free) is estimated with a profile of the polling thread and taken out.
 2. The whole exporter as its own process (`python -m exporter --simulate h100x8 --interval 1`: poll thread, XID
    listener, event loop, simulator included), CPU seconds from /proc over a window with a Prometheus-like scrape every
    15 s. The baseline is one core: 1 CPU second per second.
@@ -35,9 +35,9 @@ def in_process(cycles: int) -> tuple[float, float]:
             time.sleep(0.15)  # GPM needs samples > 100 ms apart
         costs = []
         for _ in range(cycles):
-            started = time.thread_time()
+            started = time.process_time()
             loop.poll_once()
-            costs.append(time.thread_time() - started)
+            costs.append(time.process_time() - started)
             time.sleep(0.15)
         profile = cProfile.Profile()
         for _ in range(10):

@@ -40,6 +40,8 @@ class Rendering:
     # a vector measurement (DeviceReading.vectors) published with its keys under this label
     vector_label: str | None = None
     integer: bool = False  # published value floored to an integer (dcgm MiB figures are integers)
+    # the value is an XID: also published as `err_code` and named in `err_msg` (dcgm-exporter 4.x)
+    xid_labels: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +84,9 @@ def _r(name: str, type_: MetricType, help_: str, scale: float = 1.0, **kw: objec
 def _labels(**kv: str) -> Mapping[str, str]:
     return MappingProxyType(dict(kv))
 
+
+# What a lost GPU's series still say (GPU_IS_LOST): the XIDs it reported, XID 79 among them as it fell off the bus.
+KEPT_WHILE_DOWN = frozenset({"last_xid", "xid_errors"})
 
 MEASUREMENTS: tuple[Measurement, ...] = (
     Measurement(
@@ -214,7 +219,7 @@ MEASUREMENTS: tuple[Measurement, ...] = (
         "clock_event_reasons",
         "bitmask",
         "nvmlDeviceGetCurrentClocksEventReasons",
-        _r("DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", G, "Current clock throttle reasons (bitmask)."),
+        _r("DCGM_FI_DEV_CLOCKS_EVENT_REASONS", G, "Current clock event reasons (bitmask)."),
         _r(
             "nvidia_gpu_clock_event_active",
             G,
@@ -226,7 +231,10 @@ MEASUREMENTS: tuple[Measurement, ...] = (
     Measurement(
         "pcie_tx",
         "KB/s",
-        "nvmlDeviceGetPcieThroughput(NVML_PCIE_UTIL_TX_BYTES)",
+        # Hopper and newer: GPM's NVML_GPM_METRIC_PCIE_TX_PER_SEC, the mean over the poll interval (as dcgm-exporter's
+        # profiling field is an interval figure). Older GPUs: nvmlDeviceGetPcieThroughput, which nvml.h describes as
+        # sampled over 20 ms; it blocks for that long, so it is taken every 5 s and held in between.
+        "GPM PCIE_TX_PER_SEC, else nvmlDeviceGetPcieThroughput(NVML_PCIE_UTIL_TX_BYTES)",
         _r(
             "DCGM_FI_PROF_PCIE_TX_BYTES",
             G,
@@ -236,14 +244,18 @@ MEASUREMENTS: tuple[Measurement, ...] = (
         _r(
             "nvidia_gpu_pcie_transmit_bytes_per_second",
             G,
-            "PCIe transmit throughput (20 ms sample), bytes/s.",
+            "PCIe transmit throughput, bytes/s: the mean over the poll interval on Hopper and newer (GPM), a 20 ms "
+            "sample taken every 5 s on older GPUs.",
             1024.0,
         ),
     ),
     Measurement(
         "pcie_rx",
         "KB/s",
-        "nvmlDeviceGetPcieThroughput(NVML_PCIE_UTIL_RX_BYTES)",
+        # Hopper and newer: GPM's NVML_GPM_METRIC_PCIE_RX_PER_SEC, the mean over the poll interval (as dcgm-exporter's
+        # profiling field is an interval figure). Older GPUs: nvmlDeviceGetPcieThroughput, which nvml.h describes as
+        # sampled over 20 ms; it blocks for that long, so it is taken every 5 s and held in between.
+        "GPM PCIE_RX_PER_SEC, else nvmlDeviceGetPcieThroughput(NVML_PCIE_UTIL_RX_BYTES)",
         _r(
             "DCGM_FI_PROF_PCIE_RX_BYTES",
             G,
@@ -253,7 +265,8 @@ MEASUREMENTS: tuple[Measurement, ...] = (
         _r(
             "nvidia_gpu_pcie_receive_bytes_per_second",
             G,
-            "PCIe receive throughput (20 ms sample), bytes/s.",
+            "PCIe receive throughput, bytes/s: the mean over the poll interval on Hopper and newer (GPM), a 20 ms "
+            "sample taken every 5 s on older GPUs.",
             1024.0,
         ),
     ),
@@ -334,7 +347,7 @@ MEASUREMENTS: tuple[Measurement, ...] = (
         "last_xid",
         "xid",
         "nvmlEventSetWait_v2(nvmlEventTypeXidCriticalError)",
-        _r("DCGM_FI_DEV_XID_ERRORS", G, "Value of the last XID error encountered."),
+        _r("DCGM_FI_DEV_XID_ERRORS", G, "Value of the last XID error encountered.", xid_labels=True),
         _r("nvidia_gpu_last_xid", G, "The last XID error seen since the exporter started (0: none)."),
     ),
     Measurement(
@@ -469,6 +482,15 @@ DCGM_DEFAULT_SET: frozenset[str] = frozenset(
 )
 
 # ---- label names, per dialect ------------------------------------------------------------------------------------
+# The dcgm dialect matches this dcgm-exporter release (NVIDIA/dcgm-exporter tag; internal/pkg/rendermetrics and
+# internal/pkg/collector): names, types, label names and order, `device` = nvidia<GPU index>, XID `err_code`/`err_msg`.
+DCGM_EXPORTER_RELEASE = "4.5.3-4.8.2"
+# Former names of dcgm fields, as older counters CSVs spell them -> the name the release uses
+DCGM_FORMER_NAMES: Mapping[str, str] = MappingProxyType(
+    {"DCGM_FI_DEV_CLOCK_THROTTLE_REASONS": "DCGM_FI_DEV_CLOCKS_EVENT_REASONS"}
+)
+# The node-name label: `Hostname` in that release; renamed `hostname` after it (dcgm-exporter pull request 655)
+DCGM_HOSTNAME_LABELS = ("Hostname", "hostname")
 DCGM_DEVICE_LABELS = ("gpu", "UUID", "pci_bus_id", "device", "modelName")
 DCGM_MIG_LABELS = ("GPU_I_PROFILE", "GPU_I_ID")
 DCGM_TRAILING_LABELS = ("Hostname", "DCGM_FI_DRIVER_VERSION")
@@ -504,9 +526,12 @@ SELF_COLLECTOR_ERRORS = "gpu_pulse_collector_errors_total"  # {collector}
 SELF_SNAPSHOT_TIMESTAMP = "gpu_pulse_snapshot_timestamp_seconds"  # wall-clock time the snapshot was taken
 SELF_POLL_INTERVAL = "gpu_pulse_poll_interval_seconds"
 SELF_NVML_ERRORS = "gpu_pulse_nvml_errors_total"  # {gpu, uuid, error}: GPU_IS_LOST, NO_PERMISSION, TIMEOUT, ...
+SELF_NVML_STALLED = "gpu_pulse_nvml_stalled_call_seconds"  # {gpu, uuid, call}: a hung NVML call, how long so far
 SELF_KUBELET_UP = "gpu_pulse_kubelet_up"  # 1 while the last pod-resources List succeeded
 SELF_KUBELET_MAPPING_AGE = "gpu_pulse_kubelet_mapping_age_seconds"  # age of the pod mapping in use
 SELF_CONNECTIONS = "gpu_pulse_http_connections"  # open now (toolkit.connections)
 SELF_CONNECTIONS_MAX = "gpu_pulse_http_connections_max"  # --max-connections
 SELF_CONNECTIONS_ACCEPTED = "gpu_pulse_http_connections_accepted_total"
 SELF_CONNECTIONS_CLOSED = "gpu_pulse_http_connections_closed_total"  # {reason}: refused, evicted, header/idle timeout
+SELF_UNAVAILABLE = "gpu_pulse_device_unavailable_info"  # {gpu, uuid, gpu_instance, measurement, reason} 1
+SELF_PROCESS_VISIBILITY = "gpu_pulse_process_visibility"  # 1: other pods' GPU processes are seen, 0: they are not

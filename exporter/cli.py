@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from exporter.attribution import PodsDocumentBuilder, build_pod_side
 from exporter.collection import PodAttributor
-from exporter.collectors_file import SelectionError, load_selection
+from exporter.collectors_file import Selection, SelectionError, load_selection
 from exporter.exposition import ExpositionRenderer
 from exporter.loop import PollLoop
 from exporter.nvml import NVML_MEASUREMENTS, NvmlCollector, NvmlUnavailable
@@ -46,7 +46,7 @@ class StartupError(Exception):
         self.code = code
 
 
-def _selected_keys(settings: ExporterSettings) -> frozenset[str] | None:
+def _selection(settings: ExporterSettings) -> Selection | None:
     if settings.collectors is None:
         return None
     try:
@@ -56,7 +56,7 @@ def _selected_keys(settings: ExporterSettings) -> frozenset[str] | None:
     missing = list(selection.unsupported) + sorted(selection.keys - NVML_MEASUREMENTS)
     if missing:
         log.warning("--collectors %s: cannot provide, left out: %s", settings.collectors, ", ".join(missing))
-    return selection.keys
+    return selection
 
 
 def _security(settings: ExporterSettings) -> tuple[Access | None, ssl.SSLContext | None]:
@@ -188,7 +188,8 @@ def _connection_limits(settings: ExporterSettings) -> ConnectionLimits:
 
 def run(settings: ExporterSettings) -> None:
     """Run the exporter until SIGTERM/SIGINT. Raises StartupError for failures before serving."""
-    keys = _selected_keys(settings)
+    selection = _selection(settings)
+    keys = selection.keys if selection is not None else None
     _security(settings)  # fail on bad TLS/auth files before touching NVML
     _connection_limits(settings)  # and on a connection cap the open-file limit cannot hold
     with ExitStack() as stack:
@@ -205,7 +206,12 @@ def run(settings: ExporterSettings) -> None:
         stack.callback(collector.close)
         attributor = _pod_side(settings, node, stack)
         renderer = ExpositionRenderer(
-            settings.dialect, selection=keys, interval_seconds=settings.interval, version=package_version()
+            settings.dialect,
+            selection=keys,
+            interval_seconds=settings.interval,
+            version=package_version(),
+            types=selection.types if selection is not None else None,
+            hostname_label=settings.dcgm_hostname_label,
         )
         poll_loop = PollLoop(
             collector,

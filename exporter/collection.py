@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from exporter.snapshot import CollectorStatus, DeviceReading, PodDeviceUse
+from exporter.snapshot import CollectorStatus, DeviceReading, PodDeviceUse, ProcessVisibility
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +55,7 @@ class Attribution:
     kubelet_up: bool | None  # None: attribution is not configured
     mapping_age_seconds: float | None  # age of the pod-resources mapping in use
     statuses: tuple[CollectorStatus, ...] = ()  # "kubelet", "processes", "podwatch"
+    process_visibility: ProcessVisibility | None = None  # whether other pods' GPU processes can be seen at all
 
 
 class PodAttributor(Protocol):

@@ -4,6 +4,9 @@ Two formats, line by line, mixable in one file:
 - ours: one catalogue key (`gpu_util`) or metric name of either dialect (`DCGM_FI_DEV_GPU_UTIL`,
   `nvidia_gpu_utilization_ratio`, or a counter's family name without `_total`) per line; `#` starts a comment;
 - dcgm-exporter's counters CSV: `DCGM_FI_DEV_GPU_UTIL, gauge, help text`; lines starting with `#` are comments.
+  Its type column is honoured in the dcgm dialect (a field listed as `counter` is published as a counter, as
+  dcgm-exporter does), and former field names (`DCGM_FI_DEV_CLOCK_THROTTLE_REASONS`) select what their current name
+  (`DCGM_FI_DEV_CLOCKS_EVENT_REASONS`) does.
 So a user migrating from dcgm-exporter keeps the file they maintain. DCGM fields we cannot provide are collected in
 `Selection.unsupported` (the CLI names them once in the log); anything else we do not know is an error, on one line.
 """
@@ -12,11 +15,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 
-from exporter.catalogue import MEASUREMENTS, Measurement
+from exporter.catalogue import DCGM_FORMER_NAMES, MEASUREMENTS, Measurement, MetricType
 from toolkit.inputfiles import InputFileError, read_input_text
 
 CSV_TYPES = frozenset({"gauge", "counter", "label"})
@@ -34,6 +37,8 @@ class SelectionError(ValueError):
 class Selection:
     keys: frozenset[str]  # catalogue keys to export
     unsupported: tuple[str, ...]  # names in the file we cannot provide, in file order, each once
+    # catalogue key -> the type the CSV gives it (dcgm dialect); empty without a CSV
+    types: Mapping[str, MetricType] = field(default_factory=lambda: MappingProxyType({}))
 
 
 def _names(measurement: Measurement) -> list[str]:
@@ -51,6 +56,8 @@ def _index() -> Mapping[str, frozenset[str]]:
     for measurement in MEASUREMENTS:
         for name in _names(measurement):
             found.setdefault(name, set()).add(measurement.key)
+    for former, current in DCGM_FORMER_NAMES.items():
+        found.setdefault(former, set()).update(found.get(current, ()))
     return MappingProxyType({name: frozenset(keys) for name, keys in found.items()})
 
 
@@ -61,6 +68,7 @@ def parse_selection(text: str, origin: str = "--collectors") -> Selection:
     """Parse the file's text. Raises SelectionError("<origin> line N: ...") on the first bad line."""
     keys: set[str] = set()
     unsupported: dict[str, None] = {}
+    types: dict[str, MetricType] = {}
     for number, raw in enumerate(text.splitlines(), start=1):
         line = raw.strip()
         if not line or line.startswith("#"):
@@ -86,6 +94,8 @@ def parse_selection(text: str, origin: str = "--collectors") -> Selection:
         chosen = NAME_INDEX.get(name)
         if chosen is not None:
             keys.update(chosen)
+            if is_csv:
+                types.update(dict.fromkeys(chosen, MetricType(kind)))
         elif is_csv or name.startswith("DCGM_FI_"):
             unsupported.setdefault(name, None)
         else:
@@ -96,7 +106,7 @@ def parse_selection(text: str, origin: str = "--collectors") -> Selection:
     if not keys:
         missing = f" (cannot provide: {', '.join(unsupported)})" if unsupported else ""
         raise SelectionError(f"{origin}: selects no measurement we can export{missing}")
-    return Selection(frozenset(keys), tuple(unsupported))
+    return Selection(frozenset(keys), tuple(unsupported), MappingProxyType(types))
 
 
 def load_selection(path: Path) -> Selection:

@@ -135,7 +135,11 @@ class PollLoop:
             if self._last_error:
                 reason += f"; last poll failed: {self._last_error}"
             return Readiness(False, reason)
-        return Readiness(True, f"snapshot {published.cycle} is {age:.2f} s old")
+        reason = f"snapshot {published.cycle} is {age:.2f} s old"
+        visibility = published.snapshot.process_visibility
+        if visibility is not None and visibility.visible is False:  # serving, but per-pod shares cannot be known
+            reason += f"; other pods' GPU processes are not visible: {visibility.reason}"
+        return Readiness(True, reason)
 
     # ---- one cycle ---------------------------------------------------------------------------------------------------
     def _status(self, name: str, ok: bool, started: float) -> CollectorStatus:
@@ -193,6 +197,7 @@ class PollLoop:
             kubelet_up=attribution.kubelet_up if attribution is not None else None,
             kubelet_mapping_age_seconds=attribution.mapping_age_seconds if attribution is not None else None,
             connections=self.connection_stats() if self.connection_stats is not None else None,
+            process_visibility=attribution.process_visibility if attribution is not None else None,
         )
         return snapshot, collected_at
 

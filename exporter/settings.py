@@ -72,6 +72,13 @@ class ExporterSettings(BaseSettings):
         metavar="{dcgm,prometheus}",
         accepts="dcgm or prometheus",
     )
+    dcgm_hostname_label: Literal["Hostname", "hostname"] = setting(
+        "Hostname",
+        "The dcgm dialect's node-name label: 'Hostname' as dcgm-exporter 4.5.3-4.8.2 (the release matched), or "
+        "'hostname' as its later releases spell it.",
+        metavar="LABEL",
+        accepts="Hostname or hostname",
+    )
     simulate: str | None = setting(
         None,
         "Run on simulated GPUs: a built-in scenario (" + ", ".join(BUILTIN_SCENARIO_NAMES) + ") or a scenario file "

@@ -14,6 +14,7 @@ from types import MappingProxyType
 from toolkit.connections import ConnectionStats
 
 EMPTY: Mapping[str, float] = MappingProxyType({})
+EMPTY_REASONS: Mapping[str, str] = MappingProxyType({})
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +58,14 @@ class ProcessUsage:
 
 
 @dataclass(frozen=True, slots=True)
+class StalledCall:
+    """An NVML call on a GPU that has not returned within the collector's bound (a hung driver call)."""
+
+    call: str  # what the reader was asking: a probe name ("power_usage"), "field_values", "running_processes" ...
+    seconds: float  # how long it has been running
+
+
+@dataclass(frozen=True, slots=True)
 class DeviceReading:
     """One cycle's readings of a GPU (identity is GpuIdentity) or MIG instance (identity is MigIdentity).
 
@@ -72,6 +81,9 @@ class DeviceReading:
     processes: tuple[ProcessUsage, ...] = ()
     # NVML errors seen on this device since start, by NVML error name ("GPU_IS_LOST", "NO_PERMISSION", ...)
     errors: Mapping[str, float] = field(default_factory=lambda: EMPTY)
+    stalled: StalledCall | None = None  # set (with up=False) while a call on this GPU hangs
+    # catalogue key -> why this device cannot give it (gpm_needs_hopper, mig_enabled, not_supported, ...)
+    unavailable: Mapping[str, str] = field(default_factory=lambda: EMPTY_REASONS)
 
     @property
     def uuid(self) -> str:
@@ -147,6 +159,14 @@ class CollectorStatus:
 
 
 @dataclass(frozen=True, slots=True)
+class ProcessVisibility:
+    """Whether the exporter sees other pods' GPU processes: True, False, or None (nothing to judge by yet)."""
+
+    visible: bool | None
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
 class Snapshot:
     """Everything one poll cycle produced. `taken_at` is wall-clock seconds (the sample time)."""
 
@@ -158,3 +178,4 @@ class Snapshot:
     kubelet_up: bool | None = None  # None: pod attribution is not configured
     kubelet_mapping_age_seconds: float | None = None
     connections: ConnectionStats | None = None  # the HTTP server's, when it serves (toolkit.connections)
+    process_visibility: ProcessVisibility | None = None  # None: pod attribution is not configured

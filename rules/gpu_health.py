@@ -8,7 +8,7 @@ from __future__ import annotations
 from exporter.catalogue import CLOCK_EVENT_REASONS, Dialect
 from rules.dialect import Vocabulary
 from rules.examples import GIB, GPU0, GPU1, MIG_3G
-from rules.model import Alert, AlertCase, ExpectedAlert, RuleTest, Severity
+from rules.model import Alert, AlertCase, ExpectedAlert, InputSeries, RuleTest, Severity
 from rules.series import (
     TestDevice,
     clock_reason_mask,
@@ -77,14 +77,33 @@ def _xid_expr(v: Vocabulary, xids: tuple[int, ...]) -> str:
     if v.dialect is Dialect.DCGM:
         name = v.name("last_xid")
         matches = " or ".join(f"{name} == {x}" for x in xids)
-        return f"({matches}) and changes({name}[10m]) > 0"
+        # dcgm-exporter 4.x puts the XID in `err_code` too: a new XID is a new series, whose value never changes
+        return f"({matches}) and (changes({name}[10m]) > 0 or ({name} unless {name} offset 10m))"
     rendering = v.rendering("xid_errors")
     sel = f'{rendering.name}{{{rendering.vector_label}=~"{"|".join(map(str, xids))}"}}'
     return f"increase({sel}[10m]) > 0 or ({sel} unless {sel} offset 10m)"
 
 
+def _lost_gpu_test(v: Vocabulary, name: str, action: str) -> RuleTest:
+    """XID 79 (fallen off the bus) on a GPU that is down from then on: the exporter keeps a lost GPU's XID series, so
+    the alert fires while the GPU is gone, not only once it is back."""
+    device = GPU1
+    inputs: tuple[InputSeries, ...] = (up_series(v, device, steady(1, 5).then(steady(0, 11))),)
+    inputs += xid_series(v, device, 79, gap(5).then(steady(1, 11)), steady(0, 5).then(steady(79, 11)))
+    extra = {} if v.dialect is Dialect.DCGM else {"xid": "79"}
+    return RuleTest(
+        f"{name}: fires for XID 79 on a GPU that fell off the bus, while it is still down",
+        inputs,
+        alert_cases=(
+            AlertCase("4m", ()),
+            AlertCase("8m", _fired(v, None, device, f"XID 79 on {_place(device)}: {action}", **extra)),
+        ),
+    )
+
+
 def _xid_alert(v: Vocabulary, name: str, xids: tuple[int, ...], severity: Severity, summary: str, action: str) -> Alert:
-    """An XID class alert, tested with an XID of the class on one GPU and an old XID of another class on another."""
+    """An XID class alert, tested with an XID of the class on one GPU and an old XID of another class on another
+    (the hardware class also with XID 79 on a GPU that is lost)."""
     which = "{{ $value }}" if v.dialect is Dialect.DCGM else lab("xid")
     xid = xids[0]
     other = (XID_HARDWARE if xids is XID_APPLICATION else XID_APPLICATION)[0]
@@ -111,6 +130,7 @@ def _xid_alert(v: Vocabulary, name: str, xids: tuple[int, ...], severity: Severi
                     AlertCase("20m", ()),
                 ),
             ),
+            *((_lost_gpu_test(v, name, action),) if 79 in xids else ()),
         ),
     )
 

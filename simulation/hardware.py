@@ -88,6 +88,16 @@ _H100_80_PROFILES = _profiles(
     MigProfile("7g.80gb", 7, 80896, 132, 8, 7, (0,)),
 )
 
+# H200 (NVIDIA MIG user guide, supported profiles of H200 141GB)
+_H200_PROFILES = _profiles(
+    MigProfile("1g.18gb", 1, 16384, 16, 1, 1, tuple(range(7, 15))),
+    MigProfile("1g.35gb", 1, 32768, 16, 1, 1, (9, 10, 11, 12)),
+    MigProfile("2g.35gb", 2, 32768, 32, 2, 2, (3, 4, 5, 6)),
+    MigProfile("3g.71gb", 3, 69632, 60, 3, 3, (1, 2)),
+    MigProfile("4g.71gb", 4, 69632, 64, 4, 4, (5,)),
+    MigProfile("7g.141gb", 7, 143360, 132, 8, 7, (0,)),
+)
+
 _SXM_BUSES = (0x18, 0x2A, 0x3A, 0x5D, 0x9A, 0xAB, 0xBA, 0xDB)
 
 GPU_MODELS: Mapping[str, GpuModel] = MappingProxyType(
@@ -165,6 +175,55 @@ GPU_MODELS: Mapping[str, GpuModel] = MappingProxyType(
                 gpm=False,
                 mig_profiles=_A100_80_PROFILES,
                 pcie_max_kb_per_s=26_000_000,
+            ),
+            GpuModel(
+                key="H200-SXM5-141GB",
+                name="NVIDIA H200",
+                memory_total_mib=143771,
+                memory_reserved_mib=575,
+                power_limit_mw=700_000,
+                idle_power_mw=76_000,
+                max_power_mw=695_000,
+                max_sm_clock_mhz=1980,
+                idle_sm_clock_mhz=345,
+                max_mem_clock_mhz=3201,
+                idle_temp_c=30,
+                hot_temp_c=72,
+                pci_device_id=0x233510DE,
+                pci_subsystem_id=0x18BE10DE,
+                pci_bus_numbers=_SXM_BUSES,
+                vbios_version="96.00.AF.00.01",
+                multiprocessors=132,
+                nvlink_links=18,
+                nvlink_kib_per_s_per_link=20_000_000,
+                gpm=True,
+                mig_profiles=_H200_PROFILES,
+                pcie_max_kb_per_s=55_000_000,
+            ),
+            GpuModel(
+                key="A10",
+                name="NVIDIA A10",
+                memory_total_mib=23028,
+                memory_reserved_mib=404,
+                power_limit_mw=150_000,
+                idle_power_mw=20_000,
+                max_power_mw=148_000,
+                max_sm_clock_mhz=1695,
+                idle_sm_clock_mhz=210,
+                max_mem_clock_mhz=6251,
+                idle_temp_c=33,
+                hot_temp_c=77,
+                pci_device_id=0x223610DE,
+                pci_subsystem_id=0x148210DE,
+                pci_bus_numbers=(0x17, 0x31, 0x4B, 0x65, 0x98, 0xB1, 0xCA, 0xE3),
+                vbios_version="94.02.5C.00.03",
+                multiprocessors=72,
+                nvlink_links=0,
+                nvlink_kib_per_s_per_link=0,
+                gpm=False,
+                mig_profiles=_profiles(),
+                pcie_max_kb_per_s=26_000_000,
+                hbm=False,
             ),
             GpuModel(
                 key="L4",

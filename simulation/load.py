@@ -141,6 +141,21 @@ class Integral:
             return self._sum + self._f_k * max(0.0, t - self._k * h)
 
 
+class ContinuedIntegral:
+    """An integral that takes over from another at time `since`: its value there, plus its own growth after."""
+
+    __slots__ = ("_base", "_inner", "_since", "_start")
+
+    def __init__(self, base: float, since: float, inner: Integral | MixedIntegral) -> None:
+        self._base = base
+        self._since = since
+        self._inner = inner
+        self._start = inner.at(since)
+
+    def at(self, t: float) -> float:
+        return self._base + max(0.0, self._inner.at(max(t, self._since)) - self._start)
+
+
 class MixedIntegral:
     """The integral of a slice-weighted mean of several domains (a MIG-enabled GPU's load)."""
 

@@ -23,15 +23,28 @@ from simulation.scenario import (
     MigInstance,
     Pod,
     Process,
+    ReconfigureMig,
     ResourceClaim,
     RestoreGpu,
     Scenario,
     SetLoad,
+    TimelineEvent,
     XidBurst,
 )
 from toolkit.inputfiles import InputFileError, read_input_text
 
-BUILTIN_SCENARIOS: tuple[str, ...] = ("h100x8", "a100-mig", "shared", "faulty", "h100-mig", "dra")
+BUILTIN_SCENARIOS: tuple[str, ...] = (
+    "h100x8",
+    "a100-mig",
+    "shared",
+    "faulty",
+    "h100-mig",
+    "h200x8",
+    "a100x8",
+    "a10x4",
+    "l4x2",
+    "dra",
+)
 _SUFFIXES = (".yaml", ".yml", ".json")
 _ERROR_KEY = re.compile(r"^(nvml[A-Za-z0-9_]+|field:\d+|gpm:\d+)$")
 
@@ -135,8 +148,16 @@ class _Resolver:
         claims = self._claims(gpus, pods)
         self._check_pids(processes, pods)
         self._check_timeline(gpus, pods)
+        timeline = self._timeline(gpus)
         return self.spec.model_copy(
-            update={"seed": self.seed, "gpus": gpus, "processes": processes, "pods": pods, "claims": claims}
+            update={
+                "seed": self.seed,
+                "gpus": gpus,
+                "processes": processes,
+                "pods": pods,
+                "claims": claims,
+                "timeline": timeline,
+            }
         )
 
     def _claims(self, gpus: tuple[Gpu, ...], pods: tuple[Pod, ...]) -> tuple[ResourceClaim, ...]:
@@ -163,6 +184,19 @@ class _Resolver:
                             f"pod {pod.ref} container {container.name!r}: no ResourceClaim {name!r} in namespace "
                             f"{pod.namespace!r} (a pod can only use the claims of its own namespace)"
                         )
+        return tuple(out)
+
+    def _timeline(self, gpus: tuple[Gpu, ...]) -> tuple[TimelineEvent, ...]:
+        """MIG reconfigurations get their new instances' identities (fresh UUIDs: new instances are new devices)."""
+        out: list[TimelineEvent] = []
+        for n, ev in enumerate(self.spec.timeline):
+            if isinstance(ev, ReconfigureMig):
+                if ev.gpu >= len(gpus):
+                    raise _ResolveError(f"timeline.{n}: no GPU {ev.gpu} (the scenario has {len(gpus)})")
+                if ev.mig is not None:
+                    model = GPU_MODELS[gpus[ev.gpu].model]
+                    ev = ev.model_copy(update={"mig": self._mig(ev.gpu, model, ev.mig, salt=f"timeline.{n}")})
+            out.append(ev)
         return tuple(out)
 
     def _gpus(self) -> tuple[Gpu, ...]:
@@ -195,7 +229,9 @@ class _Resolver:
         self._unique("PCI bus id", (g.pci_bus_id for g in out))
         return tuple(out)
 
-    def _mig(self, index: int, model: GpuModel, instances: tuple[MigInstance, ...]) -> tuple[MigInstance, ...]:
+    def _mig(
+        self, index: int, model: GpuModel, instances: tuple[MigInstance, ...], salt: str = ""
+    ) -> tuple[MigInstance, ...]:
         if not model.mig_capable:
             raise _ResolveError(f"GPU {index}: model {model.key} does not support MIG")
         used_index = {m.index for m in instances if m.index is not None}
@@ -221,7 +257,7 @@ class _Resolver:
                     raise _ResolveError(f"GPU {index}: no free GPU instance id for another {m.profile}")
                 gi = free[0]
                 used_gi.add(gi)
-            uuid = m.uuid or f"MIG-{_hex_uuid(self._rng('mig', index, mig_index))}"
+            uuid = m.uuid or f"MIG-{_hex_uuid(self._rng('mig', index, mig_index, *((salt,) if salt else ())))}"
             out.append(m.model_copy(update={"index": mig_index, "gpu_instance_id": gi, "uuid": uuid}))
         if slices > MAX_MIG_DEVICES:
             raise _ResolveError(
@@ -314,6 +350,12 @@ class _Resolver:
         for n, ev in enumerate(self.spec.timeline):
             if isinstance(ev, LoseGpu | RestoreGpu | XidBurst) and ev.gpu >= len(gpus):
                 raise _ResolveError(f"timeline.{n}: no GPU {ev.gpu} (the scenario has {len(gpus)})")
+            if (
+                isinstance(ev, XidBurst)
+                and ev.mig is not None
+                and all(m.index != ev.mig for m in gpus[ev.gpu].mig or ())
+            ):
+                raise _ResolveError(f"timeline.{n}: GPU {ev.gpu} has no MIG device {ev.mig}")
             if isinstance(ev, SetLoad) and ev.target not in targets:
                 raise _ResolveError(f"timeline.{n}: set_load target {ev.target!r} is no GPU, MIG device or pod")
 

@@ -14,12 +14,14 @@ from dataclasses import dataclass, field
 from functools import partial
 
 from simulation.curves import Curve, LoadCurve
+from simulation.driver import translates_pids
 from simulation.hardware import GPU_MODELS, MAX_MIG_DEVICES, MIB, GpuModel, MigProfile
-from simulation.load import TICK_S, Integral, LoadDomain, MixedIntegral, ProcessLoad
+from simulation.load import TICK_S, ContinuedIntegral, Integral, LoadDomain, MixedIntegral, ProcessLoad
 from simulation.nvml.eventsets import EVENT_TYPE_XID, Event, EventSets
-from simulation.scenario import Gpu, LoseGpu, MigInstance, RestoreGpu, Scenario, SetLoad, XidBurst
+from simulation.scenario import Gpu, LoseGpu, MigInstance, ReconfigureMig, RestoreGpu, Scenario, SetLoad, XidBurst
 
 XID_FALLEN_OFF_BUS = 79
+MPS_SERVER_MEMORY = 32 * MIB  # what nvidia-cuda-mps-server holds on each GPU it serves
 ERROR_CODES = {"NOT_SUPPORTED": 3, "NO_PERMISSION": 4, "GPU_IS_LOST": 15, "UNKNOWN": 999}
 
 
@@ -70,7 +72,8 @@ class SimGpu:
     field_errors: dict[int, int]  # field id -> status of that entry in nvmlDeviceGetFieldValues
     gpm_errors: dict[int, int]  # GPM metric id -> status of that metric in nvmlGpmMetricsGet
     slow_calls: dict[str, float]
-    integral: Integral | MixedIntegral = field(default_factory=Integral)
+    release: threading.Event = field(default_factory=threading.Event)  # set: wakes the calls sleeping in slow_calls
+    integral: Integral | MixedIntegral | ContinuedIntegral = field(default_factory=Integral)
     lost: bool = False
 
     @property
@@ -135,7 +138,8 @@ class SimGpu:
         return int(base * wobble * (0.8 if receive else 1.0))
 
     def memory_used(self) -> int:
-        return sum(d.memory_used() for _, d in self.domains())
+        server = MPS_SERVER_MEMORY if self.spec.mps_server_pid is not None else 0
+        return server + sum(d.memory_used() for _, d in self.domains())
 
     @property
     def memory_total(self) -> int:
@@ -172,6 +176,11 @@ class Node:
                 self.by_uuid[m.uuid] = (g, m)
         self._add_processes(key)
         self._timeline = self._expand_timeline()
+        # the NVML caller sees no GPU process: it runs in its own PID namespace, and the driver leaves out the
+        # processes outside it (see simulation/driver.py)
+        self.processes_hidden = scenario.exporter_pid_namespace == "container" and translates_pids(
+            scenario.driver_version
+        )
         self._next_due = self._timeline[0][0] if self._timeline else math.inf
 
     # --- construction ----------------------------------------------------------------------------------------
@@ -238,9 +247,11 @@ class Node:
                 items.append((ev.at, n, partial(self.restore_gpu, ev.gpu)))
             elif isinstance(ev, XidBurst):
                 for k in range(ev.repeat):
-                    items.append((ev.at + k * ev.every_s, n, partial(self.inject_xid, ev.gpu, ev.xid)))
+                    items.append((ev.at + k * ev.every_s, n, partial(self.inject_xid, ev.gpu, ev.xid, ev.mig)))
             elif isinstance(ev, SetLoad):
                 items.append((ev.at, n, partial(self.set_load, ev.target, ev.percent)))
+            elif isinstance(ev, ReconfigureMig):
+                items.append((ev.at, n, partial(self.reconfigure_mig, ev.gpu, ev.mig)))
         items.sort(key=lambda item: (item[0], item[1]))
         return items
 
@@ -333,6 +344,38 @@ class Node:
             raise ValueError(f"no GPU {index}: scenario {self.scenario.name!r} has {len(self.gpus)}")
         return self.gpus[index]
 
+    def reconfigure_mig(self, index: int, instances: tuple[MigInstance, ...] | None) -> None:
+        """Destroy GPU `index`'s MIG instances and its processes, then set MIG off (None) or create `instances`
+        (identities resolved, as the loader gives them). Counters (energy, NVLink) carry on from their values now."""
+        gpu = self._gpu_at(index)
+        if instances is not None and not gpu.model.mig_capable:
+            raise ValueError(f"GPU {index} ({gpu.model.key}) does not support MIG")
+        key = f"{self.scenario.seed}/{self.scenario.name}"
+        with self.lock:
+            t = self.clock() - self.t0
+            self._settle()
+            busy_until_now = gpu.integral.at(t)
+            for mig in (gpu.migs or {}).values():
+                self.by_uuid.pop(mig.uuid, None)
+            if instances is None:
+                gpu.migs = None
+                gpu.domain = LoadDomain(_compile(gpu.spec.load, f"{key}/gpu/{index}/load"))
+                inner: Integral | MixedIntegral = Integral(gpu.domain)
+            else:
+                gpu.domain = None
+                migs: dict[int, SimMig] = {}
+                for m in instances:
+                    assert m.index is not None and m.uuid is not None
+                    domain = LoadDomain(_compile(m.load, f"{key}/gpu/{index}/mig/{m.uuid}/load"))
+                    migs[m.index] = SimMig(
+                        gpu, m.index, m, gpu.model.mig_profiles[m.profile], m.uuid, domain, Integral()
+                    )
+                    migs[m.index].integral = Integral(domain)
+                    self.by_uuid[m.uuid] = (gpu, migs[m.index])
+                gpu.migs = migs
+                inner = MixedIntegral([(m.profile.slices / MAX_MIG_DEVICES, m.integral) for m in migs.values()])
+            gpu.integral = ContinuedIntegral(busy_until_now, t, inner)
+
     def lose_gpu(self, index: int) -> None:
         """The GPU falls off the bus: XID 79, then GPU_IS_LOST from every call on it."""
         gpu = self._gpu_at(index)
@@ -341,13 +384,48 @@ class Node:
                 self.inject_xid(index, XID_FALLEN_OFF_BUS)
                 gpu.lost = True
 
+    def set_slow_call(self, index: int, function: str, seconds: float | None) -> None:
+        """Make every call of `function` on GPU `index` take `seconds` (a hung driver call when long); None: answer
+        at once again, waking the calls sleeping in it now."""
+        gpu = self._gpu_at(index)
+        if not function.startswith("nvml"):
+            raise ValueError(f"name an NVML function (nvml...), got {function!r}")
+        if seconds is not None and not seconds >= 0:
+            raise ValueError(f"a delay is a number of seconds >= 0, got {seconds}")
+        with self.lock:
+            if seconds:
+                gpu.slow_calls[function] = seconds
+                return
+            gpu.slow_calls.pop(function, None)
+            woken, gpu.release = gpu.release, threading.Event()
+            woken.set()
+
+    def lost_indices(self) -> tuple[int, ...]:
+        """Indices of the GPUs that are lost now."""
+        return tuple(g.index for g in self.gpus if g.lost)
+
     def restore_gpu(self, index: int) -> None:
         gpu = self._gpu_at(index)
         with self.lock:
             gpu.lost = False
 
-    def inject_xid(self, index: int, xid: int) -> None:
-        self._gpu_at(index)
+    def inject_xid(self, index: int, xid: int, mig: int | None = None) -> None:
+        """An XID on GPU `index`, or on its MIG device `mig`. nvml.h (nvmlEventSetWait_v2): without the MIG monitor
+        privilege "only the events which affect all the instances (i.e. whole device) are reported"."""
+        gpu = self._gpu_at(index)
         if xid <= 0:
             raise ValueError(f"an XID is a positive number, got {xid}")
-        self.events.deliver(Event(index, EVENT_TYPE_XID, xid, self.clock() - self.t0))
+        instance = None
+        if mig is not None:
+            found = (gpu.migs or {}).get(mig)
+            if found is None:
+                raise ValueError(f"GPU {index} has no MIG device {mig}")
+            if not self.scenario.mig_monitor_privilege:
+                return  # never reaches an unprivileged caller
+            instance = (found.gpu_instance_id, found.compute_instance_id)
+        self.events.deliver(Event(index, EVENT_TYPE_XID, xid, self.clock() - self.t0, instance))
+
+    def mig_aggregate_refused(self, gpu: SimGpu, mig: SimMig | None) -> bool:
+        """A MIG-enabled GPU's own handle, asked for aggregate figures by a caller without the MIG monitor privilege
+        (nvml.h: aggregate information "only if the caller has appropriate privileges")."""
+        return mig is None and gpu.migs is not None and not self.scenario.mig_monitor_privilege

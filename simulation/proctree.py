@@ -112,8 +112,15 @@ def write_proc_tree(
     runtime: ContainerRuntime | str = ContainerRuntime.CONTAINERD,
 ) -> tuple[int, ...]:
     """Write `<root>/<pid>/cgroup` and `<root>/<pid>/comm` for every process of the scenario (GPU processes and the
-    processes of pod containers). Returns the pids written, sorted."""
+    processes of pod containers). Returns the pids written, sorted.
+
+    An exporter in its own container's PID namespace (`exporter_pid_namespace: container`) sees none of them: the
+    tree is then left empty, as that container's /proc would be of other pods' processes.
+    """
     layout = _layout(layout)
+    root.mkdir(parents=True, exist_ok=True)
+    if scenario.exporter_pid_namespace == "container":
+        return ()
     names = {p.pid: p.name for p in scenario.processes}
     paths: dict[int, str] = {}
     for pod in scenario.pods:
@@ -123,6 +130,10 @@ def write_proc_tree(
                 names.setdefault(pid, container.name[:15])
     for p in scenario.processes:
         paths.setdefault(p.pid, f"/system.slice/{p.name}.service")
+    for g in scenario.gpus:
+        if g.mps_server_pid is not None:  # the MPS control daemon, run by the device plugin or on the host
+            paths.setdefault(g.mps_server_pid, "/system.slice/nvidia-mps.service")
+            names.setdefault(g.mps_server_pid, "nvidia-cuda-mps")
     for pid, path in paths.items():
         d = root / str(pid)
         d.mkdir(parents=True, exist_ok=True)

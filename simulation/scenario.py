@@ -78,6 +78,13 @@ class Gpu(_Model):
     slow_calls: Mapping[str, float] = Field(
         default_factory=dict, description="NVML function name -> seconds each call on this GPU sleeps"
     )
+    mps_server_pid: int | None = Field(
+        default=None,
+        gt=0,
+        lt=2**22,
+        description="MPS on: the nvidia-cuda-mps-server process; the GPU's processes are then MPS clients, listed by "
+        "nvmlDeviceGetMPSComputeRunningProcesses, and the compute list shows only the server",
+    )
     counters: HealthCounters = HealthCounters()
 
 
@@ -173,6 +180,7 @@ class XidBurst(_Model):
     at: float = Field(ge=0)
     action: Literal["xid"]
     gpu: int = Field(ge=0)
+    mig: int | None = Field(default=None, ge=0, description="MIG device index: an XID of that instance only")
     xid: int = Field(gt=0)
     repeat: int = Field(default=1, ge=1, le=10_000)
     every_s: float = Field(default=0.1, gt=0)
@@ -185,7 +193,21 @@ class SetLoad(_Model):
     percent: float = Field(ge=0, le=100)
 
 
-TimelineEvent = Annotated[LoseGpu | RestoreGpu | XidBurst | SetLoad, Field(discriminator="action")]
+class ReconfigureMig(_Model):
+    """What the GPU Operator's mig-manager does: drain the GPU, change its MIG mode and/or its instances.
+
+    `mig` is the new layout: None turns MIG off, a list turns it on (or keeps it on) with these instances. The old
+    instances are destroyed: their handles become invalid, and a handle of a slot that is reused names the new
+    instance, with its own properties. The GPU's processes are gone (the mig-manager evicts the workloads first).
+    """
+
+    at: float = Field(ge=0)
+    action: Literal["reconfigure_mig"]
+    gpu: int = Field(ge=0)
+    mig: tuple[MigInstance, ...] | None = None
+
+
+TimelineEvent = Annotated[LoseGpu | RestoreGpu | XidBurst | SetLoad | ReconfigureMig, Field(discriminator="action")]
 
 
 class Scenario(_Model):
@@ -193,11 +215,23 @@ class Scenario(_Model):
     description: str = ""
     seed: int = 0
     node: str = Field(default="gpu-node-1", min_length=1)
-    driver_version: str = "550.54.15"
+    driver_version: str = Field(default="550.54.15", pattern=r"^\d+\.\d+(\.\d+)?$")
     cuda_driver_version: int = Field(
         default=12040, description="as nvmlSystemGetCudaDriverVersion: 1000*major + 10*minor"
     )
     nvml_version: str = "12.550.54.15"
+    exporter_pid_namespace: Literal["host", "container"] = Field(
+        default="host",
+        description="the PID namespace the exporter (the NVML caller) runs in: 'host' (hostPID: true), or its own "
+        "container's: then it sees no GPU process in /proc, and drivers that translate PIDs (R535.113+, R545+) leave "
+        "every GPU process out of their lists",
+    )
+    mig_monitor_privilege: bool = Field(
+        default=True,
+        description="whether the NVML caller may monitor MIG (NVIDIA_MIG_MONITOR_DEVICES=all with CAP_SYS_ADMIN). "
+        "Without it (nvml.h, notes on memory info, running processes and nvmlEventSetWait) a MIG-enabled GPU's own "
+        "handle gives no aggregate memory or process list, and XID events of single instances do not arrive",
+    )
     missing_functions: tuple[str, ...] = Field(
         default=(),
         description="C functions this (older) driver lacks: pynvml raises NVMLError_FunctionNotFound for them",

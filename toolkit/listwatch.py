@@ -331,6 +331,10 @@ class WatchThread:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
+    @property
+    def running(self) -> bool:
+        return self._thread is not None
+
     def start(self) -> None:
         if self._thread is not None:
             return

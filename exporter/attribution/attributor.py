@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Protocol
 
 from exporter.attribution.attribute import attribute
@@ -21,14 +21,16 @@ from exporter.attribution.labels import PodLabelPolicy
 from exporter.attribution.proc import ProcessOwners
 from exporter.attribution.resourceslices import DraDevices, ResourceSliceIndex
 from exporter.attribution.slicewatch import SliceWatchStatus
+from exporter.attribution.visibility import busy, judge_visibility
 from exporter.collection import Attribution, DeviceCollection
 from exporter.kubelet.client import PodResourcesClient
 from exporter.kubelet.device_ids import ResourceNames
-from exporter.snapshot import CollectorStatus
+from exporter.snapshot import CollectorStatus, ProcessVisibility
 
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_MAPPING_AGE = 60.0
+VISIBILITY_RECHECK_SECONDS = 30.0
 
 
 class WatchedPods(PodDirectory, Protocol):
@@ -36,6 +38,11 @@ class WatchedPods(PodDirectory, Protocol):
 
     @property
     def status(self) -> DirectoryStatus: ...
+
+    @property
+    def watches(self) -> bool:
+        """True when a watch of the Kubernetes API keeps the directory current (its health is then reported)."""
+        ...
 
     def start(self) -> None: ...
 
@@ -97,6 +104,10 @@ class KubeletPodAttributor:
         self._stale_logged = False
         self._attribution_errors = 0
         self._last_problems = (0, 0)
+        self._visible: bool | None = None
+        # the last verdict, with what it was judged on: the listed PIDs do not change from cycle to cycle, so their
+        # /proc entries are read again only when they do, or after VISIBILITY_RECHECK_SECONDS
+        self._judged: tuple[object, float, ProcessVisibility] | None = None
 
     def start(self) -> None:
         self.client.start()
@@ -156,7 +167,7 @@ class KubeletPodAttributor:
                 float(self._attribution_errors),
             ),
         ]
-        if self.pods is not None:
+        if self.pods is not None and self.pods.watches:  # a fixed directory runs no watch: nothing to report
             watch = self.pods.status
             statuses.append(CollectorStatus("podwatch", watch.connected, 0.0, float(watch.errors_total)))
         if self.slices is not None:
@@ -167,4 +178,34 @@ class KubeletPodAttributor:
             kubelet_up=state.up,
             mapping_age_seconds=age,
             statuses=tuple(statuses),
+            process_visibility=self._visibility(collection, owner_of is not None),
         )
+
+    def _visibility(self, collection: DeviceCollection, proc_root: bool) -> ProcessVisibility:
+        owners = self.owners
+
+        def readable(pids: Iterable[int]) -> int:
+            assert owners is not None
+            found = owners.owners_of(pids)
+            return len(found.owners) + found.not_in_pod
+
+        basis = (
+            proc_root,
+            frozenset(p.pid for d in collection.devices if d.up for p in d.processes),
+            tuple(busy(d) for d in collection.devices),
+        )
+        now = self._timer()
+        judged = self._judged
+        if judged is not None and judged[0] == basis and now - judged[1] < VISIBILITY_RECHECK_SECONDS:
+            return judged[2]
+        verdict = judge_visibility(collection.devices, readable if proc_root and owners is not None else None)
+        self._judged = (basis, now, verdict)
+        if verdict.visible is not None and verdict.visible != self._visible:
+            if verdict.visible:
+                log.info("GPU processes of other pods are visible again: %s", verdict.reason)
+            else:
+                log.warning(
+                    "GPU processes of other pods are not visible: %s; shared GPUs stay unattributed", verdict.reason
+                )
+            self._visible = verdict.visible
+        return verdict

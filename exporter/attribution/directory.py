@@ -37,7 +37,12 @@ class StaticPodDirectory:
         listed = tuple(pods)
         self._by_uid = {p.uid.lower(): p for p in listed}
         self._by_name = {(p.namespace, p.name): p for p in listed}
-        self.status = DirectoryStatus(synced=True, connected=True, pods=len(listed))
+        self.status = DirectoryStatus(synced=True, connected=False, pods=len(listed))
+
+    @property
+    def watches(self) -> bool:
+        """False: no watch runs, so there is no watch to report on."""
+        return False
 
     def by_uid(self, uid: str) -> Pod | None:
         return self._by_uid.get(uid.lower())

@@ -90,7 +90,7 @@ class PodsDocumentBuilder:
                 ContainerView(name=name, devices=tuple(figures)) for name, figures in by_container.items()
             ),
             sampled_at=sampled_at,
-            window_seconds=window,
+            window_seconds=max(0.001, round(window, 3)),  # 15, not 14.999888896942139
         )
 
     @staticmethod

@@ -68,12 +68,16 @@ class PodWatch:
         stats = self._loop.stats
         return DirectoryStatus(
             synced=stats.synced,
-            connected=stats.connected,
+            connected=stats.connected and self._running.running,  # a stopped watch is not connected
             pods=len(self._maps.by_uid),
             errors_total=stats.errors,
             last_error=stats.last_error or None,
             relists_total=stats.relists,
         )
+
+    @property
+    def watches(self) -> bool:
+        return True
 
     def pods(self) -> tuple[Pod, ...]:
         return tuple(self._maps.by_uid.values())

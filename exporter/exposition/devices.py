@@ -8,18 +8,19 @@ prefix plus its value. A cache entry unused by a snapshot is dropped with it, so
 from __future__ import annotations
 
 from collections.abc import Hashable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from exporter.catalogue import DCGM_UP, PROM_INFO, PROM_UP, Dialect, MetricType
+from exporter.catalogue import DCGM_UP, KEPT_WHILE_DOWN, PROM_INFO, PROM_UP, Dialect, MetricType
 from exporter.exposition.labels import dcgm_pod_pairs, device_pairs, info_pairs
 from exporter.exposition.plan import FamilyHeader, FamilyPlan, MemberPlan
 from exporter.exposition.textformat import escape_label_value, format_value, label_pairs
+from exporter.exposition.xid_names import xid_name
 from exporter.snapshot import DeviceReading, DraClaim, GpuIdentity, MigIdentity, PodDeviceUse, PodRef, Snapshot
 
 Families = list[tuple[FamilyHeader, list[str]]]
 _Cache = dict[Hashable, "DeviceLabels"]
 
-UP_HELP = "1 while the GPU answers NVML, 0 after it was lost (all its other series are then absent)."
+UP_HELP = "1 while the GPU answers NVML, 0 after it was lost (its other series are then absent, except its XIDs)."
 INFO_HELP = "Identity of a GPU or MIG instance (value 1): PCI bus, device node, driver, CUDA, serial, VBIOS, MIG mode."
 
 
@@ -60,8 +61,9 @@ def _pods_on_devices(pods: tuple[PodDeviceUse, ...]) -> dict[str, tuple[Holder, 
 class DeviceSeries:
     """Renders the device families of a dialect; keeps the label cache between snapshots."""
 
-    def __init__(self, dialect: Dialect, plan: tuple[FamilyPlan, ...]) -> None:
+    def __init__(self, dialect: Dialect, plan: tuple[FamilyPlan, ...], hostname_label: str = "Hostname") -> None:
         self._dialect = dialect
+        self._hostname_label = hostname_label
         self._plan = plan
         self._node = ""
         self._cache: dict[Hashable, DeviceLabels] = {}
@@ -80,14 +82,17 @@ class DeviceSeries:
         key: Hashable = (ident, tuple((p.namespace, p.name, p.container, c) for p, c in holders))
         entry = new.get(key) or self._cache.get(key)
         if entry is None:
-            base = label_pairs(device_pairs(ident, self._node, self._dialect))
+            base = label_pairs(device_pairs(ident, self._node, self._dialect, self._hostname_label))
             variants = tuple(f"{base},{label_pairs(dcgm_pod_pairs(p, c))}" for p, c in holders) or (base,)
             entry = DeviceLabels(variants, base)
         new[key] = entry
         return entry
 
-    def _rows(self, snapshot: Snapshot, up_lines: list[str]) -> list[tuple[DeviceReading, DeviceLabels]]:
-        """The devices to render (GPUs that are up, and MIG instances of those) with their labels; fills `up_lines`."""
+    def _rows(
+        self, snapshot: Snapshot, up_lines: list[str], kept: list[tuple[DeviceReading, DeviceLabels]]
+    ) -> list[tuple[DeviceReading, DeviceLabels]]:
+        """The devices to render (GPUs that are up, and MIG instances of those) with their labels; fills `up_lines`,
+        and `kept` with what lost GPUs still report (their XIDs, under the device labels alone)."""
         if snapshot.node != self._node:
             self._node, self._cache = snapshot.node, {}
         pods = _pods_on_devices(snapshot.pods) if self._dialect is Dialect.DCGM else {}
@@ -106,7 +111,10 @@ class DeviceSeries:
             if not reading.up or parent_down:
                 down.add(ident.uuid)
                 if not is_mig:
-                    up_lines.append(f"{up_name}{{{self._labels(ident, (), new).plain}}} 0\n")
+                    entry = self._labels(ident, (), new)
+                    up_lines.append(f"{up_name}{{{entry.plain}}} 0\n")
+                    if reading.values or reading.vectors:
+                        kept.append((_kept_while_down(reading), entry))
                 continue
             entry = self._labels(ident, pods.get(ident.uuid, ()), new)
             if not is_mig:
@@ -118,12 +126,14 @@ class DeviceSeries:
     def render(self, snapshot: Snapshot, out: Families) -> int:
         """Append the up, info and catalogue families of `snapshot` to `out`; return the number of samples."""
         up_lines: list[str] = []
-        rows = self._rows(snapshot, up_lines)
+        kept: list[tuple[DeviceReading, DeviceLabels]] = []
+        rows = self._rows(snapshot, up_lines, kept)
         count = len(up_lines)
         if up_lines:
             out.append((self._up, up_lines))
         if self._dialect is Dialect.PROMETHEUS:
             count += self._render_info(rows, out)
+        rows += kept
         # one pass over the values each device has (not over every family for every device): a MIG instance has a
         # handful of the catalogue's measurements, a GPU two dozen
         buckets: list[list[str]] = [[] for _ in self._plan]
@@ -136,6 +146,9 @@ class DeviceSeries:
                 lines, member = buckets[hit[0]], hit[1]
                 if member.bits:
                     _render_bits(member, native, labels, lines)
+                    continue
+                if member.xid_labels:
+                    _render_xid(member, native, labels, lines)
                     continue
                 text = format_value(native) if member.gauge_as_is else member.publish(native)
                 if text is None:
@@ -163,6 +176,26 @@ class DeviceSeries:
         if lines:
             out.append((self._info, lines))
         return len(lines)
+
+
+def _kept_while_down(reading: DeviceReading) -> DeviceReading:
+    """Of a lost GPU's reading, only what stays true while it is gone: the XIDs it reported."""
+    return replace(
+        reading,
+        values={k: v for k, v in reading.values.items() if k in KEPT_WHILE_DOWN},
+        vectors={k: v for k, v in reading.vectors.items() if k in KEPT_WHILE_DOWN},
+    )
+
+
+def _render_xid(member: MemberPlan, native: float, labels: DeviceLabels, lines: list[str]) -> None:
+    """dcgm-exporter 4.x: the last XID also as `err_code` and, named, as `err_msg` (after the other labels)."""
+    text = member.publish(native)
+    if text is None or native != native or native in (float("inf"), float("-inf")):
+        return
+    code = int(native)
+    fragment = f'{member.const},err_code="{code}",err_msg="{escape_label_value(xid_name(code))}"'
+    for variant in labels.variants:
+        lines.append(f"{member.name}{{{variant}{fragment}}} {text}\n")
 
 
 def _render_bits(member: MemberPlan, native: float, labels: DeviceLabels, lines: list[str]) -> None:

@@ -18,8 +18,11 @@ from exporter.catalogue import (
     SELF_KUBELET_MAPPING_AGE,
     SELF_KUBELET_UP,
     SELF_NVML_ERRORS,
+    SELF_NVML_STALLED,
     SELF_POLL_INTERVAL,
+    SELF_PROCESS_VISIBILITY,
     SELF_SNAPSHOT_TIMESTAMP,
+    SELF_UNAVAILABLE,
     Dialect,
     MetricType,
 )
@@ -39,6 +42,25 @@ TIMESTAMP = FamilyHeader.of(
 )
 INTERVAL = FamilyHeader.of(SELF_POLL_INTERVAL, G, "The configured poll interval, in seconds.")
 NVML_ERRORS = FamilyHeader.of(SELF_NVML_ERRORS, C, "NVML errors per device since the exporter started, by NVML error.")
+STALLED = FamilyHeader.of(
+    SELF_NVML_STALLED,
+    G,
+    "Seconds an NVML call on a GPU has been running past the collector's bound (a hung driver call); the GPU is "
+    "reported down meanwhile, the other GPUs keep reporting.",
+)
+UNAVAILABLE = FamilyHeader.of(
+    SELF_UNAVAILABLE,
+    G,
+    "A measurement (catalogue key) this GPU or MIG instance cannot give, and why (value 1): gpm_needs_hopper, "
+    "per_mig_instance, not_per_mig_instance, mig_enabled, needs_mig_monitor_privilege, not_supported, "
+    "driver_lacks_function, no_permission.",
+)
+VISIBILITY = FamilyHeader.of(
+    SELF_PROCESS_VISIBILITY,
+    G,
+    "1 if the exporter sees other pods' GPU processes, 0 if it cannot (PID namespace: shared GPUs stay "
+    "unattributed; /readyz says why); absent until a busy GPU allows a verdict.",
+)
 KUBELET_UP = FamilyHeader.of(SELF_KUBELET_UP, G, "1 while the last kubelet pod-resources List succeeded, else 0.")
 KUBELET_AGE = FamilyHeader.of(SELF_KUBELET_MAPPING_AGE, G, "Age of the pod-to-device mapping in use, in seconds.")
 CONNECTIONS = FamilyHeader.of(SELF_CONNECTIONS, G, "HTTP connections open, as of the snapshot.")
@@ -70,6 +92,12 @@ class HealthSeries:
         errors = _nvml_error_lines(snapshot)
         if errors:
             families.append((NVML_ERRORS, errors))
+        stalled = _stalled_lines(snapshot)
+        if stalled:
+            families.append((STALLED, stalled))
+        unavailable = _unavailable_lines(snapshot)
+        if unavailable:
+            families.append((UNAVAILABLE, unavailable))
         if snapshot.kubelet_up is not None:
             families.append((KUBELET_UP, [f"{SELF_KUBELET_UP} {1 if snapshot.kubelet_up else 0}\n"]))
             age = snapshot.kubelet_mapping_age_seconds
@@ -77,6 +105,9 @@ class HealthSeries:
                 families.append((KUBELET_AGE, [f"{SELF_KUBELET_MAPPING_AGE} {format_value(age)}\n"]))
         if snapshot.connections is not None:
             families += _connection_families(snapshot.connections)
+        visibility = snapshot.process_visibility
+        if visibility is not None and visibility.visible is not None:
+            families.append((VISIBILITY, [f"{SELF_PROCESS_VISIBILITY} {1 if visibility.visible else 0}\n"]))
         out.extend(families)
         return sum(len(lines) for _, lines in families)
 
@@ -136,4 +167,38 @@ def _nvml_error_lines(snapshot: Snapshot) -> list[str]:
                 continue
             labels = label_pairs((("gpu", str(gpu.index)), ("uuid", reading.uuid), ("error", error)))
             lines.append(f"{SELF_NVML_ERRORS}{{{labels}}} {format_value(value)}\n")
+    return lines
+
+
+def _stalled_lines(snapshot: Snapshot) -> list[str]:
+    lines: list[str] = []
+    for reading in snapshot.devices:
+        stalled = reading.stalled
+        if stalled is None:
+            continue
+        gpu = reading.gpu
+        labels = label_pairs((("gpu", str(gpu.index)), ("uuid", gpu.uuid), ("call", stalled.call)))
+        lines.append(f"{SELF_NVML_STALLED}{{{labels}}} {format_value(stalled.seconds)}\n")
+    return lines
+
+
+def _unavailable_lines(snapshot: Snapshot) -> list[str]:
+    lines: list[str] = []
+    for reading in snapshot.devices:
+        if not reading.unavailable or not reading.up:
+            continue
+        ident = reading.identity
+        instance = str(ident.gpu_instance_id) if isinstance(ident, MigIdentity) else ""
+        gpu = reading.gpu
+        for key in sorted(reading.unavailable):
+            labels = label_pairs(
+                (
+                    ("gpu", str(gpu.index)),
+                    ("uuid", gpu.uuid),
+                    ("gpu_instance", instance),
+                    ("measurement", key),
+                    ("reason", reading.unavailable[key]),
+                )
+            )
+            lines.append(f"{SELF_UNAVAILABLE}{{{labels}}} 1\n")
     return lines

@@ -34,12 +34,20 @@ _INVALID_LABEL_CHARS = re.compile(r"[^a-zA-Z0-9_]")
 
 
 def device_name(gpu: GpuIdentity) -> str:
-    """The device node name dcgm-exporter uses: `nvidia<minor>`."""
+    """The `device` label of the dcgm dialect: dcgm-exporter writes `nvidia<GPU index>` (not the minor number)."""
+    return f"nvidia{gpu.index}"
+
+
+def device_node(gpu: GpuIdentity) -> str:
+    """The GPU's device node: /dev/nvidia<minor>."""
     return f"nvidia{gpu.minor_number}"
 
 
-def device_pairs(identity: GpuIdentity | MigIdentity, node: str, dialect: Dialect) -> Pairs:
-    """The labels of every series of one GPU or MIG instance (without pod labels)."""
+def device_pairs(
+    identity: GpuIdentity | MigIdentity, node: str, dialect: Dialect, hostname_label: str = DCGM_TRAILING_LABELS[0]
+) -> Pairs:
+    """The labels of every series of one GPU or MIG instance (without pod labels). `hostname_label` spells the dcgm
+    dialect's node-name label (`Hostname`, or `hostname` as dcgm-exporter after 4.5.3-4.8.2 does)."""
     gpu = identity.parent if isinstance(identity, MigIdentity) else identity
     if dialect is Dialect.DCGM:
         values: list[str] = [str(gpu.index), gpu.uuid, gpu.pci_bus_id, device_name(gpu), gpu.model]
@@ -47,7 +55,7 @@ def device_pairs(identity: GpuIdentity | MigIdentity, node: str, dialect: Dialec
         if isinstance(identity, MigIdentity):
             names += DCGM_MIG_LABELS
             values += [identity.profile, str(identity.gpu_instance_id)]
-        names += DCGM_TRAILING_LABELS
+        names += (hostname_label, *DCGM_TRAILING_LABELS[1:])
         values += [node, gpu.driver_version]
         return tuple(zip(names, values, strict=True))
     pairs: list[tuple[str, str]] = list(
@@ -76,7 +84,7 @@ def info_pairs(identity: GpuIdentity | MigIdentity, node: str) -> Pairs:
         ("model", gpu.model),
         ("node", node),
         ("pci_bus_id", gpu.pci_bus_id),
-        ("device", device_name(gpu)),
+        ("device", device_node(gpu)),
         ("driver_version", gpu.driver_version),
         ("cuda_version", gpu.cuda_driver_version),
         ("serial", gpu.serial or ""),

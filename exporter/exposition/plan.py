@@ -8,8 +8,8 @@ recompute per sample (HELP/TYPE lines, constant-label fragments, unit conversion
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
 
 from exporter.catalogue import MEASUREMENTS, Dialect, Measurement, MetricType, Rendering
 from exporter.exposition.textformat import counter_value_is_valid, escape_label_value, family_headers, format_value
@@ -45,6 +45,7 @@ class MemberPlan:
     integer: bool  # floor the published value
     plain: bool  # published exactly as measured (no conversion)
     gauge_as_is: bool  # plain and not a counter: any value is publishable as it is
+    xid_labels: bool = False  # also `err_code`/`err_msg` labels from the value (dcgm's XID series)
 
     def publish(self, native: float) -> str | None:
         """The published value as sample text, or None when it cannot be published (a counter that is NaN or < 0)."""
@@ -80,6 +81,12 @@ def _divisor(scale: float) -> int:
 
 
 def _member(index: int, measurement: Measurement, rendering: Rendering) -> MemberPlan:
+    if rendering.xid_labels:  # the labels depend on the value: rendered one by one, never "as is"
+        return replace(_plain_member(index, measurement, rendering), xid_labels=True, gauge_as_is=False)
+    return _plain_member(index, measurement, rendering)
+
+
+def _plain_member(index: int, measurement: Measurement, rendering: Rendering) -> MemberPlan:
     const = "".join(f',{k}="{escape_label_value(v)}"' for k, v in rendering.const_labels.items())
     bits: tuple[tuple[str, int], ...] = ()
     if rendering.bits is not None:
@@ -106,11 +113,13 @@ def plan_families(
     dialect: Dialect,
     selection: Iterable[str] | None = None,
     measurements: tuple[Measurement, ...] = MEASUREMENTS,
+    types: Mapping[str, MetricType] | None = None,
 ) -> tuple[FamilyPlan, ...]:
     """Families of the catalogue measurements this dialect renders, in catalogue order.
 
-    `selection` (catalogue keys) restricts the measurements; None means all. Raises ValueError if two measurements
-    share a family name but disagree on its type or help: that is a catalogue defect, found at start.
+    `selection` (catalogue keys) restricts the measurements; None means all. `types` (catalogue key -> type) overrides
+    the dcgm dialect's types, as the type column of dcgm-exporter's counters CSV does there. Raises ValueError if two
+    measurements share a family name but disagree on its type or help: that is a catalogue defect, found at start.
     """
     chosen = None if selection is None else frozenset(selection)
     grouped: dict[str, tuple[Rendering, list[MemberPlan]]] = {}
@@ -121,6 +130,8 @@ def plan_families(
         rendering = measurement.rendering(dialect)
         if rendering is None or (measurement.vector and rendering.vector_label is None):
             continue
+        if types and dialect is Dialect.DCGM and measurement.key in types:
+            rendering = replace(rendering, type=types[measurement.key])
         first = grouped.get(rendering.name)
         if first is None:
             grouped[rendering.name] = (rendering, [_member(index, measurement, rendering)])

@@ -30,8 +30,14 @@ class _PodFamily:
     value: Callable[[PodDeviceUse], float | None]
 
 
+# Per-pod figures are shares worked out from sampled ones: published to the precision of their source (utilization to
+# a thousandth of a percent, power to the milliwatt, energy to the millijoule), not with the digits of the arithmetic.
+RATIO_DIGITS = 5
+MILLI_DIGITS = 3
+
+
 def _ratio(use: PodDeviceUse) -> float | None:
-    return None if use.utilization_percent is None else use.utilization_percent / 100
+    return None if use.utilization_percent is None else round(use.utilization_percent / 100, RATIO_DIGITS)
 
 
 def _memory(use: PodDeviceUse) -> float | None:
@@ -39,12 +45,12 @@ def _memory(use: PodDeviceUse) -> float | None:
 
 
 def _watts(use: PodDeviceUse) -> float | None:
-    return None if use.power_milliwatts is None else use.power_milliwatts / 1000
+    return None if use.power_milliwatts is None else round(use.power_milliwatts / 1000, MILLI_DIGITS)
 
 
 def _joules(use: PodDeviceUse) -> float | None:
     energy = use.energy_millijoules
-    return None if energy is None or not energy >= 0 else energy / 1000
+    return None if energy is None or not energy >= 0 else round(energy / 1000, MILLI_DIGITS)
 
 
 def _one(use: PodDeviceUse) -> float | None:

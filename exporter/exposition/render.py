@@ -6,10 +6,10 @@ sample lines per family, and two joins produce the two documents: OpenMetrics co
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from exporter.catalogue import Dialect
+from exporter.catalogue import DCGM_HOSTNAME_LABELS, Dialect, MetricType
 from exporter.exposition.devices import DeviceSeries, Families
 from exporter.exposition.health import HealthSeries
 from exporter.exposition.plan import plan_families
@@ -31,7 +31,8 @@ class ExpositionRenderer:
     """Renders snapshots of one node in one dialect. Keeps label caches between calls: use from one thread at a time.
 
     `selection` holds the catalogue keys to export (None: all). Up, identity, per-pod and self series are always
-    rendered. `version` and `interval_seconds` feed the build-info and poll-interval self-metrics.
+    rendered. `version` and `interval_seconds` feed the build-info and poll-interval self-metrics. In the dcgm dialect,
+    `types` overrides metric types (the counters CSV's type column) and `hostname_label` spells the node-name label.
     """
 
     def __init__(
@@ -41,9 +42,13 @@ class ExpositionRenderer:
         selection: Iterable[str] | None = None,
         interval_seconds: float = 1.0,
         version: str = "unknown",
+        types: Mapping[str, MetricType] | None = None,
+        hostname_label: str = DCGM_HOSTNAME_LABELS[0],
     ) -> None:
+        if hostname_label not in DCGM_HOSTNAME_LABELS:
+            raise ValueError(f"the dcgm node-name label is one of {', '.join(DCGM_HOSTNAME_LABELS)}")
         self.dialect = dialect
-        self._devices = DeviceSeries(dialect, plan_families(dialect, selection))
+        self._devices = DeviceSeries(dialect, plan_families(dialect, selection, types=types), hostname_label)
         self._pods = PodSeries()
         self._health = HealthSeries(dialect, version, interval_seconds)
 

@@ -18,10 +18,14 @@ _INF = math.inf
 # Integral floats below this magnitude print as integers ("42", not "42.0"); beyond it repr's exponent form is shorter
 # and exact.
 _INT_LIMIT = 1e15
+# Other floats are written with 15 significant digits, all a double holds for certain: 0.21, not the 0.20999999999999996
+# that arithmetic on sampled figures leaves behind. Rounding is monotone, so counters stay monotone.
+_DIGITS = "{:.15g}"
 
 
 def format_value(value: float) -> str:
-    """A sample value as Prometheus reads it: integers without ".0", other floats by repr, +Inf/-Inf/NaN spelled out."""
+    """A sample value as Prometheus reads it: integers without ".0", other floats to 15 significant digits (no binary
+    noise), +Inf/-Inf/NaN spelled out."""
     kind = type(value)
     if kind is int:
         return str(value)
@@ -36,7 +40,7 @@ def format_value(value: float) -> str:
             return "+Inf"
         if value == -_INF:
             return "-Inf"
-        return repr(value)
+        return _DIGITS.format(value)
     # bool, numpy scalars, Decimal ...: normalise through float (bool -> 0/1)
     return format_value(float(value))
 

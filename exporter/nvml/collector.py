@@ -7,23 +7,29 @@ import math
 import random
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import Future, wait
+from dataclasses import replace
+from functools import partial
+from types import MappingProxyType
 from typing import Any
 
 from exporter.collection import DeviceCollection, HistoryPoint
 from exporter.nvml.coverage import XID_KEYS, enabled_measurements
-from exporter.nvml.device import DeviceReader, GpuLostError
+from exporter.nvml.device import NO_VECTORS, DeviceReader, GpuLostError
 from exporter.nvml.discovery import GpuDevice, MigDevice, SystemVersions, gpu_count, open_gpu, system_versions
-from exporter.nvml.errors import SIMULATE_HINT, ErrorNames, NvmlUnavailable, status_code
+from exporter.nvml.errors import SIMULATE_HINT, Disposition, ErrorNames, NvmlUnavailable, disposition, status_code
 from exporter.nvml.faults import DeviceFaults
 from exporter.nvml.fields import FieldBatch, field_keys_for
-from exporter.nvml.gpm import METRICS, GpmSampler, gpm_supported
+from exporter.nvml.gpm import METRICS, RATES, GpmSampler, gpm_supported
 from exporter.nvml.history import SampleHistory
+from exporter.nvml.layout import NOT_MIG_CAPABLE, layout_change
 from exporter.nvml.probes import probes_for
 from exporter.nvml.processes import ProcessSampler
+from exporter.nvml.slot import GpuSlot, SlotReading
 from exporter.nvml.status import CycleStatus
 from exporter.nvml.xid import XidLedger, XidListener
-from exporter.snapshot import DeviceReading, GpuIdentity, MigIdentity
+from exporter.snapshot import EMPTY, DeviceReading, GpuIdentity, MigIdentity, StalledCall
 from toolkit.backoff import Backoff, Draw, RetrySchedule
 
 log = logging.getLogger("exporter.nvml")
@@ -35,26 +41,6 @@ def _default_nvml() -> Any:
     import pynvml
 
     return pynvml
-
-
-class _GpuSlot:
-    """One GPU index: its readers while it answers, its identity once known, its backoff while it does not."""
-
-    __slots__ = ("backoff", "down", "identity", "index", "lost", "migs", "reader")
-
-    def __init__(self, index: int, backoff: RetrySchedule) -> None:
-        self.index = index
-        self.backoff = backoff
-        self.identity: GpuIdentity | None = None
-        self.reader: DeviceReader | None = None
-        self.migs: list[DeviceReader] = []
-        self.lost = False
-        self.down: tuple[DeviceReading, ...] = ()  # what to report while lost
-
-    def close(self) -> None:
-        for reader in (self.reader, *self.migs):
-            if reader is not None:
-                reader.close()
 
 
 class NvmlCollector:
@@ -80,9 +66,15 @@ class NvmlCollector:
         lost_backoff: Backoff = LOST_GPU_BACKOFF,
         draw: Draw = random.random,
         xid_wait_ms: int = 250,
+        slow_call_seconds: float | None = None,
+        layout_check_seconds: float = 10.0,
     ) -> None:
         if interval_seconds <= 0:
             raise ValueError(f"interval must be positive, got {interval_seconds}")
+        # how long a cycle waits for a GPU's reads (real time) before it reports that GPU stalled: one interval
+        self._slow_call_seconds = interval_seconds if slow_call_seconds is None else slow_call_seconds
+        # MIG: instance identities are checked every cycle; the mode and the empty slots this often
+        self._layout_check_seconds = layout_check_seconds
         self._nvml = nvml if nvml is not None else _default_nvml()
         self._enabled = enabled_measurements(enabled)
         self._pcie_every = max(1, math.ceil(pcie_period_seconds / interval_seconds))
@@ -100,7 +92,7 @@ class NvmlCollector:
         self._ledger = XidLedger()
         self._xid: XidListener | None = None
         self._xid_failures_seen = 0
-        self._slots: list[_GpuSlot] = []
+        self._slots: list[GpuSlot] = []
         self._versions = SystemVersions("", "")
         self._defects_logged: set[int] = set()
         self._lock = threading.Lock()
@@ -166,7 +158,7 @@ class NvmlCollector:
         now = self._clock()
         self._slots = []
         for index in range(count):
-            slot = _GpuSlot(index, RetrySchedule(self._lost_backoff, self._draw))
+            slot = GpuSlot(index, RetrySchedule(self._lost_backoff, self._draw))
             self._open(slot, now)
             self._slots.append(slot)
         self._restart_xid()
@@ -181,7 +173,7 @@ class NvmlCollector:
             self._versions.cuda or "?",
         )
 
-    def _open(self, slot: _GpuSlot, now: float) -> bool:
+    def _open(self, slot: GpuSlot, now: float) -> bool:
         """Open GPU `slot.index` (handle, identity, MIG instances, readers). False when it does not answer."""
         nvml = self._nvml
         try:
@@ -215,21 +207,31 @@ class NvmlCollector:
         enabled = self._enabled
         gpm = None
         gpm_keys = tuple(key for key in METRICS if key in enabled)
-        if gpm_keys and not gpu.identity.mig_enabled and gpm_supported(self._nvml, gpu.handle, faults):
-            gpm = GpmSampler(self._nvml, gpu.handle, gpm_keys, self._clock)
+        rate_keys = tuple(key for key in RATES if key in enabled)
+        has_gpm = bool(gpm_keys or rate_keys) and gpm_supported(self._nvml, gpu.handle, faults)
+        probe_keys = enabled
+        if has_gpm and not gpu.identity.mig_enabled:
+            # PCIe throughput from GPM is the mean over the poll interval; without GPM it is NVML's 20 ms sample
+            gpm = GpmSampler(self._nvml, gpu.handle, gpm_keys + rate_keys, self._clock)
+            probe_keys = enabled - frozenset(rate_keys)
         fields = tuple(key for key in field_keys_for(enabled) if key not in faults.unsupported)
+        cannot_give: dict[str, str] = {}
+        if gpm is None and gpm_keys:
+            # GPM is Hopper and newer; where it is there, a MIG-enabled GPU's activity comes per instance
+            cannot_give.update(dict.fromkeys(gpm_keys, "per_mig_instance" if has_gpm else "gpm_needs_hopper"))
         return DeviceReader(
             self._nvml,
             gpu.identity,
             gpu.handle,
             faults,
             self._clock,
-            probes=probes_for(enabled, mig=False, pcie_every=self._pcie_every),
+            probes=probes_for(probe_keys, mig=False, pcie_every=self._pcie_every),
             fields=FieldBatch(fields) if fields else None,
             # on a MIG-enabled GPU the processes are listed per instance
             processes=self._process_sampler() if not gpu.identity.mig_enabled else None,
             gpm=gpm,
             enabled=enabled,
+            cannot_give=cannot_give,
         )
 
     def _process_sampler(self) -> ProcessSampler | None:
@@ -246,6 +248,13 @@ class NvmlCollector:
             gpm = GpmSampler(
                 self._nvml, gpu.handle, gpm_keys, self._clock, gpu_instance_id=mig.identity.gpu_instance_id
             )
+        # NVML gives no utilization per MIG instance (nvml.h: utilization is NOT_SUPPORTED in MIG mode); GPM activity
+        # is the only per-instance figure, and GPM is Hopper and newer
+        cannot_give: dict[str, str] = {
+            key: "not_per_mig_instance" for key in ("gpu_util", "mem_copy_util") if key in enabled
+        }
+        if gpm is None:
+            cannot_give.update(dict.fromkeys(gpm_keys, "gpm_needs_hopper"))
         return DeviceReader(
             self._nvml,
             mig.identity,
@@ -256,6 +265,7 @@ class NvmlCollector:
             processes=self._process_sampler(),
             gpm=gpm,
             enabled=enabled,
+            cannot_give=cannot_give,
         )
 
     # ---- XID ------------------------------------------------------------------------------------------------------
@@ -300,53 +310,101 @@ class NvmlCollector:
         status.begin()
         now = self._clock()
         taken_at = self._wall()
-        readings: list[DeviceReading] = []
+        by_slot: dict[int, tuple[DeviceReading, ...]] = {}
         recovered = False
         xid = self._xid
         registered = xid.registered if xid is not None else frozenset()
+        answered = lost = 0
+        reads: dict[int, tuple[GpuSlot, Future[SlotReading]]] = {}
         for slot in self._slots:
+            if slot.busy is not None:
+                if not slot.busy.done():  # still in a call from an earlier cycle: do not queue another read behind it
+                    by_slot[slot.index] = self._stalled_readings(slot, now)
+                    continue
+                finished, slot.busy = slot.busy, None
+                log.warning(
+                    "GPU %d: the hung NVML call returned after %.1f s; reading it again",
+                    slot.index,
+                    now - slot.busy_since,
+                )
+                error = finished.exception()
+                if isinstance(error, GpuLostError):
+                    self._mark_lost(slot, error.code, now)
             if slot.lost:
                 if slot.backoff.due(now) and self._recover(slot, now):
                     recovered = True
                 else:
-                    status.failed("nvml")
-                    readings.extend(slot.down)
+                    lost += 1
+                    by_slot[slot.index] = self._down_readings(slot)
                     continue
             reader = slot.reader
             if reader is None:
                 continue
             uuid = reader.identity.uuid
-            try:
-                gpu_reading = reader.read(status, self._ledger.read(uuid) if uuid in registered else None)
-                mig_readings = [mig.read(status) for mig in slot.migs]
-            except GpuLostError as lost:
-                self._mark_lost(slot, lost.code, now)
-                status.failed("nvml")
-                readings.extend(slot.down)
+            history = self._ledger.read(uuid) if uuid in registered else None
+            reads[slot.index] = (slot, slot.worker.submit(partial(self._read_slot, slot, status, history, now)))
+        if reads:
+            wait([future for _, future in reads.values()], timeout=self._slow_call_seconds)
+        for index, (slot, future) in reads.items():
+            if not future.done():
+                slot.busy, slot.busy_since = future, now
+                log.warning(
+                    "GPU %d (%s): an NVML call (%s) has not returned within %.1f s; reporting the GPU stalled while "
+                    "the other GPUs keep reporting",
+                    slot.index,
+                    slot.identity.uuid if slot.identity is not None else "?",
+                    slot.current_call(),
+                    self._slow_call_seconds,
+                )
+                by_slot[index] = self._stalled_readings(slot, now)
                 continue
-            except Exception:  # a defect, not a device fault: the other GPUs keep reporting
+            error = future.exception()
+            if isinstance(error, GpuLostError):
+                self._mark_lost(slot, error.code, now)
+                lost += 1
+                by_slot[index] = self._down_readings(slot)
+                continue
+            if error is not None:  # a defect, not a device fault: the other GPUs keep reporting
                 if slot.index not in self._defects_logged:
                     self._defects_logged.add(slot.index)
-                    log.exception("GPU %d: reading it failed unexpectedly; skipping it this cycle", slot.index)
-                reader.faults.count("INTERNAL")
+                    log.error(
+                        "GPU %d: reading it failed unexpectedly; skipping it this cycle", slot.index, exc_info=error
+                    )
+                assert slot.reader is not None
+                slot.reader.faults.count("INTERNAL")
                 status.failed("nvml")
                 continue
-            readings.append(gpu_reading)
-            readings.extend(mig_readings)
+            answered += 1
+            gpu_reading, mig_readings = future.result()
+            by_slot[index] = (gpu_reading, *mig_readings)
+        readings = [reading for slot in self._slots for reading in by_slot.get(slot.index, ())]
+        if any(slot.reopened for slot in self._slots):
+            for slot in self._slots:
+                slot.reopened = False
+            self._history.retain([r.uuid for r in readings])
+        stalled = sum(1 for slot in self._slots if slot.busy is not None)
+        if stalled:
+            status.errors("nvml", stalled)
+        if lost:
+            # a lost GPU shows as its `up` 0 (and GPUDown); the collector failed only when no GPU answered at all
+            if answered:
+                status.errors("nvml", lost)
+            else:
+                status.failed("nvml", lost)
         if recovered:
             self._restart_xid()
         self._xid_status()
         self._remember(taken_at, readings)
         return DeviceCollection(taken_at=taken_at, devices=tuple(readings), statuses=status.statuses())
 
-    def _mark_lost(self, slot: _GpuSlot, code: int, now: float) -> None:
+    def _mark_lost(self, slot: GpuSlot, code: int, now: float) -> None:
         assert slot.reader is not None and slot.identity is not None
         name = self._names(code)
         faults = slot.reader.faults
         faults.count(name)
         slot.lost = True
         slot.backoff.failed(now)
-        slot.close()
+        slot.close_readers()
         slot.down = (
             DeviceReading(identity=slot.identity, up=False, errors=faults.view()),
             *(DeviceReading(identity=mig.identity, up=False, errors=mig.faults.view()) for mig in slot.migs),
@@ -359,7 +417,89 @@ class NvmlCollector:
             slot.backoff.delay,
         )
 
-    def _recover(self, slot: _GpuSlot, now: float) -> bool:
+    # ---- one GPU, on its worker thread ------------------------------------------------------------------------------
+    def _read_slot(
+        self, slot: GpuSlot, status: CycleStatus, xid: tuple[Mapping[str, float], int] | None, now: float
+    ) -> SlotReading:
+        """One GPU's reading and its MIG instances'. A MIG layout that changed since discovery is read again first,
+        and MIG readings taken while it changed are dropped: never one instance's figures under another's identity.
+        Raises GpuLostError."""
+        change = self._layout_change(slot, now, full=True)
+        if change is not None:
+            self._reopen(slot, change)
+        assert slot.reader is not None
+        gpu_reading = slot.reader.read(status, xid)
+        mig_readings = [mig.read(status) for mig in slot.migs]
+        if mig_readings and self._layout_change(slot, now, full=False) is not None:
+            mig_readings = []  # changed while being read: read again next cycle
+        return gpu_reading, mig_readings
+
+    def _layout_change(self, slot: GpuSlot, now: float, *, full: bool) -> str | None:
+        if not slot.mig_capable or slot.reader is None or slot.identity is None:
+            return None
+        full = full and now - slot.layout_checked_at >= self._layout_check_seconds
+        if full:
+            slot.layout_checked_at = now
+        elif not slot.migs:
+            return None  # nothing to check between full checks
+        migs = [(m.identity, m.handle) for m in slot.migs if isinstance(m.identity, MigIdentity)]
+        change = layout_change(self._nvml, slot.identity, slot.reader.handle, migs, full=full)
+        if change == NOT_MIG_CAPABLE:
+            slot.mig_capable = False
+            return None
+        return change
+
+    def _reopen(self, slot: GpuSlot, change: str) -> None:
+        """Read the GPU's identity and MIG layout again and build new readers for it (no SIGHUP needed)."""
+        nvml = self._nvml
+        old = slot.identity
+        assert old is not None
+        try:
+            gpu = open_gpu(nvml, slot.index, self._versions)
+        except nvml.NVMLError as exc:
+            code = status_code(exc)
+            if disposition(code) is Disposition.LOST:
+                raise GpuLostError(code) from exc
+            raise
+        if gpu.identity.mig_enabled != old.mig_enabled:
+            # what the GPU refused with MIG on (utilization ...) it may give with MIG off, and the other way round
+            self._faults_for(gpu.identity).forget_verdicts()
+        slot.close_readers()
+        slot.identity = gpu.identity
+        slot.reader = self._gpu_reader(gpu)
+        slot.migs = [self._mig_reader(gpu, mig) for mig in gpu.migs]
+        slot.reopened = True
+        log.warning(
+            "GPU %d (%s): %s; reading its new layout (MIG %s, %d instance(s)) without a restart",
+            slot.index,
+            gpu.identity.uuid,
+            change,
+            "on" if gpu.identity.mig_enabled else "off",
+            len(gpu.migs),
+        )
+
+    def _stalled_readings(self, slot: GpuSlot, now: float) -> tuple[DeviceReading, ...]:
+        """A GPU whose read hangs: down this cycle (nothing it said is current), named, with the call and how long."""
+        if slot.identity is None or slot.reader is None:
+            return ()
+        stalled = StalledCall(slot.current_call(), max(0.0, now - slot.busy_since))
+        gpu = DeviceReading(identity=slot.identity, up=False, errors=slot.reader.faults.view(), stalled=stalled)
+        migs = (DeviceReading(identity=mig.identity, up=False, errors=mig.faults.view()) for mig in slot.migs)
+        return (gpu, *migs)
+
+    def _down_readings(self, slot: GpuSlot) -> tuple[DeviceReading, ...]:
+        """A lost GPU's readings: down, with the XIDs heard from it kept (XID 79 is what it said as it fell off the
+        bus; without its series that alert could not fire while the GPU is gone)."""
+        if not slot.down or not self._enabled & XID_KEYS:
+            return slot.down
+        counts, last = self._ledger.read(slot.down[0].uuid)
+        if not counts:
+            return slot.down
+        values = MappingProxyType({"last_xid": float(last)}) if "last_xid" in self._enabled else EMPTY
+        vectors = MappingProxyType({"xid_errors": counts}) if "xid_errors" in self._enabled else NO_VECTORS
+        return (replace(slot.down[0], values=values, vectors=vectors), *slot.down[1:])
+
+    def _recover(self, slot: GpuSlot, now: float) -> bool:
         if not self._open(slot, now):
             return False
         assert slot.identity is not None

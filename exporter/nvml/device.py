@@ -7,6 +7,7 @@ is logged and counted once; any other error counts and drops only that value thi
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any
@@ -18,9 +19,12 @@ from exporter.nvml.gpm import GpmSampler
 from exporter.nvml.probes import Probe
 from exporter.nvml.processes import ProcessSampler
 from exporter.nvml.status import CycleStatus
-from exporter.snapshot import DeviceReading, GpuIdentity, MigIdentity, ProcessUsage
+from exporter.snapshot import EMPTY_REASONS, DeviceReading, GpuIdentity, MigIdentity, ProcessUsage
 
 NO_VECTORS: Mapping[str, Mapping[str, float]] = MappingProxyType({})
+MIG_MONITOR = "needs_mig_monitor_privilege"
+
+log = logging.getLogger("exporter.nvml")
 
 
 class GpuLostError(Exception):
@@ -47,6 +51,7 @@ class DeviceReader:
         processes: ProcessSampler | None = None,
         gpm: GpmSampler | None = None,
         enabled: frozenset[str] = frozenset(),
+        cannot_give: Mapping[str, str] | None = None,
     ) -> None:
         self.nvml = nvml
         self.identity = identity
@@ -59,9 +64,18 @@ class DeviceReader:
         self.gpm = gpm
         self._enabled = enabled
         self._nvlink_total = NVLINK_TOTAL in enabled
+        self._mig_parent = isinstance(identity, GpuIdentity) and identity.mig_enabled
         self._last_xid = "last_xid" in enabled
         self._xid_errors = "xid_errors" in enabled
         self._held: dict[str, tuple[float, ...]] = {}  # last values of probes read every Nth cycle
+        self.current_call = ""  # what `read` is asking NVML now (read by the collector when a call hangs)
+        # catalogue key -> what the device is asked for it (probe name or field key), to explain a refusal
+        self._asked_by: dict[str, str] = {key: probe.name for probe, keep in probes for _, key in keep}
+        self._asked_by.update((key, key) for key in (fields.keys if fields is not None else ()))
+        self._cannot_give = dict(cannot_give or {})  # known before asking (GPM on Ampere, MIG)
+        self._unavailable: Mapping[str, str] = EMPTY_REASONS
+        self._reasons_seen = -1
+        self._monitor_logged = False
         self._reads = 0  # cycles this reader has read: probes read every Nth cycle run on the first one
 
     def read(self, status: CycleStatus, xid: tuple[Mapping[str, float], int] | None = None) -> DeviceReading:
@@ -84,6 +98,7 @@ class DeviceReader:
                 if got is None:
                     continue
             else:
+                self.current_call = probe.name
                 try:
                     got = probe.read(nvml, self.handle)
                 except nvml.NVMLError as exc:
@@ -108,6 +123,7 @@ class DeviceReader:
 
         if self._fields is not None:
             started = now
+            self.current_call = "field_values"
             self._read_fields(values, status)
             now = clock()
             status.spent("fields", now - started)
@@ -115,6 +131,7 @@ class DeviceReader:
         processes: tuple[ProcessUsage, ...] = ()
         if self._processes is not None:
             started = now
+            self.current_call = "processes"
             try:
                 found = self._processes.read(nvml, self.handle, faults)
             except nvml.NVMLError as exc:
@@ -129,6 +146,7 @@ class DeviceReader:
 
         if self.gpm is not None:
             started = now
+            self.current_call = "gpm"
             try:
                 ok = self.gpm.read(faults, values)
             except nvml.NVMLError as exc:
@@ -137,6 +155,7 @@ class DeviceReader:
                 status.failed("gpm")
             status.spent("gpm", clock() - started)
 
+        self.current_call = ""
         vectors = NO_VECTORS
         if xid is not None:
             counts, last = xid
@@ -151,7 +170,37 @@ class DeviceReader:
             vectors=vectors,
             processes=processes,
             errors=faults.view(),
+            unavailable=self._explained(),
         )
+
+    def _explained(self) -> Mapping[str, str]:
+        """What this device cannot give and why; rebuilt only when the device refused something new."""
+        reasons = self.faults.reasons
+        if len(reasons) != self._reasons_seen:
+            found = dict(self._cannot_give)
+            for key, asked in self._asked_by.items():
+                reason = reasons.get(asked)
+                if reason is not None and key in self._enabled:
+                    if self._mig_parent and reason == "not_supported":
+                        reason = "mig_enabled"
+                    elif self._mig_parent and reason == "no_permission":
+                        reason = MIG_MONITOR
+                    found[key] = reason
+            if MIG_MONITOR in found.values():
+                # nvml.h (nvmlEventSetWait_v2): without the privilege only whole-device events are reported
+                found["mig_instance_xids"] = MIG_MONITOR
+            if MIG_MONITOR in found.values() and not self._monitor_logged:
+                self._monitor_logged = True
+                log.warning(
+                    "GPU %d (%s): MIG is on and this process lacks the MIG monitor privilege: no memory or processes "
+                    "for the whole GPU, and XIDs of single MIG instances do not arrive (grant it with "
+                    "NVIDIA_MIG_MONITOR_DEVICES=all and CAP_SYS_ADMIN); the instances' own figures are reported",
+                    self.identity.index if isinstance(self.identity, GpuIdentity) else -1,
+                    self.identity.uuid,
+                )
+            self._unavailable = MappingProxyType(found)
+            self._reasons_seen = len(reasons)
+        return self._unavailable
 
     def _read_fields(self, values: dict[str, float], status: CycleStatus) -> None:
         assert self._fields is not None

@@ -13,7 +13,7 @@ from exporter.snapshot import GpuIdentity, MigIdentity
 
 log = logging.getLogger("exporter.nvml")
 
-_MIG_ENABLED = 1  # NVML_DEVICE_MIG_ENABLE
+MIG_ENABLED = 1  # NVML_DEVICE_MIG_ENABLE
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +59,11 @@ def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
+def read_uuid(nvml: Any, handle: Any) -> str:
+    """The UUID of a GPU or MIG handle. Raises NVMLError."""
+    return _text(nvml.nvmlDeviceGetUUID(handle))
+
+
 def _optional(nvml: Any, call: str, handle: Any) -> str | None:
     """An identity detail some boards cannot give (serial, VBIOS): None when NVML refuses."""
     try:
@@ -98,7 +103,7 @@ def open_gpu(nvml: Any, index: int, versions: SystemVersions) -> GpuDevice:
             raise
         minor = index
     try:
-        mig_enabled = int(nvml.nvmlDeviceGetMigMode(handle)[0]) == _MIG_ENABLED
+        mig_enabled = int(nvml.nvmlDeviceGetMigMode(handle)[0]) == MIG_ENABLED
     except nvml.NVMLError as exc:
         if disposition(status_code(exc)) is Disposition.LOST:
             raise

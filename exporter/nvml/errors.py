@@ -43,7 +43,18 @@ _KNOWN_NAMES: Mapping[int, str] = MappingProxyType(
 )
 
 # the scenarios shipped in simulation/scenarios/ (a test keeps the two lists equal; the exporter may not import them)
-BUILTIN_SCENARIO_NAMES = ("h100x8", "h100-mig", "a100-mig", "shared", "faulty", "dra")
+BUILTIN_SCENARIO_NAMES = (
+    "h100x8",
+    "h100-mig",
+    "h200x8",
+    "a100x8",
+    "a100-mig",
+    "a10x4",
+    "l4x2",
+    "shared",
+    "faulty",
+    "dra",
+)
 SIMULATE_HINT = f"to run without a GPU, pass --simulate SCENARIO ({', '.join(BUILTIN_SCENARIO_NAMES)})"
 
 

@@ -6,7 +6,7 @@ import logging
 from collections.abc import Mapping
 from types import MappingProxyType
 
-from exporter.nvml.errors import Disposition, ErrorNames, disposition, status_code
+from exporter.nvml.errors import FUNCTION_NOT_FOUND, Disposition, ErrorNames, disposition, status_code
 
 log = logging.getLogger("exporter.nvml")
 
@@ -18,7 +18,7 @@ class DeviceFaults:
     not asked again. NO_PERMISSION is logged and counted once per measurement. Other errors count every time.
     """
 
-    __slots__ = ("_counts", "_denied", "_names", "_view", "label", "unsupported")
+    __slots__ = ("_counts", "_denied", "_names", "_view", "label", "reasons", "unsupported")
 
     def __init__(self, label: str, names: ErrorNames) -> None:
         self.label = label  # "GPU 3 (GPU-8f6c...)" for log lines
@@ -27,6 +27,8 @@ class DeviceFaults:
         self._denied: set[str] = set()
         self._view: Mapping[str, float] | None = None
         self.unsupported: set[str] = set()
+        # what the device will not give -> why: not_supported, driver_lacks_function, no_permission
+        self.reasons: dict[str, str] = {}
 
     def record(self, what: str, exc: BaseException) -> Disposition:
         """Account for a failed call reading `what`; the caller acts on the returned disposition."""
@@ -37,10 +39,12 @@ class DeviceFaults:
         if kind is Disposition.UNSUPPORTED:
             if what not in self.unsupported:
                 self.unsupported.add(what)
+                self.reasons[what] = "driver_lacks_function" if code == FUNCTION_NOT_FOUND else "not_supported"
                 log.debug("%s: %s is not supported (%s); not asking again", self.label, what, self._names(code))
         elif kind is Disposition.NO_PERMISSION:
             if what not in self._denied:
                 self._denied.add(what)
+                self.reasons[what] = "no_permission"
                 self.count("NO_PERMISSION")
                 log.warning("%s: no permission to read %s; it will be missing", self.label, what)
         elif kind is Disposition.LOST:
@@ -48,6 +52,12 @@ class DeviceFaults:
         elif kind is not Disposition.EMPTY:
             self.count(self._names(code))
         return kind
+
+    def forget_verdicts(self) -> None:
+        """Ask again for what the device refused: its MIG mode changed, and with it what it supports."""
+        self.unsupported.clear()
+        self.reasons.clear()
+        self._denied.clear()
 
     def count(self, name: str, by: float = 1.0) -> None:
         self._counts[name] = self._counts.get(name, 0.0) + by

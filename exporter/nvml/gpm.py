@@ -29,6 +29,11 @@ METRICS: Mapping[str, int] = MappingProxyType(
 )
 
 
+# catalogue key -> (nvmlGpmMetricId_t, factor to the catalogue's unit): per-GPU rates, the mean over the interval
+# between two samples. PCIe: NVML_GPM_METRIC_PCIE_TX_PER_SEC / _RX_PER_SEC (nvml.h: "in MiB/sec") -> KB/s (x 1024).
+RATES: Mapping[str, tuple[int, float]] = MappingProxyType({"pcie_tx": (20, 1024.0), "pcie_rx": (21, 1024.0)})
+
+
 def gpm_supported(nvml: Any, handle: Any, faults: DeviceFaults) -> bool:
     """Whether the GPU supports GPM; a refusal is recorded so it is not asked again. A lost GPU raises."""
     if GPM in faults.unsupported:
@@ -61,7 +66,7 @@ class GpmSampler:
         self._handle = parent_handle
         self._gpu_instance_id = gpu_instance_id
         self._clock = clock
-        self._keys = tuple(key for key in METRICS if key in keys)
+        self._keys = tuple(key for key in (*METRICS, *RATES) if key in keys)
         self._samples: list[Any] = []
         self._previous_at: float | None = None  # when samples[0] was taken
         self._request: Any = None
@@ -116,7 +121,7 @@ class GpmSampler:
             request.version = nvml.NVML_GPM_METRICS_GET_VERSION
             request.numMetrics = len(self._keys)
             for i, key in enumerate(self._keys):
-                request.metrics[i].metricId = METRICS[key]
+                request.metrics[i].metricId = METRICS[key] if key in METRICS else RATES[key][0]
         request.sample1 = earlier
         request.sample2 = later
         nvml.nvmlGpmMetricsGet(request)
@@ -124,7 +129,7 @@ class GpmSampler:
         for i, key in enumerate(self._keys):
             metric = request.metrics[i]
             if int(metric.nvmlReturn) == SUCCESS:
-                values[key] = float(metric.value)
+                values[key] = float(metric.value) * (RATES[key][1] if key in RATES else 1.0)
         return values
 
     def close(self) -> None:

@@ -12,6 +12,7 @@ from exporter.snapshot import ProcessUsage
 _NOT_AVAILABLE = 0xFFFFFFFFFFFFFFFF  # NVML_VALUE_NOT_AVAILABLE for unsigned long long
 
 RUNNING = "running_processes"
+MPS = "mps_processes"
 UTILIZATION = "process_utilization"
 
 
@@ -26,8 +27,11 @@ def _optional_id(value: Any) -> int | None:
 class ProcessSampler:
     """Keeps the last-seen sample timestamp of one device, so each cycle averages only the samples that are new.
 
-    NVML samples processes on its own period, so a cycle may see no new sample of a busy process: its last mean is then
-    kept for up to `hold_seconds` (on the injected monotonic `clock`) instead of flickering to "unknown".
+    NVML gives a sample only for a process with non-zero utilization in the period (nvml.h,
+    nvmlDeviceGetProcessUtilization), so when a cycle brings new samples, a running process without one was idle:
+    0 %, not unknown. NVML samples on its own period, so a cycle may bring no new sample at all (NOT_FOUND): each
+    process's last figure is then kept for up to `hold_seconds` (on the injected monotonic `clock`) instead of
+    flickering to "unknown"; after that it is unknown, and attribution decides from the device's own utilization.
     Per-process utilization is NOT_SUPPORTED on MIG-enabled GPUs and instances: it then stops being asked, and the
     processes come without utilization.
     """
@@ -45,19 +49,22 @@ class ProcessSampler:
         if RUNNING in faults.unsupported:
             return None
         try:
-            running = nvml.nvmlDeviceGetComputeRunningProcesses(handle)
+            running = list(nvml.nvmlDeviceGetComputeRunningProcesses(handle))
         except nvml.NVMLError as exc:
             if faults.record(RUNNING, exc) is Disposition.LOST:
                 raise
             return None
+        running += self._mps_clients(nvml, handle, faults, {int(p.pid) for p in running})
         means = self._sample_means(nvml, handle, faults)  # also when idle: old samples must not pile up
         if not running:
             self._held.clear()
             return ()
         now = self._clock()
         held = self._held
-        for pid, (sm_mean, mem_mean) in means.items():
-            held[pid] = (sm_mean, mem_mean, now)
+        if means:  # the period is covered: a running process without a sample was idle in it
+            for proc in running:
+                sm_mean, mem_mean = means.get(int(proc.pid), (0.0, 0.0))
+                held[int(proc.pid)] = (sm_mean, mem_mean, now)
         found: list[ProcessUsage] = []
         for proc in running:
             pid = int(proc.pid)
@@ -85,6 +92,20 @@ class ProcessSampler:
             for pid in [pid for pid in held if pid not in running_pids]:
                 del held[pid]
         return tuple(found)
+
+    @staticmethod
+    def _mps_clients(nvml: Any, handle: Any, faults: DeviceFaults, listed: set[int]) -> list[Any]:
+        """The processes with an MPS compute context (nvml.h: nvmlDeviceGetMPSComputeRunningProcesses_v3): under MPS
+        the compute list shows only the MPS server, the clients (the pods' processes) only here."""
+        if MPS in faults.unsupported:
+            return []
+        try:
+            clients = nvml.nvmlDeviceGetMPSComputeRunningProcesses_v3(handle)
+        except nvml.NVMLError as exc:  # NOT_SUPPORTED (before Volta) or FUNCTION_NOT_FOUND: not asked again
+            if faults.record(MPS, exc) is Disposition.LOST:
+                raise
+            return []
+        return [c for c in clients if int(c.pid) not in listed]
 
     def _sample_means(self, nvml: Any, handle: Any, faults: DeviceFaults) -> dict[int, tuple[float, float]]:
         """Mean smUtil / memUtil per pid over the samples newer than the last cycle's newest."""

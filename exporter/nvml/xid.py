@@ -50,7 +50,10 @@ class XidListener:
     """Registers every GPU for XID events in one event set and waits on it in a loop until `stop()`.
 
     The wait has a timeout (TIMEOUT is the normal answer when nothing happened), so a stop is seen within
-    `wait_ms`. Other wait errors are logged once and retried after a pause.
+    `wait_ms`. GPU_IS_LOST means a registered GPU fell off the bus (nvml.h, nvmlEventSetWait_v2), and every later wait
+    on that set fails the same way: the set is built again without the GPUs that no longer answer, so the others keep
+    their XIDs coming (the collector builds a new listener once a lost GPU answers again). Other wait errors are
+    logged once and retried after a pause.
     """
 
     def __init__(
@@ -70,7 +73,8 @@ class XidListener:
         self._event_set: Any = None
         self._by_address: dict[int, str] = {}
         self.registered: frozenset[str] = frozenset()
-        self.failures = 0  # wait errors other than TIMEOUT, since start
+        self.dropped: frozenset[str] = frozenset()  # GPUs left out of the set after they were lost
+        self.failures = 0  # wait errors other than TIMEOUT and GPU_IS_LOST, since start
 
     @property
     def alive(self) -> bool:
@@ -78,14 +82,22 @@ class XidListener:
 
     def start(self) -> None:
         """Create the event set and register the GPUs; start the thread when at least one GPU can give XIDs."""
+        if not self._register(self._gpus):
+            return
+        self._thread = threading.Thread(target=self._run, name="gpu-pulse-xid", daemon=True)
+        self._thread.start()
+
+    def _register(self, gpus: Sequence[tuple[str, Any]]) -> bool:
+        """A new event set with `gpus` registered; False (and no set) when none of them can give XIDs."""
         nvml = self._nvml
         try:
             self._event_set = nvml.nvmlEventSetCreate()
         except nvml.NVMLError as exc:
             log.warning("XID events are not available: %s", exc)
-            return
+            return False
         registered: set[str] = set()
-        for uuid, handle in self._gpus:
+        self._by_address = {}
+        for uuid, handle in gpus:
             try:
                 nvml.nvmlDeviceRegisterEvents(handle, XID_CRITICAL_ERROR, self._event_set)
             except nvml.NVMLError as exc:
@@ -99,9 +111,33 @@ class XidListener:
         self.registered = frozenset(registered)
         if not registered:
             self._free()
-            return
-        self._thread = threading.Thread(target=self._run, name="gpu-pulse-xid", daemon=True)
-        self._thread.start()
+            return False
+        return True
+
+    def _without_lost_gpus(self) -> bool:
+        """Build the set again with the registered GPUs that still answer; False when none is left."""
+        nvml = self._nvml
+        answering: list[tuple[str, Any]] = []
+        lost: list[str] = []
+        for uuid, handle in self._gpus:
+            if uuid not in self.registered:
+                continue
+            try:
+                nvml.nvmlDeviceGetSupportedEventTypes(handle)
+            except nvml.NVMLError as exc:
+                if disposition(status_code(exc)) is Disposition.LOST:
+                    lost.append(uuid)
+                    continue
+            answering.append((uuid, handle))
+        self.dropped = self.dropped | frozenset(lost)
+        log.warning(
+            "XID events: %s lost; listening again without it (%d GPU(s) left)",
+            ", ".join(lost) or "a registered GPU is",
+            len(answering),
+        )
+        self._free()
+        self.registered = frozenset()
+        return bool(answering) and self._register(answering)
 
     def stop(self, timeout: float = 5.0) -> None:
         self._stop.set()
@@ -129,7 +165,12 @@ class XidListener:
             try:
                 data = nvml.nvmlEventSetWait_v2(self._event_set, self._wait_ms)
             except nvml.NVMLError as exc:
-                if disposition(status_code(exc)) is Disposition.TIMEOUT:
+                kind = disposition(status_code(exc))
+                if kind is Disposition.TIMEOUT:
+                    continue
+                if kind is Disposition.LOST:
+                    if not self._without_lost_gpus():
+                        return  # every GPU is gone: nothing to listen to until the collector starts a new listener
                     continue
                 self.failures += 1
                 if not logged:

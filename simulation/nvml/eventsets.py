@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
 EVENT_TYPE_XID = 0x8  # nvmlEventTypeXidCriticalError
@@ -14,12 +14,17 @@ MAX_QUEUED = 1024  # events a set keeps before the oldest are dropped
 _POLL_S = 0.02  # how often a waiter re-reads the (possibly simulated) clock for timeline events
 
 
+class RegisteredGpuLostError(Exception):
+    """A GPU registered in the set is lost and no event is pending: the wait fails with GPU_IS_LOST."""
+
+
 @dataclass(frozen=True, slots=True)
 class Event:
     gpu: int
     event_type: int
     data: int
     at: float  # scenario time
+    instance: tuple[int, int] | None = None  # (GPU instance id, compute instance id) of a MIG instance's event
 
 
 @dataclass(slots=True)
@@ -67,11 +72,14 @@ class EventSets:
                     s.queue.append(event)
             self._changed.notify_all()
 
-    def wait(self, n: int, timeout_s: float, advance: Callable[[], None]) -> Event | None:
+    def wait(
+        self, n: int, timeout_s: float, advance: Callable[[], None], lost: Callable[[], Collection[int]] = tuple
+    ) -> Event | None:
         """The oldest pending event of set n, waiting up to timeout_s (real time); None on timeout or a freed set.
 
         `advance` is called while waiting so that events due on the scenario timeline are delivered even when the
-        clock is simulated.
+        clock is simulated. Raises RegisteredGpuLostError when nothing is pending and a GPU registered in the set is
+        among `lost()`.
         """
         deadline = time.monotonic() + timeout_s
         with self._changed:
@@ -82,6 +90,8 @@ class EventSets:
                     return None
                 if s.queue:
                     return s.queue.popleft()
+                if any(gpu in s.masks for gpu in lost()):
+                    raise RegisteredGpuLostError
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     return None

@@ -76,13 +76,13 @@ class DeviceFunction(CFunction):
         node = self._node
         if decoded is None or decoded[0] >= len(node.gpus):
             return cabi.INVALID_ARGUMENT
+        t = node.now()  # first: a timeline event due now (a MIG reconfiguration) changes what the handle names
         gpu = node.gpus[decoded[0]]
         mig = None
         if decoded[1] is not None:
             mig = (gpu.migs or {}).get(decoded[1])
-            if mig is None:
+            if mig is None:  # a destroyed MIG instance's handle, or one of a GPU with MIG off
                 return cabi.INVALID_ARGUMENT
-        t = node.now()
         if gpu.lost:
             return cabi.GPU_IS_LOST
         name = self.__name__
@@ -92,8 +92,8 @@ class DeviceFunction(CFunction):
         if configured is not None:
             return configured
         delay = gpu.slow_calls.get(name)
-        if delay:
-            time.sleep(delay)
+        if delay:  # a driver call that takes long, or hangs (dcgm-exporter issue 164); set_slow_call ends it early
+            gpu.release.wait(delay)
         return self._impl(t, gpu, mig, *args[1:])
 
 
@@ -178,9 +178,15 @@ class Simulator:
     def restore_gpu(self, index: int) -> None:
         self.node.restore_gpu(index)
 
-    def inject_xid(self, index: int, xid: int) -> None:
-        """An XID event on GPU `index`, delivered to every event set registered for XIDs on it."""
-        self.node.inject_xid(index, xid)
+    def set_slow_call(self, index: int, function: str, seconds: float | None) -> None:
+        """Every call of C function `function` on GPU `index` takes `seconds` from now on (a hung call when long);
+        None: it answers at once again, and the calls waiting in it now return."""
+        self.node.set_slow_call(index, function, seconds)
+
+    def inject_xid(self, index: int, xid: int, mig: int | None = None) -> None:
+        """An XID event on GPU `index` (or on its MIG device `mig`), delivered to every event set registered for XIDs
+        on it (an instance's only with the MIG monitor privilege)."""
+        self.node.inject_xid(index, xid, mig)
 
     def fail_init(self, code: int | None = cabi.DRIVER_NOT_LOADED) -> None:
         """Make nvmlInit fail with `code` (default DRIVER_NOT_LOADED, as on a host without the driver); None: work."""

@@ -343,9 +343,12 @@ def test_the_gpu_lost_alert_fires_after_its_for(stack: E2EStack) -> None:
     deadline = stack.wall_time_of(node, GPU_LOST_AT) + 2 * INTERVAL + wait + 3 * INTERVAL
     firing = f'ALERTS{{alertname="GPUDown", alertstate="firing", node="{node}", gpu="{gpu}"}}'
     eventually_selects(stack, firing, "GPUDown firing", max(deadline - time.time(), 1))
-    # beside the application XID's alert, nothing else fires
+    # the lost GPU keeps the XID 79 it fell off the bus with, so its hardware XID alert fires while it is down
+    xid79 = f'ALERTS{{alertname="GPUXidHardwareError", alertstate="firing", node="{node}", gpu="{gpu}", xid="79"}}'
+    eventually_selects(stack, xid79, "GPUXidHardwareError firing for the lost GPU", 3 * INTERVAL)
+    # beside those and the application XID's alert, nothing else fires
     firing_now = {s["metric"]["alertname"] for s in stack.prometheus.query('ALERTS{alertstate="firing"}')}
-    assert firing_now == {"GPUDown", "GPUXidApplicationError"}
+    assert firing_now == {"GPUDown", "GPUXidHardwareError", "GPUXidApplicationError"}
 
 
 def _duration_seconds(text: str) -> float:

@@ -202,3 +202,13 @@ def test_a_recreated_pod_replaces_the_old_uid(api: _ApiServer, watch_factory: Ca
 def test_needs_a_node_name() -> None:
     with pytest.raises(ValueError, match="node name"):
         PodWatch(k8s.ApiClient(k8s.Configuration(host="http://127.0.0.1:1")), "")
+
+
+def test_a_stopped_watch_is_not_connected(api: _ApiServer, watch_factory: Callable[..., PodWatch]) -> None:
+    watch = watch_factory()
+    assert watch.watches and not watch.status.connected, "not started: nothing runs"
+    watch.start()
+    assert watch.wait_synced(10)
+    assert watch.status.connected
+    watch.close()
+    assert not watch.status.connected, "closed: the watch no longer runs"

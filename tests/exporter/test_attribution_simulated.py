@@ -3,6 +3,7 @@ kubelet serving the scenario's pods over gRPC, a fake proc tree in every cgroup 
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -21,6 +22,7 @@ from simulation.kubelet import SimulatedPodSide, start_simulated_pod_side
 from simulation.loader import load_scenario
 from simulation.node import static_directory_of
 from simulation.proctree import CgroupLayout, ContainerRuntime
+from simulation.scenario import Scenario
 from tests.support.clocks import ManualClock
 from tests.support.waiting import holds_within
 
@@ -29,13 +31,13 @@ START = 1_750_000_000.0
 
 @contextmanager
 def simulated_node(
-    name: str,
+    name: str | Scenario,
     layout: CgroupLayout | str = CgroupLayout.V2_SYSTEMD,
     runtime: ContainerRuntime | str = ContainerRuntime.CONTAINERD,
     **pod_side: object,
 ) -> Iterator[tuple[NvmlCollector, KubeletPodAttributor, SimulatedPodSide, ManualClock]]:
     clock = ManualClock(START)
-    scenario = load_scenario(name)
+    scenario = load_scenario(name) if isinstance(name, str) else name
     side = start_simulated_pod_side(scenario, layout=layout, runtime=runtime)
     options: dict[str, object] = {"kubelet_interval": 0.2, "directory": static_directory_of(scenario)}
     options.update(pod_side)
@@ -206,3 +208,64 @@ def test_extra_resource_names_from_the_flag(tmp_path: Path) -> None:
     )
     assert "example.com/h100" in attributor.resource_names and "nvidia.com/gpu" in attributor.resource_names
     assert attributor.pods is None and attributor.max_mapping_age == 60.0
+
+
+def test_a_fixed_pod_directory_reports_no_pod_watch() -> None:
+    """The simulated node's pods come from a fixed directory: no watch runs, so no `podwatch` success is claimed."""
+    with simulated_node("shared") as (collector, attributor, _, clock):
+        _, attribution = cycle(collector, attributor, clock)
+        assert "podwatch" not in {s.name for s in attribution.statuses}
+
+
+# ---- what the exporter can see of other pods' processes ----------------------------------------------------------
+
+
+def _shared(**update: object) -> Scenario:
+    return load_scenario("shared").model_copy(update=update)
+
+
+@pytest.mark.parametrize(
+    ("driver", "why"),
+    [("550.54.15", "lists no process"), ("535.104.05", "not in the host's PID namespace")],
+    ids=["driver-translates-pids", "driver-gives-host-pids"],
+)
+def test_an_exporter_outside_the_host_pid_namespace_says_so_and_invents_no_shares(
+    driver: str, why: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    scenario = _shared(exporter_pid_namespace="container", driver_version=driver)
+    with (
+        caplog.at_level(logging.INFO, logger="exporter.attribution.attributor"),
+        simulated_node(scenario) as (collector, attributor, _, clock),
+    ):
+        assert holds_within(lambda: listed(attributor), within=5.0)
+        for _ in range(3):
+            _, attribution = cycle(collector, attributor, clock)
+    assert attribution.pods
+    assert all(u.share is ShareMethod.UNATTRIBUTED and u.utilization_percent is None for u in attribution.pods)
+    visibility = attribution.process_visibility
+    assert visibility is not None and visibility.visible is False
+    assert why in visibility.reason
+    warnings = [r for r in caplog.records if "not visible" in r.getMessage()]
+    assert len(warnings) == 1, "logged once per change of state, not every cycle"
+
+
+def test_an_exporter_in_the_host_pid_namespace_sees_the_processes() -> None:
+    with simulated_node(_shared()) as (collector, attributor, _, clock):
+        assert holds_within(lambda: listed(attributor), within=5.0)
+        _, attribution = cycle(collector, attributor, clock)
+    assert attribution.process_visibility is not None and attribution.process_visibility.visible is True
+
+
+def test_mps_clients_are_attributed_like_time_slicing() -> None:
+    """Under MPS the pods' processes are listed by nvmlDeviceGetMPSComputeRunningProcesses only."""
+    base = load_scenario("shared")
+    gpus = tuple(g.model_copy(update={"mps_server_pid": 4242}) for g in base.gpus)
+    with simulated_node(base.model_copy(update={"gpus": gpus})) as (collector, attributor, _, clock):
+        assert holds_within(lambda: listed(attributor), within=5.0)
+        for _ in range(3):
+            collection, attribution = cycle(collector, attributor, clock)
+    expected = {p.pid for p in base.processes} | {4242}
+    assert {p.pid for d in collection.devices for p in d.processes} == expected
+    shared = [u for u in attribution.pods if u.sharing_pods > 1]
+    assert shared and all(u.share is ShareMethod.PROCESS for u in shared)
+    assert any((u.utilization_percent or 0.0) > 0 for u in shared)

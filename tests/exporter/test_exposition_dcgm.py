@@ -3,15 +3,16 @@ labels (from dcgm-exporter's etc/default-counters.csv and its label rendering)."
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
-from exporter.catalogue import DCGM_DEFAULT_SET, Dialect
-from exporter.exposition import render_exposition
-from exporter.snapshot import DeviceReading, ShareMethod
+from exporter.catalogue import DCGM_DEFAULT_SET, Dialect, MetricType
+from exporter.exposition import ExpositionRenderer, render_exposition
+from exporter.snapshot import DeviceReading, ShareMethod, StalledCall
 from tests.support.snapshots import NATIVE, gpu, mig, node_with_everything, pod, reading, snapshot, use
 
 MIB = 1024 * 1024
@@ -49,7 +50,7 @@ DCGM_EXTRAS: list[tuple[str, str, str, float]] = [
     ("DCGM_FI_PROF_SM_ACTIVE", "gauge", "sm_active", 0.8025),  # ratio 0-1
     ("DCGM_FI_DEV_POWER_MGMT_LIMIT", "gauge", "power_limit", 700),  # W
     ("DCGM_FI_DEV_PSTATE", "gauge", "pstate", 0),
-    ("DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", "gauge", "clock_event_reasons", 5),  # the raw bitmask
+    ("DCGM_FI_DEV_CLOCKS_EVENT_REASONS", "gauge", "clock_event_reasons", 5),  # the raw bitmask (4.x name)
     ("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "counter", "ecc_sbe_volatile", 5),
     ("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "counter", "ecc_dbe_volatile", 0),
     ("DCGM_FI_DEV_FB_TOTAL", "gauge", "fb_total", 81559),  # MiB
@@ -90,7 +91,8 @@ def test_default_field_name_type_unit_and_labels(name: str, type_: str, key: str
     assert f"# TYPE {name} {type_}" in lines  # on the wire: dcgm-exporter's name exactly, no _total added
     assert sum(line.startswith(name + "{") for line in lines) == 1
     assert math.isclose(sample.value, published, rel_tol=1e-12, abs_tol=1e-12), (sample.value, published, NATIVE[key])
-    assert list(sample.labels) == GPU_LABELS
+    xid = {"err_code": "79", "err_msg": "GPU has fallen off the bus"} if name == "DCGM_FI_DEV_XID_ERRORS" else {}
+    assert list(sample.labels) == GPU_LABELS + list(xid)
     assert sample.labels == {
         "gpu": "0",
         "UUID": g.uuid,
@@ -99,7 +101,39 @@ def test_default_field_name_type_unit_and_labels(name: str, type_: str, key: str
         "modelName": g.model,
         "Hostname": "gpu-node-1",
         "DCGM_FI_DRIVER_VERSION": g.driver_version,
+        **xid,
     }
+
+
+def test_device_is_nvidia_and_the_gpu_index_not_the_minor_number() -> None:
+    """dcgm-exporter (collector/gpu_collector.go): `GPUDevice: fmt.Sprintf("nvidia%d", mi.DeviceInfo.GPU)`."""
+    g = dataclasses.replace(gpu(2), minor_number=5)
+    text = render_exposition(snapshot((reading(g),)), Dialect.DCGM)
+    assert {s.labels["device"] for s in _series(text, "DCGM_FI_DEV_GPU_TEMP")} == {"nvidia2"}
+
+
+def test_the_hostname_label_can_be_spelled_as_later_releases_do() -> None:
+    snap = snapshot((reading(gpu(0)),))
+    pinned = _series(ExpositionRenderer(Dialect.DCGM).render(snap).text, "DCGM_FI_DEV_GPU_TEMP")[0]
+    later = _series(
+        ExpositionRenderer(Dialect.DCGM, hostname_label="hostname").render(snap).text, "DCGM_FI_DEV_GPU_TEMP"
+    )
+    assert pinned.labels["Hostname"] == "gpu-node-1" and "hostname" not in pinned.labels
+    assert later[0].labels["hostname"] == "gpu-node-1" and "Hostname" not in later[0].labels
+    with pytest.raises(ValueError, match="Hostname, hostname"):
+        ExpositionRenderer(Dialect.DCGM, hostname_label="HOSTNAME")
+
+
+def test_the_csv_type_column_sets_the_type() -> None:
+    """dcgm-exporter writes `# TYPE` from its counters CSV: a field listed as counter is a counter."""
+    text = ExpositionRenderer(Dialect.DCGM, types={"last_xid": MetricType.COUNTER}).render(snapshot((reading(gpu(0)),)))
+    assert "# TYPE DCGM_FI_DEV_XID_ERRORS counter" in text.text.decode().splitlines()
+
+
+def test_an_xid_outside_the_table_is_an_unknown_error() -> None:
+    text = render_exposition(snapshot((reading(gpu(0), last_xid=4242),)), Dialect.DCGM)
+    (sample,) = _series(text, "DCGM_FI_DEV_XID_ERRORS")
+    assert (sample.labels["err_code"], sample.labels["err_msg"]) == ("4242", "Unknown Error")
 
 
 def test_memory_in_mib_is_an_integer() -> None:
@@ -167,7 +201,7 @@ def test_a_field_the_hardware_cannot_give_is_absent_not_zero() -> None:
 
 def test_a_lost_gpu_reports_up_0_and_nothing_else() -> None:
     lost = gpu(3)
-    devices = (reading(gpu(0)), DeviceReading(lost, False, {"gpu_temp": 40}, errors={"GPU_IS_LOST": 1}))
+    devices = (reading(gpu(0)), DeviceReading(lost, False, errors={"GPU_IS_LOST": 1}))
     text = render_exposition(snapshot(devices), Dialect.DCGM)
     on_lost = [
         s for f in text_string_to_metric_families(text.decode()) for s in f.samples if s.labels.get("gpu") == "3"
@@ -176,6 +210,36 @@ def test_a_lost_gpu_reports_up_0_and_nothing_else() -> None:
     up = {s.labels["gpu"]: s.value for s in _series(text, "gpu_pulse_gpu_up")}
     assert up == {"0": 1.0, "3": 0.0}
     assert list(_series(text, "gpu_pulse_gpu_up")[0].labels) == GPU_LABELS
+
+
+@pytest.mark.parametrize("dialect", list(Dialect))
+def test_a_lost_gpu_keeps_the_xid_it_fell_off_the_bus_with(dialect: Dialect) -> None:
+    """The collector keeps a lost GPU's XIDs on its down reading: they are served next to `up 0`, without pods."""
+    lost = gpu(3)
+    down = DeviceReading(lost, False, {"last_xid": 79.0}, {"xid_errors": {"79": 1.0}}, errors={"GPU_IS_LOST": 1})
+    text = render_exposition(snapshot((reading(gpu(0)), down), (use(pod("train-0"), lost.uuid),)), dialect)
+    on_lost = {
+        (s.name, tuple(sorted((k, v) for k, v in s.labels.items() if k in ("xid", "pod"))), s.value)
+        for f in text_string_to_metric_families(text.decode())
+        for s in f.samples
+        if s.labels.get("gpu") == "3" and "XID" in s.name.upper()
+    }
+    if dialect is Dialect.DCGM:
+        assert on_lost == {("DCGM_FI_DEV_XID_ERRORS", (), 79.0)}
+    else:
+        assert on_lost == {("nvidia_gpu_last_xid", (), 79.0), ("nvidia_gpu_xid_errors_total", (("xid", "79"),), 1.0)}
+
+
+@pytest.mark.parametrize("dialect", list(Dialect))
+def test_a_hung_call_shows_in_a_self_metric(dialect: Dialect) -> None:
+    stuck = gpu(1)
+    down = DeviceReading(stuck, False, stalled=StalledCall("power_usage", 12.5))
+    text = render_exposition(snapshot((reading(gpu(0)), down)), dialect)
+    (sample,) = _series(text, "gpu_pulse_nvml_stalled_call_seconds")
+    assert sample.labels == {"gpu": "1", "uuid": stuck.uuid, "call": "power_usage"}
+    assert sample.value == 12.5
+    up_name = "gpu_pulse_gpu_up" if dialect is Dialect.DCGM else "nvidia_gpu_up"
+    assert {s.labels["gpu"]: s.value for s in _series(text, up_name)} == {"0": 1.0, "1": 0.0}
 
 
 def test_whole_node_parses_and_every_series_is_unique() -> None:

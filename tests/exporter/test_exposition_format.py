@@ -24,6 +24,9 @@ def test_values_read_back(value: float) -> None:
     parsed = family.samples[0].value
     if isinstance(value, float) and math.isnan(value):
         assert math.isnan(parsed)
+    elif isinstance(value, float) and not value.is_integer() and math.isfinite(value):
+        assert parsed == float(f"{value:.15g}")  # 15 significant digits: all a double holds for certain
+        assert math.isclose(parsed, value, rel_tol=5e-15)
     else:
         assert parsed == value  # exactly: integers are written in full
     (om,) = parse_openmetrics(f"# TYPE x gauge\nx {text}\n# EOF\n")
@@ -40,6 +43,19 @@ def test_value_spelling() -> None:
     assert format_value(math.nan) == "NaN"
     assert format_value(True) == "1"
     assert format_value(12345678901234567890) == "12345678901234567890"
+
+
+def test_no_binary_noise() -> None:
+    """Arithmetic on sampled figures leaves binary noise that must not reach a scrape."""
+    assert format_value(0.7 * 0.3) == "0.21"  # 0.21 in decimal, 0.20999999999999996 as a double
+    assert format_value(0.1 + 0.2) == "0.3"
+    assert format_value(149.55694936708858) == "149.556949367089"
+
+
+@given(st.floats(min_value=0, max_value=1e18), st.floats(min_value=0, max_value=1e18))
+def test_rounding_keeps_counters_monotone(a: float, b: float) -> None:
+    low, high = sorted((a, b))
+    assert float(format_value(low)) <= float(format_value(high))
 
 
 @given(any_text)

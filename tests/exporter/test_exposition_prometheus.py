@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import subprocess
 
@@ -228,3 +229,18 @@ def test_duplicate_edges_and_devices_render_once() -> None:
     text = render_exposition(snapshot((reading(g), reading(g)), (use(ref, g.uuid), use(ref, g.uuid))), Dialect.DCGM)
     assert len([s for s in samples(text) if s.name == "DCGM_FI_DEV_GPU_UTIL"]) == 1
     assert len([s for s in samples(text) if s.name == "gpu_pulse_pod_device_info"]) == 1
+
+
+def test_per_pod_shares_are_published_to_the_precision_of_their_source() -> None:
+    """A share of a sampled figure is not more precise than the figure: 149.557 W, not 149.55694936708858."""
+    g = gpu(0)
+    share = dataclasses.replace(
+        use(pod("a"), g.uuid, ShareMethod.PROCESS, util=20.999999999999996, sharing=2),
+        power_milliwatts=149556.94936708858,
+        energy_millijoules=894797.2405063291,
+    )
+    text = render_exposition(snapshot((reading(g),), (share,)), Dialect.PROMETHEUS).decode()
+    values = {ln.split("{")[0]: ln.rsplit(" ", 1)[1] for ln in text.splitlines() if ln.startswith("gpu_pulse_pod_gpu")}
+    assert values["gpu_pulse_pod_gpu_utilization_ratio"] == "0.21"
+    assert values["gpu_pulse_pod_gpu_power_watts"] == "149.557"
+    assert values["gpu_pulse_pod_gpu_energy_joules_total"] == "894.797"

@@ -11,14 +11,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Mapping
+from dataclasses import replace
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as parse_openmetrics
 from prometheus_client.parser import text_string_to_metric_families as parse_text
 
-from exporter.catalogue import MEASUREMENTS, Dialect, MetricType
+from exporter.catalogue import KEPT_WHILE_DOWN, MEASUREMENTS, Dialect, MetricType
 from exporter.exposition import ExpositionRenderer
+from exporter.exposition.xid_names import xid_name
 from exporter.snapshot import (
     CollectorStatus,
     DeviceReading,
@@ -115,7 +117,7 @@ def device_labels(reading: DeviceReading, node: str, dialect: Dialect) -> dict[s
             "gpu": str(gpu.index),
             "UUID": gpu.uuid,
             "pci_bus_id": gpu.pci_bus_id,
-            "device": f"nvidia{gpu.minor_number}",
+            "device": f"nvidia{gpu.index}",
             "modelName": gpu.model,
         }
         if isinstance(ident, MigIdentity):
@@ -149,16 +151,23 @@ def expected(snapshot: Snapshot, dialect: Dialect, selection: frozenset[str] | N
         up_name = "gpu_pulse_gpu_up" if dialect is Dialect.DCGM else "nvidia_gpu_up"
         yield up_name, _labels(device_labels(reading, node, dialect)), 1.0 if reading.up else 0.0
     for reading in snapshot.devices:
-        if not reading.up or reading.gpu.uuid in down:
+        lost = not reading.up or reading.gpu.uuid in down
+        if lost and reading.is_mig:
             continue
         base = device_labels(reading, node, dialect)
         variants = [base]
-        if dialect is Dialect.DCGM and reading.uuid in holders:
+        if lost:  # a lost GPU keeps only its XIDs, without pods
+            reading = replace(
+                reading,
+                values={k: v for k, v in reading.values.items() if k in KEPT_WHILE_DOWN},
+                vectors={k: v for k, v in reading.vectors.items() if k in KEPT_WHILE_DOWN},
+            )
+        elif dialect is Dialect.DCGM and reading.uuid in holders:
             variants = [
                 base | {"container": p.container, "namespace": p.namespace, "pod": p.name}
                 for p in holders[reading.uuid]
             ]
-        if dialect is Dialect.PROMETHEUS:
+        if dialect is Dialect.PROMETHEUS and not lost:
             gpu = reading.gpu
             info = {
                 "gpu": str(gpu.index),
@@ -206,8 +215,13 @@ def expected(snapshot: Snapshot, dialect: Dialect, selection: frozenset[str] | N
             value = _published(native, r.scale, r.integer)
             if counter and not _counter_ok(value):
                 continue
+            extra: dict[str, str] = {}
+            if r.xid_labels:  # dcgm-exporter 4.x: the XID also as err_code, and its name
+                if not math.isfinite(native):
+                    continue
+                extra = {"err_code": str(int(native)), "err_msg": xid_name(int(native))}
             for labels in variants:
-                yield r.name, _labels(labels | dict(r.const_labels)), value
+                yield r.name, _labels(labels | dict(r.const_labels) | extra), value
     for use in snapshot.pods:
         device = by_uuid.get(use.device_uuid)
         labels = {
@@ -225,20 +239,22 @@ def expected(snapshot: Snapshot, dialect: Dialect, selection: frozenset[str] | N
             else "",
             "share": str(use.share),
         } | {f"label_{k}": v for k, v in use.pod.labels.items()}
-        figures = [
-            ("gpu_pulse_pod_device_info", 1.0),
-            ("gpu_pulse_pod_gpu_utilization_ratio", use.utilization_percent, 0.01),
-            ("gpu_pulse_pod_gpu_memory_used_bytes", use.memory_used_bytes, 1.0),
-            ("gpu_pulse_pod_gpu_power_watts", use.power_milliwatts, 0.001),
-            ("gpu_pulse_pod_gpu_energy_joules_total", use.energy_millijoules, 0.001),
-            ("gpu_pulse_pod_gpu_sharing_pods", use.sharing_pods, 1.0),
+        figures = [  # (name, value, scale, digits: shares are published to the precision of their source)
+            ("gpu_pulse_pod_device_info", 1.0, 1.0, None),
+            ("gpu_pulse_pod_gpu_utilization_ratio", use.utilization_percent, 0.01, 5),
+            ("gpu_pulse_pod_gpu_memory_used_bytes", use.memory_used_bytes, 1.0, None),
+            ("gpu_pulse_pod_gpu_power_watts", use.power_milliwatts, 0.001, 3),
+            ("gpu_pulse_pod_gpu_energy_joules_total", use.energy_millijoules, 0.001, 3),
+            ("gpu_pulse_pod_gpu_sharing_pods", use.sharing_pods, 1.0, None),
         ]
-        for name, value, *scale in figures:
+        for name, value, scale, digits in figures:
             if value is None:
                 continue
-            published = float(value) * (scale[0] if scale else 1.0)
+            published = float(value) / round(1 / scale) if scale < 1 else float(value) * scale
             if name.endswith("_total") and not _counter_ok(published):
                 continue
+            if digits is not None:
+                published = round(published, digits)
             yield name, _labels(labels), published
     yield "gpu_pulse_exporter_build_info", _labels({"version": "v", "dialect": str(dialect)}), 1.0
     yield "gpu_pulse_snapshot_timestamp_seconds", frozenset(), snapshot.taken_at

@@ -49,6 +49,8 @@ def test_dcgm_dialect_has_dcgm_exporters_labels(scenario: str) -> None:
     assert device_series
     for sample in device_series:
         names = set(sample.labels) - DCGM_POD
+        if sample.name == "DCGM_FI_DEV_XID_ERRORS":  # dcgm-exporter 4.x: the XID also as err_code, and its name
+            names -= {"err_code", "err_msg"}
         assert names in (DCGM_GPU, DCGM_MIG), sample
         assert not (DCGM_POD & set(sample.labels)) or DCGM_POD <= set(sample.labels)
     if any(d.is_mig for d in published.snapshot.devices):
@@ -66,7 +68,13 @@ def test_a_lost_gpu_reports_up_0_and_the_others_keep_reporting() -> None:
     up = {s.labels["gpu"]: s.value for s in samples if s.name == "nvidia_gpu_up"}
     assert up == {"0": 1, "1": 0, "2": 1, "3": 1}
     on_lost = {s.name for s in samples if s.labels.get("gpu") == "1"}
-    assert on_lost <= {"nvidia_gpu_up", "gpu_pulse_nvml_errors_total"}
+    # nothing but its state, its errors, and the XIDs it reported (79 as it fell off the bus)
+    assert on_lost <= {
+        "nvidia_gpu_up",
+        "gpu_pulse_nvml_errors_total",
+        "nvidia_gpu_last_xid",
+        "nvidia_gpu_xid_errors_total",
+    }
     lost_errors = [s for s in samples if s.name == "gpu_pulse_nvml_errors_total" and s.labels.get("gpu") == "1"]
     assert any(s.labels["error"] == "GPU_IS_LOST" for s in lost_errors)
     for other in ("0", "2", "3"):

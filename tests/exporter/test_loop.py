@@ -17,12 +17,13 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from exporter.attribution.pods_builder import PodsDocumentBuilder
 from exporter.catalogue import Dialect
-from exporter.collection import DeviceCollection, HistoryPoint
+from exporter.collection import Attribution, DeviceCollection, HistoryPoint
 from exporter.exposition import ExpositionRenderer
 from exporter.loop import PollLoop, next_tick
 from exporter.nvml import NvmlCollector
 from exporter.pods_document import ContainerView, DeviceFigures, NodePods, PodView, SerializedPods
-from exporter.snapshot import Snapshot
+from exporter.snapshot import ProcessVisibility, Snapshot
+from simulation import Simulator, install
 from tests.support.clocks import ManualClock
 from tests.support.snapshots import simulated_node
 
@@ -77,7 +78,9 @@ def test_one_cycle_publishes_everything_a_request_can_ask_for() -> None:
         document = json.loads(published.pods.full)
         assert document["node"] == "sim-node"
         assert document["interval_seconds"] == 1.0
-        assert _sample(published.text, "gpu_pulse_snapshot_timestamp_seconds") == published.snapshot.taken_at
+        assert _sample(published.text, "gpu_pulse_snapshot_timestamp_seconds") == pytest.approx(
+            published.snapshot.taken_at, rel=5e-15, abs=0
+        )
 
 
 def test_every_cycle_swaps_in_a_new_immutable_published() -> None:
@@ -235,3 +238,39 @@ def test_pods_document_per_namespace() -> None:
     assert other["pods"] == [] and other["node"] == "n1" and other["kubelet_up"] is True
     assert NodePods.model_validate_json(document.for_namespace("web")).pods[0].name == "b"
     assert NodePods.model_validate_json(document.for_namespace(None)) == _document()  # the joins lose nothing
+
+
+class _FixedAttribution:
+    """A pod side whose answer is given: what the loop does with it is under test."""
+
+    def __init__(self, attribution: Attribution) -> None:
+        self.attribution = attribution
+
+    def start(self) -> None:
+        """Nothing runs."""
+
+    def attribute(self, collection: DeviceCollection) -> Attribution:
+        return self.attribution
+
+    def close(self) -> None:
+        """Nothing runs."""
+
+
+@pytest.mark.parametrize("visible", [True, False])
+def test_process_visibility_shows_in_a_self_metric_and_in_readiness(visible: bool) -> None:
+    reason = "none of the 8 GPU process(es) NVML lists is in the proc root"
+    attribution = Attribution((), True, 1.0, process_visibility=ProcessVisibility(visible, reason))
+    with install(Simulator("h100x8")):
+        collector = NvmlCollector()
+        collector.start()
+        try:
+            renderer = ExpositionRenderer(Dialect.PROMETHEUS, version="test")
+            loop = PollLoop(collector, renderer, interval=1.0, node="n", attributor=_FixedAttribution(attribution))
+            published = loop.poll_once()
+            readiness = loop.readiness()
+        finally:
+            collector.close()
+    assert published is not None
+    assert _sample(published.text, "gpu_pulse_process_visibility") == (1.0 if visible else 0.0)
+    assert readiness.ready, "degraded, still serving"
+    assert (reason in readiness.reason) is not visible

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -121,7 +122,7 @@ def test_units_are_nvml_native_bytes_milliwatts_megahertz_and_millijoules() -> N
     grown = second["total_energy"] - first["total_energy"]
     mean_power_mw = (first["power_usage"] + second["power_usage"]) / 2
     assert 0.8 < grown / (mean_power_mw * 10) < 1.25
-    assert 0 < first["pcie_tx"] <= model.pcie_max_kb_per_s  # KB/s
+    assert 0 < second["pcie_tx"] <= model.pcie_max_kb_per_s  # KB/s (from GPM: from the second cycle on)
     assert first["nvlink_total"] == first["nvlink_tx"] + first["nvlink_rx"]
 
 
@@ -232,9 +233,61 @@ def test_process_utilization_follows_the_load_of_each_process() -> None:
         samples = pynvml.nvmlDeviceGetProcessUtilization(pynvml.nvmlDeviceGetHandleByUUID(gpu0.uuid), 0)
     newest = max(s.timeStamp for s in samples)
     latest = {s.pid: s.smUtil for s in samples if s.timeStamp == newest}
-    assert {p.pid: p.sm_util_percent for p in gpu0.processes} == latest  # one new sample per 1 s cycle
+    # one new sample per 1 s cycle; a running process without one was idle in it
+    assert {p.pid: p.sm_util_percent for p in gpu0.processes} == {p.pid: latest.get(p.pid, 0) for p in gpu0.processes}
     pid = sim.scenario.pods[0].containers[0].pids[0]
     assert latest[pid] == pytest.approx(30, abs=1)
+
+
+def _two_processes(second_load: float) -> Any:
+    from simulation import build_scenario
+
+    return build_scenario(
+        {
+            "gpus": [{"model": "H100-SXM5-80GB"}],
+            "processes": [
+                {"pid": 101, "gpu": 0, "memory_mib": 100, "load": {"baseline": 60}},
+                {"pid": 102, "gpu": 0, "memory_mib": 100, "load": {"baseline": second_load}},
+            ],
+        },
+        seed=1,
+    )
+
+
+def test_a_running_process_without_a_sample_is_idle_not_unknown() -> None:
+    """NVML samples only processes busy in the period: the other running ones were at 0 %."""
+    clock = ManualClock()
+    with collecting(_two_processes(0), clock) as (_, collector):
+        collector.collect()
+        clock.advance(1.0)
+        (gpu,) = gpus(collector.collect())
+    by_pid = {p.pid: p.sm_util_percent for p in gpu.processes}
+    assert by_pid == {101: 60.0, 102: 0.0}
+
+
+def test_a_process_that_goes_idle_drops_to_zero_at_once() -> None:
+    """Its last busy figure is not held while the other process's samples show the period was sampled."""
+    clock = ManualClock()
+    with collecting(_two_processes(30), clock) as (sim, collector):
+        collector.collect()
+        clock.advance(1.0)
+        (gpu,) = gpus(collector.collect())
+        assert {p.pid: p.sm_util_percent for p in gpu.processes} == {101: 60.0, 102: 30.0}
+        sim.node.gpus[0].domain.override_pid(102, 0.0)  # type: ignore[union-attr]
+        clock.advance(1.0)
+        (gpu,) = gpus(collector.collect())
+    assert {p.pid: p.sm_util_percent for p in gpu.processes} == {101: 60.0, 102: 0.0}
+
+
+def test_a_device_with_no_sample_for_long_has_unknown_process_figures() -> None:
+    clock = ManualClock()
+    with collecting(_two_processes(30), clock, interval_seconds=1.0) as (sim, collector):
+        collector.collect()
+        sim.set_load(0, 0)
+        for _ in range(6):  # no valid sample at all from here on: the held figures expire after 3 s
+            clock.advance(1.0)
+            (gpu,) = gpus(collector.collect())
+    assert [p.sm_util_percent for p in gpu.processes] == [None, None]
 
 
 def test_gpm_activity_on_h100_follows_the_load() -> None:
@@ -314,8 +367,9 @@ def test_counters_are_read_in_one_field_values_call_per_gpu() -> None:
 
 
 def test_pcie_throughput_is_sampled_every_few_cycles_and_held_in_between() -> None:
+    """Without GPM (A100): nvmlDeviceGetPcieThroughput, a 20 ms sample that blocks that long, every few cycles."""
     clock = ManualClock()
-    with collecting("h100x8", clock, interval_seconds=1.0, pcie_period_seconds=3.0) as (sim, collector):
+    with collecting("a100x8", clock, interval_seconds=1.0, pcie_period_seconds=3.0) as (sim, collector):
         seen = []
         counts = []
         for _ in range(4):
@@ -324,6 +378,22 @@ def test_pcie_throughput_is_sampled_every_few_cycles_and_held_in_between() -> No
             clock.advance(1.0)
     assert counts == [16, 16, 16, 32]  # tx and rx of 8 GPUs, on cycles 1 and 4
     assert seen[0] == seen[1] == seen[2]
+
+
+def test_pcie_throughput_on_hopper_is_gpms_interval_mean() -> None:
+    """GPM's PCIe rates are means over the interval between two samples (as dcgm-exporter's profiling fields): used
+    where present, and the 20 ms snapshot call is not made at all."""
+    clock = ManualClock()
+    with collecting("h100x8", clock) as (sim, collector):
+        first = gpus(collector.collect())[0]
+        clock.advance(1.0)
+        second = gpus(collector.collect())[0]
+        assert "nvmlDeviceGetPcieThroughput" not in sim.call_counts
+    assert "pcie_tx" not in first.values, "one GPM sample is not an interval yet"
+    model = GPU_MODELS["H100-SXM5-80GB"]
+    # the simulator's GPM rate for the mean load of the interval, in MiB/s, as KB/s
+    assert 0.01 * model.pcie_max_kb_per_s < second.values["pcie_tx"] <= 0.09 * model.pcie_max_kb_per_s
+    assert second.values["pcie_rx"] == pytest.approx(0.8 * second.values["pcie_tx"])
 
 
 def test_history_keeps_utilization_and_memory_per_device() -> None:
@@ -377,3 +447,86 @@ def test_statuses_name_every_sub_collector() -> None:
     assert [s.name for s in statuses] == ["nvml", "fields", "processes", "xid", "gpm"]
     assert all(s.success for s in statuses)
     assert all(s.duration_seconds >= 0 for s in statuses)
+
+
+# ---- MIG reconfiguration at run time ---------------------------------------------------------------------------------
+
+
+def _a100_mig_then(mig: list[dict[str, Any]] | None, at: float = 5.0) -> Any:
+    from pathlib import Path
+
+    import yaml
+
+    import simulation
+    from simulation import build_scenario
+
+    data = yaml.safe_load((Path(simulation.__file__).parent / "scenarios" / "a100-mig.yaml").read_text())
+    data["timeline"] = [{"at": at, "action": "reconfigure_mig", "gpu": 0, "mig": mig}]
+    return build_scenario(data, seed=100)
+
+
+def test_new_mig_instances_are_found_without_a_restart_and_never_under_old_identities(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    scenario = _a100_mig_then([{"profile": "4g.20gb"}, {"profile": "3g.20gb"}])
+    new = {m.uuid: m for m in scenario.timeline[0].mig}  # type: ignore[union-attr]
+    clock = ManualClock()
+    with caplog.at_level(logging.WARNING, logger="exporter.nvml"), collecting(scenario, clock) as (_, collector):
+        before = collector.collect()
+        clock.at(6.0)
+        after = collector.collect()
+    old = {d.uuid for d in migs(before) if d.gpu.index == 0}
+    on_gpu0 = [d for d in migs(after) if d.gpu.index == 0]
+    assert {d.uuid for d in on_gpu0} == set(new), "exactly the new instances, no stale one"
+    assert not old & {d.uuid for d in on_gpu0}
+    for reading in on_gpu0:
+        identity = reading.identity
+        assert isinstance(identity, MigIdentity)
+        assert identity.profile == new[reading.uuid].profile
+        assert (
+            reading.values["fb_total"] == GPU_MODELS["A100-SXM4-40GB"].mig_profiles[identity.profile].memory_mib * MIB
+        )
+    assert [d.uuid for d in migs(after) if d.gpu.index == 1] == [d.uuid for d in migs(before) if d.gpu.index == 1]
+    assert any("reading its new layout" in r.getMessage() for r in caplog.records)
+
+
+def test_mig_turned_off_gives_the_whole_gpus_utilization_back() -> None:
+    """The NOT_SUPPORTED verdicts learnt while MIG was on are forgotten once it is off."""
+    clock = ManualClock()
+    with collecting(_a100_mig_then(None), clock) as (_, collector):
+        before = gpus(collector.collect())[0]
+        clock.at(6.0)
+        collector.collect()
+        clock.at(7.0)
+        after = gpus(collector.collect())[0]
+    assert before.gpu.mig_enabled and "gpu_util" not in before.values
+    assert not after.gpu.mig_enabled
+    assert "gpu_util" in after.values and "gpu_util" not in after.unavailable
+    assert not [d for d in after.processes if d.gpu_instance_id is not None]
+
+
+def test_an_instance_created_in_an_empty_slot_is_found_by_the_periodic_probe() -> None:
+    """The other instances keep their handles and UUIDs: only probing the slots shows the new one."""
+    from pathlib import Path
+
+    import yaml
+
+    import simulation
+    from simulation import build_scenario
+
+    data = yaml.safe_load((Path(simulation.__file__).parent / "scenarios" / "a100-mig.yaml").read_text())
+    data["gpus"][0]["mig"] = data["gpus"][0]["mig"][:3]  # 3g + 2g + 1g: one slice free
+    kept = [m.model_dump(exclude={"load"}) for m in build_scenario(data, seed=100).gpus[0].mig or ()]
+    data["timeline"] = [
+        {"at": 5.0, "action": "reconfigure_mig", "gpu": 0, "mig": [*kept, {"profile": "1g.5gb", "index": 3}]}
+    ]
+    clock = ManualClock()
+    with collecting(build_scenario(data, seed=100), clock, layout_check_seconds=10.0) as (_, collector):
+        collector.collect()
+        clock.at(6.0)
+        early = [d for d in migs(collector.collect()) if d.gpu.index == 0]
+        clock.at(11.0)
+        found = [d for d in migs(collector.collect()) if d.gpu.index == 0]
+    assert len(early) == 3, "the slots were probed at start, and are probed again only every 10 s"
+    assert len(found) == 4
+    assert [d.uuid for d in found[:3]] == [d.uuid for d in early]

@@ -128,14 +128,16 @@ def test_a_lost_gpu_is_down_while_the_others_report_and_comes_back(caplog: pytes
     lost = during[1]
     assert not lost.up
     assert lost.uuid == before[1].uuid  # still named, so its series say "down"
-    assert lost.values == {}
+    assert set(lost.values) <= {"last_xid"}, "nothing but the XIDs it said before it went"
     assert lost.errors == {"GPU_IS_LOST": 1.0}
     for index in (0, 2, 3):
         assert during[index].up
         assert "fb_used" in during[index].values
     assert not by_index(still)[1].up
     assert by_index(still)[1].errors == {"GPU_IS_LOST": 1.0}  # one loss, counted once
-    assert not {s.name: s for s in still.statuses}["nvml"].success
+    nvml_status = {s.name: s for s in still.statuses}["nvml"]
+    assert nvml_status.success, "the other GPUs answer: the collector did its job (GPU 1 shows as up 0)"
+    assert nvml_status.errors_total >= 2  # the lost GPU counts as an error every cycle
     assert after[1].up
     assert after[1].uuid == before[1].uuid
     assert {"gpu_util", "fb_used", "memory_temp"} <= after[1].values.keys()
@@ -169,6 +171,50 @@ def test_a_lost_gpu_is_probed_again_with_exponential_backoff() -> None:
     assert back[3].errors == {"GPU_IS_LOST": 1.0}
 
 
+def test_a_lost_gpu_keeps_its_xid_series() -> None:
+    """XID 79 comes as the GPU falls off the bus: the down GPU keeps it, so the XID alert can fire while it is gone."""
+    clock = ManualClock()
+    with collecting("h100x8", clock) as (sim, collector):
+        collector.collect()
+        sim.lose_gpu(3)
+        collection = wait_for(collector, lambda c: by_index(c)[3].values.get("last_xid") == 79)
+    lost = by_index(collection)[3]
+    assert not lost.up
+    assert lost.values == {"last_xid": 79.0}
+    assert lost.vectors["xid_errors"] == {"79": 1.0}
+
+
+def test_the_nvml_collector_fails_only_when_no_gpu_answers() -> None:
+    clock = ManualClock()
+    with collecting("faulty", clock) as (sim, collector):
+        collector.collect()
+        sim.lose_gpu(2)
+        one_lost = {s.name: s for s in collector.collect().statuses}["nvml"]
+        for index in range(len(sim.node.gpus)):
+            sim.lose_gpu(index)
+        clock.advance(0.1)
+        all_lost = {s.name: s for s in collector.collect().statuses}["nvml"]
+    assert one_lost.success and one_lost.errors_total == 1
+    assert not all_lost.success
+
+
+def test_the_xid_listener_leaves_a_lost_gpu_out_and_keeps_hearing_the_others(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """nvmlEventSetWait fails with GPU_IS_LOST while a lost GPU is in the set: the set is built again without it."""
+    clock = ManualClock()
+    with caplog.at_level(logging.WARNING, logger="exporter.nvml"), collecting("h100x8", clock) as (sim, collector):
+        collector.collect()
+        sim.lose_gpu(3)
+        wait_for(collector, lambda c: by_index(c)[3].values.get("last_xid") == 79)
+        sim.inject_xid(5, 13)
+        collection = wait_for(collector, lambda c: by_index(c)[5].values.get("last_xid") == 13)
+        statuses = {s.name: s for s in collection.statuses}
+    assert by_index(collection)[5].vectors["xid_errors"] == {"13": 1.0}
+    assert statuses["xid"].success and statuses["xid"].errors_total == 0
+    assert any("XID events" in r.getMessage() and "lost" in r.getMessage() for r in caplog.records)
+
+
 def test_a_lost_mig_gpu_takes_its_instances_down_only() -> None:
     clock = ManualClock()
     with collecting("a100-mig", clock) as (sim, collector):
@@ -178,7 +224,7 @@ def test_a_lost_mig_gpu_takes_its_instances_down_only() -> None:
     for reading in collection.devices:
         if reading.gpu.index == 0:
             assert not reading.up
-            assert reading.values == {}
+            assert set(reading.values) <= {"last_xid"}  # the GPU keeps its XID 79; its instances keep nothing
         else:
             assert reading.up
             assert "fb_used" in reading.values
@@ -330,3 +376,97 @@ def test_a_mig_profile_is_read_from_the_attributes_when_the_name_does_not_carry_
         "3g.20gb",
         "1g.5gb",
     ]
+
+
+# ---- hung calls ---------------------------------------------------------------------------------------------------
+
+
+def _two_gpus() -> Any:
+    return build_scenario({"gpus": [{"model": "H100-SXM5-80GB", "count": 2, "load": {"baseline": 50}}]}, seed=3)
+
+
+def test_a_hung_call_on_one_gpu_does_not_stall_the_others(caplog: pytest.LogCaptureFixture) -> None:
+    """dcgm-exporter issue 164: one GPU's hung NVML call must not leave the healthy GPUs stale."""
+    clock = ManualClock()
+    with (
+        caplog.at_level(logging.WARNING, logger="exporter.nvml"),
+        collecting(_two_gpus(), clock, slow_call_seconds=0.2) as (sim, collector),
+    ):
+        collector.collect()
+        sim.set_slow_call(0, "nvmlDeviceGetPowerUsage", 600.0)  # hangs
+        clock.advance(1.0)
+        first = collector.collect()
+        sim.set_load(1, 90)
+        clock.advance(1.0)
+        second = collector.collect()
+        calls_while_hung = sim.call_counts["nvmlDeviceGetPowerUsage"]
+        clock.advance(1.0)
+        third = collector.collect()
+        assert sim.call_counts["nvmlDeviceGetPowerUsage"] == calls_while_hung + 1, "only GPU 1 is asked again"
+        sim.set_slow_call(0, "nvmlDeviceGetPowerUsage", None)  # the driver call returns
+        clock.advance(1.0)
+        after = wait_for(collector, lambda c: by_index(c)[0].up)
+    for collection in (first, second, third):
+        hung, healthy = by_index(collection)[0], by_index(collection)[1]
+        assert not hung.up and hung.values == {}
+        assert hung.stalled is not None and hung.stalled.call == "power_usage"
+        assert healthy.up and "power_usage" in healthy.values
+        assert {s.name: s for s in collection.statuses}["nvml"].success
+    assert by_index(second)[1].values["gpu_util"] == 90, "GPU 1 is read afresh every cycle"
+    assert by_index(third)[0].stalled is not None and by_index(third)[0].stalled.seconds == 2.0
+    assert by_index(after)[0].stalled is None and "power_usage" in by_index(after)[0].values
+    messages = [r.getMessage() for r in caplog.records]
+    assert sum("has not returned" in m and "power_usage" in m for m in messages) == 1, "logged once per hang"
+    assert any("returned after" in m for m in messages)
+
+
+def test_a_slow_call_within_the_bound_is_waited_for() -> None:
+    clock = ManualClock()
+    with collecting(_two_gpus(), clock, slow_call_seconds=30.0) as (sim, collector):
+        sim.set_slow_call(0, "nvmlDeviceGetTemperature", 0.05)
+        collection = collector.collect()
+    assert all(d.up and d.stalled is None for d in collection.devices)
+
+
+# ---- MIG without the monitor privilege --------------------------------------------------------------------------
+
+
+def _a100_mig(privileged: bool) -> Any:
+    from simulation.loader import load_scenario
+
+    return load_scenario("a100-mig").model_copy(update={"mig_monitor_privilege": privileged})
+
+
+def test_without_the_mig_monitor_privilege_the_instances_are_served_and_the_gap_is_said(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """nvml.h: aggregate figures of a MIG-enabled GPU's own handle, and XIDs of single instances, need the privilege."""
+    clock = ManualClock()
+    with (
+        caplog.at_level(logging.WARNING, logger="exporter.nvml"),
+        collecting(_a100_mig(False), clock) as (sim, collector),
+    ):
+        collector.collect()
+        sim.inject_xid(0, 31, mig=0)  # an instance's XID: never arrives
+        sim.inject_xid(0, 48)  # a whole-device XID: arrives
+        collection = wait_for(collector, lambda c: by_index(c)[0].values.get("last_xid") == 48)
+    parent = by_index(collection)[0]
+    assert "fb_used" not in parent.values
+    assert parent.unavailable["fb_used"] == "needs_mig_monitor_privilege"
+    assert parent.unavailable["mig_instance_xids"] == "needs_mig_monitor_privilege"
+    assert parent.vectors["xid_errors"] == {"48": 1.0}
+    instances = [d for d in collection.devices if d.is_mig and d.gpu.index == 0]
+    assert instances and all("fb_used" in d.values and d.processes is not None for d in instances)
+    warned = [r.getMessage() for r in caplog.records if "MIG monitor privilege" in r.getMessage()]
+    assert sum(m.startswith("GPU 0 ") for m in warned) == 1, "once per GPU"
+
+
+def test_with_the_mig_monitor_privilege_an_instances_xid_is_heard() -> None:
+    clock = ManualClock()
+    with collecting(_a100_mig(True), clock) as (sim, collector):
+        collector.collect()
+        sim.inject_xid(0, 31, mig=1)
+        collection = wait_for(collector, lambda c: by_index(c)[0].values.get("last_xid") == 31)
+    parent = by_index(collection)[0]
+    assert parent.vectors["xid_errors"] == {"31": 1.0}
+    assert "fb_used" in parent.values and "mig_instance_xids" not in parent.unavailable

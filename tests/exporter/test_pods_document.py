@@ -119,6 +119,15 @@ def test_utilization_is_the_mean_over_the_window_actually_covered() -> None:
     assert document.pods[0].containers[0].devices[0].utilization_percent == pytest.approx(90.0)
 
 
+def test_the_window_is_given_without_clock_noise() -> None:
+    """Sample times carry the jitter of the poll thread: the window is served to the millisecond (15, not 14.9999)."""
+    builder = PodsDocumentBuilder(interval_seconds=1.0, window_seconds=60.0)
+    for k in range(15):
+        document = builder(snapshot(T0 + k * 0.9999925926, use("a", GPU0.uuid, 10.0)))
+    assert document.pods[0].window_seconds == 15.0
+    assert '"window_seconds":15.0' in document.model_dump_json()
+
+
 def test_a_pod_that_leaves_and_returns_starts_a_new_window() -> None:
     builder = PodsDocumentBuilder(interval_seconds=1.0, window_seconds=60.0)
     for k in range(10):

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from exporter.catalogue import BY_KEY, MEASUREMENTS
+from exporter.catalogue import BY_KEY, MEASUREMENTS, MetricType
 from exporter.collectors_file import NAME_INDEX, Selection, SelectionError, load_selection, parse_selection
 
 # A counters file in dcgm-exporter's format (field names are dcgm-exporter's; the help texts are ours).
@@ -114,46 +114,64 @@ comment_text = st.text(
 
 
 @st.composite
-def entries(draw: st.DrawFn) -> tuple[str, set[str], list[str]]:
-    """(a line, the keys it selects, the unsupported names it adds)"""
+def entries(draw: st.DrawFn) -> tuple[str, set[str], list[str], dict[str, MetricType]]:
+    """(a line, the keys it selects, the unsupported names it adds, the types its CSV column gives)"""
     kind = draw(st.sampled_from(["ours", "csv", "unknown", "unknown_csv", "label", "comment", "blank"]))
     pad1, pad2 = draw(blank), draw(blank)
     if kind == "ours":
         name = draw(st.sampled_from(known_names))
         trailing = f" # {draw(comment_text)}" if draw(st.booleans()) else ""
-        return f"{pad1}{name}{pad2}{trailing}", set(NAME_INDEX[name]), []
+        return f"{pad1}{name}{pad2}{trailing}", set(NAME_INDEX[name]), [], {}
     if kind == "csv":
         name = draw(st.sampled_from(known_names))
         help_ = draw(comment_text)
+        type_ = draw(st.sampled_from(["gauge", "counter", "GAUGE"]))
         return (
-            f"{pad1}{name}{pad2},{pad1}{draw(st.sampled_from(['gauge', 'counter', 'GAUGE']))}, {help_}",
+            f"{pad1}{name}{pad2},{pad1}{type_}, {help_}",
             set(NAME_INDEX[name]),
             [],
+            dict.fromkeys(NAME_INDEX[name], MetricType(type_.lower())),
         )
     if kind == "unknown":
         name = draw(unknown_dcgm)
-        return f"{pad1}{name}{pad2}", set(), [name]
+        return f"{pad1}{name}{pad2}", set(), [name], {}
     if kind == "unknown_csv":
         name = draw(unknown_dcgm)
-        return f"{name}, counter, {draw(comment_text)}", set(), [name]
+        return f"{name}, counter, {draw(comment_text)}", set(), [name], {}
     if kind == "label":
         name = draw(unknown_dcgm)
-        return f"{name}, label, {draw(comment_text)}", set(), [name]
+        return f"{name}, label, {draw(comment_text)}", set(), [name], {}
     if kind == "comment":
-        return f"{pad1}#{draw(comment_text)}", set(), []
-    return pad1, set(), []
+        return f"{pad1}#{draw(comment_text)}", set(), [], {}
+    return pad1, set(), [], {}
 
 
 @given(st.lists(entries(), max_size=25), st.sampled_from(["\n", "\r\n"]))
-def test_parser_matches_the_model(lines: list[tuple[str, set[str], list[str]]], newline: str) -> None:
-    text = newline.join(line for line, _, _ in lines)
-    keys = set().union(*(k for _, k, _ in lines)) if lines else set()
-    unsupported = list(dict.fromkeys(n for _, _, names in lines for n in names))
+def test_parser_matches_the_model(
+    lines: list[tuple[str, set[str], list[str], dict[str, MetricType]]], newline: str
+) -> None:
+    text = newline.join(line for line, _, _, _ in lines)
+    keys = set().union(*(k for _, k, _, _ in lines)) if lines else set()
+    unsupported = list(dict.fromkeys(n for _, _, names, _ in lines for n in names))
+    types: dict[str, MetricType] = {}
+    for _, _, _, given_types in lines:
+        types.update(given_types)  # the last line naming a field wins
     if not keys:
         with pytest.raises(SelectionError):
             parse_selection(text)
         return
-    assert parse_selection(text) == Selection(frozenset(keys), tuple(unsupported))
+    assert parse_selection(text) == Selection(frozenset(keys), tuple(unsupported), types)
+
+
+def test_current_dcgm_field_names_and_the_type_column() -> None:
+    """dcgm-exporter 4.x spells the clock events field DCGM_FI_DEV_CLOCKS_EVENT_REASONS; its CSV's type column
+    counts."""
+    current = parse_selection("DCGM_FI_DEV_CLOCKS_EVENT_REASONS, gauge, Current clock event reasons\n")
+    former = parse_selection("DCGM_FI_DEV_CLOCK_THROTTLE_REASONS, gauge, Current clock throttle reasons\n")
+    assert current.keys == former.keys == {"clock_event_reasons"}
+    counted = parse_selection("DCGM_FI_DEV_XID_ERRORS, counter, Value of the last XID error encountered.\n")
+    assert dict(counted.types) == {"last_xid": MetricType.COUNTER}
+    assert dict(parse_selection("DCGM_FI_DEV_XID_ERRORS\n").types) == {}, "our own format has no type column"
 
 
 @given(st.text(max_size=200))

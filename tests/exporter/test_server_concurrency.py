@@ -18,6 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from exporter.attribution.pods_builder import PodsDocumentBuilder
 from exporter.catalogue import Dialect
 from exporter.exposition import ExpositionRenderer, Rendered
+from exporter.exposition.textformat import format_value
 from exporter.loop import PollLoop
 from exporter.server import build_app
 from exporter.snapshot import Snapshot
@@ -43,7 +44,7 @@ class RecordingRenderer(ExpositionRenderer):
 
     def render(self, snapshot: Snapshot) -> Rendered:
         rendered = super().render(snapshot)
-        self.seen[snapshot.taken_at] = (snapshot, rendered)
+        self.seen[float(format_value(snapshot.taken_at))] = (snapshot, rendered)  # as served: 15 significant digits
         return rendered
 
 

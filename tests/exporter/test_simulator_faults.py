@@ -24,12 +24,12 @@ def faulty(clock: ManualClock) -> Iterator[Simulator]:
 
 
 def drain(event_set: object, timeout_ms: int = 30) -> list[tuple[int, int, int]]:
-    """(GPU index, event type, XID) of every pending event."""
+    """(GPU index, event type, XID) of every pending event (until a wait times out, or fails for a lost GPU)."""
     out = []
     while True:
         try:
             data = pynvml.nvmlEventSetWait(event_set, timeout_ms)
-        except pynvml.NVMLError_Timeout:
+        except (pynvml.NVMLError_Timeout, pynvml.NVMLError_GpuIsLost):
             return out
         index = int(ctypes.cast(data.device, ctypes.c_void_p).value or 0)
         out.append((index, data.eventType, data.eventData))
@@ -102,6 +102,10 @@ def test_xid_events_on_the_timeline(faulty: Simulator, clock: ManualClock) -> No
         clock.at(9)  # ... the rest, the lost GPU's XID 79 at 5 s, XID 48 at 8 s
         got = [(values[d], x) for d, _, x in drain(event_set)]
         assert got == [(0, 13), (0, 13), (1, 79), (0, 48)]
+        # nvml.h: GPU_IS_LOST "if a GPU has fallen off the bus": every wait on a set with the lost GPU in it
+        for _ in range(2):
+            with pytest.raises(pynvml.NVMLError_GpuIsLost):
+                pynvml.nvmlEventSetWait(event_set, 30)
     finally:
         pynvml.nvmlEventSetFree(event_set)
 

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pynvml
 import pytest
+import yaml
 
+import simulation
 from simulation import Simulator, build_scenario, install
 from tests.support.clocks import ManualClock
 
@@ -149,5 +153,50 @@ def test_drivers_that_name_mig_devices_without_the_profile() -> None:
             assert pynvml.nvmlDeviceGetName(mig) == "NVIDIA A100-SXM4-40GB"
             attrs = pynvml.nvmlDeviceGetAttributes(mig)  # where the profile can still be read from
             assert (attrs.gpuInstanceSliceCount, attrs.computeInstanceSliceCount, attrs.memorySizeMB) == (2, 2, 9856)
+        finally:
+            pynvml.nvmlShutdown()
+
+
+# ---- MIG reconfiguration at run time (the GPU Operator's mig-manager) ------------------------------------------------
+
+
+def _reconfigured(at: float, mig: list[dict[str, Any]] | None) -> Any:
+    data = yaml.safe_load((Path(simulation.__file__).parent / "scenarios" / "a100-mig.yaml").read_text())
+    data["timeline"] = [{"at": at, "action": "reconfigure_mig", "gpu": 0, "mig": mig}]
+    return build_scenario(data, seed=100)
+
+
+def test_a_reconfiguration_invalidates_destroyed_handles_and_reuses_slots(clock: ManualClock) -> None:
+    scenario = _reconfigured(5.0, [{"profile": "7g.40gb"}])
+    with install(Simulator(scenario, clock=clock)):
+        pynvml.nvmlInit()
+        try:
+            gpu = pynvml.nvmlDeviceGetHandleByIndex(0)
+            before = [pynvml.nvmlDeviceGetMigDeviceHandleByIndex(gpu, i) for i in range(4)]
+            old = [pynvml.nvmlDeviceGetUUID(h) for h in before]
+            clock.at(6.0)
+            reused = pynvml.nvmlDeviceGetUUID(before[0])  # slot 0 now holds the new 7g.40gb instance
+            assert reused not in old
+            assert "7g.40gb" in pynvml.nvmlDeviceGetName(before[0])
+            for gone in before[1:]:
+                with pytest.raises(pynvml.NVMLError_InvalidArgument):
+                    pynvml.nvmlDeviceGetUUID(gone)
+            assert pynvml.nvmlDeviceGetComputeRunningProcesses(gpu) == [], "the workloads were evicted first"
+        finally:
+            pynvml.nvmlShutdown()
+
+
+def test_turning_mig_off_gives_the_whole_gpu_back(clock: ManualClock) -> None:
+    with install(Simulator(_reconfigured(5.0, None), clock=clock)):
+        pynvml.nvmlInit()
+        try:
+            gpu = pynvml.nvmlDeviceGetHandleByIndex(0)
+            with pytest.raises(pynvml.NVMLError_NotSupported):
+                pynvml.nvmlDeviceGetUtilizationRates(gpu)
+            energy = pynvml.nvmlDeviceGetTotalEnergyConsumption(gpu)
+            clock.at(6.0)
+            assert pynvml.nvmlDeviceGetMigMode(gpu)[0] == pynvml.NVML_DEVICE_MIG_DISABLE
+            assert pynvml.nvmlDeviceGetUtilizationRates(gpu).gpu >= 0
+            assert pynvml.nvmlDeviceGetTotalEnergyConsumption(gpu) >= energy, "counters carry on"
         finally:
             pynvml.nvmlShutdown()

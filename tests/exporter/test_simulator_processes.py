@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from simulation import Simulator, build_scenario, install
 from simulation.load import whole_percents
+from simulation.loader import load_scenario
 from tests.support.clocks import ManualClock
 
 MIB = 1024 * 1024
@@ -70,7 +71,8 @@ def test_process_samples_are_newer_than_last_seen_in_microseconds(shared: Simula
     clock.advance(1)
     again = pynvml.nvmlDeviceGetProcessUtilization(h, newest)
     assert {s.timeStamp for s in again} == {newest + 1_000_000}
-    assert {s.pid for s in again} == {p.pid for p in shared.scenario.processes if p.gpu == 0}
+    assert {s.pid for s in again} <= {p.pid for p in shared.scenario.processes if p.gpu == 0}
+    assert all(s.smUtil or s.memUtil for s in again), "only processes that used the GPU in the period"
     # the driver keeps a bounded buffer
     clock.advance(100)
     assert len({s.timeStamp for s in pynvml.nvmlDeviceGetProcessUtilization(h, 0)}) == 10
@@ -88,6 +90,36 @@ def test_process_shares_add_up_to_the_gpus_utilization(shared: Simulator, clock:
             assert sum(s.smUtil for s in samples) == pynvml.nvmlDeviceGetUtilizationRates(h).gpu
             assert sum(s.memUtil for s in samples) == pynvml.nvmlDeviceGetUtilizationRates(h).memory
             assert all(s.encUtil == 0 and s.decUtil == 0 for s in samples)
+
+
+def test_only_processes_busy_in_the_period_have_a_sample(clock: ManualClock) -> None:
+    """nvml.h: one sample per process "that had some non-zero utilization during the last sample period"."""
+    scenario = build_scenario(
+        {
+            "gpus": [{"model": "H100-SXM5-80GB"}],
+            "processes": [
+                {"pid": 101, "gpu": 0, "memory_mib": 100, "load": {"baseline": 60}},
+                {"pid": 102, "gpu": 0, "memory_mib": 100, "load": {"baseline": 0}},
+            ],
+        },
+        seed=1,
+    )
+    sim = Simulator(scenario, clock=clock)
+    with install(sim):
+        pynvml.nvmlInit()
+        try:
+            h = pynvml.nvmlDeviceGetHandleByIndex(0)
+            clock.advance(3.5)
+            samples = pynvml.nvmlDeviceGetProcessUtilization(h, 0)
+            assert {s.pid for s in samples} == {101}, "the idle process runs, but has no sample"
+            assert len(pynvml.nvmlDeviceGetComputeRunningProcesses(h)) == 2
+            sim.set_load(0, 0)  # both idle from now on: no valid sample at all
+            clock.advance(2)
+            newest = max(s.timeStamp for s in samples)
+            with pytest.raises(pynvml.NVMLError_NotFound):
+                pynvml.nvmlDeviceGetProcessUtilization(h, newest + 1_000_000)
+        finally:
+            pynvml.nvmlShutdown()
 
 
 def test_each_pod_on_a_shared_gpu_gets_its_own_figure(shared: Simulator, clock: ManualClock) -> None:
@@ -122,7 +154,7 @@ def test_process_utilization_buffer_protocol_in_c(shared: Simulator, clock: Manu
     fn = shared.nvmlDeviceGetProcessUtilization
     count = pynvml.c_uint(0)
     assert fn(h, None, pynvml.byref(count), pynvml.c_ulonglong(0)) == pynvml.NVML_ERROR_INSUFFICIENT_SIZE
-    assert count.value == 3 * 4  # three ticks, four processes
+    assert count.value == 3 * 4  # three ticks, four busy processes
     # a buffer for one tick gets the oldest tick; last-seen then picks up the rest
     buf = (pynvml.c_nvmlProcessUtilizationSample_t * 4)()
     count.value = 4
@@ -188,11 +220,92 @@ def test_any_mix_of_processes_adds_up(data: dict[str, Any], seconds: list[int]) 
                 clock.now = sim.node.t0 + dt + 0.5
                 rates = pynvml.nvmlDeviceGetUtilizationRates(h)
                 newest = int((sim.node.t0 + dt) * 1e6)
-                samples = pynvml.nvmlDeviceGetProcessUtilization(h, newest - 1)
                 assert 0 <= rates.gpu <= 100
+                try:
+                    samples = pynvml.nvmlDeviceGetProcessUtilization(h, newest - 1)
+                except pynvml.NVMLError_NotFound:  # every process idle in the tick: no sample at all
+                    samples = []
                 assert sum(s.smUtil for s in samples) == rates.gpu
+                assert all(s.smUtil or s.memUtil for s in samples)
                 mem = pynvml.nvmlDeviceGetMemoryInfo(h, version=pynvml.nvmlMemory_v2)
                 procs = pynvml.nvmlDeviceGetComputeRunningProcesses(h)
                 assert mem.used == sum(p.usedGpuMemory for p in procs)
+        finally:
+            pynvml.nvmlShutdown()
+
+
+# ---- PID namespaces and MPS ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("version", "translated"),
+    [
+        ("470.256.02", False),
+        ("535.104.05", False),
+        ("535.104.12", False),
+        ("535.113.01", True),
+        ("535.43.23", False),
+        ("535.43.24", True),
+        ("545.23.06", True),
+        ("550.54.15", True),
+        ("580.65.06", True),
+    ],
+)
+def test_which_drivers_give_pids_in_the_callers_namespace(version: str, translated: bool) -> None:
+    """open-gpu-kernel-modules tags: `_gpuConvertPid` first appears in 535.113.01 (535.43.24 on that branch)."""
+    from simulation.driver import translates_pids
+
+    assert translates_pids(version) is translated
+
+
+def _pid_namespace(driver: str) -> Any:
+    return load_scenario("shared").model_copy(update={"exporter_pid_namespace": "container", "driver_version": driver})
+
+
+def test_a_translating_driver_leaves_out_processes_outside_the_callers_namespace(clock: ManualClock) -> None:
+    with install(Simulator(_pid_namespace("550.54.15"), clock=clock)):
+        pynvml.nvmlInit()
+        try:
+            h = pynvml.nvmlDeviceGetHandleByIndex(0)
+            clock.advance(3)
+            assert pynvml.nvmlDeviceGetComputeRunningProcesses(h) == []
+            with pytest.raises(pynvml.NVMLError_NotFound):
+                pynvml.nvmlDeviceGetProcessUtilization(h, 0)
+            # the device itself still shows the work
+            assert pynvml.nvmlDeviceGetUtilizationRates(h).gpu > 0
+            assert pynvml.nvmlDeviceGetMemoryInfo(h, version=pynvml.nvmlMemory_v2).used > 0
+        finally:
+            pynvml.nvmlShutdown()
+
+
+def test_an_older_driver_gives_host_pids_that_the_callers_proc_lacks(clock: ManualClock, tmp_path: Any) -> None:
+    from simulation.proctree import write_proc_tree
+
+    scenario = _pid_namespace("535.104.05")
+    with install(Simulator(scenario, clock=clock)):
+        pynvml.nvmlInit()
+        try:
+            procs = pynvml.nvmlDeviceGetComputeRunningProcesses(pynvml.nvmlDeviceGetHandleByIndex(0))
+        finally:
+            pynvml.nvmlShutdown()
+    assert {p.pid for p in procs} == {p.pid for p in scenario.processes if p.gpu == 0}
+    assert write_proc_tree(tmp_path / "proc", scenario) == ()
+    assert list((tmp_path / "proc").iterdir()) == []
+
+
+def test_mps_clients_come_from_the_mps_list_and_the_compute_list_has_the_server(clock: ManualClock) -> None:
+    base = load_scenario("shared")
+    gpus = (base.gpus[0].model_copy(update={"mps_server_pid": 4242}), *base.gpus[1:])
+    with install(Simulator(base.model_copy(update={"gpus": gpus}), clock=clock)):
+        pynvml.nvmlInit()
+        try:
+            mps_gpu, plain_gpu = (pynvml.nvmlDeviceGetHandleByIndex(i) for i in (0, 1))
+            assert [p.pid for p in pynvml.nvmlDeviceGetComputeRunningProcesses(mps_gpu)] == [4242]
+            clients = pynvml.nvmlDeviceGetMPSComputeRunningProcesses_v3(mps_gpu)
+            assert {p.pid for p in clients} == {p.pid for p in base.processes if p.gpu == 0}
+            assert pynvml.nvmlDeviceGetMPSComputeRunningProcesses_v3(plain_gpu) == []
+            assert len(pynvml.nvmlDeviceGetComputeRunningProcesses(plain_gpu)) == len(
+                [p for p in base.processes if p.gpu == 1]
+            )
         finally:
             pynvml.nvmlShutdown()

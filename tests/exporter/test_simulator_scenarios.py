@@ -139,7 +139,7 @@ def test_bad_files_give_one_clear_line(tmp_path: Path, text: str, message: str) 
 
 def test_bad_names_and_paths(tmp_path: Path) -> None:
     with pytest.raises(ScenarioError, match="not a built-in scenario"):
-        load_scenario("h200x8")
+        load_scenario("b200x8")
     with pytest.raises(ScenarioError, match=r"--simulate .*missing.yaml: cannot read"):
         load_scenario(str(tmp_path / "missing.yaml"))
     with pytest.raises(ScenarioError, match="invalid JSON at line 1"):

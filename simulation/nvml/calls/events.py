@@ -9,7 +9,7 @@ from typing import Any
 from simulation.machine import Node, SimGpu, SimMig
 from simulation.nvml import cabi
 from simulation.nvml.cabi import as_int, pointer_value, set_pointer, target
-from simulation.nvml.eventsets import NO_INSTANCE
+from simulation.nvml.eventsets import NO_INSTANCE, RegisteredGpuLostError
 
 Call = Callable[..., Any]
 
@@ -62,17 +62,27 @@ class EventCalls:
         return cabi.SUCCESS
 
     def wait(self, event_set: Any, data_ref: Any, timeout_ms: Any) -> int:
-        """Block up to the timeout (real time) for the next event of the set: TIMEOUT when none came."""
+        """Block up to the timeout (real time) for the next event of the set: TIMEOUT when none came.
+
+        nvml.h (nvmlEventSetWait_v2): GPU_IS_LOST "if a GPU has fallen off the bus or is otherwise inaccessible". Once
+        the events queued before the loss (its XID 79) are handed out, every wait on a set that has a lost GPU
+        registered fails so, until the caller builds a set without it.
+        """
         n = cabi.decode_event_set(pointer_value(event_set))
         if n is None or not self.node.events.exists(n):
             return cabi.INVALID_ARGUMENT
-        event = self.node.events.wait(n, as_int(timeout_ms) / 1000.0, self.node.advance)
+        node = self.node
+        try:
+            event = node.events.wait(n, as_int(timeout_ms) / 1000.0, node.advance, node.lost_indices)
+        except RegisteredGpuLostError:
+            return cabi.GPU_IS_LOST
         if event is None:
             return cabi.TIMEOUT
         data = target(data_ref)
         ctypes.c_void_p.from_buffer(data, type(data).device.offset).value = cabi.device_handle(event.gpu)
         data.eventType = event.event_type
         data.eventData = event.data
-        data.gpuInstanceId = NO_INSTANCE
-        data.computeInstanceId = NO_INSTANCE
+        gi, ci = event.instance if event.instance is not None else (NO_INSTANCE, NO_INSTANCE)
+        data.gpuInstanceId = gi
+        data.computeInstanceId = ci
         return cabi.SUCCESS

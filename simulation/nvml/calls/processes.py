@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from simulation.load import SAMPLE_BUFFER_TICKS, TICK_S, ProcessLoad, whole_percents
-from simulation.machine import Node, SimGpu, SimMig
+from simulation.machine import MPS_SERVER_MEMORY, Node, SimGpu, SimMig
 from simulation.nvml import cabi
 from simulation.nvml.cabi import as_int, target
 
@@ -21,14 +21,22 @@ class ProcessCalls:
     def calls(self) -> dict[str, DeviceCall]:
         return {
             "nvmlDeviceGetComputeRunningProcesses_v3": self.running_processes,
+            "nvmlDeviceGetMPSComputeRunningProcesses_v3": self.mps_processes,
             "nvmlDeviceGetProcessUtilization": self.process_utilization,
         }
 
-    MIG_HANDLE_CALLS = frozenset({"nvmlDeviceGetComputeRunningProcesses_v3"})
+    MIG_HANDLE_CALLS = frozenset(
+        {"nvmlDeviceGetComputeRunningProcesses_v3", "nvmlDeviceGetMPSComputeRunningProcesses_v3"}
+    )
 
-    @staticmethod
-    def _processes(gpu: SimGpu, mig: SimMig | None) -> list[tuple[ProcessLoad, int, int]]:
-        """(process, GPU instance id, compute instance id) on a device; a MIG-enabled GPU lists all its MIG devices'."""
+    def _processes(self, gpu: SimGpu, mig: SimMig | None) -> list[tuple[ProcessLoad, int, int]]:
+        """(process, GPU instance id, compute instance id) on a device; a MIG-enabled GPU lists all its MIG devices'.
+
+        Empty when the caller's PID namespace holds none of them and the driver translates PIDs (open-gpu-kernel-modules
+        gpu_rmapi.c `_gpuConvertPid`: a client with no PID in the caller's namespace is left out).
+        """
+        if self.node.processes_hidden:
+            return []
         if mig is not None:
             return [(p, mig.gpu_instance_id, mig.compute_instance_id) for p in mig.domain.processes]
         if gpu.migs is not None:
@@ -39,8 +47,31 @@ class ProcessCalls:
         return [(p, NOT_AVAILABLE, NOT_AVAILABLE) for p in gpu.domain.processes]
 
     def running_processes(self, t: float, gpu: SimGpu, mig: SimMig | None, count_ref: Any, infos: Any) -> int:
-        """Two-call protocol: with no array (or one too small) the count is set and INSUFFICIENT_SIZE returned."""
-        procs = self._processes(gpu, mig)
+        if self.node.mig_aggregate_refused(gpu, mig):
+            return cabi.NO_PERMISSION
+        return self._compute_list(gpu, mig, count_ref, infos)
+
+    def _compute_list(self, gpu: SimGpu, mig: SimMig | None, count_ref: Any, infos: Any) -> int:
+        """Two-call protocol: with no array (or one too small) the count is set and INSUFFICIENT_SIZE returned.
+
+        Under MPS the compute list holds the MPS server alone (the kernel modules list its `MpsApi` client); the
+        clients come from nvmlDeviceGetMPSComputeRunningProcesses.
+        """
+        if gpu.spec.mps_server_pid is not None:
+            server = ProcessLoad(gpu.spec.mps_server_pid, 1.0, None, MPS_SERVER_MEMORY, "nvidia-cuda-mps")
+            procs = [] if self.node.processes_hidden else [(server, NOT_AVAILABLE, NOT_AVAILABLE)]
+            return self._fill(procs, count_ref, infos)
+        return self._fill(self._processes(gpu, mig), count_ref, infos)
+
+    def mps_processes(self, t: float, gpu: SimGpu, mig: SimMig | None, count_ref: Any, infos: Any) -> int:
+        """nvml.h (nvmlDeviceGetMPSComputeRunningProcesses_v3): the processes "utilizing MPS"; none without MPS."""
+        if self.node.mig_aggregate_refused(gpu, mig):
+            return cabi.NO_PERMISSION
+        procs = self._processes(gpu, mig) if gpu.spec.mps_server_pid is not None else []
+        return self._fill(procs, count_ref, infos)
+
+    @staticmethod
+    def _fill(procs: list[tuple[ProcessLoad, int, int]], count_ref: Any, infos: Any) -> int:
         count = target(count_ref)
         n = len(procs)
         if infos is None or count.value < n:
@@ -58,20 +89,34 @@ class ProcessCalls:
     def process_utilization(
         self, t: float, gpu: SimGpu, mig: SimMig | None, samples: Any, count_ref: Any, last_seen: Any
     ) -> int:
-        """Per-process samples newer than `last_seen` (microseconds since the epoch), one per process and tick.
+        """Per-process samples newer than `last_seen` (microseconds since the epoch): per tick, one sample for each
+        process that had non-zero utilization in it; a process idle in a tick has no sample there.
 
-        NOT_FOUND when there is none. With no array the count is set and INSUFFICIENT_SIZE returned; an array too
-        small for the samples that appeared since gets the oldest ones (the caller's next last-seen picks up the rest).
+        nvml.h (nvmlDeviceGetProcessUtilization): "One utilization sample structure is returned per process running,
+        that had some non-zero utilization during the last sample period"; NOT_FOUND "if no valid sample entries are
+        found since the lastSeenTimeStamp" -- so a device whose processes were all idle answers NOT_FOUND as well.
+        With no array the count is set and INSUFFICIENT_SIZE returned; an array too small for the samples that
+        appeared since gets the oldest whole ticks (the caller's next last-seen picks up the rest).
         """
         domain = gpu.domain
         if domain is None:  # MIG enabled
             return cabi.NOT_SUPPORTED
-        procs = domain.processes
+        if self.node.processes_hidden:  # the samples name processes the caller cannot see either
+            return cabi.NOT_FOUND
         last = as_int(last_seen)
         node = self.node
         newest = node.tick(t)
         ticks = [k for k in range(max(0, newest - SAMPLE_BUFFER_TICKS + 1), newest + 1) if node.tick_time_us(k) > last]
-        n = len(ticks) * len(procs)
+        ratio = gpu.spec.memory_copy_ratio
+        found: list[tuple[int, list[tuple[int, int, int]]]] = []  # (stamp, [(pid, sm, mem)]) per tick
+        for k in ticks:
+            total, parts = domain.split(k * TICK_S)
+            _, sm = whole_percents(total, parts)
+            _, mem = whole_percents(total * ratio, {pid: v * ratio for pid, v in parts.items()})
+            busy = [(p.pid, sm[p.pid], mem[p.pid]) for p in domain.processes if sm[p.pid] or mem[p.pid]]
+            if busy:
+                found.append((node.tick_time_us(k), busy))
+        n = sum(len(busy) for _, busy in found)
         if n == 0:
             return cabi.NOT_FOUND
         count = target(count_ref)
@@ -79,21 +124,16 @@ class ProcessCalls:
             count.value = n
             return cabi.INSUFFICIENT_SIZE
         capacity = min(count.value, len(samples))
-        ratio = gpu.spec.memory_copy_ratio
         written = 0
-        for k in ticks:
-            if written + len(procs) > capacity:
+        for stamp, busy in found:
+            if written + len(busy) > capacity:
                 break
-            total, parts = domain.split(k * TICK_S)
-            _, sm = whole_percents(total, parts)
-            _, mem = whole_percents(total * ratio, {pid: v * ratio for pid, v in parts.items()})
-            stamp = node.tick_time_us(k)
-            for p in procs:
+            for pid, sm_util, mem_util in busy:
                 s = samples[written]
-                s.pid = p.pid
+                s.pid = pid
                 s.timeStamp = stamp
-                s.smUtil = sm[p.pid]
-                s.memUtil = mem[p.pid]
+                s.smUtil = sm_util
+                s.memUtil = mem_util
                 s.encUtil = 0
                 s.decUtil = 0
                 written += 1

@@ -86,6 +86,8 @@ class TelemetryCalls:
         return gpu.memory_total, gpu.memory_reserved, gpu.memory_used()
 
     def memory_info(self, t: float, gpu: SimGpu, mig: SimMig | None, out: Any) -> int:
+        if self.node.mig_aggregate_refused(gpu, mig):
+            return cabi.NO_PERMISSION
         total, reserved, used = self._memory(gpu, mig)
         m = target(out)
         m.total = total
@@ -97,6 +99,8 @@ class TelemetryCalls:
         m = target(out)
         if m.version != NVML_MEMORY_V2:
             return cabi.ARGUMENT_VERSION_MISMATCH
+        if self.node.mig_aggregate_refused(gpu, mig):
+            return cabi.NO_PERMISSION
         total, reserved, used = self._memory(gpu, mig)
         m.total = total
         m.reserved = reserved
