@@ -202,7 +202,8 @@ class KubeletPodAttributor:
         self._judged = (basis, now, verdict)
         if verdict.visible is not None and verdict.visible != self._visible:
             if verdict.visible:
-                log.info("GPU processes of other pods are visible again: %s", verdict.reason)
+                again = " again" if self._visible is False else ""  # the first verdict is no recovery
+                log.info("GPU processes of other pods are visible%s: %s", again, verdict.reason)
             else:
                 log.warning(
                     "GPU processes of other pods are not visible: %s; shared GPUs stay unattributed", verdict.reason
