@@ -275,7 +275,7 @@ class Adapter:
             app.cleanup_ctx.append(_running(reloader))
         if certificate is not None:  # a renewed certificate (cert-manager, a rotated Secret) serves without a restart
             app.cleanup_ctx.append(_running(certificate))
-        limits = ConnectionLimits(settings.max_connections, settings.header_read_timeout, settings.idle_timeout)
+        limits = settings.connection_limits()
         ensure_file_limit(limits)
         adapter = cls(app=app, ssl_context=ssl_context, listen=settings.listen, api=client, limits=limits)
         metrics.connections.stats = adapter.connections.stats

@@ -8,11 +8,20 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import BeforeValidator, field_validator, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import SettingsConfigDict
 
 from adapter.selectors import SelectorError, parse_selector
 from adapter.sources.exporters import parse_endpoint_map
-from toolkit.settings import CommandLine, ListenAddress, check_tls_pair, comma_list, lower, parse_listen, setting
+from toolkit.settings import (
+    CommandLine,
+    ConnectionSettings,
+    ListenAddress,
+    check_tls_pair,
+    comma_list,
+    lower,
+    parse_listen,
+    setting,
+)
 
 ENV_PREFIX = "GPU_PULSE_ADAPTER_"
 PROG = "gpu-pulse-adapter"
@@ -20,7 +29,7 @@ PROG = "gpu-pulse-adapter"
 CommaList = Annotated[tuple[str, ...], BeforeValidator(comma_list)]
 
 
-class AdapterSettings(BaseSettings):
+class AdapterSettings(ConnectionSettings):
     """Every setting of the adapter. Field `foo_bar` is flag `--foo-bar` and variable `GPU_PULSE_ADAPTER_FOO_BAR`."""
 
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, env_ignore_empty=True, extra="forbid", frozen=True)
@@ -28,30 +37,6 @@ class AdapterSettings(BaseSettings):
     # serving
     listen: Annotated[ListenAddress, BeforeValidator(parse_listen)] = setting(
         ListenAddress("0.0.0.0", 6443), "Address to serve the API on (TLS).", metavar="HOST:PORT"
-    )
-    max_connections: int = setting(
-        512,
-        "Most connections served at once. At the cap, the connection that has waited longest for a request makes "
-        "room for a new one; when all are busy, a new one gets 503. The open-file limit is raised to fit.",
-        metavar="N",
-        ge=1,
-        le=1_000_000,
-    )
-    header_read_timeout: float = setting(
-        10.0,
-        "Seconds a client has to finish the TLS handshake and send a whole request head.",
-        metavar="SECONDS",
-        gt=0,
-        le=3600,
-        allow_inf_nan=False,
-    )
-    idle_timeout: float = setting(
-        60.0,
-        "Seconds a kept-alive connection may wait for its next request before it is closed.",
-        metavar="SECONDS",
-        gt=0,
-        le=86_400,
-        allow_inf_nan=False,
     )
     tls_cert_file: Path | None = setting(
         None, "PEM serving certificate (with its chain); default: a self-signed one in --cert-dir.", metavar="FILE"

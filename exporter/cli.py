@@ -178,7 +178,7 @@ async def _serve(settings: ExporterSettings, poll_loop: PollLoop, collector: Nvm
 
 
 def _connection_limits(settings: ExporterSettings) -> ConnectionLimits:
-    limits = ConnectionLimits(settings.max_connections, settings.header_read_timeout, settings.idle_timeout)
+    limits = settings.connection_limits()
     try:
         ensure_file_limit(limits)
     except ValueError as error:

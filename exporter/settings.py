@@ -9,17 +9,25 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, model_validator
-from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from pydantic_settings import NoDecode, SettingsConfigDict
 
 from exporter.catalogue import Dialect
 from exporter.nvml.errors import BUILTIN_SCENARIO_NAMES
-from toolkit.settings import CommandLine, ListenAddress, check_tls_pair, lower, parse_listen, setting
+from toolkit.settings import (
+    CommandLine,
+    ConnectionSettings,
+    ListenAddress,
+    check_tls_pair,
+    lower,
+    parse_listen,
+    setting,
+)
 
 ENV_PREFIX = "GPU_PULSE_"
 PROG = "gpu-pulse-exporter"
 
 
-class ExporterSettings(BaseSettings):
+class ExporterSettings(ConnectionSettings):
     """Every setting of the exporter. Field name `foo_bar` is flag `--foo-bar` and variable `GPU_PULSE_FOO_BAR`."""
 
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, env_ignore_empty=True, extra="forbid", frozen=True)
@@ -37,33 +45,6 @@ class ExporterSettings(BaseSettings):
         accepts="a number of seconds from 0.05 to 3600",
         ge=0.05,  # exporter.pods_document.INTERVAL_SECONDS_BOUNDS: what a reader of /pods accepts
         le=3600,
-        allow_inf_nan=False,
-    )
-    max_connections: int = setting(
-        512,
-        "Most connections served at once. At the cap, the connection that has waited longest for a request makes "
-        "room for a new one; when all are busy, a new one gets 503. The open-file limit is raised to fit.",
-        metavar="N",
-        accepts="a whole number from 1 to 1000000",
-        ge=1,
-        le=1_000_000,
-    )
-    header_read_timeout: float = setting(
-        10.0,
-        "Seconds a client has to send a whole request head (from connecting, or from its first byte).",
-        metavar="SECONDS",
-        accepts="a number of seconds > 0 and <= 3600",
-        gt=0,
-        le=3600,
-        allow_inf_nan=False,
-    )
-    idle_timeout: float = setting(
-        60.0,
-        "Seconds a kept-alive connection may wait for its next request before it is closed.",
-        metavar="SECONDS",
-        accepts="a number of seconds > 0 and <= 86400",
-        gt=0,
-        le=86_400,
         allow_inf_nan=False,
     )
     dialect: Dialect = setting(

@@ -331,6 +331,40 @@ class WatchThread:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
+    @classmethod
+    def of_node(
+        cls,
+        what: str,
+        node_name: str,
+        list_func: ListFunc,
+        *,
+        parse: Callable[[Mapping[str, Any]], T],
+        replace: Callable[[list[T]], None],
+        upsert: Callable[[T], None],
+        remove: Callable[[str, str], None],
+        watch_timeout_seconds: int = 300,
+        request_timeout: float = 10.0,
+        backoff: Backoff | None = None,
+        draw: Draw = random.random,
+    ) -> WatchThread:
+        """One node's `what` (pods, ResourceSlices): a list and watch narrowed by `spec.nodeName`, on its own thread."""
+        if not node_name:
+            raise ValueError(f"the {what} watch needs the node name (--node-name or NODE_NAME)")
+        loop = ListWatch(
+            name=f"{what} watch on node {node_name}",
+            list_func=list_func,
+            parse=parse,
+            replace=replace,
+            upsert=upsert,
+            remove=remove,
+            field_selector=f"spec.nodeName={node_name}",
+            watch_timeout_seconds=watch_timeout_seconds,
+            request_timeout=request_timeout,
+            backoff=backoff or Backoff(initial=0.5, maximum=30.0),
+            draw=draw,
+        )
+        return cls(loop, f"{what.lower()}-watch")
+
     @property
     def running(self) -> bool:
         return self._thread is not None

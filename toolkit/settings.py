@@ -19,6 +19,9 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, Field, ValidationError
 from pydantic.fields import FieldInfo
+from pydantic_settings import BaseSettings
+
+from toolkit.connections import ConnectionLimits
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -97,6 +100,42 @@ def comma_list(value: object) -> object:
     if isinstance(value, str):
         return tuple(part.strip() for part in value.split(",") if part.strip())
     return value
+
+
+class ConnectionSettings(BaseSettings):
+    """The connection limits both servers take (toolkit.connections), as the same three flags in both commands."""
+
+    max_connections: int = setting(
+        512,
+        "Most connections served at once. At the cap, the connection that has waited longest for a request makes "
+        "room for a new one; when all are busy, a new one gets 503. The open-file limit is raised to fit.",
+        metavar="N",
+        accepts="a whole number from 1 to 1000000",
+        ge=1,
+        le=1_000_000,
+    )
+    header_read_timeout: float = setting(
+        10.0,
+        "Seconds a client has to finish the TLS handshake (where served) and send a whole request head, from "
+        "connecting or from its first byte.",
+        metavar="SECONDS",
+        accepts="a number of seconds > 0 and <= 3600",
+        gt=0,
+        le=3600,
+        allow_inf_nan=False,
+    )
+    idle_timeout: float = setting(
+        60.0,
+        "Seconds a kept-alive connection may wait for its next request before it is closed.",
+        metavar="SECONDS",
+        accepts="a number of seconds > 0 and <= 86400",
+        gt=0,
+        le=86_400,
+        allow_inf_nan=False,
+    )
+
+    def connection_limits(self) -> ConnectionLimits:
+        return ConnectionLimits(self.max_connections, self.header_read_timeout, self.idle_timeout)
 
 
 def check_tls_pair(cert_file: object, key_file: object) -> None:

@@ -16,7 +16,7 @@ from typing import Any
 
 from exporter.attribution.directory import DirectoryStatus
 from toolkit.backoff import Backoff, Draw
-from toolkit.listwatch import ListWatch, WatchThread
+from toolkit.listwatch import WatchThread
 from toolkit.pods import Pod, PodParser
 
 _NO_PODS: Mapping[Any, Pod] = MappingProxyType({})
@@ -37,24 +37,21 @@ class PodWatch:
     ) -> None:
         from kubernetes import client  # only with --kubernetes
 
-        if not node_name:
-            raise ValueError("the pod watch needs the node name (--node-name or NODE_NAME)")
-        self.node_name = node_name
         self._maps = _Maps(_NO_PODS, _NO_PODS)  # replaced as a whole: readers see both maps of one moment
-        self._loop = ListWatch(
-            name=f"pod watch on node {node_name}",
-            list_func=client.CoreV1Api(api_client).list_pod_for_all_namespaces,
+        self._running = WatchThread.of_node(
+            "pod",
+            node_name,
+            client.CoreV1Api(api_client).list_pod_for_all_namespaces,
             parse=PodParser(containers=True, created=True),
             replace=self._replace,
             upsert=self._upsert,
             remove=self._remove,
-            field_selector=f"spec.nodeName={node_name}",
             watch_timeout_seconds=watch_timeout_seconds,
             request_timeout=request_timeout,
-            backoff=backoff or Backoff(initial=0.5, maximum=30.0),
+            backoff=backoff,
             draw=draw,
         )
-        self._running = WatchThread(self._loop, "pod-watch")
+        self.node_name = node_name
 
     # ---- PodDirectory --------------------------------------------------------------------------------------------
     def by_uid(self, uid: str) -> Pod | None:
@@ -65,7 +62,7 @@ class PodWatch:
 
     @property
     def status(self) -> DirectoryStatus:
-        stats = self._loop.stats
+        stats = self._running.loop.stats
         return DirectoryStatus(
             synced=stats.synced,
             connected=stats.connected and self._running.running,  # a stopped watch is not connected

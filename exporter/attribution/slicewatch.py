@@ -18,7 +18,7 @@ from typing import Any
 
 from exporter.attribution.resourceslices import ResourceSliceIndex, SliceDevices, slice_from_object
 from toolkit.backoff import Backoff, Draw
-from toolkit.listwatch import ListWatch, WatchThread
+from toolkit.listwatch import WatchThread
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,24 +45,21 @@ class ResourceSliceWatch:
     ) -> None:
         from kubernetes import client  # only with --kubernetes
 
-        if not node_name:
-            raise ValueError("the ResourceSlice watch needs the node name (--node-name or NODE_NAME)")
-        self.node_name = node_name
         self._index = ResourceSliceIndex()
-        self._loop: ListWatch[SliceDevices | None] = ListWatch(
-            name=f"ResourceSlice watch on node {node_name}",
-            list_func=client.ResourceV1Api(api_client).list_resource_slice,
+        self._running = WatchThread.of_node(
+            "ResourceSlice",
+            node_name,
+            client.ResourceV1Api(api_client).list_resource_slice,
             parse=_parse,
             replace=self._replace,
             upsert=self._upsert,
             remove=self._remove,
-            field_selector=f"spec.nodeName={node_name}",
             watch_timeout_seconds=watch_timeout_seconds,
             request_timeout=request_timeout,
-            backoff=backoff or Backoff(initial=0.5, maximum=30.0),
+            backoff=backoff,
             draw=draw,
         )
-        self._running = WatchThread(self._loop, "resourceslice-watch")
+        self.node_name = node_name
 
     def uuid_of(self, driver: str, pool: str, device: str) -> str | None:
         return self._index.uuid_of(driver, pool, device)
@@ -73,7 +70,7 @@ class ResourceSliceWatch:
 
     @property
     def status(self) -> SliceWatchStatus:
-        stats = self._loop.stats
+        stats = self._running.loop.stats
         return SliceWatchStatus(
             synced=stats.synced,
             connected=stats.connected,
