@@ -165,10 +165,13 @@ def build_source(settings: AdapterSettings, pods: PodDirectory, metrics: Adapter
         headers=token.headers if token else None,
         ssl_context=client_ssl_context(settings.exporter_ca_file),
         keep_warm_seconds=settings.keep_warm,
+        refresh=settings.exporter_refresh,
         observe=metrics.observe_source_call,
         max_document_bytes=settings.exporter_max_document_bytes,
     )
     metrics.caches.node_documents = lambda: cache.size
+    metrics.caches.documents_received = lambda: cache.documents
+    metrics.caches.exporter_requests = lambda: cache.connections
     return DirectSource(locator, cache, max_age=settings.max_age)
 
 

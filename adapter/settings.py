@@ -102,9 +102,18 @@ class AdapterSettings(ConnectionSettings):
         None, "File with a bearer token for exporters that require one.", metavar="FILE"
     )
     exporter_ca_file: Path | None = setting(None, "CA bundle to verify https exporters.", metavar="FILE")
+    exporter_refresh: float = setting(
+        0.0,
+        "Least seconds between two /pods documents a node's exporter sends (0: every snapshot it polls); a larger "
+        "value trades the figures' age for less work on a large fleet.",
+        metavar="SECONDS",
+        ge=0,
+        le=3600,
+        allow_inf_nan=False,
+    )
     keep_warm: float = setting(
         120.0,
-        "Seconds a node's /pods is kept fresh in the background after the last query that needed it.",
+        "Seconds a node's /pods is followed in the background after the last query that needed it.",
         metavar="SECONDS",
         ge=0,
         allow_inf_nan=False,

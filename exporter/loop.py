@@ -109,6 +109,12 @@ class PollLoop:
         self.overruns = 0  # ticks skipped because a cycle took longer than the interval
         # the HTTP server's connection counts, read each cycle into the snapshot (set once the server listens)
         self.connection_stats: Callable[[], ConnectionStats] | None = None
+        self._listeners: list[Callable[[], None]] = []
+
+    def on_publish(self, listener: Callable[[], None]) -> None:
+        """Call `listener` (in the polling thread, so it must only hand over, e.g. `call_soon_threadsafe`) after each
+        snapshot is published: the `/pods` streams wait on it."""
+        self._listeners.append(listener)
 
     # ---- what the server reads -------------------------------------------------------------------------------------
     @property
@@ -254,6 +260,11 @@ class PollLoop:
         self._cycle += 1
         published = Published(snapshot, self._cycle, collected_at, rendered.text, rendered.openmetrics, pods)
         self._published = published
+        for listener in self._listeners:
+            try:
+                listener()
+            except Exception as error:  # a listener's defect must not stop polling
+                self._failed("publish", error)
         return published
 
     # ---- the worker thread -------------------------------------------------------------------------------------------

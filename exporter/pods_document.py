@@ -14,7 +14,7 @@ cannot publish what a reader would refuse.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from types import MappingProxyType
@@ -137,14 +137,50 @@ class PodsDocumentError(ValueError):
     """A body that is not a valid `/pods` document, as one line naming the first problem."""
 
 
+def _problem(exc: pydantic.ValidationError, what: str) -> PodsDocumentError:
+    first = exc.errors()[0]
+    where = ".".join(str(p) for p in first["loc"]) or "document"
+    return PodsDocumentError(f"not a gpu-pulse {what}: {where}: {first['msg']}")
+
+
 def parse_node_pods(body: bytes | str) -> NodePods:
     """The document in `body`, validated against the model; PodsDocumentError (one line) otherwise."""
     try:
         return NodePods.model_validate_json(body)
     except pydantic.ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "document"
-        raise PodsDocumentError(f"not a gpu-pulse /pods document: {where}: {first['msg']}") from None
+        raise _problem(exc, "/pods document") from None
+
+
+# ---- the stream: `/pods?watch=1` ------------------------------------------------------------------------------------
+# Instead of one document per request, a reader may ask for a stream: one line of JSON per snapshot the exporter
+# publishes (at most one per `every` seconds, when asked), each line an event holding the exporter's clock when it was
+# sent and the document. The exporter ends a stream after about STREAM_SECONDS (a reader reconnects; a long-lived
+# connection is rebalanced that way, as kube-apiserver ends watches after a timeout). A reader that finds a plain
+# `application/json` answer instead is talking to an exporter without streams and has the one document.
+STREAM_CONTENT_TYPE = "application/x-ndjson"
+STREAM_SECONDS = 300.0
+# An exporter serves at most this many streams at once (an adapter replica holds one per exporter); more get 429.
+MAX_STREAMS = 16
+
+
+class _StreamEvent(_Frozen):
+    answered_at: float = Field(gt=0, lt=1e11, description="the exporter's clock when it sent the line, Unix seconds")
+    document: NodePods
+
+
+def stream_event(answered_at: float, document: bytes) -> bytes:
+    """One line of a `/pods` stream: the serialized `document` as the exporter sent it at `answered_at`."""
+    return b'{"answered_at":%.3f,"document":%b}\n' % (answered_at, document)
+
+
+def parse_stream_event(line: bytes | str) -> tuple[float, NodePods]:
+    """One line of a `/pods` stream as (the exporter's clock when it sent it, the document); PodsDocumentError
+    (one line) when it is not one."""
+    try:
+        event = _StreamEvent.model_validate_json(line)
+    except pydantic.ValidationError as exc:
+        raise _problem(exc, "/pods stream event") from None
+    return event.answered_at, event.document
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,11 +190,22 @@ class SerializedPods:
     full: bytes
     by_namespace: Mapping[str, bytes]
     no_pods: bytes  # the document for a namespace that has no pods on this node
+    head: bytes  # the document up to its pods: `head + pods + b"]}"` is a document
+    namespace_pods: Mapping[str, bytes]  # each namespace's pods, serialized and joined
 
     def for_namespace(self, namespace: str | None) -> bytes:
         if namespace is None:
             return self.full
         return self.by_namespace.get(namespace, self.no_pods)
+
+    def for_namespaces(self, namespaces: Collection[str] | None) -> bytes:
+        """The document filtered to `namespaces` (the whole document for None)."""
+        if namespaces is None:
+            return self.full
+        if len(namespaces) == 1:
+            return self.for_namespace(next(iter(namespaces)))
+        parts = [self.namespace_pods[n] for n in sorted(set(namespaces)) if n in self.namespace_pods]
+        return self.head + b",".join(parts) + b"]}"
 
     @classmethod
     def of(cls, document: NodePods) -> SerializedPods:
@@ -172,6 +219,7 @@ class SerializedPods:
         pieces: dict[str, list[bytes]] = {}
         for namespace, piece in serialized:
             pieces.setdefault(namespace, []).append(piece)
-        by_namespace = {ns: head + b",".join(parts) + b"]}" for ns, parts in sorted(pieces.items())}
+        joined = {ns: b",".join(parts) for ns, parts in sorted(pieces.items())}
+        by_namespace = {ns: head + pods + b"]}" for ns, pods in joined.items()}
         everything = head + b",".join(piece for _, piece in serialized) + b"]}"
-        return cls(everything, MappingProxyType(by_namespace), empty)
+        return cls(everything, MappingProxyType(by_namespace), empty, head, MappingProxyType(joined))

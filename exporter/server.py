@@ -14,6 +14,8 @@ import binascii
 import hashlib
 import hmac
 import logging
+import math
+import random
 import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
@@ -26,12 +28,20 @@ from aiohttp import web
 from exporter.exposition import CONTENT_TYPE_OPENMETRICS, CONTENT_TYPE_TEXT
 from exporter.loop import PollLoop, Published
 from exporter.page import render_page
-from exporter.pods_document import ANSWERED_AT_HEADER, answered_at_header
+from exporter.pods_document import (
+    ANSWERED_AT_HEADER,
+    MAX_STREAMS,
+    STREAM_CONTENT_TYPE,
+    STREAM_SECONDS,
+    answered_at_header,
+    stream_event,
+)
 
 log = logging.getLogger("exporter.server")
 
 PROTECTED_PATHS = frozenset({"/metrics", "/pods", "/"})
 _NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+MAX_NAMESPACES_ASKED = 256  # namespaces one /pods request may name
 _PAGE_HEADERS = {
     "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; img-src 'self'",
     "X-Content-Type-Options": "nosniff",
@@ -209,16 +219,110 @@ async def metrics(request: web.Request) -> web.Response:
     return web.Response(body=body, headers=headers)
 
 
-async def pods(request: web.Request) -> web.Response:
+class Publications:
+    """Wakes the `/pods` streams when the poll loop publishes a snapshot (its listener runs in the polling thread)."""
+
+    def __init__(self) -> None:
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._event = asyncio.Event()
+        self.streams = 0  # open /pods streams
+
+    def attach(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+
+    def published(self) -> None:
+        """The poll loop's listener: hands over to the event loop, from any thread."""
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self._wake)
+
+    def _wake(self) -> None:
+        event, self._event = self._event, asyncio.Event()
+        event.set()
+
+    async def next(self, timeout: float) -> None:
+        """Return at the next publication, or after `timeout` seconds."""
+        try:
+            await asyncio.wait_for(self._event.wait(), timeout)
+        except TimeoutError:
+            pass
+
+
+PUBLICATIONS = web.AppKey("publications", Publications)
+
+
+def _bad_request(text: str) -> web.Response:
+    return web.Response(status=400, text=text + "\n")
+
+
+async def pods(request: web.Request) -> web.StreamResponse:
+    """`/pods[?namespace=a[&namespace=b...]]`: the document, whole or filtered; with `watch=1` (and optionally
+    `every=SECONDS`), a stream of them, one line per snapshot (exporter.pods_document, "the stream")."""
+    namespaces = request.query.getall("namespace", [])
+    if len(namespaces) > MAX_NAMESPACES_ASKED:
+        return _bad_request(f"namespace: at most {MAX_NAMESPACES_ASKED} namespaces, got {len(namespaces)}")
+    for namespace in namespaces:
+        if _NAMESPACE.fullmatch(namespace) is None:
+            return _bad_request(f"namespace: {namespace!r} is not a Kubernetes namespace name")
+    watch = request.query.get("watch", "")
+    if watch not in ("", "0", "false", "1", "true"):
+        return _bad_request(f"watch: must be 1, true, 0 or false, got {watch!r}")
+    if watch in ("1", "true"):
+        every = _seconds(request.query.get("every", "0"))
+        if every is None:
+            return _bad_request(f"every: must be a number of seconds from 0 to 3600, got {request.query['every']!r}")
+        return await _pods_stream(request, namespaces or None, every)
     published = request.app[POLL_LOOP].published
     if published is None or published.pods is None:
         return _unavailable("no snapshot yet: the first poll has not finished")
-    namespace = request.query.get("namespace")
-    if namespace is not None and _NAMESPACE.fullmatch(namespace) is None:
-        return web.Response(status=400, text=f"namespace: {namespace!r} is not a Kubernetes namespace name\n")
-    body = published.pods.for_namespace(namespace)
+    body = published.pods.for_namespaces(namespaces or None)
     headers = {"Cache-Control": "no-store", ANSWERED_AT_HEADER: answered_at_header(request.app[CLOCK]())}
     return web.Response(body=body, content_type="application/json", headers=headers)
+
+
+def _seconds(text: str) -> float | None:
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) and 0 <= value <= 3600 else None
+
+
+async def _pods_stream(request: web.Request, namespaces: list[str] | None, every: float) -> web.StreamResponse:
+    """One line per published snapshot, at most one per `every` seconds, until about STREAM_SECONDS have passed (or
+    the reader hangs up). Each line is the bytes the snapshot's document was serialized to once, for every reader."""
+    publications = request.app[PUBLICATIONS]
+    if publications.streams >= MAX_STREAMS:
+        return web.Response(
+            status=429, text=f"at most {MAX_STREAMS} /pods streams at once\n", headers={"Retry-After": "10"}
+        )
+    poll_loop, clock = request.app[POLL_LOOP], request.app[CLOCK]
+    response = web.StreamResponse(headers={"Content-Type": STREAM_CONTENT_TYPE, "Cache-Control": "no-store"})
+    publications.streams += 1
+    try:
+        await response.prepare(request)
+        ends = time.monotonic() + STREAM_SECONDS * random.uniform(0.9, 1.1)  # spread the readers' reconnects
+        sent_cycle, sent_at = -1, -math.inf
+        # a snapshot within half an interval of `every` goes: the poll grid, not the reader's clock, sets the pace
+        slack = poll_loop.interval / 2
+        while (left := ends - time.monotonic()) > 0:
+            published = poll_loop.published
+            now = time.monotonic()
+            if (
+                published is not None
+                and published.pods is not None
+                and published.cycle != sent_cycle
+                and now - sent_at >= every - slack
+            ):
+                await response.write(stream_event(clock(), published.pods.for_namespaces(namespaces)))
+                sent_cycle, sent_at = published.cycle, now
+            await publications.next(min(left, max(poll_loop.interval, every) * 2 + 1))
+        await response.write_eof()
+    except ConnectionResetError:
+        pass  # the reader went away
+    finally:
+        publications.streams -= 1
+    return response
 
 
 async def healthz(request: web.Request) -> web.Response:
@@ -274,6 +378,13 @@ def build_app(
     app[POLL_LOOP] = poll_loop
     app[CLOCK] = clock
     app[COMPRESSOR] = Compressor()
+    publications = app[PUBLICATIONS] = Publications()
+    poll_loop.on_publish(publications.published)
+
+    async def attach(app: web.Application) -> None:
+        publications.attach(asyncio.get_running_loop())
+
+    app.on_startup.append(attach)
     if access is not None:
         app[ACCESS] = access
     if run_poll_loop:

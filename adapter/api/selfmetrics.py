@@ -27,6 +27,8 @@ class _CacheSizes(Collector):
         self.pod_cache_size: Callable[[], int] = lambda: 0
         self.pod_cache_synced: Callable[[], bool] = lambda: False
         self.node_documents: Callable[[], int] = lambda: 0
+        self.documents_received: Callable[[], int] = lambda: 0
+        self.exporter_requests: Callable[[], int] = lambda: 0
 
     def collect(self) -> Iterable[Metric]:
         yield GaugeMetricFamily(
@@ -39,8 +41,18 @@ class _CacheSizes(Collector):
         )
         yield GaugeMetricFamily(
             "gpu_pulse_adapter_node_documents",
-            "Exporter /pods documents the direct source keeps (one per node and namespace asked about).",
+            "Nodes whose /pods documents the direct source follows (those queries asked about recently).",
             value=self.node_documents(),
+        )
+        yield CounterMetricFamily(
+            "gpu_pulse_adapter_node_documents_received",
+            "Exporter /pods documents received by the direct source, all nodes.",
+            value=self.documents_received(),
+        )
+        yield CounterMetricFamily(
+            "gpu_pulse_adapter_exporter_requests",
+            "Requests the direct source made to exporters (each /pods stream is one), all nodes.",
+            value=self.exporter_requests(),
         )
 
 

@@ -1,7 +1,8 @@
 """The `direct` source: figures straight from the exporters on the nodes that host the selected pods.
 
-For a query it finds the nodes of the selected pods, asks each node's exporter for its `/pods` document (in parallel,
-cached for one exporter interval, see nodepods), and keeps the figures of the selected pods that are fresh:
+For a query it finds the nodes of the selected pods, takes each node's newest `/pods` document (followed as a stream
+while queries need it, see nodepods; the first query about a node waits for it), and keeps the figures of the selected
+pods that are fresh:
 a figure older than `max_age` (default 3 x the exporter's interval + 2 s, measured from the pod figures' sample time)
 is left out rather than served stale, and a node whose exporter does not answer drops its pods.
 """
@@ -19,6 +20,7 @@ from adapter.sources.nodepods import Miss, NodeAnswer, NodePodsCache, PodFigures
 from toolkit.pods import Pod
 
 _NO_FIGURES: tuple[Mapping[PodKey, PodFigures], float] = ({}, 0.0)  # for a pod whose node gave no answer
+_NO_ANSWER: tuple[NodeAnswer | None, float] = (None, 0.0)
 
 
 def default_max_age(interval_seconds: float) -> float:
@@ -52,15 +54,36 @@ class DirectSource:
         return True
 
     async def samples(self, metric: MetricDefinition, pods: Sequence[Pod]) -> Mapping[PodKey, PodSample]:
-        fresh = await self._fresh(metric, pods)
-        return {(p.namespace, p.name): found.sample for p, found in zip(pods, fresh, strict=True) if found is not None}
+        at_node = await self._answers(pods)
+        now = self._clock()
+        found: dict[PodKey, PodSample] = {}
+        for pod in pods:
+            answer, max_age = at_node.get(pod.node or "", _NO_ANSWER)
+            if answer is None:
+                continue
+            sample = answer.samples(metric).get((pod.namespace, pod.name))
+            if sample is not None and now - sample.sampled_at <= max_age and _same_pod(sample.uid, pod):
+                found[(pod.namespace, pod.name)] = sample
+        return found
 
     async def pod_values(self, metric: MetricDefinition, pods: Sequence[Pod]) -> list[ServedValue | None]:
-        return [found.value if found is not None else None for found in await self._fresh(metric, pods)]
+        at_node = await self._answers(pods)
+        now = self._clock()
+        values: dict[str, tuple[Mapping[PodKey, PodFigures], float]] = {
+            node: (answer.values(metric), max_age) for node, (answer, max_age) in at_node.items() if answer is not None
+        }
+        served: list[ServedValue | None] = []
+        for pod in pods:
+            figures, max_age = values.get(pod.node or "", _NO_FIGURES)
+            found = figures.get((pod.namespace, pod.name))
+            if found is not None and (now - found.value.sampled_at > max_age or not _same_pod(found.uid, pod)):
+                found = None
+            served.append(found.value if found is not None else None)
+        return served
 
-    async def _fresh(self, metric: MetricDefinition, pods: Sequence[Pod]) -> list[PodFigures | None]:
-        """Each pod's figures of `metric` (None for a pod whose exporter does not answer or whose figures are not
-        fresh), in the order of `pods`."""
+    async def _answers(self, pods: Sequence[Pod]) -> dict[str, tuple[NodeAnswer | None, float]]:
+        """The document of each node of `pods` (None for a node whose exporter does not answer), with the age past
+        which its figures are not served. SourceUnavailableError when no node answers."""
         nodes = dict.fromkeys(pod.node for pod in pods if pod.node)
         namespaces = {pod.namespace for pod in pods if pod.node}
         namespace = next(iter(namespaces)) if len(namespaces) == 1 else None
@@ -78,7 +101,7 @@ class DirectSource:
             asked.append((node, url))
             answers.append(at_hand)
         if not asked:
-            return [None] * len(pods)
+            return {}
         if missing:
             fetched = await asyncio.gather(*(self._cache.answer(*asked[i], namespace) for i in missing))
             for i, answer in zip(missing, fetched, strict=True):
@@ -87,22 +110,14 @@ class DirectSource:
             nodes_asked = sorted(node for node, _ in asked)
             listed = ", ".join(nodes_asked[:5]) + (", ..." if len(asked) > 5 else "")
             raise SourceUnavailableError(f"no exporter answered for the nodes of the selected pods ({listed})")
-        at_node: dict[str, tuple[Mapping[PodKey, PodFigures], float]] = {}  # node -> its figures, their max age
+        at_node: dict[str, tuple[NodeAnswer | None, float]] = {}
         for (node, _), answer in zip(asked, answers, strict=True):
             if answer is not None:
                 interval = answer.document.interval_seconds
-                max_age = self._max_age if self._max_age is not None else default_max_age(interval)
-                at_node[node] = (answer.figures(metric), max_age)
-        now = self._clock()
-        found: list[PodFigures | None] = []
-        for pod in pods:
-            figures, max_age = at_node.get(pod.node or "", _NO_FIGURES)
-            pod_figures = figures.get((pod.namespace, pod.name))
-            if pod_figures is not None:
-                sample = pod_figures.sample
-                if now - sample.sampled_at > max_age:
-                    pod_figures = None
-                elif sample.uid and pod.uid and sample.uid != pod.uid:
-                    pod_figures = None  # figures of an earlier pod of the same name
-            found.append(pod_figures)
-        return found
+                at_node[node] = (answer, self._max_age if self._max_age is not None else default_max_age(interval))
+        return at_node
+
+
+def _same_pod(uid: str | None, pod: Pod) -> bool:
+    """Whether figures of a pod of this name (`uid` as the exporter knew it) are this pod's, not an earlier one's."""
+    return not (uid and pod.uid and uid != pod.uid)

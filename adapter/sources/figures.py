@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from decimal import Decimal, DivisionByZero, InvalidOperation
+from functools import lru_cache
 from types import MappingProxyType
 
-from adapter.metrics_config import Figure
+from adapter.metrics_config import Figure, MetricDefinition
 from adapter.quantity import QuantityError, decimal_from_float
-from adapter.sources.model import DeviceValue, PodSample
+from adapter.sources.model import DeviceValue, PodSample, ServedValue
+from adapter.sources.values import combined_value
 from exporter.pods_document import (
     MEMORY_BYTES_BOUNDS,
     POWER_WATTS_BOUNDS,
@@ -31,6 +33,7 @@ def within_bounds(figure: Figure, value: Decimal) -> bool:
     return value.is_finite() and low <= value <= high
 
 
+@lru_cache(maxsize=65536)  # figures repeat (a percent to a tenth, a GPU's memory size) across pods and documents
 def exact(number: float | int) -> Decimal | None:
     """A JSON number as the decimal it stands for (85.3 stays 85.3, float noise goes); None when not finite."""
     try:
@@ -92,3 +95,19 @@ def pod_sample(node: str, pod: PodView, figure: Figure, clock_offset: float = 0.
         window_seconds=pod.window_seconds,
         uid=pod.uid,
     )
+
+
+def pod_served_value(metric: MetricDefinition, pod: PodView, sampled_at: float) -> ServedValue | None:
+    """A pod's value of `metric` over all its devices, as `values.pod_value` gives it for the pod's `pod_sample`,
+    without building the sample (its device labels are only needed for a metricLabelSelector): this is worked out
+    for every pod of every document that arrives. `sampled_at`: the pod's sample time on the adapter's clock."""
+    figure = metric.figure
+    found = [
+        value
+        for container in pod.containers
+        for device in container.devices
+        if (value := figure_of(device, figure)) is not None
+    ]
+    if not found:
+        return None
+    return combined_value(metric, found, sampled_at, pod.window_seconds)

@@ -1,18 +1,26 @@
-"""Fetching and caching the exporters' `/pods` documents, one entry per (node, namespace).
+"""Following the exporters' `/pods` documents: one feed per node, kept only while queries need it.
 
-A document is fetched again after one exporter interval (the document's own `interval_seconds`). Entries that clients
-asked for recently are kept warm: a background task fetches them again as they expire, spread over the interval, so
-an HPA query every 15 s finds fresh documents instead of waiting on dozens of nodes. Until its successor arrives, a
-document up to two intervals old still answers (the figures inside face the source's max-age check all the same).
-Entries nobody asked for within `keep_warm_seconds` are dropped. A node that does not answer (refused, timeout, bad
-document) has no document until it answers again: its pods drop out, and it is asked again after a delay that doubles
-with each failure in a row (`failure_ttl` up to `max_failure_ttl`), so neither queries nor the keep-warm loop hammer it.
+A node some query asked about gets a feed: one long-lived `/pods?watch=1` stream from its exporter, which sends a
+document for each snapshot it publishes (at most one per `refresh` seconds), filtered to the namespaces that queries
+asked about within `keep_warm_seconds` (exporter.pods_document, "the stream"). When a document arrives, each pod's value
+of every metric ever asked is worked out once (`NodeAnswer`), so a query only looks values up: queries never wait on a
+node whose feed runs. A query about a namespace the feed does not carry yet reconnects it with that namespace added and
+waits (up to `timeout`) for its first document; other namespaces keep being answered from the current one meanwhile.
+A feed nobody asked about within `keep_warm_seconds` is closed. So what crosses the network is what recent queries
+need, once per node and not once per namespace or per query, and an exporter sees one request per stream (its
+streams end after about five minutes and are opened again) instead of one per document.
 
-An exporter's answer is not trusted: redirects are not followed, the body is read up to `max_document_bytes` (chunked
-or not, see responses), and the document is validated number by number (exporter.pods_document). Times in the
-document are the exporter's; each answer's figures are placed on the adapter's clock by the exporter's own idea of
-"now" when it answered (exporter.pods_document.ANSWERED_AT_HEADER), so that a node whose clock is off by minutes has
-neither its pods dropped nor stale figures kept (see `exporter_clock_offset`).
+An exporter that answers a plain document instead of a stream (one without streams) is asked again each `refresh`
+seconds (at least its interval). A node that does not answer (refused, timeout, HTTP error, bad document, stalled
+stream) has no document until it answers again: its pods drop out, and it is asked again after a delay that doubles
+with each failure in a row (`failure_ttl` up to `max_failure_ttl`), so neither queries nor the feed hammer it.
+
+An exporter's answer is not trusted: redirects are not followed, a document (or a stream's line) is read up to
+`max_document_bytes` (chunked or not, see responses), and each document is validated number by number
+(exporter.pods_document). Times in a document are the exporter's; each document's figures are placed on the adapter's
+clock by the exporter's own idea of "now" when it sent them (the stream event's `answered_at`, or the
+exporter.pods_document.ANSWERED_AT_HEADER of a plain answer), so that a node whose clock is off by minutes has neither
+its pods dropped nor stale figures kept (see `exporter_clock_offset`).
 """
 
 from __future__ import annotations
@@ -23,8 +31,8 @@ import logging
 import math
 import ssl
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
 from email.utils import parsedate_to_datetime
 from typing import NamedTuple
@@ -32,42 +40,55 @@ from typing import NamedTuple
 import aiohttp
 
 from adapter.metrics_config import MetricDefinition
-from adapter.sources.figures import pod_sample
+from adapter.sources.figures import pod_sample, pod_served_value
 from adapter.sources.model import PodKey, PodSample, ServedValue
 from adapter.sources.responses import UpstreamAnswerError, read_bounded
-from adapter.sources.values import pod_value
-from exporter.pods_document import ANSWERED_AT_HEADER, NodePods, PodsDocumentError, parse_answered_at, parse_node_pods
+from exporter.pods_document import (
+    ANSWERED_AT_HEADER,
+    STREAM_CONTENT_TYPE,
+    NodePods,
+    PodsDocumentError,
+    parse_answered_at,
+    parse_node_pods,
+    parse_stream_event,
+)
 
 log = logging.getLogger(__name__)
 
-# A node's whole /pods document is about 0.7 KB per pod and device: 300 GPU pods on a node are about 0.2 MB. 4 MiB is
-# over ten times that, and bounds what a hostile node can make the adapter hold: max_parallel x this.
+# A node's whole /pods document is about 0.5 KB per pod and device: 300 GPU pods on a node are about 0.15 MB. 4 MiB is
+# over twenty times that, and bounds what a hostile node can make the adapter hold: feeds x this.
 MAX_DOCUMENT_BYTES = 4 * 1024 * 1024
+# A stream that sends nothing for this many of its expected gaps (and at least STALL_SECONDS) is stalled: reconnect.
+STALL_GAPS = 3
+STALL_SECONDS = 10.0
+# Namespaces asked about within this many seconds are gathered into one reconnect of a feed.
+GATHER_SECONDS = 0.02
 FetchObserver = Callable[[str, float], None]  # (outcome "ok" | "error" | "timeout", seconds)
 
 
 class Miss:
-    """No answer can be given without fetching."""
+    """No answer can be given without waiting for the node."""
 
 
 MISS = Miss()
 
 
 class PodFigures(NamedTuple):
-    """A pod's figures of one metric in one document, worked out when the document arrives."""
+    """A pod's value of one metric in one document (over all its devices: `pod_value`), and the pod's uid there."""
 
-    sample: PodSample  # device by device
-    value: ServedValue  # over all its devices: `pod_value`
+    value: ServedValue
+    uid: str | None
 
 
 class NodeAnswer:
-    """One node's `/pods` document, with each pod's figures of a metric worked out once per document.
+    """One node's `/pods` document, with each pod's value of a metric worked out once per document.
 
-    `wanted` is shared by the answers of one cache: metrics ever asked about, which the refresher works out as soon as
-    a document arrives, so that queries find them ready.
+    `wanted` is shared by the answers of one cache: metrics ever asked about, which are worked out as soon as a
+    document arrives, so that queries find them ready. Device by device samples (for a metricLabelSelector or an
+    object's metric) are worked out on first use only.
     """
 
-    __slots__ = ("_figures", "_offset", "_wanted", "document")
+    __slots__ = ("_offset", "_samples", "_values", "_wanted", "document")
 
     def __init__(
         self, document: NodePods, wanted: set[MetricDefinition] | None = None, clock_offset: float = 0.0
@@ -75,40 +96,75 @@ class NodeAnswer:
         """`clock_offset`: seconds to add to the document's times to place them on the adapter's clock."""
         self.document = document
         self._offset = clock_offset
-        self._figures: dict[MetricDefinition, dict[PodKey, PodFigures]] = {}
+        self._values: dict[MetricDefinition, dict[PodKey, PodFigures]] = {}
+        self._samples: dict[MetricDefinition, dict[PodKey, PodSample]] = {}
         self._wanted = wanted if wanted is not None else set()
         for metric in tuple(self._wanted):
-            self.figures(metric)
+            self.values(metric)
 
-    def figures(self, metric: MetricDefinition) -> Mapping[PodKey, PodFigures]:
-        found = self._figures.get(metric)
+    def values(self, metric: MetricDefinition) -> Mapping[PodKey, PodFigures]:
+        found = self._values.get(metric)
         if found is None:
             self._wanted.add(metric)
+            found = {}
+            sampled_at: dict[datetime, float] = {}  # a document's pods mostly share one sample time
+            for pod in self.document.pods:
+                when = sampled_at.get(pod.sampled_at)
+                if when is None:
+                    when = sampled_at[pod.sampled_at] = pod.sampled_at.timestamp() + self._offset
+                value = pod_served_value(metric, pod, when)
+                if value is not None:
+                    found[(pod.namespace, pod.name)] = PodFigures(value, pod.uid)
+            self._values[metric] = found
+        return found
+
+    def samples(self, metric: MetricDefinition) -> Mapping[PodKey, PodSample]:
+        found = self._samples.get(metric)
+        if found is None:
             found = {}
             for pod in self.document.pods:
                 sample = pod_sample(self.document.node, pod, metric.figure, self._offset)
                 if sample is not None:
-                    found[(pod.namespace, pod.name)] = PodFigures(sample, pod_value(metric, sample))
-            self._figures[metric] = found
+                    found[(pod.namespace, pod.name)] = sample
+            self._samples[metric] = found
         return found
 
 
-@dataclass(slots=True)
-class _Entry:
+Namespaces = frozenset[str] | None  # what a feed carries: these namespaces, or every one (None)
+
+
+def _covers(carried: Namespaces, namespace: str | None) -> bool:
+    if carried is None:
+        return True
+    return namespace is not None and namespace in carried
+
+
+@dataclass(slots=True, eq=False)
+class _Feed:
     node: str
-    namespace: str | None
     url: str
     wanted_at: float
+    asked: dict[str, float] = field(default_factory=dict)  # namespace -> when a query last needed it
+    everything_asked_at: float = -math.inf  # when a query last needed the whole document
+    streamed: Namespaces = frozenset()  # what the connection being made or running carries
     answer: NodeAnswer | None = None
+    carried: Namespaces = frozenset()  # what `answer` carries
     error: str | None = None
-    fetched_at: float = -math.inf
-    ttl: float = 0.0
     failures: int = 0  # in a row
+    interval: float = 1.0  # the exporter's, from its latest document
     task: asyncio.Task[None] | None = None
+    reconnect: asyncio.TimerHandle | None = None
+    waiters: list[tuple[str | None, asyncio.Future[None]]] = field(default_factory=list)
+
+
+class _FeedError(Exception):
+    def __init__(self, problem: str, outcome: str = "error") -> None:
+        super().__init__(problem)
+        self.outcome = outcome
 
 
 class NodePodsCache:
-    """The `/pods` documents of the nodes clients asked about, fetched in parallel and kept for one interval."""
+    """The `/pods` documents of the nodes clients asked about, each followed by one feed while it is asked about."""
 
     def __init__(
         self,
@@ -117,174 +173,288 @@ class NodePodsCache:
         headers: Callable[[], Mapping[str, str]] | None = None,
         ssl_context: ssl.SSLContext | None = None,
         keep_warm_seconds: float = 120.0,
+        refresh: float = 0.0,
         failure_ttl: float = 1.0,
         max_failure_ttl: float = 30.0,
-        max_parallel: int = 64,
         max_document_bytes: int = MAX_DOCUMENT_BYTES,
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
         observe: FetchObserver | None = None,
     ) -> None:
+        """`timeout`: seconds to connect, and for a query to wait for a node's first document. `refresh`: the least
+        number of seconds between two documents of a node (0: each snapshot the exporter publishes)."""
         self._timeout = timeout
         self._headers = headers
         self._ssl = ssl_context
         self._keep_warm = keep_warm_seconds
+        self._refresh = refresh
         self._failure_ttl = failure_ttl
         self._max_failure_ttl = max_failure_ttl
-        self._max_parallel = max_parallel
         self._max_bytes = max_document_bytes
         self._clock = clock
         self._wall_clock = wall_clock
         self._observe = observe
-        self._entries: dict[tuple[str, str | None], _Entry] = {}
+        self._feeds: dict[str, _Feed] = {}
         self._wanted_metrics: set[MetricDefinition] = set()
         self._session: aiohttp.ClientSession | None = None
-        self._refresher: asyncio.Task[None] | None = None
-        self._slots: asyncio.Semaphore | None = None
+        self._sweeper: asyncio.Task[None] | None = None
+        self.documents = 0  # documents received, all feeds
+        self.connections = 0  # requests made to exporters, all feeds
 
     @property
     def size(self) -> int:
-        return len(self._entries)
+        return len(self._feeds)
 
     async def start(self) -> None:
-        connector = aiohttp.TCPConnector(limit=self._max_parallel * 2, limit_per_host=4, ssl=self._ssl or True)
-        self._session = aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=self._timeout))
-        self._slots = asyncio.Semaphore(self._max_parallel)
-        self._refresher = asyncio.create_task(self._keep_warm_loop(), name="gpu-pulse-node-pods-refresher")
+        connector = aiohttp.TCPConnector(limit=0, limit_per_host=4, ssl=self._ssl or True)
+        self._session = aiohttp.ClientSession(connector=connector, auto_decompress=True)
+        self._sweeper = asyncio.create_task(self._sweep_loop(), name="gpu-pulse-node-feeds-sweeper")
 
     async def close(self) -> None:
-        if self._refresher is not None:
-            self._refresher.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._refresher
-            self._refresher = None
-        tasks = [e.task for e in self._entries.values() if e.task is not None]
+        tasks = [t for t in (self._sweeper, *(f.task for f in self._feeds.values())) if t is not None]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        for feed in self._feeds.values():
+            if feed.reconnect is not None:
+                feed.reconnect.cancel()
+            self._wake(feed, everyone=True)
+        self._feeds.clear()
+        self._sweeper = None
         if self._session is not None:
             await self._session.close()
             self._session = None
 
     def cached(self, node: str, url: str, namespace: str | None) -> NodeAnswer | Miss | None:
-        """The answer if it can be given without waiting, else MISS.
-
-        A document (or a failure) younger than one interval is the answer. One younger than two intervals is too,
-        while a fresh one is fetched in the background: the refresher keeps asked-for entries at most one interval
-        late, and the figures inside still face the source's max-age check.
-        """
-        entry = self._entries.get((node, namespace))
-        if entry is None or entry.url != url:
+        """The node's newest document if it carries `namespace` (every namespace for None), None when the node does
+        not answer, else MISS (nothing at hand: `answer` waits for it)."""
+        feed = self._feeds.get(node)
+        if feed is None or feed.url != url:
             return MISS
         now = self._clock()
-        entry.wanted_at = now
-        age = now - entry.fetched_at
-        if age >= 2 * entry.ttl:
-            return MISS
-        if age >= entry.ttl and entry.task is None:
-            entry.task = asyncio.create_task(self._refresh(entry))
-        return entry.answer
+        self._want(feed, namespace, now)
+        if feed.error is not None:
+            return None  # its feed asks again after its retry delay, for what is wanted by then
+        if feed.answer is not None and _covers(feed.carried, namespace):
+            return feed.answer
+        if not _covers(feed.streamed, namespace) and feed.reconnect is None:
+            feed.reconnect = asyncio.get_running_loop().call_later(GATHER_SECONDS, self._reconnect, feed)
+        return MISS
 
     async def answer(self, node: str, url: str, namespace: str | None) -> NodeAnswer | None:
-        """The node's document (filtered to `namespace` when given), fetched now if none recent enough is cached;
-        None when the exporter does not answer."""
+        """The node's document carrying `namespace` (every namespace for None), waited for up to `timeout` seconds
+        when none is at hand; None when the exporter does not answer."""
         found = self.cached(node, url, namespace)
         if not isinstance(found, Miss):
             return found
-        now = self._clock()
-        key = (node, namespace)
-        entry = self._entries.get(key)
-        if entry is None:
-            entry = self._entries[key] = _Entry(node, namespace, url, now)
-        entry.wanted_at = now
-        if entry.url != url:  # the exporter moved (new pod IP): the old answer is not this exporter's
-            entry.url, entry.fetched_at, entry.answer = url, -math.inf, None
-        if entry.task is None:
-            entry.task = asyncio.create_task(self._refresh(entry))
-        await asyncio.shield(entry.task)
-        return entry.answer
-
-    async def _refresh(self, entry: _Entry) -> None:
-        assert self._slots is not None
+        feed = self._feeds.get(node)
+        if feed is None or feed.url != url:  # new, or the exporter moved (new pod IP): the old answer is not its
+            if feed is not None:
+                self._drop(feed)
+            feed = self._feeds[node] = _Feed(node, url, self._clock())
+            self._want(feed, namespace, feed.wanted_at)
+            feed.task = asyncio.create_task(self._follow(feed), name=f"gpu-pulse-node-feed-{node}")
+        arrived: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        waiter = (namespace, arrived)
+        feed.waiters.append(waiter)
         try:
-            async with self._slots:
-                answer, error, outcome, seconds = await self._fetch(entry)
-            if answer is not None and entry.error is not None:
-                log.info("exporter on node %s answers again", entry.node)
-            elif error is not None and entry.error is None:
-                log.warning("exporter on node %s does not answer: %s", entry.node, error)
-            entry.answer, entry.error = answer, error
-            entry.fetched_at = self._clock()
-            entry.failures = 0 if answer is not None else entry.failures + 1
-            entry.ttl = answer.document.interval_seconds if answer is not None else self._retry_after(entry.failures)
-            if self._observe is not None:
-                self._observe(outcome, seconds)
+            await asyncio.wait_for(arrived, self._timeout)
+        except TimeoutError:
+            return None
         finally:
-            entry.task = None
+            with contextlib.suppress(ValueError):
+                feed.waiters.remove(waiter)
+        if feed.answer is not None and _covers(feed.carried, namespace):
+            return feed.answer
+        return None
 
-    def _retry_after(self, failures: int) -> float:
-        """Seconds until a node that failed `failures` times in a row is asked again: doubling, capped."""
-        return min(self._max_failure_ttl, self._failure_ttl * 2.0 ** min(failures - 1, 30))
+    # ---- what is wanted ----------------------------------------------------------------------------------------------
+    def _want(self, feed: _Feed, namespace: str | None, now: float) -> None:
+        feed.wanted_at = now
+        if namespace is None:
+            feed.everything_asked_at = now
+        else:
+            feed.asked[namespace] = now
 
-    async def _fetch(self, entry: _Entry) -> tuple[NodeAnswer | None, str | None, str, float]:
+    def _wanted(self, feed: _Feed) -> Namespaces:
+        """What the feed's next connection carries: every namespace a query needed within `keep_warm_seconds` (the
+        newest asked at least, should all be older)."""
+        now = self._clock()
+        horizon = now - self._keep_warm
+        if feed.everything_asked_at >= horizon:
+            return None
+        recent = {ns: at for ns, at in feed.asked.items() if at >= horizon}
+        if not recent and feed.asked:
+            newest = max(feed.asked.values())
+            recent = {ns: at for ns, at in feed.asked.items() if at == newest}
+        feed.asked = recent
+        return frozenset(recent)
+
+    def _reconnect(self, feed: _Feed) -> None:
+        """Connect again now, carrying what is wanted by now (a query asked about a namespace the feed lacks)."""
+        feed.reconnect = None
+        if self._feeds.get(feed.node) is not feed or feed.error is not None:
+            return  # dropped, or failing: its next attempt carries what is wanted then
+        if feed.task is not None:
+            feed.task.cancel()
+        feed.task = asyncio.create_task(self._follow(feed), name=f"gpu-pulse-node-feed-{feed.node}")
+
+    def _drop(self, feed: _Feed) -> None:
+        if feed.task is not None:
+            feed.task.cancel()
+        if feed.reconnect is not None:
+            feed.reconnect.cancel()
+        self._wake(feed, everyone=True)
+        if self._feeds.get(feed.node) is feed:
+            del self._feeds[feed.node]
+
+    async def _sweep_loop(self) -> None:
+        """Close the feeds nobody asked about within `keep_warm_seconds`."""
+        while True:
+            await asyncio.sleep(max(0.05, min(1.0, self._keep_warm / 4)))
+            horizon = self._clock() - self._keep_warm
+            for feed in [f for f in self._feeds.values() if f.wanted_at < horizon and not f.waiters]:
+                self._drop(feed)
+
+    # ---- following one node ------------------------------------------------------------------------------------------
+    async def _follow(self, feed: _Feed) -> None:
+        """Connect, read documents until the stream ends, connect again; after a failure, wait first."""
+        while True:
+            carried = feed.streamed = self._wanted(feed)
+            started = time.perf_counter()
+            try:
+                pause = await self._connect(feed, carried, started)
+            except _FeedError as failure:
+                self._failed(feed, str(failure), failure.outcome, started)
+                pause = self._retry_after(feed.failures)
+            if pause > 0:
+                await asyncio.sleep(pause)
+
+    async def _connect(self, feed: _Feed, carried: Namespaces, started: float) -> float:
+        """One request to the exporter: read its stream until it ends (then 0: connect again at once), or its one
+        plain document (then the seconds until it is asked again)."""
         session = self._session
         if session is None:
-            return None, "the node cache is not started", "error", 0.0
-        params = {"namespace": entry.namespace} if entry.namespace is not None else None
+            raise _FeedError("the node cache is not started")
+        params: list[tuple[str, str]] = [("watch", "1"), ("every", f"{self._refresh:g}")]
+        if carried is not None:
+            params.extend(("namespace", namespace) for namespace in sorted(carried))
         headers = dict(self._headers()) if self._headers is not None else None
-        started = time.perf_counter()
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=self._timeout, sock_read=None)
+        url = f"{feed.url}/pods"
+        self.connections += 1
         try:
-            async with session.get(
-                f"{entry.url}/pods", params=params, headers=headers, allow_redirects=False
-            ) as response:
+            request = session.get(url, params=params, headers=headers, allow_redirects=False, timeout=timeout)
+            response = await asyncio.wait_for(request, self._timeout)  # connected, and the answer's head read
+            async with response:
                 if response.status != 200:
-                    return None, f"{entry.url}/pods answered HTTP {response.status}", "error", _since(started)
-                body = await read_bounded(response, self._max_bytes)
+                    raise _FeedError(f"{url} answered HTTP {response.status}")
+                if response.content_type == STREAM_CONTENT_TYPE:
+                    await self._read_stream(feed, carried, response, started)
+                    return 0.0
+                body = await asyncio.wait_for(read_bounded(response, self._max_bytes), self._stall_seconds(feed))
                 exporter_now = parse_answered_at(response.headers.get(ANSWERED_AT_HEADER))
                 if exporter_now is None:
                     exporter_now = _http_date(response.headers.get("Date"))
-            received = self._wall_clock()
+                document = self._plain_document(feed, url, body)
+                self._arrived(feed, document, exporter_now, carried, started)
+                return max(self._refresh, document.interval_seconds)
         except UpstreamAnswerError as exc:
-            return None, f"{entry.url}/pods: {exc}", "error", _since(started)
+            raise _FeedError(f"{url}: {exc}") from None
         except TimeoutError:
-            return None, f"{entry.url}/pods did not answer within {self._timeout:g} s", "timeout", _since(started)
+            raise _FeedError(f"{url} did not answer in time", "timeout") from None
         except aiohttp.ClientError as exc:
-            return None, f"{entry.url}/pods: {exc.__class__.__name__}: {exc}", "error", _since(started)
-        try:
-            document = parse_node_pods(body)
-        except PodsDocumentError as exc:
-            return None, f"{entry.url}/pods is {exc}", "error", 0.0
-        if document.node != entry.node:
-            problem = f"{entry.url}/pods describes node {document.node!r}, not {entry.node!r}"
-            return None, problem, "error", _since(started)
-        offset = exporter_clock_offset(document, exporter_now, received)
-        seconds = _since(started)
-        return NodeAnswer(document, self._wanted_metrics, offset), None, "ok", seconds
+            raise _FeedError(f"{url}: {exc.__class__.__name__}: {exc}") from None
 
-    async def _keep_warm_loop(self) -> None:
-        """Refresh the entries that are one interval old, oldest first, spread evenly over the interval: with N
-        entries, one every interval/N. Started together, the fetches would make one burst each interval that queries
-        wait behind; spread, each query finds at most one fetch's work in its way."""
-        while True:
-            count = len(self._entries)
-            shortest = min((e.ttl for e in self._entries.values() if e.ttl > 0), default=1.0)
-            tick = min(0.1, max(0.005, shortest / max(count, 1)))
-            await asyncio.sleep(tick)
-            now = self._clock()
-            due: list[_Entry] = []
-            for key, entry in list(self._entries.items()):
-                if now - entry.wanted_at > self._keep_warm:
-                    if entry.task is None:
-                        del self._entries[key]
-                    continue
-                if entry.task is None and now - entry.fetched_at >= entry.ttl:
-                    due.append(entry)
-            if not due:
-                continue
-            budget = max(1, math.ceil(count * tick / max(shortest, tick)))
-            due.sort(key=lambda e: e.fetched_at)
-            for entry in due[:budget]:
-                entry.task = asyncio.create_task(self._refresh(entry))
+    async def _read_stream(
+        self, feed: _Feed, carried: Namespaces, response: aiohttp.ClientResponse, started: float
+    ) -> None:
+        url = f"{feed.url}/pods"
+        async for line in _lines(response.content, self._max_bytes, lambda: self._stall_seconds(feed)):
+            exporter_now, document = self._stream_event(feed, url, line)
+            self._arrived(feed, document, exporter_now, carried, started)
+            started = math.nan  # only the first document of a connection is timed
+
+    def _checked(self, feed: _Feed, url: str, document: NodePods) -> NodePods:
+        if document.node != feed.node:
+            raise _FeedError(f"{url} describes node {document.node!r}, not {feed.node!r}")
+        return document
+
+    def _plain_document(self, feed: _Feed, url: str, body: bytes) -> NodePods:
+        try:
+            return self._checked(feed, url, parse_node_pods(body))
+        except PodsDocumentError as exc:
+            raise _FeedError(f"{url} is {exc}") from None
+
+    def _stream_event(self, feed: _Feed, url: str, line: bytes) -> tuple[float, NodePods]:
+        try:
+            exporter_now, document = parse_stream_event(line)
+        except PodsDocumentError as exc:
+            raise _FeedError(f"{url} streams {exc}") from None
+        return exporter_now, self._checked(feed, url, document)
+
+    def _arrived(
+        self, feed: _Feed, document: NodePods, exporter_now: float | None, carried: Namespaces, started: float
+    ) -> None:
+        received = self._wall_clock()
+        if feed.error is not None:
+            log.info("exporter on node %s answers again", feed.node)
+        offset = exporter_clock_offset(document, exporter_now, received)
+        feed.answer = NodeAnswer(document, self._wanted_metrics, offset)
+        feed.carried, feed.error, feed.failures = carried, None, 0
+        feed.interval = document.interval_seconds
+        self.documents += 1
+        if self._observe is not None and not math.isnan(started):
+            self._observe("ok", time.perf_counter() - started)
+        self._wake(feed)
+
+    def _failed(self, feed: _Feed, problem: str, outcome: str, started: float) -> None:
+        if feed.error is None:
+            log.warning("exporter on node %s does not answer: %s", feed.node, problem)
+        feed.answer, feed.carried, feed.error = None, frozenset(), problem
+        feed.failures += 1
+        if self._observe is not None:
+            self._observe(outcome, time.perf_counter() - started)
+        self._wake(feed, everyone=True)
+
+    def _wake(self, feed: _Feed, *, everyone: bool = False) -> None:
+        """Wake the queries waiting for a document carrying their namespace (all of them after a failure)."""
+        for namespace, arrived in feed.waiters:
+            if not arrived.done() and (everyone or _covers(feed.carried, namespace)):
+                arrived.set_result(None)
+
+    def _stall_seconds(self, feed: _Feed) -> float:
+        gap = max(self._refresh, feed.interval)
+        return max(STALL_SECONDS, STALL_GAPS * gap)
+
+    def _retry_after(self, failures: int) -> float:
+        """Seconds until a node that failed `failures` times in a row is asked again: doubling, capped."""
+        return min(self._max_failure_ttl, self._failure_ttl * 2.0 ** min(max(failures, 1) - 1, 30))
+
+
+async def _lines(
+    content: aiohttp.StreamReader, max_bytes: int, stall_seconds: Callable[[], float]
+) -> AsyncIterator[bytes]:
+    """The lines of a stream, each at most `max_bytes` long; UpstreamAnswerError past that, TimeoutError when nothing
+    arrives for `stall_seconds()`."""
+    buffer = bytearray()
+    while True:
+        chunk = await asyncio.wait_for(content.readany(), stall_seconds())
+        if not chunk:
+            if buffer.strip():
+                raise UpstreamAnswerError("the stream ended in the middle of a line")
+            return
+        buffer += chunk
+        start = 0
+        while (end := buffer.find(b"\n", start)) >= 0:
+            if end - start > max_bytes:
+                raise UpstreamAnswerError(f"a line of the stream is larger than {max_bytes} bytes")
+            if end > start:
+                yield bytes(buffer[start:end])
+            start = end + 1
+        del buffer[:start]
+        if len(buffer) > max_bytes:
+            raise UpstreamAnswerError(f"a line of the stream is larger than {max_bytes} bytes")
 
 
 def exporter_clock_offset(document: NodePods, exporter_now: float | None, received: float) -> float:
@@ -316,7 +486,3 @@ def _http_date(value: str | None) -> float | None:
         return parsed.timestamp()
     except (OverflowError, OSError, ValueError):
         return None
-
-
-def _since(started: float) -> float:
-    return time.perf_counter() - started

@@ -39,13 +39,19 @@ def _window(metric: MetricDefinition, window: float) -> int:
     return max(1, math.ceil(window)) if window > 0 else DEFAULT_WINDOW_SECONDS
 
 
-def pod_value(metric: MetricDefinition, sample: PodSample) -> ServedValue:
-    """One pod's value over all its devices: `served_value` for the most common case, without its generality."""
-    devices = sample.devices
-    value = devices[0].value if len(devices) == 1 else combine([d.value for d in devices], metric.combine)
+def combined_value(
+    metric: MetricDefinition, figures: list[Decimal], sampled_at: float, window_seconds: float | None
+) -> ServedValue:
+    """The served value of one pod's device figures (at least one), sampled at `sampled_at`."""
+    value = figures[0] if len(figures) == 1 else combine(figures, metric.combine)
     if metric.scale != _ONE:
         value = _ARITHMETIC.multiply(value, metric.scale)
-    return ServedValue(value, sample.sampled_at, _window(metric, sample.window_seconds or 0.0))
+    return ServedValue(value, sampled_at, _window(metric, window_seconds or 0.0))
+
+
+def pod_value(metric: MetricDefinition, sample: PodSample) -> ServedValue:
+    """One pod's value over all its devices: `served_value` for the most common case, without its generality."""
+    return combined_value(metric, [d.value for d in sample.devices], sample.sampled_at, sample.window_seconds)
 
 
 def served_value(

@@ -27,7 +27,9 @@ async def cluster() -> AsyncIterator[Cluster]:
     kube = KubeApiServer(bookmark_interval=0.2)
     await kube.start()
     populate(kube)
-    nodes = {name: SimulatedNode(name) for name in ("gpu-1", "gpu-2")}
+    # documents streamed every 50 ms of real time, whatever the (manual) clock says: after a test moves its clock, the
+    # next document (tests.adapter.simcluster.next_documents) is sampled at the new time
+    nodes = {name: SimulatedNode(name, pace=0.05) for name in ("gpu-1", "gpu-2")}
     for node in nodes.values():
         await node.start()
     set_figures(nodes)

@@ -16,6 +16,7 @@ from adapter.podcache.cache import PodCache
 from adapter.sources.exporters import StaticExporters
 from simulation.kubeapi import KubeApiServer
 from tests.adapter.simnodes import Gpu, SimulatedNode
+from tests.support.waiting import eventually
 
 EXPORTER_LABELS = {"app.kubernetes.io/name": "gpu-pulse-exporter"}
 
@@ -28,6 +29,16 @@ class Cluster:
 
     def locator(self) -> StaticExporters:
         return StaticExporters({name: node.url for name, node in self.nodes.items()})
+
+    async def next_documents(self) -> None:
+        """Wait until every node streaming to an adapter has sent three more documents: the adapter then holds one
+        made after this call began (tests move their manual clock, then wait here for documents sampled at the new
+        time; a node streams every 50 ms of real time)."""
+        sent = {name: node.documents for name, node in self.nodes.items() if node.open_streams}
+        await eventually(
+            lambda: all(self.nodes[name].documents >= count + 3 for name, count in sent.items()),
+            "the streaming nodes sent their next documents",
+        )
 
 
 def populate(kube: KubeApiServer) -> None:

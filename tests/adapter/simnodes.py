@@ -1,7 +1,9 @@
 """Simulated node endpoints: small HTTP servers that answer `/pods` and `/metrics` as a gpu-pulse exporter would.
 
 They stand in for the exporters (external processes, from the adapter's point of view) in adapter tests: `/pods`
-serves an `exporter.pods_document.NodePods` document, the very model the exporter serializes, and `/metrics` the
+serves an `exporter.pods_document.NodePods` document, the very model the exporter serializes (or, asked with
+`watch=1`, a stream of them, one line each interval, as the exporter streams; `streams=False` makes a node of an
+exporter version without streams), and `/metrics` the
 exporter's own exposition rendering (prometheus dialect) of a snapshot holding the same figures. A node can be stopped
 (connection refused), frozen (its figures stop advancing, like an exporter whose poll loop hangs) or slowed.
 """
@@ -10,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.utils import formatdate
@@ -21,11 +23,13 @@ from exporter.catalogue import Dialect
 from exporter.exposition.render import render_exposition
 from exporter.pods_document import (
     ANSWERED_AT_HEADER,
+    STREAM_CONTENT_TYPE,
     ContainerView,
     DeviceFigures,
     NodePods,
     PodView,
     answered_at_header,
+    stream_event,
 )
 from exporter.snapshot import DeviceReading, GpuIdentity, MigIdentity, PodDeviceUse, PodRef, ShareMethod, Snapshot
 
@@ -87,9 +91,14 @@ class SimulatedNode:
     broken: str | None = None  # a body to answer instead of the document (a misbehaving exporter)
     exposition_time: float | None = None  # give /metrics samples this explicit timestamp (Unix seconds)
     pods: dict[tuple[str, str], _Pod] = field(default_factory=dict)
+    streams: bool = True  # answer watch=1 with a stream (an exporter with streams)
+    stream_seconds: float = 300.0  # how long a stream lasts before this node ends it
+    pace: float | None = None  # real seconds between two streamed documents (default: the interval, or `every`)
     requests: int = 0
+    documents: int = 0  # documents sent, plain or streamed
+    open_streams: int = 0
     scrapes: int = 0
-    namespaces_asked: list[str | None] = field(default_factory=list)
+    namespaces_asked: list[tuple[str, ...] | None] = field(default_factory=list)
     _frozen_at: float | None = None
     _runner: web.AppRunner | None = None
 
@@ -111,12 +120,14 @@ class SimulatedNode:
         """From now on the figures keep their current sample time (the exporter's poll loop hangs)."""
         self._frozen_at = self.clock() - self.lag
 
-    def document(self, namespace: str | None) -> NodePods:
+    def document(self, namespaces: Collection[str] | str | None) -> NodePods:
+        if isinstance(namespaces, str):
+            namespaces = (namespaces,)
         now = self.clock()
         sampled = self._frozen_at if self._frozen_at is not None else now - self.lag
         views = []
         for pod in sorted(self.pods.values(), key=lambda p: (p.namespace, p.name)):
-            if namespace is not None and pod.namespace != namespace:
+            if namespaces is not None and pod.namespace not in namespaces:
                 continue
             containers: dict[str, list[DeviceFigures]] = {}
             for gpu in pod.gpus:
@@ -177,19 +188,45 @@ class SimulatedNode:
             body = "".join(f"{line}{'' if line.startswith('#') else stamp}\n" for line in lines).encode()
         return web.Response(body=body, content_type="text/plain", charset="utf-8")
 
-    async def _pods(self, request: web.Request) -> web.Response:
+    async def _pods(self, request: web.Request) -> web.StreamResponse:
         self.requests += 1
-        namespace = request.query.get("namespace")
-        self.namespaces_asked.append(namespace)
+        namespaces = tuple(request.query.getall("namespace", [])) or None
+        self.namespaces_asked.append(namespaces)
         if self.delay:
             await asyncio.sleep(self.delay)
+        if self.streams and request.query.get("watch") in ("1", "true"):
+            return await self._stream(request, namespaces)
         if self.broken is not None:
             return web.Response(text=self.broken, content_type="application/json")
-        body = self.document(namespace).model_dump_json().encode()
+        self.documents += 1
+        body = self.document(namespaces).model_dump_json().encode()
         # the answer is dated on this node's clock, like a real exporter's
         now = self.clock()
         headers = {"Date": formatdate(now, usegmt=True), ANSWERED_AT_HEADER: answered_at_header(now)}
         return web.Response(body=body, content_type="application/json", headers=headers)
+
+    async def _stream(self, request: web.Request, namespaces: tuple[str, ...] | None) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": STREAM_CONTENT_TYPE})
+        await response.prepare(request)
+        every = self.pace if self.pace is not None else max(self.interval, float(request.query.get("every", "0")))
+        ends = time.monotonic() + self.stream_seconds
+        self.open_streams += 1
+        try:
+            while time.monotonic() < ends:
+                if self.broken is not None:
+                    line = self.broken.encode() + b"\n"
+                else:
+                    body = self.document(namespaces).model_dump_json().encode()
+                    line = stream_event(self.clock(), body)  # dated on this node's clock
+                self.documents += 1
+                await response.write(line)
+                await asyncio.sleep(every)
+            await response.write_eof()
+        except ConnectionResetError:
+            pass
+        finally:
+            self.open_streams -= 1
+        return response
 
     async def start(self) -> str:
         app = web.Application()

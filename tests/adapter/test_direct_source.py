@@ -1,5 +1,5 @@
-"""The direct source: exporters found per node, documents cached one interval and kept warm, stale figures and
-silent nodes left out rather than served."""
+"""The direct source: exporters found per node, each node's documents followed by one stream while queries need it,
+stale figures and silent nodes left out rather than served."""
 
 from __future__ import annotations
 
@@ -75,6 +75,7 @@ async def test_served_figures_are_never_older_than_max_age(make_adapter: Adapter
             assert clock.now - frozen_sample <= 3.0
         assert "infer-b" in items  # the healthy node keeps being served
         clock.advance(0.5)
+        await cluster.next_documents()
     assert seen_a, "the frozen node's pod was served while its figures were fresh"
     assert max(seen_a) - frozen_sample <= 3.0
     assert "infer-a" not in await served(client)
@@ -87,10 +88,13 @@ async def test_default_max_age_is_three_intervals_and_two_seconds(
     node = cluster.nodes["gpu-1"]
     node.clock, node.interval, node.lag = clock.time, 2.0, 0.0
     client = await make_adapter(source=direct(cluster, clock))
+    assert "infer-a" in await served(client)
     node.freeze()
     clock.advance(7.9)  # 3 x 2 s + 2 s = 8 s
+    await cluster.next_documents()
     assert "infer-a" in await served(client)
     clock.advance(0.2)
+    await cluster.next_documents()
     assert "infer-a" not in await served(client)
 
 
@@ -107,27 +111,43 @@ async def test_stopped_exporter_drops_its_pods_and_they_return(make_adapter: Ada
     await served_until(client, lambda pods: "infer-b" in pods, "the restarted node's pod is back")
 
 
-async def test_each_node_is_asked_once_per_interval(make_adapter: AdapterFactory, cluster: Cluster) -> None:
-    clock = ManualClock(time.time())
-    client = await make_adapter(source=direct(cluster, clock, keep_warm_seconds=0))
+async def test_each_node_is_followed_by_one_stream_whatever_the_queries(
+    make_adapter: AdapterFactory, cluster: Cluster
+) -> None:
+    client = await make_adapter()
     gpu1 = cluster.nodes["gpu-1"]
     for _ in range(5):
         await served(client)
-    assert gpu1.requests == 1
-    clock.advance(1.0)  # one interval later the next query asks again (in the background, answering meanwhile)
-    await served(client)
-    await eventually(lambda: gpu1.requests == 2, "a second request one interval later")
+    await cluster.next_documents()
     for _ in range(5):
         await served(client)
-    assert gpu1.requests == 2
-    assert gpu1.namespaces_asked == ["ml", "ml"]  # only the namespace asked about travels
+    assert gpu1.requests == 1 and gpu1.documents > 3  # one stream, many documents
+    assert gpu1.namespaces_asked == [("ml",)]  # only the namespace asked about travels
+    await served(client, "/apis/custom.metrics.k8s.io/v1beta2/namespaces/other/pods/*/gpu_utilization")
+    assert cluster.nodes["gpu-2"].namespaces_asked == [("ml",), ("ml", "other")]  # reconnected with both
+    assert gpu1.requests == 1  # gpu-1 holds no pod of `other`
     await served(client, "/apis/custom.metrics.k8s.io/v1beta2/namespaces/*/gpu_utilization")
     assert gpu1.namespaces_asked[-1] is None  # several namespaces: the whole document
+    await served(client)
+    assert gpu1.requests == 2  # which carries `ml` too
 
 
-async def test_documents_asked_for_are_kept_warm_then_forgotten(cluster: Cluster) -> None:
+async def test_an_exporter_without_streams_is_asked_each_interval(
+    make_adapter: AdapterFactory, cluster: Cluster
+) -> None:
     for node in cluster.nodes.values():
-        node.interval = 0.1
+        node.streams, node.interval = False, 0.2
+    client = await make_adapter()
+    gpu1 = cluster.nodes["gpu-1"]
+    assert set(await served(client)) == {"infer-a", "infer-b", "train-0"}
+    await eventually(lambda: gpu1.requests >= 4, "asked again each interval")
+    assert set(await served(client)) == {"infer-a", "infer-b", "train-0"}
+    started, requests = time.monotonic(), gpu1.requests
+    await asyncio.sleep(0.5)
+    assert gpu1.requests - requests <= (time.monotonic() - started) / 0.2 + 1  # not more often than its interval
+
+
+async def test_followed_nodes_are_dropped_when_nobody_asks(cluster: Cluster) -> None:
     cache = NodePodsCache(keep_warm_seconds=0.6)
     source = DirectSource(cluster.locator(), cache)
     await source.start()
@@ -135,11 +155,12 @@ async def test_documents_asked_for_are_kept_warm_then_forgotten(cluster: Cluster
         gpu1 = cluster.nodes["gpu-1"]
         answer = await cache.answer("gpu-1", gpu1.url, "ml")
         assert answer is not None
-        await eventually(lambda: gpu1.requests >= 3, "background refreshes of a document someone asked for")
-        await eventually(lambda: cache.size == 0, "a document nobody asks for any more is dropped")
-        settled = gpu1.requests
-        await asyncio.sleep(0.5)  # five intervals: a forgotten document is not fetched any more
-        assert gpu1.requests == settled
+        await eventually(lambda: cache.documents >= 3, "documents keep arriving for a node someone asked about")
+        await eventually(lambda: cache.size == 0, "a node nobody asks about any more is no longer followed")
+        await eventually(lambda: gpu1.open_streams == 0, "its stream is closed")
+        settled = gpu1.documents
+        await asyncio.sleep(0.3)
+        assert gpu1.documents == settled
     finally:
         await source.close()
 
@@ -165,10 +186,15 @@ async def test_slow_or_broken_exporters_drop_only_their_pods(make_adapter: Adapt
         metrics=metrics,
     )
     assert set(await served(client)) == {"infer-a", "train-0"}
-    timeouts = metrics.registry.get_sample_value(
-        "gpu_pulse_adapter_source_duration_seconds_count", {"source": "direct", "outcome": "timeout"}
+    await eventually(
+        lambda: (
+            metrics.registry.get_sample_value(
+                "gpu_pulse_adapter_source_duration_seconds_count", {"source": "direct", "outcome": "timeout"}
+            )
+            == 1
+        ),
+        "the slow node's timeout is counted",
     )
-    assert timeouts == 1
     for broken in ("not json", '{"api_version": "gpu-pulse.dev/v1"}'):
         cluster.nodes["gpu-1"].broken = broken
         client = await make_adapter(source=DirectSource(cluster.locator(), NodePodsCache(timeout=0.3)))
@@ -229,6 +255,7 @@ async def test_pod_values_leave_out_what_samples_leave_out(cluster: Cluster) -> 
         assert [v is not None for v in await source.pod_values(metric, pods)] == [True, True, False, True, False]
         cluster.nodes["gpu-1"].freeze()
         clock.advance(3.5)  # gpu-1's figures grow too old; gpu-2 goes on sampling
+        await cluster.next_documents()
         samples = await source.samples(metric, pods)
         values = await source.pod_values(metric, pods)
         assert set(samples) == {("ml", "infer-b")}
@@ -248,4 +275,5 @@ async def test_workload_values_leave_out_stale_pods(make_adapter: AdapterFactory
     assert parse_quantity((await served(client, path))["infer"]["value"]) == mean_of_three_gpus
     cluster.nodes["gpu-1"].freeze()
     clock.advance(3.5)
+    await cluster.next_documents()
     assert parse_quantity((await served(client, path))["infer"]["value"]) == Decimal("50.25")  # infer-b's GPUs only

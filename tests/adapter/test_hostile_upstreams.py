@@ -20,14 +20,16 @@ from hypothesis import strategies as st
 from adapter.api.selfmetrics import AdapterMetrics
 from adapter.metrics_config import default_metrics_config
 from adapter.quantity import parse_quantity
+from adapter.sources import nodepods
 from adapter.sources.direct import DirectSource
 from adapter.sources.exporters import StaticExporters
 from adapter.sources.nodepods import NodePodsCache, exporter_clock_offset
 from adapter.sources.prometheus import PrometheusSource
-from exporter.pods_document import NodePods, PodView
+from exporter.pods_document import STREAM_CONTENT_TYPE, NodePods, PodView, stream_event
 from tests.adapter.simcluster import AdapterFactory, Cluster
 from tests.adapter.test_direct_source import PODS, direct, served, timestamp
 from tests.support.clocks import ManualClock
+from tests.support.waiting import eventually
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -113,6 +115,57 @@ async def test_an_endless_chunked_document_is_cut_at_the_cap(
     await asyncio.wait_for(hostile.finished.wait(), 10)  # the adapter hung up on it
 
 
+async def test_an_endless_stream_line_is_cut_at_the_cap(
+    make_adapter: AdapterFactory, cluster: Cluster, upstreams: Callable[[Handler], Awaitable[Upstream]]
+) -> None:
+    async def endless_line(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": STREAM_CONTENT_TYPE})
+        await response.prepare(request)
+        while True:
+            await response.write(b"x" * 65_536)  # one line that never ends
+
+    hostile = await upstreams(endless_line)
+    metrics = AdapterMetrics("direct")
+    locator = StaticExporters({"gpu-1": cluster.nodes["gpu-1"].url, "gpu-2": hostile.url})
+    cache = NodePodsCache(timeout=30.0, max_document_bytes=256 * 1024, observe=metrics.observe_source_call)
+    client = await make_adapter(source=DirectSource(locator, cache), metrics=metrics)
+    assert set(await served(client)) == {"infer-a", "train-0"}
+    assert outcomes(metrics, "direct") == {"ok": 1.0, "error": 1.0, "timeout": None}
+    await asyncio.wait_for(hostile.finished.wait(), 10)  # the adapter hung up on it
+
+
+async def test_a_stalled_or_garbled_stream_drops_its_node_until_it_streams_again(
+    cluster: Cluster, upstreams: Callable[[Handler], Awaitable[Upstream]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(nodepods, "STALL_SECONDS", 0.3)
+    good = cluster.nodes["gpu-2"].document(None).model_dump_json().encode()
+    behaviour = {"next": "stall"}
+
+    async def moody(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": STREAM_CONTENT_TYPE})
+        await response.prepare(request)
+        await response.write(stream_event(time.time(), good))
+        if behaviour["next"] == "garble":
+            await response.write(b'{"answered_at": 1, "document": {"node": "gpu-2"}}\n')
+        while True:
+            await asyncio.sleep(0.02 if behaviour["next"] == "stream" else 3600)
+            await response.write(stream_event(time.time(), good))
+
+    hostile = await upstreams(moody)
+    cache = NodePodsCache(failure_ttl=0.05, max_failure_ttl=0.05)
+    await cache.start()
+    try:
+        assert await cache.answer("gpu-2", hostile.url, None) is not None
+        await eventually(lambda: cache.cached("gpu-2", hostile.url, None) is None, "a stalled stream drops the node")
+        behaviour["next"] = "garble"
+        await eventually(lambda: hostile.requests >= 3, "asked again after the stall")
+        await eventually(lambda: cache.cached("gpu-2", hostile.url, None) is None, "a garbled line drops the node")
+        behaviour["next"] = "stream"
+        await eventually(lambda: cache.cached("gpu-2", hostile.url, None) is not None, "back once it streams")
+    finally:
+        await cache.close()
+
+
 async def test_redirects_from_an_exporter_are_not_followed(
     make_adapter: AdapterFactory, cluster: Cluster, upstreams: Callable[[Handler], Awaitable[Upstream]]
 ) -> None:
@@ -141,17 +194,15 @@ async def test_a_failing_node_is_asked_again_less_and_less_often(
         return web.Response(status=500, text="broken\n")
 
     hostile = await upstreams(failing)
-    clock = ManualClock(time.time())
-    cache = NodePodsCache(clock=clock.monotonic, failure_ttl=1.0, max_failure_ttl=30.0)
+    cache = NodePodsCache(failure_ttl=0.1, max_failure_ttl=3.0)
     await cache.start()
     try:
         assert await cache.answer("gpu-2", hostile.url, None) is None
-        for _ in range(40):  # 40 s on the cache's clock; the keep-warm loop looks every 0.1 s at most
-            clock.advance(1.0)
-            cache.cached("gpu-2", hostile.url, None)  # someone keeps asking
-            await asyncio.sleep(0.12)
-        # asked at 0, then 1, 2, 4, 8, 16 s after each failure: at 0, 1, 3, 7, 15, 31 s; never once a second
-        assert 3 <= hostile.requests <= 7, hostile.requests
+        for _ in range(16):  # 1.6 s of queries, some every 0.1 s
+            assert cache.cached("gpu-2", hostile.url, None) is None  # answered at once: the node does not answer
+            await asyncio.sleep(0.1)
+        # asked at 0, then 0.1, 0.2, 0.4, 0.8 s after each failure: at 0, 0.1, 0.3, 0.7, 1.5 s; never every 0.1 s
+        assert 3 <= hostile.requests <= 6, hostile.requests
     finally:
         await cache.close()
 
@@ -171,8 +222,10 @@ async def test_a_node_whose_clock_is_a_minute_off_is_served_by_its_own_ages(
         assert clock.now - 2.0 <= timestamp(item) <= clock.now
     skewed.freeze()  # its figures stop advancing: on its own clock they age, whatever that clock says
     clock.advance(2.0)
+    await cluster.next_documents()
     assert {"infer-a", "train-0"} <= set(await served(client))
     clock.advance(2.0)
+    await cluster.next_documents()
     assert set(await served(client)) == {"infer-b"}
 
 
