@@ -103,9 +103,9 @@ class AdapterSettings(ConnectionSettings):
     )
     exporter_ca_file: Path | None = setting(None, "CA bundle to verify https exporters.", metavar="FILE")
     exporter_refresh: float = setting(
-        0.0,
-        "Least seconds between two /pods documents a node's exporter sends (0: every snapshot it polls); a larger "
-        "value trades the figures' age for less work on a large fleet.",
+        2.0,
+        "Least seconds between two /pods documents a node's exporter sends (0: every snapshot it takes); the "
+        "figures' age grows with it, the adapter's work shrinks (docs/install.md, sizing).",
         metavar="SECONDS",
         ge=0,
         le=3600,

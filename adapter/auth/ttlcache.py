@@ -18,25 +18,31 @@ class ExpiringCache(Generic[K, V]):
     def __init__(self, max_entries: int, clock: Callable[[], float] = time.monotonic) -> None:
         if max_entries < 1:
             raise ValueError("max_entries must be at least 1")
-        self._entries: OrderedDict[K, tuple[float, V]] = OrderedDict()
+        self._entries: OrderedDict[K, tuple[float, float, V]] = OrderedDict()  # key -> (expires, ttl, value)
         self._max = max_entries
         self._clock = clock
 
     def get(self, key: K) -> V | None:
+        found = self.entry(key)
+        return None if found is None else found[1]
+
+    def entry(self, key: K) -> tuple[float, V] | None:
+        """The entry's value and the fraction of its life left (1 when new, near 0 about to expire), or None."""
         found = self._entries.get(key)
         if found is None:
             return None
-        expires, value = found
-        if self._clock() >= expires:
+        expires, ttl, value = found
+        left = expires - self._clock()
+        if left <= 0:
             del self._entries[key]
             return None
         self._entries.move_to_end(key)
-        return value
+        return left / ttl, value
 
     def put(self, key: K, value: V, ttl: float) -> None:
         if ttl <= 0:
             return
-        self._entries[key] = (self._clock() + ttl, value)
+        self._entries[key] = (self._clock() + ttl, ttl, value)
         self._entries.move_to_end(key)
         while len(self._entries) > self._max:
             self._entries.popitem(last=False)
@@ -49,23 +55,33 @@ class CoalescingCache(Generic[K, V]):
     """An `ExpiringCache` in front of an async loader; concurrent misses for one key share one load.
 
     A load runs as its own task, so a caller that goes away (a client hanging up) does not cancel it for the
-    others. A failed load is not cached: its error goes to everyone waiting on it.
+    others. A failed load is not cached: its error goes to everyone waiting on it. An entry asked for in the last
+    `refresh_ahead` of its life is loaded again in the background while it still answers: keys asked about steadily
+    (an HPA's every 15 s, against a 10 s life) never wait for a load, and no answer is older than its life.
     """
 
-    def __init__(self, max_entries: int, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, max_entries: int, clock: Callable[[], float] = time.monotonic, refresh_ahead: float = 0.5
+    ) -> None:
         self._cache: ExpiringCache[K, V] = ExpiringCache(max_entries, clock)
         self._loading: dict[K, asyncio.Task[V]] = {}
+        self._refresh_ahead = refresh_ahead
 
     async def get(self, key: K, load: Callable[[], Awaitable[V]], ttl: Callable[[V], float]) -> V:
-        found = self._cache.get(key)
+        found = self._cache.entry(key)
         if found is not None:
-            return found
-        task = self._loading.get(key)
-        if task is None:
-            task = asyncio.ensure_future(self._load(key, load, ttl))
-            task.add_done_callback(_retrieve)
-            self._loading[key] = task
+            life_left, value = found
+            if life_left < self._refresh_ahead and key not in self._loading:
+                self._start(key, load, ttl)
+            return value
+        task = self._loading.get(key) or self._start(key, load, ttl)
         return await asyncio.shield(task)
+
+    def _start(self, key: K, load: Callable[[], Awaitable[V]], ttl: Callable[[V], float]) -> asyncio.Task[V]:
+        task = asyncio.ensure_future(self._load(key, load, ttl))
+        task.add_done_callback(_retrieve)
+        self._loading[key] = task
+        return task
 
     async def _load(self, key: K, load: Callable[[], Awaitable[V]], ttl: Callable[[V], float]) -> V:
         try:

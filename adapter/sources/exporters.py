@@ -8,6 +8,7 @@ from typing import Protocol
 
 from adapter.selectors import Selector
 from adapter.sources.model import PodDirectory
+from toolkit.pods import Pod
 
 
 class ExporterLocator(Protocol):
@@ -39,15 +40,26 @@ class PodExporters:
         self._port = port
         self._scheme = scheme
         self._namespace = namespace
+        # node -> the exporter pod found there and its URL; valid while the pod cache holds that very pod object (a
+        # changed pod is a new object), so a query over 1,000 nodes does not look through each node's pods again
+        self._found: dict[str, tuple[Pod, str]] = {}
 
     def base_url(self, node: str) -> str | None:
+        found = self._found.get(node)
+        if found is not None:
+            pod, url = found
+            if self._pods.get(pod.namespace, pod.name) is pod:
+                return url
+            del self._found[node]
         for pod in self._pods.pods_on_node(node):
             if pod.phase != "Running" or not pod.pod_ip:
                 continue
             if self._namespace is not None and pod.namespace != self._namespace:
                 continue
             if self._selector.matches(pod.labels):
-                return f"{self._scheme}://{_host(pod.pod_ip)}:{self._port}"
+                url = f"{self._scheme}://{_host(pod.pod_ip)}:{self._port}"
+                self._found[node] = (pod, url)
+                return url
         return None
 
 

@@ -102,12 +102,17 @@ def pod_served_value(metric: MetricDefinition, pod: PodView, sampled_at: float) 
     without building the sample (its device labels are only needed for a metricLabelSelector): this is worked out
     for every pod of every document that arrives. `sampled_at`: the pod's sample time on the adapter's clock."""
     figure = metric.figure
-    found = [
-        value
-        for container in pod.containers
-        for device in container.devices
-        if (value := figure_of(device, figure)) is not None
-    ]
+    containers = pod.containers
+    if len(containers) == 1 and len(containers[0].devices) == 1:  # most pods: one container on one device
+        value = figure_of(containers[0].devices[0], figure)
+        found = [] if value is None else [value]
+    else:
+        found = [
+            value
+            for container in containers
+            for device in container.devices
+            if (value := figure_of(device, figure)) is not None
+        ]
     if not found:
         return None
     return combined_value(metric, found, sampled_at, pod.window_seconds)

@@ -61,8 +61,14 @@ MAX_DOCUMENT_BYTES = 4 * 1024 * 1024
 # A stream that sends nothing for this many of its expected gaps (and at least STALL_SECONDS) is stalled: reconnect.
 STALL_GAPS = 3
 STALL_SECONDS = 10.0
+# Connections being made at once (to the first document): a cold start asks every node at the same moment, and
+# exporters answer sooner when they are not all asked in the same millisecond.
+MAX_CONNECTING = 64
 # Namespaces asked about within this many seconds are gathered into one reconnect of a feed.
 GATHER_SECONDS = 0.02
+# A node whose pods are asked about in this many namespaces is followed whole: each further namespace would cost a
+# reconnect (and a wait for the query that brings it), and by then most of the document is wanted anyway.
+WHOLE_DOCUMENT_NAMESPACES = 3
 FetchObserver = Callable[[str, float], None]  # (outcome "ok" | "error" | "timeout", seconds)
 
 
@@ -91,42 +97,42 @@ class NodeAnswer:
     __slots__ = ("_offset", "_samples", "_values", "_wanted", "document")
 
     def __init__(
-        self, document: NodePods, wanted: set[MetricDefinition] | None = None, clock_offset: float = 0.0
+        self, document: NodePods, wanted: dict[str, MetricDefinition] | None = None, clock_offset: float = 0.0
     ) -> None:
         """`clock_offset`: seconds to add to the document's times to place them on the adapter's clock."""
         self.document = document
         self._offset = clock_offset
-        self._values: dict[MetricDefinition, dict[PodKey, PodFigures]] = {}
-        self._samples: dict[MetricDefinition, dict[PodKey, PodSample]] = {}
-        self._wanted = wanted if wanted is not None else set()
-        for metric in tuple(self._wanted):
+        self._values: dict[str, dict[PodKey, PodFigures]] = {}  # by metric name (a definition hashes slowly)
+        self._samples: dict[str, dict[PodKey, PodSample]] = {}
+        self._wanted = wanted if wanted is not None else {}
+        for metric in tuple(self._wanted.values()):
             self.values(metric)
 
     def values(self, metric: MetricDefinition) -> Mapping[PodKey, PodFigures]:
-        found = self._values.get(metric)
+        found = self._values.get(metric.name)
         if found is None:
-            self._wanted.add(metric)
+            self._wanted.setdefault(metric.name, metric)
             found = {}
-            sampled_at: dict[datetime, float] = {}  # a document's pods mostly share one sample time
+            last_at, when = None, 0.0  # a document's pods mostly share one sample time
             for pod in self.document.pods:
-                when = sampled_at.get(pod.sampled_at)
-                if when is None:
-                    when = sampled_at[pod.sampled_at] = pod.sampled_at.timestamp() + self._offset
+                if pod.sampled_at != last_at:
+                    last_at = pod.sampled_at
+                    when = last_at.timestamp() + self._offset
                 value = pod_served_value(metric, pod, when)
                 if value is not None:
                     found[(pod.namespace, pod.name)] = PodFigures(value, pod.uid)
-            self._values[metric] = found
+            self._values[metric.name] = found
         return found
 
     def samples(self, metric: MetricDefinition) -> Mapping[PodKey, PodSample]:
-        found = self._samples.get(metric)
+        found = self._samples.get(metric.name)
         if found is None:
             found = {}
             for pod in self.document.pods:
                 sample = pod_sample(self.document.node, pod, metric.figure, self._offset)
                 if sample is not None:
                     found[(pod.namespace, pod.name)] = sample
-            self._samples[metric] = found
+            self._samples[metric.name] = found
         return found
 
 
@@ -195,9 +201,11 @@ class NodePodsCache:
         self._wall_clock = wall_clock
         self._observe = observe
         self._feeds: dict[str, _Feed] = {}
-        self._wanted_metrics: set[MetricDefinition] = set()
+        self._wanted_metrics: dict[str, MetricDefinition] = {}
         self._session: aiohttp.ClientSession | None = None
         self._sweeper: asyncio.Task[None] | None = None
+        self._closed = False
+        self._connecting = asyncio.Semaphore(MAX_CONNECTING)
         self.documents = 0  # documents received, all feeds
         self.connections = 0  # requests made to exporters, all feeds
 
@@ -211,15 +219,15 @@ class NodePodsCache:
         self._sweeper = asyncio.create_task(self._sweep_loop(), name="gpu-pulse-node-feeds-sweeper")
 
     async def close(self) -> None:
-        tasks = [t for t in (self._sweeper, *(f.task for f in self._feeds.values())) if t is not None]
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        for feed in self._feeds.values():
-            if feed.reconnect is not None:
-                feed.reconnect.cancel()
-            self._wake(feed, everyone=True)
+        self._closed = True
+        feeds = list(self._feeds.values())
         self._feeds.clear()
+        for feed in feeds:
+            self._drop(feed)
+        tasks = [t for t in (self._sweeper, *(f.task for f in feeds)) if t is not None]
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
         self._sweeper = None
         if self._session is not None:
             await self._session.close()
@@ -248,6 +256,8 @@ class NodePodsCache:
         if not isinstance(found, Miss):
             return found
         feed = self._feeds.get(node)
+        if self._closed:
+            return None
         if feed is None or feed.url != url:  # new, or the exporter moved (new pod IP): the old answer is not its
             if feed is not None:
                 self._drop(feed)
@@ -278,7 +288,7 @@ class NodePodsCache:
 
     def _wanted(self, feed: _Feed) -> Namespaces:
         """What the feed's next connection carries: every namespace a query needed within `keep_warm_seconds` (the
-        newest asked at least, should all be older)."""
+        newest asked at least, should all be older); the whole document once that is WHOLE_DOCUMENT_NAMESPACES."""
         now = self._clock()
         horizon = now - self._keep_warm
         if feed.everything_asked_at >= horizon:
@@ -288,12 +298,12 @@ class NodePodsCache:
             newest = max(feed.asked.values())
             recent = {ns: at for ns, at in feed.asked.items() if at == newest}
         feed.asked = recent
-        return frozenset(recent)
+        return frozenset(recent) if len(recent) < WHOLE_DOCUMENT_NAMESPACES else None
 
     def _reconnect(self, feed: _Feed) -> None:
         """Connect again now, carrying what is wanted by now (a query asked about a namespace the feed lacks)."""
         feed.reconnect = None
-        if self._feeds.get(feed.node) is not feed or feed.error is not None:
+        if self._closed or self._feeds.get(feed.node) is not feed or feed.error is not None:
             return  # dropped, or failing: its next attempt carries what is wanted then
         if feed.task is not None:
             feed.task.cancel()
@@ -319,7 +329,9 @@ class NodePodsCache:
     # ---- following one node ------------------------------------------------------------------------------------------
     async def _follow(self, feed: _Feed) -> None:
         """Connect, read documents until the stream ends, connect again; after a failure, wait first."""
-        while True:
+        # a task replaced by a reconnect, or of a closed cache, ends here even if its cancellation got lost (3.11's
+        # wait_for can swallow one that arrives as its inner await completes)
+        while not self._closed and feed.task is asyncio.current_task():
             carried = feed.streamed = self._wanted(feed)
             started = time.perf_counter()
             try:
@@ -344,8 +356,9 @@ class NodePodsCache:
         url = f"{feed.url}/pods"
         self.connections += 1
         try:
-            request = session.get(url, params=params, headers=headers, allow_redirects=False, timeout=timeout)
-            response = await asyncio.wait_for(request, self._timeout)  # connected, and the answer's head read
+            async with self._connecting:  # the timeout runs from when this connection's turn comes
+                request = session.get(url, params=params, headers=headers, allow_redirects=False, timeout=timeout)
+                response = await asyncio.wait_for(request, self._timeout)  # connected, and the answer's head read
             async with response:
                 if response.status != 200:
                     raise _FeedError(f"{url} answered HTTP {response.status}")

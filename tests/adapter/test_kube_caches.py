@@ -70,3 +70,34 @@ async def test_concurrent_misses_share_one_load_and_failures_are_not_kept() -> N
     with pytest.raises(RuntimeError):
         await cache.get("other", broken, lambda _: 10.0)
     assert await cache.get("other", load, lambda _: 10.0) == "yes"  # the failure was not cached
+
+
+async def test_an_entry_asked_for_late_in_its_life_is_loaded_again_without_waiting() -> None:
+    now = [0.0]
+    cache: CoalescingCache[str, int] = CoalescingCache(16, clock=lambda: now[0], refresh_ahead=0.5)
+    loads = 0
+    release = asyncio.Event()
+
+    async def load() -> int:
+        nonlocal loads
+        loads += 1
+        if loads > 1:
+            await release.wait()
+        return loads
+
+    assert await cache.get("k", load, lambda _: 10.0) == 1
+    now[0] = 4.0  # in the first half of its life: answered, nothing loaded
+    assert await cache.get("k", load, lambda _: 10.0) == 1
+    await asyncio.sleep(0)
+    assert loads == 1
+    now[0] = 6.0  # in the last half: still answered at once, and loaded again in the background
+    assert await cache.get("k", load, lambda _: 10.0) == 1
+    assert await cache.get("k", load, lambda _: 10.0) == 1  # one background load at a time
+    await asyncio.sleep(0)
+    assert loads == 2
+    release.set()
+    for _ in range(3):
+        await asyncio.sleep(0)
+    assert await cache.get("k", load, lambda _: 10.0) == 2  # the fresh answer, with a life from its load
+    now[0] = 6.0 + 10.0  # past that life: a caller waits for a load again, never gets an expired answer
+    assert await cache.get("k", load, lambda _: 10.0) == 3

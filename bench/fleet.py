@@ -1,0 +1,416 @@
+"""The adapter at fleet scale: 2,000 GPU nodes, 20,000 GPU pods in a cache of 52,000, 500 HPAs, two replicas.
+
+    PYTHONPATH=. python bench/fleet.py [--duration 120] [--replicas 2] [--refresh 2] [--nodes 2000] [--gpu-pods 20000]
+
+Starts the simulated fleet (bench/fleet_cluster.py: the Kubernetes API stand-in with the fleet's pods and a steady
+churn, and one exporter endpoint per GPU node on its own loopback address, streaming `/pods` documents that change
+every second), then `--replicas` real adapter processes as a cluster runs them: TLS, client-certificate auth,
+SubjectAccessReview against the stand-in, the pod cache filled by list and watch, exporters found by their pods. Then
+500 HPAs, one per GPU Deployment, each asking what an HPA asks every 15 s,
+    GET /apis/custom.metrics.k8s.io/v1beta2/namespaces/<ns>/pods/*/gpu_utilization?labelSelector=app%3D<deployment>
+at its own phase, each time of a replica picked at random (as kube-aggregator spreads requests over the Service's
+endpoints). After one HPA period of warm-up, it measures for `--duration` seconds: answer times by Deployment size,
+the age of each served figure (from its sample time to the answer; timestamps are whole seconds, so ages read up to
+1 s high), each replica's CPU time and memory, and the `/pods` requests and documents each exporter served.
+
+Prints a summary table with the goals of issue 13 and exits 1 when a goal is missed (2 when the run itself failed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import os
+import random
+import signal
+import ssl
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from simulation.kubeconfig import write_kubeconfig
+from tests.support.loopback import free_port
+from toolkit.certs import CertificateAuthority
+
+REPO = Path(__file__).resolve().parents[1]
+HPA_PERIOD = 15.0
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+@dataclass(frozen=True)
+class Goal:
+    what: str
+    unit: str
+    goal: float
+    stretch: float
+    lower_is_better: bool = True
+
+    def met(self, value: float, bound: float) -> bool:
+        return value < bound if self.lower_is_better else value > bound
+
+
+@dataclass
+class Answer:
+    pods: int  # the Deployment's size
+    seconds: float
+    status: int
+    items: int
+    ages: list[float]
+
+
+@dataclass
+class Run:
+    answers: list[Answer] = field(default_factory=list)
+    measuring: bool = False
+
+
+def percentile(values: list[float], q: float) -> float:
+    if not values:
+        return math.nan
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
+
+
+# ---- processes ----------------------------------------------------------------------------------------------------
+def start_fleet(args: argparse.Namespace, workdir: Path) -> tuple[subprocess.Popen[bytes], dict[str, Any]]:
+    ready = workdir / "fleet.json"
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            str(REPO / "bench" / "fleet_cluster.py"),
+            f"--ready={ready}",
+            f"--nodes={args.nodes}",
+            f"--gpu-pods={args.gpu_pods}",
+            f"--other-pods={args.other_pods}",
+            f"--churn={args.churn}",
+            f"--port={args.port}",
+        ],
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    deadline = time.monotonic() + 600
+    while not ready.exists():
+        if process.poll() is not None or time.monotonic() > deadline:
+            raise SystemExit("the simulated fleet did not start")
+        time.sleep(0.2)
+    info: dict[str, Any] = json.loads(ready.read_text())
+    return process, info
+
+
+@dataclass
+class Replica:
+    process: subprocess.Popen[bytes]
+    url: str
+
+
+def start_replicas(args: argparse.Namespace, workdir: Path, kube: str) -> tuple[list[Replica], ssl.SSLContext]:
+    ca = CertificateAuthority.create("fleet-ca")
+    ca.issue_server(["127.0.0.1"]).write(workdir / "serving.crt", workdir / "serving.key")
+    (workdir / "client-ca.crt").write_bytes(ca.cert_pem)
+    client = ca.issue_client("system:serviceaccount:kube-system:horizontal-pod-autoscaler")
+    (workdir / "client.crt").write_bytes(client.cert_pem)
+    (workdir / "client.key").write_bytes(client.key_pem)
+    write_kubeconfig(workdir / "adapter.kubeconfig", server=kube)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GPU_PULSE_")}
+    env["PYTHONPATH"] = str(REPO)
+    replicas = []
+    for index in range(args.replicas):
+        port = free_port()
+        log = (workdir / f"adapter-{index}.log").open("ab")
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "adapter.cli",
+                f"--listen=127.0.0.1:{port}",
+                f"--kubeconfig={workdir / 'adapter.kubeconfig'}",
+                f"--tls-cert-file={workdir / 'serving.crt'}",
+                f"--tls-private-key-file={workdir / 'serving.key'}",
+                f"--client-ca-file={workdir / 'client-ca.crt'}",
+                f"--requestheader-client-ca-file={workdir / 'client-ca.crt'}",
+                f"--exporter-port={args.port}",
+                f"--exporter-refresh={args.refresh}",
+                "--log-level=warning",
+                *args.adapter_flag,
+            ],
+            cwd=REPO,
+            env=env,
+            stderr=log,
+        )
+        replicas.append(Replica(process, f"https://127.0.0.1:{port}"))
+    context = ssl.create_default_context(cadata=ca.cert_pem.decode())
+    context.load_cert_chain(workdir / "client.crt", workdir / "client.key")
+    return replicas, context
+
+
+async def wait_ready(replicas: list[Replica], context: ssl.SSLContext) -> None:
+    deadline = time.monotonic() + 600
+    async with aiohttp.ClientSession() as session:
+        for replica in replicas:
+            while True:
+                if replica.process.poll() is not None:
+                    raise SystemExit("an adapter replica exited (see its log in the work directory)")
+                try:
+                    async with session.get(f"{replica.url}/readyz", ssl=context) as response:
+                        if response.status == 200:
+                            break
+                except aiohttp.ClientError:
+                    pass
+                if time.monotonic() > deadline:
+                    raise SystemExit("an adapter replica never became ready")
+                await asyncio.sleep(0.5)
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime, stime
+
+
+def memory(pid: int) -> dict[str, float]:
+    found = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("VmRSS", "VmHWM"):
+            found[key] = int(value.split()[0]) / 1024
+    return found
+
+
+def stop(processes: list[subprocess.Popen[bytes]]) -> None:
+    for process in processes:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+    for process in processes:
+        try:
+            process.wait(30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+# ---- the HPAs -----------------------------------------------------------------------------------------------------
+def _age(now: float, timestamp: str) -> float:
+    return now - datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp()
+
+
+async def hpa(
+    deployment: dict[str, Any],
+    sessions: list[tuple[aiohttp.ClientSession, str]],
+    run: Run,
+    rng: random.Random,
+    context: ssl.SSLContext,
+) -> None:
+    path = (
+        f"/apis/custom.metrics.k8s.io/v1beta2/namespaces/{deployment['namespace']}/pods/*/gpu_utilization"
+        f"?labelSelector=app%3D{deployment['name']}"
+    )
+    await asyncio.sleep(rng.uniform(0, HPA_PERIOD))
+    next_at = time.monotonic()
+    while True:
+        session, base = rng.choice(sessions)
+        started = time.perf_counter()
+        status, items, ages = 0, 0, []
+        try:
+            async with session.get(base + path, ssl=context) as response:
+                body = await response.read()
+                status = response.status
+            seconds = time.perf_counter() - started
+            if status == 200:
+                now = time.time()
+                listed = json.loads(body)["items"]
+                items = len(listed)
+                ages = [_age(now, item["timestamp"]) for item in listed]
+        except (aiohttp.ClientError, TimeoutError):
+            seconds = time.perf_counter() - started
+        if run.measuring:
+            run.answers.append(Answer(int(deployment["pods"]), seconds, status, items, ages))
+        next_at += HPA_PERIOD
+        await asyncio.sleep(max(0.0, next_at - time.monotonic()))
+
+
+async def fleet_stats(control: str) -> dict[str, Any]:
+    async with aiohttp.ClientSession() as session, session.get(f"{control}/stats") as response:
+        stats: dict[str, Any] = await response.json()
+        return stats
+
+
+async def drive(
+    args: argparse.Namespace, info: dict[str, Any], replicas: list[Replica], context: ssl.SSLContext
+) -> dict[str, Any]:
+    rng = random.Random(7)
+    run = Run()
+    connector_args = {"limit": 64, "keepalive_timeout": 30}
+    sessions = [
+        (aiohttp.ClientSession(connector=aiohttp.TCPConnector(**connector_args)), replica.url) for replica in replicas
+    ]
+    tasks = [asyncio.create_task(hpa(d, sessions, run, rng, context)) for d in info["deployments"]]
+    try:
+        print(f"warming up for one HPA period ({HPA_PERIOD:g} s) and {args.warmup:g} s more ...", flush=True)
+        await asyncio.sleep(HPA_PERIOD + args.warmup)
+        before = await fleet_stats(info["control"])
+        cpu_before = [cpu_seconds(r.process.pid) for r in replicas]
+        started = time.monotonic()
+        run.measuring = True
+        print(f"measuring for {args.duration:g} s ...", flush=True)
+        await asyncio.sleep(args.duration)
+        run.measuring = False
+        elapsed = time.monotonic() - started
+        cpu_after = [cpu_seconds(r.process.pid) for r in replicas]
+        after = await fleet_stats(info["control"])
+        memories = [memory(r.process.pid) for r in replicas]
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for session, _ in sessions:
+            await session.close()
+    window = after["monotonic"] - before["monotonic"]
+    requests = [(a - b) * 60 / window for a, b in zip(after["requests"], before["requests"], strict=True)]
+    documents = [(a - b) * 60 / window for a, b in zip(after["documents"], before["documents"], strict=True)]
+    return {
+        "answers": run.answers,
+        "cpu": [(a - b) / elapsed for a, b in zip(cpu_after, cpu_before, strict=True)],
+        "memory": memories,
+        "requests_per_minute": requests,
+        "documents_per_minute": documents,
+        "streams": after["streams"],
+    }
+
+
+# ---- the summary --------------------------------------------------------------------------------------------------
+def summary(args: argparse.Namespace, info: dict[str, Any], measured: dict[str, Any]) -> bool:
+    answers: list[Answer] = measured["answers"]
+    ok = [a for a in answers if a.status == 200]
+    failed = len(answers) - len(ok)
+    large = [a.seconds * 1000 for a in ok if a.pods >= 1000]
+    ten = [a.seconds * 1000 for a in ok if a.pods == 10]
+    small = [a.seconds * 1000 for a in ok if 2 <= a.pods <= 20]
+    ages = [age for a in ok for age in a.ages]
+    served = sum(a.items for a in ok)
+    asked = sum(a.pods for a in ok)
+    interval = 1.0
+    rows: list[tuple[str, str, str, str, bool | None]] = []
+
+    def row(what: str, value: float, unit: str, goal: float, stretch: float) -> None:
+        rows.append((what, f"{value:.2f} {unit}", f"< {goal:g}", f"< {stretch:g}", value < goal))
+
+    row("HPA query p99, 1,000-pod Deployments", percentile(large, 0.99), "ms", 20, 5)
+    row("HPA query p99, 10-pod Deployments", percentile(ten, 0.99), "ms", 5, 2)
+    cpu = max(measured["cpu"])
+    row("adapter CPU, busiest replica", cpu, "cores", 1, 0.25)
+    rss = max(m["VmRSS"] for m in measured["memory"])
+    row(f"adapter RSS, {info['gpu_pods'] + info['other_pods'] + info['nodes']:,} pods cached", rss, "MiB", 400, 200)
+    age_goal, age_stretch = 3 * interval + 2, interval + 1
+    age = percentile(ages, 0.99)
+    rows.append(
+        (
+            "figure age p99 (whole-second stamps)",
+            f"{age:.2f} s",
+            f"<= {age_goal:g}",
+            f"<= {age_stretch:g}",
+            age <= age_goal,
+        )
+    )
+    requests = measured["requests_per_minute"]
+    documents = measured["documents_per_minute"]
+    bound = 2.0 * args.replicas  # a stream each, renewed about every 5 minutes, plus reconnects for new namespaces
+    rows.append(
+        (
+            f"/pods requests per exporter per minute, {args.replicas} replicas",
+            f"mean {statistics.fmean(requests):.2f}, max {max(requests):.1f}",
+            f"bounded: mean <= {bound:g}",
+            "independent of replicas",
+            statistics.fmean(requests) <= bound,
+        )
+    )
+    rows.append(
+        (
+            "/pods documents per exporter per minute",
+            f"mean {statistics.fmean(documents):.1f}",
+            "(stated)",
+            "",
+            None,
+        )
+    )
+    rows.append(("answers that failed", f"{failed} of {len(answers)}", "0", "", failed == 0))
+    rows.append(("pods served / pods asked", f"{served:,} / {asked:,}", "(stated)", "", None))
+    widths = [max(len(str(r[i])) for r in rows) for i in range(4)]
+    print()
+    header = ("what", "measured", "goal", "stretch")
+    print(" | ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)) + " | met")
+    print("-+-".join("-" * w for w in widths) + "-+----")
+    for what, value, goal, stretch, met in rows:
+        flag = "" if met is None else ("yes" if met else "NO")
+        print(
+            " | ".join(str(c).ljust(w) for c, w in zip((what, value, goal, stretch), widths, strict=True))
+            + f" | {flag}"
+        )
+    print()
+    rss_each = ", ".join(f"{m['VmRSS']:.1f}" for m in measured["memory"])
+    peak_each = ", ".join(f"{m['VmHWM']:.1f}" for m in measured["memory"])
+    print(
+        f"{len(answers)} HPA answers in {args.duration:g} s; 10-pod p50 {percentile(ten, 0.5):.2f} ms, 2-20-pod p50 "
+        f"{percentile(small, 0.5):.2f} ms, p99 "
+        f"{percentile(small, 0.99):.2f} ms, 1,000-pod p50 {percentile(large, 0.5):.2f} ms; CPU per replica "
+        f"{', '.join(f'{c:.3f}' for c in measured['cpu'])} cores; RSS per replica "
+        f"{rss_each} MiB (peak {peak_each}); open streams {measured['streams']}"
+    )
+    return all(met is not False for *_, met in rows)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--duration", type=float, default=120.0, help="seconds measured, after warm-up")
+    parser.add_argument("--warmup", type=float, default=15.0, help="seconds after the first HPA period")
+    parser.add_argument("--replicas", type=int, default=2)
+    parser.add_argument("--refresh", type=float, default=2.0, help="the adapters' --exporter-refresh (their default)")
+    parser.add_argument("--nodes", type=int, default=2000)
+    parser.add_argument("--gpu-pods", type=int, default=20_000)
+    parser.add_argument("--other-pods", type=int, default=30_000)
+    parser.add_argument("--churn", type=float, default=4.0, help="pods replaced a second")
+    parser.add_argument("--port", type=int, default=9400, help="the exporters' port on each node's address")
+    parser.add_argument("--adapter-flag", action="append", default=[], help="another flag for the adapters")
+    parser.add_argument("--keep", type=Path, help="keep the work directory (logs, certificates) here")
+    args = parser.parse_args()
+    processes: list[subprocess.Popen[bytes]] = []
+    with tempfile.TemporaryDirectory(prefix="gpu-pulse-fleet-") as tmp:
+        workdir = Path(tmp) if args.keep is None else args.keep
+        workdir.mkdir(parents=True, exist_ok=True)
+        try:
+            print(
+                f"starting the fleet: {args.nodes} GPU nodes, {args.gpu_pods} GPU pods, {args.other_pods} others ...",
+                flush=True,
+            )
+            fleet, info = start_fleet(args, workdir)
+            processes.append(fleet)
+            print(f"starting {args.replicas} adapter replicas ...", flush=True)
+            replicas, context = start_replicas(args, workdir, info["kube"])
+            processes.extend(r.process for r in replicas)
+            asyncio.run(wait_ready(replicas, context))
+            measured = asyncio.run(drive(args, info, replicas, context))
+        except SystemExit as failure:
+            for log in sorted(workdir.glob("adapter-*.log")):
+                sys.stderr.write(f"--- {log.name}\n{log.read_text()[-3000:]}\n")
+            stop(processes)
+            print(f"fleet: {failure}", file=sys.stderr)
+            sys.exit(2)
+        finally:
+            stop(processes)
+        for log in sorted(workdir.glob("adapter-*.log")):
+            text = log.read_text()
+            if text.strip():
+                print(f"--- {log.name} (last lines)\n" + "\n".join(text.splitlines()[-5:]))
+    sys.exit(0 if summary(args, info, measured) else 1)
+
+
+if __name__ == "__main__":
+    main()
