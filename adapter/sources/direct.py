@@ -76,9 +76,11 @@ class DirectSource:
         for pod in pods:
             figures, max_age = values.get(pod.node or "", _NO_FIGURES)
             found = figures.get((pod.namespace, pod.name))
-            if found is not None and (now - found.value.sampled_at > max_age or not _same_pod(found.uid, pod)):
-                found = None
-            served.append(found.value if found is not None else None)
+            if found is None:
+                served.append(None)
+                continue
+            value, uid = found
+            served.append(value if now - value.sampled_at <= max_age and _same_pod(uid, pod) else None)
         return served
 
     async def _answers(self, pods: Sequence[Pod]) -> dict[str, tuple[NodeAnswer | None, float]]:

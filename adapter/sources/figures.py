@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+from collections.abc import Iterable
 from decimal import Decimal, DivisionByZero, InvalidOperation
 from functools import lru_cache
 from types import MappingProxyType
@@ -116,3 +118,40 @@ def pod_served_value(metric: MetricDefinition, pod: PodView, sampled_at: float) 
     if not found:
         return None
     return combined_value(metric, found, sampled_at, pod.window_seconds)
+
+
+# the figures a device carries as they are (memory utilization is worked out from two)
+_PLAIN_FIGURES = {
+    Figure.UTILIZATION_PERCENT: "utilization_percent",
+    Figure.MEMORY_USED_BYTES: "memory_used_bytes",
+    Figure.POWER_WATTS: "power_watts",
+}
+_ONE = Decimal(1)
+
+
+def pod_values(
+    metric: MetricDefinition, pods: Iterable[PodView], clock_offset: float
+) -> dict[tuple[str, str], tuple[ServedValue, str | None]]:
+    """Each pod's value of `metric` (`pod_served_value`) with its uid, by (namespace, pod): what the direct source works
+    out for every document that arrives, so the common case (one container on one device, a figure as the device
+    carries it, no scale) is done inline. `clock_offset` places the exporter's sample times on the adapter's clock."""
+    attribute = _PLAIN_FIGURES.get(metric.figure)
+    plain = attribute is not None and metric.scale == _ONE
+    fixed_window = metric.window_seconds
+    found: dict[tuple[str, str], tuple[ServedValue, str | None]] = {}
+    last_at, when = None, 0.0  # a document's pods mostly share one sample time
+    for pod in pods:
+        if pod.sampled_at != last_at:
+            last_at = pod.sampled_at
+            when = last_at.timestamp() + clock_offset
+        containers = pod.containers
+        if plain and len(containers) == 1 and len(containers[0].devices) == 1:
+            raw = getattr(containers[0].devices[0], attribute)  # type: ignore[arg-type]
+            value = None if raw is None else exact(raw)
+            if value is None:
+                continue
+            window = fixed_window if fixed_window is not None else max(1, math.ceil(pod.window_seconds))
+            found[(pod.namespace, pod.name)] = (ServedValue(value, when, window), pod.uid)
+        elif (served := pod_served_value(metric, pod, when)) is not None:
+            found[(pod.namespace, pod.name)] = (served, pod.uid)
+    return found

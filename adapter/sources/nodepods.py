@@ -35,12 +35,11 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from email.utils import parsedate_to_datetime
-from typing import NamedTuple
 
 import aiohttp
 
 from adapter.metrics_config import MetricDefinition
-from adapter.sources.figures import pod_sample, pod_served_value
+from adapter.sources.figures import pod_sample, pod_values
 from adapter.sources.model import PodKey, PodSample, ServedValue
 from adapter.sources.responses import UpstreamAnswerError, read_bounded
 from exporter.pods_document import (
@@ -79,11 +78,7 @@ class Miss:
 MISS = Miss()
 
 
-class PodFigures(NamedTuple):
-    """A pod's value of one metric in one document (over all its devices: `pod_value`), and the pod's uid there."""
-
-    value: ServedValue
-    uid: str | None
+PodFigures = tuple[ServedValue, str | None]  # a pod's value of one metric in one document, and its uid there
 
 
 class NodeAnswer:
@@ -112,16 +107,7 @@ class NodeAnswer:
         found = self._values.get(metric.name)
         if found is None:
             self._wanted.setdefault(metric.name, metric)
-            found = {}
-            last_at, when = None, 0.0  # a document's pods mostly share one sample time
-            for pod in self.document.pods:
-                if pod.sampled_at != last_at:
-                    last_at = pod.sampled_at
-                    when = last_at.timestamp() + self._offset
-                value = pod_served_value(metric, pod, when)
-                if value is not None:
-                    found[(pod.namespace, pod.name)] = PodFigures(value, pod.uid)
-            self._values[metric.name] = found
+            found = self._values[metric.name] = pod_values(metric, self.document.pods, self._offset)
         return found
 
     def samples(self, metric: MetricDefinition) -> Mapping[PodKey, PodSample]:
