@@ -31,12 +31,14 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import aiohttp
+from prometheus_client.parser import text_string_to_metric_families
 
 from simulation.kubeconfig import write_kubeconfig
 from tests.support.loopback import free_port
@@ -237,6 +239,22 @@ async def hpa(
         await asyncio.sleep(max(0.0, next_at - time.monotonic()))
 
 
+async def server_buckets(replicas: list[Replica], context: ssl.SSLContext) -> dict[float, float]:
+    """The replicas' own request-duration histogram for custom.metrics.k8s.io answers, summed: upper bound -> count."""
+    buckets: dict[float, float] = defaultdict(float)
+    async with aiohttp.ClientSession() as session:
+        for replica in replicas:
+            async with session.get(f"{replica.url}/metrics", ssl=context) as response:
+                text = await response.text()
+            for family in text_string_to_metric_families(text):
+                if family.name != "gpu_pulse_adapter_request_duration_seconds":
+                    continue
+                for sample in family.samples:
+                    if sample.name.endswith("_bucket") and sample.labels.get("group") == "custom.metrics.k8s.io":
+                        buckets[float(sample.labels["le"])] += sample.value
+    return buckets
+
+
 async def fleet_stats(control: str) -> dict[str, Any]:
     async with aiohttp.ClientSession() as session, session.get(f"{control}/stats") as response:
         stats: dict[str, Any] = await response.json()
@@ -257,6 +275,7 @@ async def drive(
         print(f"warming up for one HPA period ({HPA_PERIOD:g} s) and {args.warmup:g} s more ...", flush=True)
         await asyncio.sleep(HPA_PERIOD + args.warmup)
         before = await fleet_stats(info["control"])
+        buckets_before = await server_buckets(replicas, context)
         cpu_before = [cpu_seconds(r.process.pid) for r in replicas]
         started = time.monotonic()
         run.measuring = True
@@ -266,6 +285,7 @@ async def drive(
         elapsed = time.monotonic() - started
         cpu_after = [cpu_seconds(r.process.pid) for r in replicas]
         after = await fleet_stats(info["control"])
+        buckets_after = await server_buckets(replicas, context)
         memories = [memory(r.process.pid) for r in replicas]
     finally:
         for task in tasks:
@@ -283,6 +303,7 @@ async def drive(
         "requests_per_minute": requests,
         "documents_per_minute": documents,
         "streams": after["streams"],
+        "server": {le: buckets_after[le] - buckets_before.get(le, 0.0) for le in sorted(buckets_after)},
     }
 
 
@@ -364,6 +385,11 @@ def summary(args: argparse.Namespace, info: dict[str, Any], measured: dict[str, 
         f"{', '.join(f'{c:.3f}' for c in measured['cpu'])} cores; RSS per replica "
         f"{rss_each} MiB (peak {peak_each}); open streams {measured['streams']}"
     )
+    server = measured["server"]
+    total = server.get(math.inf, 0.0)
+    if total:
+        within = ", ".join(f"<= {le * 1000:g} ms: {count / total:.1%}" for le, count in server.items() if le <= 0.1)
+        print(f"server side (the replicas' own histogram, {total:.0f} answers): {within}")
     return all(met is not False for *_, met in rows)
 
 

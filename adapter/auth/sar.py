@@ -25,6 +25,9 @@ from adapter.auth.identity import (
 )
 from adapter.auth.ttlcache import CoalescingCache
 
+# how long a decision is kept fresh after the last request that needed it
+KEEP_FRESH_SECONDS = 60.0
+
 
 class SubjectAccessReviewer:
     def __init__(
@@ -35,17 +38,32 @@ class SubjectAccessReviewer:
         deny_ttl: float = 10.0,
         max_entries: int = 4096,
         request_timeout: float = 5.0,
+        keep_fresh: float = KEEP_FRESH_SECONDS,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._api = AuthorizationV1Api(api_client)
         self._allow_ttl = allow_ttl
         self._deny_ttl = deny_ttl
         self._timeout = request_timeout
-        self._cache: CoalescingCache[tuple[object, ...], Decision] = CoalescingCache(max_entries, clock)
+        self._clock = clock
+        self._cache: CoalescingCache[tuple[object, ...], Decision] = CoalescingCache(
+            max_entries, clock, keep_fresh=keep_fresh
+        )
+        self._swept_at = -float("inf")
         self.reviews = 0  # SubjectAccessReviews sent
 
     async def authorize(self, user: UserInfo, attributes: RequestAttributes) -> Decision:
-        """Allowed or not (with the reason). Raises AuthorizationUnavailableError when the review fails."""
+        """Allowed or not (with the reason). Raises AuthorizationUnavailableError when the review fails.
+
+        Decisions asked for within `keep_fresh` seconds are reviewed again before they expire, in the background, as
+        requests come (at most one sweep a second): a client asking steadily (the HPA controller, for each namespace
+        every 15 s, against the 10 s life of a decision) never waits for a review, and no decision is older than its
+        life, as kube-apiserver's webhook authorizer caches them.
+        """
+        now = self._clock()
+        if now - self._swept_at >= 1.0:
+            self._swept_at = now
+            self._cache.refresh_due()
         return await self._cache.get(
             (user.cache_key(), attributes),
             lambda: asyncio.to_thread(self._review, user, attributes),

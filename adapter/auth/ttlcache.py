@@ -56,18 +56,45 @@ class CoalescingCache(Generic[K, V]):
 
     A load runs as its own task, so a caller that goes away (a client hanging up) does not cancel it for the
     others. A failed load is not cached: its error goes to everyone waiting on it. An entry asked for in the last
-    `refresh_ahead` of its life is loaded again in the background while it still answers: keys asked about steadily
-    (an HPA's every 15 s, against a 10 s life) never wait for a load, and no answer is older than its life.
+    `refresh_ahead` of its life is loaded again in the background while it still answers; and an entry asked for
+    within `keep_fresh` seconds is loaded again in the background when it reaches that point of its life even if
+    nobody asks (`refresh_due`, called periodically): keys asked about steadily (an HPA's every 15 s, against a 10 s
+    life) never wait for a load, and no answer is older than its life.
     """
 
     def __init__(
-        self, max_entries: int, clock: Callable[[], float] = time.monotonic, refresh_ahead: float = 0.5
+        self,
+        max_entries: int,
+        clock: Callable[[], float] = time.monotonic,
+        refresh_ahead: float = 0.5,
+        keep_fresh: float = 0.0,
     ) -> None:
         self._cache: ExpiringCache[K, V] = ExpiringCache(max_entries, clock)
         self._loading: dict[K, asyncio.Task[V]] = {}
         self._refresh_ahead = refresh_ahead
+        self._keep_fresh = keep_fresh
+        self._clock = clock
+        # keys asked for recently, with what loads them again: key -> (asked at, load, ttl)
+        self._asked: dict[K, tuple[float, Callable[[], Awaitable[V]], Callable[[V], float]]] = {}
+
+    def refresh_due(self) -> int:
+        """Load again, in the background, the entries asked for within `keep_fresh` seconds that are in the last
+        `refresh_ahead` of their life; forget the others. Returns how many loads were started."""
+        horizon = self._clock() - self._keep_fresh
+        started = 0
+        for key, (asked_at, load, ttl) in list(self._asked.items()):
+            if asked_at < horizon:
+                del self._asked[key]
+                continue
+            found = self._cache.entry(key)
+            if found is not None and found[0] < self._refresh_ahead and key not in self._loading:
+                self._start(key, load, ttl)
+                started += 1
+        return started
 
     async def get(self, key: K, load: Callable[[], Awaitable[V]], ttl: Callable[[V], float]) -> V:
+        if self._keep_fresh > 0:
+            self._asked[key] = (self._clock(), load, ttl)
         found = self._cache.entry(key)
         if found is not None:
             life_left, value = found

@@ -101,3 +101,26 @@ async def test_an_entry_asked_for_late_in_its_life_is_loaded_again_without_waiti
     assert await cache.get("k", load, lambda _: 10.0) == 2  # the fresh answer, with a life from its load
     now[0] = 6.0 + 10.0  # past that life: a caller waits for a load again, never gets an expired answer
     assert await cache.get("k", load, lambda _: 10.0) == 3
+
+
+async def test_entries_asked_for_recently_are_kept_fresh_without_anyone_asking() -> None:
+    now = [0.0]
+    cache: CoalescingCache[str, int] = CoalescingCache(16, clock=lambda: now[0], keep_fresh=30.0)
+    loads = 0
+
+    async def load() -> int:
+        nonlocal loads
+        loads += 1
+        return loads
+
+    assert await cache.get("k", load, lambda _: 10.0) == 1
+    now[0] = 4.0
+    assert cache.refresh_due() == 0  # early in its life: nothing to do
+    now[0] = 6.0
+    assert cache.refresh_due() == 1  # late in its life and asked for recently: loaded again, nobody waiting
+    await asyncio.sleep(0)
+    now[0] = 12.0  # past the first load's life: the second answers at once
+    assert await cache.get("k", load, lambda _: 10.0) == 2 and loads == 2
+    now[0] = 12.0 + 31.0  # not asked for within keep_fresh: forgotten, not loaded again
+    assert cache.refresh_due() == 0
+    assert loads == 2
