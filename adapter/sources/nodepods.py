@@ -434,8 +434,13 @@ class NodePodsCache:
 async def _lines(
     content: aiohttp.StreamReader, max_bytes: int, stall_seconds: Callable[[], float]
 ) -> AsyncIterator[bytes]:
-    """The lines of a stream, each at most `max_bytes` long; UpstreamAnswerError past that, TimeoutError when nothing
-    arrives for `stall_seconds()`."""
+    """The newest complete line of a stream each time more arrives, each at most `max_bytes` long; UpstreamAnswerError
+    past that, TimeoutError when nothing arrives for `stall_seconds()`.
+
+    Lines that a newer one followed before they were read are skipped, unread: each is a whole document, and only the
+    newest counts. An adapter that falls behind (a busy moment, a slow core) so catches up at once, with the newest
+    figures, instead of working through a backlog of stale ones.
+    """
     buffer = bytearray()
     while True:
         chunk = await asyncio.wait_for(content.readany(), stall_seconds())
@@ -443,15 +448,16 @@ async def _lines(
             if buffer.strip():
                 raise UpstreamAnswerError("the stream ended in the middle of a line")
             return
-        buffer += chunk
-        start = 0
-        while (end := buffer.find(b"\n", start)) >= 0:
+        buffer += chunk  # everything that has arrived (readany hands over the whole buffer)
+        end = buffer.rfind(b"\n")
+        if end >= 0:
+            start = buffer.rfind(b"\n", 0, end) + 1  # the newest complete line
             if end - start > max_bytes:
                 raise UpstreamAnswerError(f"a line of the stream is larger than {max_bytes} bytes")
-            if end > start:
-                yield bytes(buffer[start:end])
-            start = end + 1
-        del buffer[:start]
+            newest = bytes(buffer[start:end])
+            del buffer[: end + 1]
+            if newest.strip():
+                yield newest
         if len(buffer) > max_bytes:
             raise UpstreamAnswerError(f"a line of the stream is larger than {max_bytes} bytes")
 

@@ -27,6 +27,7 @@ from adapter.sources.nodepods import NodePodsCache, exporter_clock_offset
 from adapter.sources.prometheus import PrometheusSource
 from exporter.pods_document import STREAM_CONTENT_TYPE, NodePods, PodView, stream_event
 from tests.adapter.simcluster import AdapterFactory, Cluster
+from tests.adapter.simnodes import Gpu
 from tests.adapter.test_direct_source import PODS, direct, served, timestamp
 from tests.support.clocks import ManualClock
 from tests.support.waiting import eventually
@@ -380,3 +381,34 @@ def test_ages_are_the_exporters_own_whatever_its_clock(skew: float, age: float, 
         assert placed == pytest.approx(received - (age + document_age), abs=1e-3)
     else:  # taken as answering at once: the document's own age is not known
         assert placed == pytest.approx(received - age, abs=1e-3)
+
+
+async def test_a_backlog_of_stream_lines_is_skipped_to_the_newest(
+    cluster: Cluster, upstreams: Callable[[Handler], Awaitable[Upstream]]
+) -> None:
+    node = cluster.nodes["gpu-2"]
+
+    def line(utilization: float) -> bytes:
+        node.set_pod("other", "solo", [Gpu(utilization=utilization)])
+        return stream_event(time.time(), node.document(None).model_dump_json().encode())
+
+    async def behind(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": STREAM_CONTENT_TYPE})
+        await response.prepare(request)
+        await response.write(line(10.0) + line(20.0) + line(30.0))  # three documents arrive at once
+        await asyncio.sleep(3600)
+        return response
+
+    hostile = await upstreams(behind)
+    cache = NodePodsCache()
+    await cache.start()
+    try:
+        answer = await cache.answer("gpu-2", hostile.url, None)
+        assert answer is not None
+        metric = default_metrics_config().custom("gpu_utilization")
+        assert metric is not None
+        value, _ = answer.values(metric)[("other", "solo")]
+        assert value.value == Decimal(30)  # the newest
+        assert cache.documents == 1  # the two older ones were not even parsed
+    finally:
+        await cache.close()
