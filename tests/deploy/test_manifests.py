@@ -163,7 +163,7 @@ def test_adapter_deployment_and_api_registration(rendered: dict[str, list[dict[s
     pod = deployment["spec"]["template"]["spec"]
     assert pod["securityContext"]["runAsNonRoot"] is True
     (container,) = pod["containers"]
-    assert container["resources"] == {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "256Mi"}}
+    assert container["resources"] == {"requests": {"cpu": "200m", "memory": "256Mi"}, "limits": {"memory": "512Mi"}}
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
     labels = deployment["spec"]["template"]["metadata"]["labels"]
     pdb = one(objects, "PodDisruptionBudget", "gpu-pulse-adapter")
