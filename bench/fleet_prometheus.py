@@ -592,8 +592,9 @@ def _get_ok(url: str, context: ssl.SSLContext | None = None) -> bool:
 def _wait(ready: Callable[[], bool], what: str, timeout: float, running: Running, process: str) -> None:
     deadline = time.monotonic() + timeout
     while not ready():
-        if running.processes.started[process].poll() is not None:
-            raise SystemExit(f"{what}: the process exited\n{running.processes.log_tail(process)}")
+        code = running.processes.started[process].poll()
+        if code is not None:
+            raise SystemExit(f"{what}: {process} exited with {code}\n{running.processes.log_tail(process)}")
         if time.monotonic() > deadline:
             raise SystemExit(f"{what}: not within {timeout:.0f} s\n{running.processes.log_tail(process)}")
         time.sleep(0.5)
@@ -648,7 +649,7 @@ def describe_tsdb(running: Running, report: Backfill) -> list[str]:
     head = api(running, "/api/v1/status/tsdb")["headStats"]
     pod_series = scalar(running, 'count({__name__=~"gpu_pulse_pod_.+"})')
     dcgm_series = scalar(running, 'count({__name__=~"DCGM_FI_.+"})')
-    middle = (report.start + report.end) / 2
+    middle = report.start + (report.end - report.start) // 2 // report.step * report.step  # a sample's time
     history = scalar(running, f"count({POD_UTILIZATION})", at=middle)
     blocks = self_metrics(running, "prometheus_tsdb_blocks_loaded").get("prometheus_tsdb_blocks_loaded", math.nan)
     return [
@@ -797,18 +798,18 @@ def measure(running: Running, args: argparse.Namespace) -> list[Row]:
     queries = adapter_queries(NAMESPACE)
     value_query, time_query = queries["gpu_utilization"]
     log = running.workdir / "query.log"
-    fewer = max(50, args.queries // 3)
+    fewer = max(30, args.queries // 5)
     asyncio.run(time_adapter(running, "warm-up", "gpu_utilization", 30))
     offset = log_offset(log)
     hpa = asyncio.run(time_adapter(running, "adapter: HPA gpu_utilization, bench", "gpu_utilization", args.queries))
     hpa.goal, hpa.stretch = GOAL_P99, STRETCH_P99
     rows = [hpa, *engine_rows(log, offset, [("value query", value_query), ("sample-time query", time_query)])]
-    for what, group in (
-        ("value query alone", [value_query]),
-        ("sample-time query alone", [time_query]),
-        ("both at once, as the adapter sends them", [value_query, time_query]),
+    for what, group, count in (
+        ("both at once, as the adapter sends them", [value_query, time_query], args.queries),
+        ("value query alone", [value_query], fewer),
+        ("sample-time query alone", [time_query], fewer),
     ):
-        rows.append(asyncio.run(time_promql(running, f"promql: {what}", group, args.queries)))
+        rows.append(asyncio.run(time_promql(running, f"promql: {what}", group, count)))
     small, pods = namespace_sizes(args.pods, args.namespaces, args.namespace_pods)[-1]
     small_queries = adapter_queries(small)["gpu_utilization"]
     rows.append(
@@ -883,7 +884,8 @@ def run(args: argparse.Namespace, workdir: Path) -> int:
         _wait(
             lambda: _get_ok(running.adapter + "/readyz", running.client_ssl), "adapter ready", 300, running, "adapter"
         )
-        print(f"warm after {warmed:.0f} s: every target scraped for {WARM_SECONDS} s, rules evaluated", flush=True)
+        rules = ", the rules evaluated" if args.rules else " (no rules loaded)"
+        print(f"warm after {warmed:.0f} s: every target scraped for {WARM_SECONDS} s{rules}", flush=True)
         for line in describe_tsdb(running, report):
             print(line)
         cpu_before, started = prometheus_cpu(running), time.monotonic()
@@ -917,7 +919,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--namespace-pods", type=int, default=1_000)
     parser.add_argument("--hours", type=float, default=24.0, help="history to backfill, ending now")
     parser.add_argument("--step", type=int, default=1800, help="seconds between samples of the history")
-    parser.add_argument("--queries", type=int, default=300, help="requests for the goal's rows (a third for others)")
+    parser.add_argument("--queries", type=int, default=300, help="requests for the goal's rows (a fifth for others)")
     parser.add_argument("--shards", type=int, default=20, help="scrape targets the fleet's series are spread over")
     parser.add_argument("--rules", action=argparse.BooleanOptionalAction, default=True, help="load the shipped rules")
     parser.add_argument("--evaluation-interval", type=int, default=30, help="seconds between rule evaluations")
