@@ -303,6 +303,8 @@ def walk_offset(index: int) -> int:
 
 @dataclass
 class Backfill:
+    """What the history holds and what writing it cost."""
+
     step: int
     start: int
     end: int
@@ -366,8 +368,7 @@ def backfill(
     jobs: list[Future[None]] = []
     with ThreadPoolExecutor(max_workers=2) as pool:
         for number, (low, high) in enumerate(block_windows(start, end)):
-            first = start + math.ceil((max(low, start) - start) / step) * step
-            times = range(first, high, step)
+            times = range(start + math.ceil((max(low, start) - start) / step) * step, high, step)  # on the step grid
             if not times:
                 continue
             source = workdir / f"history-{number:02d}.om"
@@ -380,14 +381,21 @@ def backfill(
             jobs.append(pool.submit(run_promtool, promtool, source, blocks_dir, workdir / "promtool.log"))
         for job in jobs:
             job.result()
+    report.blocks = collect_blocks(workdir, data_dir)
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def collect_blocks(workdir: Path, data_dir: Path) -> int:
+    """Move the blocks promtool wrote (one output directory per file) into Prometheus' data directory; how many."""
+    moved = 0
     for blocks_dir in sorted(workdir.glob("blocks-*")):
         for block in blocks_dir.iterdir():
             if (block / "meta.json").exists():
                 block.rename(data_dir / block.name)
-                report.blocks += 1
+                moved += 1
         shutil.rmtree(blocks_dir)
-    report.seconds = time.perf_counter() - started
-    return report
+    return moved
 
 
 def _tool(name: str) -> str:
