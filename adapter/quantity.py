@@ -8,7 +8,7 @@ Floats never enter: a float figure becomes a Decimal through its shortest repr b
 from __future__ import annotations
 
 import re
-from decimal import ROUND_HALF_EVEN, ROUND_UP, Decimal, InvalidOperation, localcontext
+from decimal import ROUND_HALF_EVEN, ROUND_UP, Context, Decimal, InvalidOperation, localcontext
 
 # The finest step a Quantity keeps; finer non-zero values round away from zero onto it (as ParseQuantity does).
 NANO = Decimal("1e-9")
@@ -36,6 +36,8 @@ _MAX_INT64 = Decimal(2**63 - 1)
 # Decimal digits a float64 holds faithfully (C's DBL_DIG): any decimal of this many significant digits survives a trip
 # through a double, so rounding a double to them recovers the decimal it stands for.
 FLOAT_DIGITS = 15
+# An explicit context (not the thread's, entered per call): a figure is converted per pod and device of every answer.
+_FLOAT_DIGITS_CONTEXT = Context(prec=FLOAT_DIGITS, rounding=ROUND_HALF_EVEN)
 
 
 class QuantityError(ValueError):
@@ -53,10 +55,7 @@ def decimal_from_float(number: float | int) -> Decimal:
     value = Decimal(repr(number))
     if not value.is_finite():
         raise QuantityError(f"a figure must be finite, got {number!r}")
-    with localcontext() as ctx:
-        ctx.prec = FLOAT_DIGITS
-        ctx.rounding = ROUND_HALF_EVEN
-        return (+value).normalize()
+    return value.normalize(_FLOAT_DIGITS_CONTEXT)  # rounds to the context's digits, then drops trailing zeros
 
 
 def _round_to_nano(value: Decimal) -> Decimal:

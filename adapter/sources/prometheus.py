@@ -44,7 +44,8 @@ MAX_PARALLEL_QUERIES = 16
 FUTURE_TOLERANCE_SECONDS = 5.0
 # Past this many namespaces one query selects every namespace and the adapter filters: a matcher stays short.
 _MAX_NAMESPACES_IN_MATCHER = 20
-_HIDDEN_LABELS = frozenset({"__name__", "namespace", "pod"})
+_HIDDEN_LABELS = ("__name__", "namespace", "pod")
+_TEXT = frozenset({str})
 
 
 def promql_string(text: str) -> str:
@@ -73,6 +74,15 @@ def _number(text: str) -> Decimal | None:
         return decimal_from_float(float(text))
     except (ValueError, OverflowError, QuantityError):
         return None
+
+
+def _seconds(text: str) -> float | None:
+    """A sample time the HTTP API writes as a value ("1700000000.123"): the float it is; None when not finite."""
+    try:
+        seconds = float(text)
+    except ValueError:
+        return None
+    return seconds if math.isfinite(seconds) else None
 
 
 Series = tuple[Mapping[str, str], str]  # (labels, sample value as the API writes it)
@@ -106,7 +116,7 @@ def vector_series(body: object, promql: str) -> list[Series]:
         value = item.get("value") if isinstance(item, dict) else None
         if (
             not isinstance(labels, dict)
-            or not all(isinstance(v, str) for v in labels.values())
+            or not set(map(type, labels.values())) <= _TEXT  # every label value a string (checked per series)
             or not isinstance(value, list)
             or len(value) != 2
             or not isinstance(value[0], int | float)
@@ -169,15 +179,19 @@ class PrometheusSource:
         sampled_at: dict[PodKey, float] = {}
         for labels, text in time_series:
             key = (labels.get("namespace", ""), labels.get("pod", ""))
-            when = _number(text)
+            when = _seconds(text)
             if key in wanted and when is not None:
-                sampled_at[key] = max(sampled_at.get(key, -math.inf), float(when))
+                sampled_at[key] = max(sampled_at.get(key, -math.inf), when)
         devices: dict[PodKey, list[DeviceValue]] = defaultdict(list)
         for labels, text in value_series:
             key = (labels.get("namespace", ""), labels.get("pod", ""))
+            if key not in wanted:
+                continue
             value = _number(text)
-            if key in wanted and value is not None and within_bounds(metric.figure, value):
-                shown = {k: v for k, v in labels.items() if k not in _HIDDEN_LABELS}
+            if value is not None and within_bounds(metric.figure, value):
+                shown = dict(labels)
+                for hidden in _HIDDEN_LABELS:
+                    shown.pop(hidden, None)
                 devices[key].append(DeviceValue(value, MappingProxyType(shown)))
         window = None if metric.prometheus.window_seconds is None else float(metric.prometheus.window_seconds)
         found: dict[PodKey, PodSample] = {}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from collections.abc import Iterator
 from decimal import Decimal
@@ -213,6 +214,23 @@ def test_the_default_utilization_averages_over_the_minute_the_exporter_averages_
     (utilization,) = [m for m in default_metrics_config().metrics if m.name == "gpu_utilization"]
     assert utilization.prometheus is not None and utilization.prometheus.window_seconds == 60
     assert "avg_over_time(" in utilization.prometheus.query and "[1m]" in utilization.prometheus.query
+
+
+def test_the_default_queries_read_the_namespace_s_series_only() -> None:
+    """Every series a default query reads is selected by namespace (the per-pod series, and the dcgm device series,
+    which carry the labels of the pods using the device), so a query reads the namespace's pods and GPUs, not the
+    fleet's; the one exception is nvidia_gpu_memory_total_bytes (prometheus dialect), which has no pod labels."""
+    config = default_metrics_config()
+    matcher = namespace_matcher(["ml"])
+    selector = re.compile(r"\b((?:gpu_pulse_pod_|DCGM_FI_|nvidia_gpu_)\w+)(\{[^}]*\})?")
+    unscoped: set[str] = set()
+    for metric in [*config.metrics, *config.external]:
+        assert metric.prometheus is not None
+        for query in metric.prometheus.render(matcher):
+            selected = selector.findall(query)
+            assert selected, query
+            unscoped |= {name for name, labels in selected if labels != "{" + matcher + "}"}
+    assert unscoped == {"nvidia_gpu_memory_total_bytes"}
 
 
 def test_metrics_without_a_query_are_not_served_by_prometheus() -> None:

@@ -1,0 +1,956 @@
+"""The `prometheus` source at fleet scale: the HPA's query over a 1,000-pod namespace while a real Prometheus holds the
+series of 20,000 GPU pods (a day of history backfilled with promtool, the last minutes scraped live).
+
+    PYTHONPATH=. python bench/fleet_prometheus.py [--pods 20000] [--namespaces 100] [--hours 24] [--queries 300]
+        [--step 1800] [--no-rules] [--evaluation-interval 30] [--profile] [--keep DIR]
+
+The fleet: `--pods` pods with one GPU each, 8 per node (H100 nodes gpu-0000..), in `--namespaces` namespaces: `bench`
+holds `--namespace-pods` pods of Deployment `infer` (app=infer), the others (team-00..) share the rest, 4 Deployments
+each. Pod names are Deployment-like (`infer-<template hash>-<5 characters>`).
+
+The series: per (pod, GPU) the exporter's six per-pod families (`gpu_pulse_pod_*`) and, in its default dialect (dcgm),
+the device families the adapter's default queries and the shipped recording rules read (DCGM_FI_DEV_FB_FREE/USED/
+RESERVED, GPU_UTIL, POWER_USAGE, TOTAL_ENERGY_CONSUMPTION with the pod's container/namespace/pod labels, and
+gpu_pulse_gpu_up), labelled by the exporter's own functions (exporter.exposition.labels) plus what the shipped scrape
+configuration adds (deploy/overlays/plain: job, instance = the node's exporter pod, node): 13 series per pod.
+
+1. The Kubernetes API stand-in (simulation.kubeapi) with the same pods and the real adapter CLI on it (`--source
+   prometheus`, TLS, client-certificate auth) start first: the adapter's pod cache fills while the history is written.
+2. History: an OpenMetrics file per 2-hour block window with the families the adapter's queries read (per-pod
+   utilization, memory, power and the three framebuffer families: 6 x --pods series) every `--step` seconds over
+   `--hours` hours ending now, each turned into a block by `promtool tsdb create-blocks-from openmetrics` (two at
+   once). Recording rules are not backfilled: the adapter's default queries read the raw series, and the rules
+   evaluate from Prometheus' start on.
+3. A real `prometheus` on those blocks (--storage.tsdb.max-block-duration=2h: see start_prometheus) with the shipped
+   rule file (rules/dist/dcgm, every --evaluation-interval seconds; --no-rules leaves it out), scraping the fleet every
+   15 s from `--shards` targets served by one process of this script (honor_labels, as shipped), its query log on.
+   Measuring starts once every target has been scraped for 65 s (the `[1m]` windows hold live samples only) and the
+   recording rules have been evaluated.
+4. Sequential requests over one kept-alive TLS connection, as the aggregator sends them:
+       GET /apis/custom.metrics.k8s.io/v1beta2/namespaces/bench/pods/*/gpu_utilization?labelSelector=app%3Dinfer
+   with Prometheus' own time for the adapter's two queries (its query log); then the same PromQL (rendered from
+   adapter/defaults.yaml as the adapter renders it) straight against /api/v1/query, alone and as the adapter sends
+   them (both at once), for a small namespace, and the other default metrics' queries.
+
+Prints the series Prometheus holds, its CPU and rule-evaluation times while measured, the costliest rules, and a table
+(p50, p99, goal, stretch); exits 1 when the adapter's p99 misses the goal (50 ms) or an answer failed. `--profile` runs
+the adapter under cProfile and prints where its time went. Every process it starts is stopped at the end, also on
+failure or SIGTERM.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import io
+import json
+import math
+import os
+import pstats
+import random
+import shutil
+import signal
+import ssl
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import yaml
+from aiohttp import web
+
+from adapter.metrics_config import default_metrics_config
+from adapter.sources.prometheus import namespace_matcher
+from exporter.catalogue import (
+    DCGM_DEFAULT_SET,
+    DCGM_UP,
+    POD_DEVICE_INFO,
+    POD_ENERGY,
+    POD_MEMORY_USED,
+    POD_POWER,
+    POD_SHARING,
+    POD_UTILIZATION,
+    Dialect,
+)
+from exporter.exposition.labels import dcgm_pod_pairs, device_pairs, pod_series_pairs
+from exporter.exposition.textformat import label_pairs
+from exporter.snapshot import DeviceReading, GpuIdentity, PodDeviceUse, PodRef, ShareMethod
+from simulation.kubeapi import KubeApiServer
+from simulation.kubeconfig import write_kubeconfig
+from tests.support.loopback import free_port
+from tests.support.processes import ChildProcesses, python_module
+from toolkit.certs import CertificateAuthority
+
+REPO = Path(__file__).resolve().parents[1]
+RULE_FILE = REPO / "rules" / "dist" / "dcgm" / "gpu-pulse.rules.yaml"
+
+NAMESPACE = "bench"
+DEPLOYMENT = "infer"
+SELECTOR = "app=infer"
+HPA_PATH = "/apis/custom.metrics.k8s.io/v1beta2/namespaces/bench/pods/*/{metric}?labelSelector=app%3Dinfer"
+GOAL_P99 = 0.050
+STRETCH_P99 = 0.020
+
+GPUS_PER_NODE = 8
+DEPLOYMENTS_PER_NAMESPACE = 4
+MODEL = "NVIDIA H100 80GB HBM3"
+DRIVER = "550.54.15"
+PCI_BUSES = ("18", "2A", "3A", "5D", "9A", "AB", "BA", "DB")  # an HGX H100 board's eight GPUs
+FB_TOTAL_MIB = 81559
+FB_RESERVED_MIB = 597
+KUBE_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # what Kubernetes draws pod-name suffixes and template hashes from
+
+JOB = "gpu-pulse-exporter"  # the job name of the shipped scrape configuration
+SCRAPE_INTERVAL = 15
+BLOCK_SECONDS = 2 * 3600  # promtool writes 2-hour blocks
+WARM_SECONDS = 65  # scraped this long before measuring: the [1m] windows hold live samples only
+
+# The families of one (pod, GPU) edge, in the order `edge_values` gives their values. BACKFILLED: the ones the
+# adapter's default queries read, written into the history too.
+DCGM_FAMILIES = (
+    "DCGM_FI_DEV_GPU_UTIL",
+    "DCGM_FI_DEV_FB_FREE",
+    "DCGM_FI_DEV_FB_USED",
+    "DCGM_FI_DEV_FB_RESERVED",
+    "DCGM_FI_DEV_POWER_USAGE",
+    "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
+)
+POD_FAMILIES = (POD_DEVICE_INFO, POD_UTILIZATION, POD_MEMORY_USED, POD_POWER, POD_ENERGY, POD_SHARING)
+FAMILIES = (*POD_FAMILIES, *DCGM_FAMILIES, DCGM_UP)
+BACKFILLED = (
+    POD_UTILIZATION,
+    POD_MEMORY_USED,
+    POD_POWER,
+    "DCGM_FI_DEV_FB_FREE",
+    "DCGM_FI_DEV_FB_USED",
+    "DCGM_FI_DEV_FB_RESERVED",
+)
+assert set(DCGM_FAMILIES) <= DCGM_DEFAULT_SET, "a simulated dcgm family the exporter does not serve by default"
+
+
+# ---- the fleet -------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """One GPU pod: where it runs and which Deployment owns it."""
+
+    namespace: str
+    deployment: str
+    template_hash: str
+    pod: str
+    node: str
+    gpu: int
+
+    @property
+    def replica_set(self) -> str:
+        return f"{self.deployment}-{self.template_hash}"
+
+
+def namespace_sizes(pods: int, namespaces: int, namespace_pods: int) -> list[tuple[str, int]]:
+    """`bench` with `namespace_pods` pods, then team-00.. sharing the rest as evenly as can be."""
+    others = max(1, namespaces - 1)
+    rest = pods - namespace_pods
+    sizes = [(NAMESPACE, namespace_pods)]
+    sizes += [(f"team-{k:02d}", rest // others + (1 if k < rest % others else 0)) for k in range(others)]
+    return [(name, size) for name, size in sizes if size > 0]
+
+
+def _deployments(namespace: str, size: int) -> list[tuple[str, int]]:
+    if namespace == NAMESPACE:
+        return [(DEPLOYMENT, size)]
+    kinds = ("serve", "embed", "rerank", "batch")
+    count = min(DEPLOYMENTS_PER_NAMESPACE, size)
+    return [(f"{kinds[d % len(kinds)]}-{d}", size // count + (1 if d < size % count else 0)) for d in range(count)]
+
+
+def _kube_name(rng: random.Random, length: int) -> str:
+    return "".join(rng.choice(KUBE_ALPHABET) for _ in range(length))
+
+
+def fleet(pods: int, namespaces: int, namespace_pods: int) -> list[Placement]:
+    """Every pod of the fleet, the same for the same arguments (the cluster, the history and the scrapes agree)."""
+    rng = random.Random(13)
+    placements: list[Placement] = []
+    for namespace, size in namespace_sizes(pods, namespaces, namespace_pods):
+        for deployment, replicas in _deployments(namespace, size):
+            template_hash = _kube_name(rng, 10)
+            suffixes: set[str] = set()
+            while len(suffixes) < replicas:
+                suffixes.add(_kube_name(rng, 5))
+            for suffix in sorted(suffixes):
+                index = len(placements)
+                node = f"gpu-{index // GPUS_PER_NODE:04d}"
+                pod = f"{deployment}-{template_hash}-{suffix}"
+                placements.append(Placement(namespace, deployment, template_hash, pod, node, index % GPUS_PER_NODE))
+    return placements
+
+
+# ---- the series: labels as the exporter and the shipped scrape configuration write them ----------------------------
+
+
+def _gpu(node: str, index: int) -> GpuIdentity:
+    digest = hashlib.sha256(f"{node}/{index}".encode()).hexdigest()
+    uuid = f"GPU-{digest[:8]}-{digest[8:12]}-{digest[12:16]}-{digest[16:20]}-{digest[20:32]}"
+    bus = PCI_BUSES[index % len(PCI_BUSES)]
+    return GpuIdentity(index, uuid, MODEL, f"00000000:{bus}:00.0", index, driver_version=DRIVER)
+
+
+def exporter_pod(node: str) -> str:
+    """The name of the node's exporter pod (a DaemonSet pod): the `instance` label the shipped scrape config sets."""
+    return "gpu-pulse-exporter-" + _kube_name(random.Random(node), 5)
+
+
+def edge_prefixes(placement: Placement, *, with_job: bool) -> tuple[str, ...]:
+    """`name{labels} ` of each family of FAMILIES for one pod's GPU. Scraped, the target adds `job` (with_job=False:
+    the scrape target's side); written into the history, the line carries it (with_job=True)."""
+    node = placement.node
+    gpu = _gpu(node, placement.gpu)
+    ref = PodRef(placement.namespace, placement.pod, "main")
+    use = PodDeviceUse(ref, gpu.uuid, ShareMethod.EXCLUSIVE, None, None)
+    target = f'instance="{exporter_pod(node)}"' + (f',job="{JOB}"' if with_job else "")
+    pod_labels = label_pairs(pod_series_pairs(use, DeviceReading(gpu, up=True), node))
+    device_labels = label_pairs(device_pairs(gpu, node, Dialect.DCGM))
+    dcgm_labels = f"{device_labels},{label_pairs(dcgm_pod_pairs(ref))}"
+    prefixes = [f"{name}{{{pod_labels},{target}}} " for name in POD_FAMILIES]
+    prefixes += [f'{name}{{{dcgm_labels},node="{node}",{target}}} ' for name in DCGM_FAMILIES]
+    prefixes.append(f'{DCGM_UP}{{{device_labels},node="{node}",{target}}} ')
+    return tuple(prefixes)
+
+
+# ---- the values: a bounded random walk per pod, the same function of time for the history and the scrapes ----------
+
+WALK = 4096
+ENERGY_EPOCH = 1_700_000_000
+
+
+def _walk(seed: int, low: float, high: float) -> list[float]:
+    rng = random.Random(seed)
+    value, values = (low + high) / 2, []
+    for _ in range(WALK):
+        value = min(high, max(low, value + rng.gauss(0, (high - low) / 40)))
+        values.append(value)
+    return values
+
+
+@dataclass(frozen=True)
+class ValueTables:
+    """Each family's value text for each step of the walk (formatted once: writing 10 million lines is string work)."""
+
+    util_ratio: tuple[str, ...]
+    util_percent: tuple[str, ...]
+    memory_bytes: tuple[str, ...]
+    fb_free: tuple[str, ...]
+    fb_used: tuple[str, ...]
+    pod_watts: tuple[str, ...]
+    gpu_watts: tuple[str, ...]
+
+    @classmethod
+    def build(cls) -> ValueTables:
+        util = _walk(1, 0.0, 100.0)
+        memory = [int(m) for m in _walk(2, 4_000, 76_000)]
+        watts = [70 + 6.3 * u for u in util]
+        return cls(
+            util_ratio=tuple(f"{round(u / 100, 5):g}" for u in util),
+            util_percent=tuple(str(round(u)) for u in util),
+            memory_bytes=tuple(str(m * 1048576) for m in memory),
+            fb_free=tuple(str(FB_TOTAL_MIB - FB_RESERVED_MIB - m) for m in memory),
+            fb_used=tuple(str(m) for m in memory),
+            pod_watts=tuple(f"{w:.3f}" for w in watts),
+            gpu_watts=tuple(f"{w:.3f}" for w in watts),
+        )
+
+
+def edge_values(tables: ValueTables, offset: int, t: int) -> tuple[str, ...]:
+    """The value of each family of FAMILIES for the pod whose walk starts at `offset`, at Unix time `t`."""
+    k = (offset + t // SCRAPE_INTERVAL) % WALK
+    joules = (t - ENERGY_EPOCH) * 400 + offset
+    return (
+        "1",
+        tables.util_ratio[k],
+        tables.memory_bytes[k],
+        tables.pod_watts[k],
+        str(joules),
+        "1",
+        tables.util_percent[k],
+        tables.fb_free[k],
+        tables.fb_used[k],
+        str(FB_RESERVED_MIB),
+        tables.gpu_watts[k],
+        str(joules * 1000),
+        "1",
+    )
+
+
+def walk_offset(index: int) -> int:
+    return (index * 2654435761) % WALK
+
+
+# ---- the history: OpenMetrics files, one per 2-hour block window, turned into blocks by promtool --------------------
+
+
+@dataclass
+class Backfill:
+    """What the history holds and what writing it cost."""
+
+    step: int
+    start: int
+    end: int
+    series: int = 0
+    files: int = 0
+    lines: int = 0
+    bytes: int = 0
+    blocks: int = 0
+    write_seconds: float = 0.0
+    seconds: float = 0.0
+
+
+def block_windows(start: int, end: int) -> list[tuple[int, int]]:
+    """The 2-hour windows (aligned as promtool aligns its blocks) that [start, end] touches."""
+    first = start - start % BLOCK_SECONDS
+    return [(w, min(w + BLOCK_SECONDS, end + 1)) for w in range(first, end + 1, BLOCK_SECONDS)]
+
+
+def write_window(path: Path, prefixes: Sequence[tuple[str, ...]], tables: ValueTables, times: Sequence[int]) -> int:
+    """One OpenMetrics file with every backfilled series at each of `times`; its line count."""
+    picked = [FAMILIES.index(name) for name in BACKFILLED]
+    offsets = [walk_offset(i) for i in range(len(prefixes))]
+    lines = 0
+    with path.open("w", encoding="utf-8", buffering=1 << 22) as out:
+        for t in times:
+            tail = f" {t}\n"
+            chunk: list[str] = []
+            for edge, offset in zip(prefixes, offsets, strict=True):
+                values = edge_values(tables, offset, t)
+                chunk += [edge[f] + values[f] + tail for f in picked]
+            out.write("".join(chunk))
+            lines += len(chunk)
+        out.write("# EOF\n")
+    return lines
+
+
+def run_promtool(promtool: str, source: Path, blocks_dir: Path, log: Path) -> None:
+    with log.open("ab") as output:
+        subprocess.run(
+            [promtool, "tsdb", "create-blocks-from", "openmetrics", str(source), str(blocks_dir)],
+            check=True,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+        )
+    source.unlink()
+
+
+def backfill(
+    placements: Sequence[Placement], hours: float, step: int, end: int, data_dir: Path, workdir: Path
+) -> Backfill:
+    """Write the history and turn it into blocks in `data_dir`: files are written one after the other while promtool
+    converts the earlier ones, two at a time (this machine has two cores)."""
+    promtool = _tool("promtool")
+    start = end - int(hours * 3600)
+    start -= start % step
+    report = Backfill(step=step, start=start, end=end, series=len(placements) * len(BACKFILLED))
+    started = time.perf_counter()
+    prefixes = [edge_prefixes(p, with_job=True) for p in placements]
+    tables = ValueTables.build()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    jobs: list[Future[None]] = []
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        for number, (low, high) in enumerate(block_windows(start, end)):
+            times = range(start + math.ceil((max(low, start) - start) / step) * step, high, step)  # on the step grid
+            if not times:
+                continue
+            source = workdir / f"history-{number:02d}.om"
+            written = time.perf_counter()
+            report.lines += write_window(source, prefixes, tables, times)
+            report.write_seconds += time.perf_counter() - written
+            report.bytes += source.stat().st_size
+            report.files += 1
+            blocks_dir = workdir / f"blocks-{number:02d}"
+            jobs.append(pool.submit(run_promtool, promtool, source, blocks_dir, workdir / "promtool.log"))
+        for job in jobs:
+            job.result()
+    report.blocks = collect_blocks(workdir, data_dir)
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def collect_blocks(workdir: Path, data_dir: Path) -> int:
+    """Move the blocks promtool wrote (one output directory per file) into Prometheus' data directory; how many."""
+    moved = 0
+    for blocks_dir in sorted(workdir.glob("blocks-*")):
+        for block in blocks_dir.iterdir():
+            if (block / "meta.json").exists():
+                block.rename(data_dir / block.name)
+                moved += 1
+        shutil.rmtree(blocks_dir)
+    return moved
+
+
+def _tool(name: str) -> str:
+    path = shutil.which(name)
+    if path is None:
+        raise SystemExit(f"{name} is not installed (scripts/test.sh installs the Debian package prometheus)")
+    return path
+
+
+# ---- the simulated fleet's exporters: the scrape targets (a process of its own, --role exporters) -----------------
+
+
+class FleetTargets:
+    """`/metrics?shard=k`: the current series of every `shards`-th pod, as the nodes' exporters would serve them."""
+
+    def __init__(self, placements: Sequence[Placement], shards: int) -> None:
+        self._tables = ValueTables.build()
+        self._shards: list[list[tuple[int, tuple[str, ...]]]] = [[] for _ in range(shards)]
+        for index, placement in enumerate(placements):
+            self._shards[index % shards].append((walk_offset(index), edge_prefixes(placement, with_job=False)))
+
+    def render(self, shard: int, now: int) -> str:
+        edges = self._shards[shard]
+        values = [edge_values(self._tables, offset, now) for offset, _ in edges]
+        parts: list[str] = []
+        for f, name in enumerate(FAMILIES):
+            parts.append(f"# TYPE {name} {'counter' if name.endswith(('_total', 'CONSUMPTION')) else 'gauge'}\n")
+            parts += [prefixes[f] + row[f] + "\n" for (_, prefixes), row in zip(edges, values, strict=True)]
+        return "".join(parts)
+
+    async def handle(self, request: web.Request) -> web.Response:
+        shard = int(request.query.get("shard", "0"))
+        body = self.render(shard, int(time.time()))
+        return web.Response(text=body, content_type="text/plain", charset="utf-8")
+
+
+async def serve_targets(placements: Sequence[Placement], shards: int, ready: Path) -> None:
+    targets = FleetTargets(placements, shards)
+    app = web.Application()
+    app.router.add_get("/metrics", targets.handle)
+    runner = web.AppRunner(app, access_log=None, handle_signals=False)
+    await runner.setup()
+    port = free_port()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    _announce(ready, {"url": f"http://127.0.0.1:{port}"})
+    await _until_terminated()
+    await runner.cleanup()
+
+
+# ---- the Kubernetes API stand-in with the fleet's pods (a process of its own, --role cluster) -----------------------
+
+
+def populate(kube: KubeApiServer, placements: Sequence[Placement]) -> None:
+    replica_sets = {(p.namespace, p.replica_set): p for p in placements}
+    for (namespace, name), p in replica_sets.items():
+        kube.put_replica_set(namespace, name, deployment=p.deployment, labels={"app": p.deployment})
+    for index, p in enumerate(placements):
+        kube.put_pod(
+            p.namespace,
+            p.pod,
+            node=p.node,
+            labels={"app": p.deployment, "pod-template-hash": p.template_hash},
+            pod_ip=f"10.{index // 65536}.{(index // 256) % 256}.{index % 256}",
+            owner=("ReplicaSet", p.replica_set),
+            gpus_per_container=1,
+        )
+
+
+async def serve_cluster(placements: Sequence[Placement], ready: Path) -> None:
+    kube = KubeApiServer()
+    await kube.start()
+    populate(kube, placements)
+    _announce(ready, {"url": kube.url})
+    await _until_terminated()
+    await kube.stop()
+
+
+def _announce(ready: Path, info: dict[str, str]) -> None:
+    tmp = ready.with_suffix(".tmp")
+    tmp.write_text(json.dumps(info))
+    tmp.replace(ready)
+
+
+async def _until_terminated() -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    await stop.wait()
+
+
+# ---- starting the processes ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class Running:
+    """The processes of one run and how to reach them."""
+
+    processes: ChildProcesses
+    workdir: Path
+    prometheus: str
+    adapter: str = ""
+    client_ssl: ssl.SSLContext | None = None
+    profile: Path | None = None
+
+
+def start_role(running: Running, role: str, args: argparse.Namespace) -> None:
+    """Start this script as `role` (cluster or exporters); `role_url` waits for it."""
+    argv = [sys.executable, str(Path(__file__)), f"--role={role}", f"--ready={running.workdir / f'{role}.json'}"]
+    argv += [f"--pods={args.pods}", f"--namespaces={args.namespaces}", f"--namespace-pods={args.namespace_pods}"]
+    argv.append(f"--shards={args.shards}")
+    running.processes.start(role, argv)
+
+
+def role_url(running: Running, role: str) -> str:
+    ready = running.workdir / f"{role}.json"
+    _wait(ready.exists, f"the {role} process", 300, running, role)
+    url: str = json.loads(ready.read_text())["url"]
+    return url
+
+
+def prometheus_config(targets_url: str, args: argparse.Namespace, query_log: Path) -> dict[str, Any]:
+    """The shipped scrape job (honor_labels, 15 s), one static target per shard, the shipped rules, a query log."""
+    address = targets_url.removeprefix("http://")
+    shards = [
+        {"targets": [address], "labels": {"__param_shard": str(k), "instance": f"fleet-shard-{k:02d}"}}
+        for k in range(args.shards)
+    ]
+    return {
+        "global": {
+            "scrape_interval": f"{SCRAPE_INTERVAL}s",
+            "evaluation_interval": f"{args.evaluation_interval}s",
+            "query_log_file": str(query_log),
+        },
+        "rule_files": [str(RULE_FILE)] if args.rules else [],
+        "scrape_configs": [
+            {"job_name": JOB, "honor_labels": True, "scrape_interval": f"{SCRAPE_INTERVAL}s", "static_configs": shards}
+        ],
+    }
+
+
+def start_prometheus(running: Running, data_dir: Path, targets_url: str, args: argparse.Namespace) -> None:
+    """Prometheus on the backfilled blocks. Its default would compact the day's 2-hour blocks into larger ones a
+    minute after start, a minute of CPU here that a Prometheus which grew its history itself spreads over the day:
+    --storage.tsdb.max-block-duration=2h leaves them as they are (the instant queries measured read none of them)."""
+    config = running.workdir / "prometheus.yml"
+    config.write_text(yaml.safe_dump(prometheus_config(targets_url, args, running.workdir / "query.log")))
+    argv = [
+        _tool("prometheus"),
+        f"--config.file={config}",
+        f"--storage.tsdb.path={data_dir}",
+        f"--web.listen-address={running.prometheus.removeprefix('http://')}",
+        "--storage.tsdb.max-block-duration=2h",
+    ]
+    running.processes.start("prometheus", argv)
+    _wait(lambda: _get_ok(f"{running.prometheus}/-/ready"), "prometheus ready", 120, running, "prometheus")
+
+
+def start_adapter(running: Running, kube_url: str, profile: bool) -> None:
+    """The adapter CLI with --source prometheus (TLS, client-certificate auth), started before Prometheus is: its
+    pod cache fills meanwhile."""
+    work = running.workdir
+    ca = CertificateAuthority.create("bench-ca")
+    ca.issue_server(["127.0.0.1"]).write(work / "serving.crt", work / "serving.key")
+    (work / "client-ca.crt").write_bytes(ca.cert_pem)
+    client = ca.issue_client("system:serviceaccount:kube-system:horizontal-pod-autoscaler")
+    (work / "client.crt").write_bytes(client.cert_pem)
+    (work / "client.key").write_bytes(client.key_pem)
+    write_kubeconfig(work / "adapter.kubeconfig", server=kube_url)
+    port = free_port()
+    flags = [
+        f"--listen=127.0.0.1:{port}",
+        f"--kubeconfig={work / 'adapter.kubeconfig'}",
+        f"--tls-cert-file={work / 'serving.crt'}",
+        f"--tls-private-key-file={work / 'serving.key'}",
+        f"--client-ca-file={work / 'client-ca.crt'}",
+        f"--requestheader-client-ca-file={work / 'client-ca.crt'}",
+        "--log-level=warning",
+        "--source=prometheus",
+        f"--prometheus-url={running.prometheus}",
+    ]
+    if profile:
+        running.profile = work / "adapter.prof"
+        argv = [sys.executable, "-m", "cProfile", "-o", str(running.profile), "-m", "adapter.cli", *flags]
+    else:
+        argv = python_module("adapter.cli", *flags)
+    running.processes.start("adapter", argv)
+    running.adapter = f"https://127.0.0.1:{port}"
+    context = ssl.create_default_context(cadata=ca.cert_pem.decode())
+    context.load_cert_chain(work / "client.crt", work / "client.key")
+    running.client_ssl = context
+
+
+def _get_ok(url: str, context: ssl.SSLContext | None = None) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=5, context=context) as response:
+            return bool(response.status == 200)
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+def _wait(ready: Callable[[], bool], what: str, timeout: float, running: Running, process: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not ready():
+        code = running.processes.started[process].poll()
+        if code is not None:
+            raise SystemExit(f"{what}: {process} exited with {code}\n{running.processes.log_tail(process)}")
+        if time.monotonic() > deadline:
+            raise SystemExit(f"{what}: not within {timeout:.0f} s\n{running.processes.log_tail(process)}")
+        time.sleep(0.5)
+
+
+# ---- Prometheus' state ----------------------------------------------------------------------------------------------
+
+
+def api(running: Running, path: str, **params: str) -> Any:
+    url = f"{running.prometheus}{path}?{urllib.parse.urlencode(params)}"
+    with urllib.request.urlopen(url, timeout=60) as response:
+        return json.loads(response.read())["data"]
+
+
+def scalar(running: Running, query: str, at: float | None = None) -> float:
+    params = {"query": query} | ({"time": f"{at:.3f}"} if at is not None else {})
+    result = api(running, "/api/v1/query", **params)["result"]
+    return float(result[0]["value"][1]) if result else 0.0
+
+
+def wait_warm(running: Running, pods: int) -> float:
+    """Wait until every target has been scraped for WARM_SECONDS with every pod's series, and (with rules) the pod
+    recording rules have been evaluated; the seconds waited."""
+    started = time.monotonic()
+    count = f"count({POD_UTILIZATION})"
+    _wait(lambda: scalar(running, count) >= pods, "every pod scraped", 300, running, "prometheus")
+    first_full = time.monotonic()
+    if RULE_FILE.name in json.dumps(api(running, "/api/v1/status/config")):
+        rule = "count(namespace_pod:gpu_pulse_pod_gpu_utilization_ratio:avg)"
+        _wait(lambda: scalar(running, rule) >= pods, "recording rules evaluated", 300, running, "prometheus")
+    scrapes = f'min(count_over_time(up{{job="{JOB}"}}[{WARM_SECONDS}s]))'
+    warm = f"targets scraped for {WARM_SECONDS} s"
+    _wait(lambda: time.monotonic() - first_full >= WARM_SECONDS, warm, 300, running, "prometheus")
+    _wait(lambda: scalar(running, scrapes) >= WARM_SECONDS // SCRAPE_INTERVAL, warm, 300, running, "prometheus")
+    return time.monotonic() - started
+
+
+def self_metrics(running: Running, prefix: str) -> dict[str, float]:
+    """Prometheus' own figures whose sample (name and labels) starts with `prefix`."""
+    with urllib.request.urlopen(f"{running.prometheus}/metrics", timeout=30) as response:
+        text = response.read().decode()
+    found: dict[str, float] = {}
+    for line in text.splitlines():
+        if line.startswith(prefix):
+            sample, _, value = line.rpartition(" ")
+            found[sample] = float(value)
+    return found
+
+
+def describe_tsdb(running: Running, report: Backfill) -> list[str]:
+    """Series Prometheus holds: its TSDB status (head) and counts of the fleet's families, now and in the history."""
+    head = api(running, "/api/v1/status/tsdb")["headStats"]
+    pod_series = scalar(running, 'count({__name__=~"gpu_pulse_pod_.+"})')
+    dcgm_series = scalar(running, 'count({__name__=~"DCGM_FI_.+"})')
+    middle = report.start + (report.end - report.start) // 2 // report.step * report.step  # a sample's time
+    history = scalar(running, f"count({POD_UTILIZATION})", at=middle)
+    blocks = self_metrics(running, "prometheus_tsdb_blocks_loaded").get("prometheus_tsdb_blocks_loaded", math.nan)
+    return [
+        f"prometheus head (TSDB status): {head['numSeries']:,} series, {head['numLabelPairs']:,} label pairs;"
+        f" {scalar(running, f'count({POD_UTILIZATION})'):,.0f} {POD_UTILIZATION} series,"
+        f" {pod_series:,.0f} gpu_pulse_pod_* series, {dcgm_series:,.0f} DCGM_FI_* series",
+        f"prometheus blocks: {blocks:.0f} loaded; {history:,.0f} {POD_UTILIZATION} series at"
+        f" {time.strftime('%H:%M', time.gmtime(middle))} UTC, {(report.end - middle) / 3600:.0f} h ago",
+    ]
+
+
+def rule_groups(running: Running) -> str:
+    durations = self_metrics(running, "prometheus_rule_group_last_duration_seconds")
+    shown = [f"{key.split(';')[-1].rstrip('}').strip(chr(34))} {value:.1f} s" for key, value in durations.items()]
+    return ", ".join(sorted(shown)) or "none loaded"
+
+
+def prometheus_cpu(running: Running) -> float:
+    return self_metrics(running, "process_cpu_seconds_total").get("process_cpu_seconds_total", math.nan)
+
+
+# ---- measuring ------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Row:
+    what: str
+    latencies: list[float]
+    failures: int = 0
+    goal: float | None = None
+    stretch: float | None = None
+    note: str = ""
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    if not values:
+        return math.nan
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * q))]
+
+
+async def time_adapter(running: Running, what: str, metric: str, count: int) -> Row:
+    """`count` sequential HPA requests over one kept-alive TLS connection (as the aggregator sends them)."""
+    assert running.client_ssl is not None
+    url = running.adapter + HPA_PATH.format(metric=metric)
+    row = Row(what, [])
+    served: set[int] = set()
+    failed: Counter[str] = Counter()
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=1, ssl=running.client_ssl)) as session:
+        for _ in range(count):
+            started = time.perf_counter()
+            async with session.get(url) as response:
+                body = await response.read()
+                status = response.status
+            row.latencies.append(time.perf_counter() - started)
+            if status == 200:
+                served.add(len(json.loads(body)["items"]))
+            else:
+                failed[f"HTTP {status}"] += 1
+    row.failures = sum(failed.values())
+    row.note = f"{'/'.join(str(s) for s in sorted(served))} pods served" + "".join(
+        f", {n} x {k}" for k, n in failed.items()
+    )
+    return row
+
+
+async def time_promql(running: Running, what: str, queries: Sequence[str], count: int) -> Row:
+    """`count` rounds of `queries` sent at once (as the adapter sends a metric's two) to /api/v1/query, in the GET
+    form the adapter uses, over kept-alive connections."""
+    url = running.prometheus + "/api/v1/query"
+    row = Row(what, [])
+    sizes: list[int] = []
+    body_bytes: list[int] = []
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=len(queries))) as session:
+
+        async def one(query: str) -> tuple[int, int]:
+            async with session.get(url, params={"query": query}) as response:
+                body = await response.read()
+                result = json.loads(body)["data"]["result"] if response.status == 200 else []
+                return len(result), len(body) if response.status == 200 else -1
+
+        for _ in range(count):
+            started = time.perf_counter()
+            answers = await asyncio.gather(*(one(q) for q in queries))
+            row.latencies.append(time.perf_counter() - started)
+            row.failures += sum(1 for _, size in answers if size < 0)
+            sizes = [series for series, _ in answers]
+            body_bytes = [size for _, size in answers]
+    row.note = f"{' + '.join(str(s) for s in sizes)} series, {' + '.join(f'{b // 1024}' for b in body_bytes)} KiB"
+    return row
+
+
+def adapter_queries(namespace: str) -> dict[str, tuple[str, str]]:
+    """Per default metric, the (value query, sample-time query) the adapter sends for one namespace, rendered as the
+    adapter renders them (adapter.sources.prometheus)."""
+    matcher = namespace_matcher([namespace])
+    return {m.name: m.prometheus.render(matcher) for m in default_metrics_config().metrics if m.prometheus is not None}
+
+
+def engine_rows(log: Path, offset: int, queries: Sequence[tuple[str, str]]) -> list[Row]:
+    """Prometheus' own time (execTotalTime in its query log, after `offset`) for each of `queries`, with the samples
+    each touched."""
+    timings: dict[str, list[float]] = {query: [] for _, query in queries}
+    samples: dict[str, int] = {}
+    for entry in _query_log(log, offset):
+        query = entry.get("params", {}).get("query")
+        if query in timings and "ruleGroup" not in entry:
+            timings[query].append(float(entry["stats"]["timings"]["execTotalTime"]))
+            samples[query] = int(entry["stats"].get("samples", {}).get("totalQueryableSamples", -1))
+    return [
+        Row(
+            f"  prometheus' own time, {what} (query log)",
+            timings[query],
+            note=f"{samples.get(query, 0):,} samples read",
+        )
+        for what, query in queries
+        if timings[query]
+    ]
+
+
+def costly_rules(log: Path, shown: int = 5) -> list[str]:
+    """The recording and alerting rules Prometheus spent longest on (mean execTotalTime in its query log)."""
+    times: dict[str, list[float]] = {}
+    for entry in _query_log(log, 0):
+        if "ruleGroup" in entry:
+            times.setdefault(entry["params"]["query"], []).append(float(entry["stats"]["timings"]["execTotalTime"]))
+    ranked = sorted(times.items(), key=lambda item: -statistics.fmean(item[1]))[:shown]
+    return [f"  {statistics.fmean(t) * 1e3:7.0f} ms  {query[:100]}" for query, t in ranked]
+
+
+def _query_log(path: Path, offset: int) -> Iterator[dict[str, Any]]:
+    if not path.exists():
+        return
+    with path.open("rb") as log:
+        log.seek(offset)
+        for line in log:
+            yield json.loads(line)
+
+
+def log_offset(path: Path) -> int:
+    return path.stat().st_size if path.exists() else 0
+
+
+def measure(running: Running, args: argparse.Namespace) -> list[Row]:
+    """The HPA's query through the adapter (the goal), Prometheus' part of it, then the other default metrics'."""
+    queries = adapter_queries(NAMESPACE)
+    value_query, time_query = queries["gpu_utilization"]
+    log = running.workdir / "query.log"
+    fewer = max(30, args.queries // 5)
+    asyncio.run(time_adapter(running, "warm-up", "gpu_utilization", 30))
+    offset = log_offset(log)
+    hpa = asyncio.run(time_adapter(running, "adapter: HPA gpu_utilization, bench", "gpu_utilization", args.queries))
+    hpa.goal, hpa.stretch = GOAL_P99, STRETCH_P99
+    rows = [hpa, *engine_rows(log, offset, [("value query", value_query), ("sample-time query", time_query)])]
+    for what, group, count in (
+        ("both at once, as the adapter sends them", [value_query, time_query], args.queries),
+        ("value query alone", [value_query], fewer),
+        ("sample-time query alone", [time_query], fewer),
+    ):
+        rows.append(asyncio.run(time_promql(running, f"promql: {what}", group, count)))
+    small, pods = namespace_sizes(args.pods, args.namespaces, args.namespace_pods)[-1]
+    small_queries = adapter_queries(small)["gpu_utilization"]
+    rows.append(
+        asyncio.run(time_promql(running, f"promql: both, namespace {small} ({pods} pods)", small_queries, fewer))
+    )
+    for name, pair in queries.items():
+        if name != "gpu_utilization":
+            rows.append(asyncio.run(time_promql(running, f"promql: {name}, both at once", pair, fewer)))
+    memory = "adapter: HPA gpu_memory_utilization, bench"
+    rows.append(asyncio.run(time_adapter(running, memory, "gpu_memory_utilization", fewer)))
+    return rows
+
+
+# ---- the report -----------------------------------------------------------------------------------------------------
+
+
+def table(rows: Sequence[Row]) -> str:
+    header = f"{'what':<52} {'n':>4} {'p50 ms':>8} {'p99 ms':>8} {'goal':>5} {'stretch':>7} {'met':>4}  note"
+    lines = [header, "-" * 120]
+    for row in rows:
+        p99 = percentile(row.latencies, 0.99)
+        met = "" if row.goal is None else ("yes" if p99 < row.goal and not row.failures else "NO")
+        if row.stretch is not None and p99 < row.stretch and not row.failures:
+            met += "+"
+        goal = "" if row.goal is None else f"{row.goal * 1e3:.0f}"
+        stretch = "" if row.stretch is None else f"{row.stretch * 1e3:.0f}"
+        p50 = percentile(row.latencies, 0.5)
+        lines.append(
+            f"{row.what:<52} {len(row.latencies):>4} {p50 * 1e3:>8.1f} {p99 * 1e3:>8.1f} {goal:>5} {stretch:>7}"
+            f" {met:>4}  {row.note}"
+        )
+    return "\n".join(lines)
+
+
+def describe_history(report: Backfill) -> str:
+    return (
+        f"history: {report.series:,} series every {report.step} s over {(report.end - report.start) / 3600:.0f} h:"
+        f" {report.lines:,} samples, {report.bytes / 2**30:.2f} GiB of OpenMetrics in {report.files} files,"
+        f" {report.blocks} blocks; written in {report.write_seconds:.0f} s, blocks done after {report.seconds:.0f} s"
+    )
+
+
+def profile_summary(path: Path, lines: int = 30) -> str:
+    out = io.StringIO()
+    stats = pstats.Stats(str(path), stream=out)
+    stats.sort_stats("cumulative").print_stats(lines)
+    return out.getvalue()
+
+
+def load_average() -> str:
+    return " ".join(f"{v:.1f}" for v in os.getloadavg())
+
+
+# ---- the run --------------------------------------------------------------------------------------------------------
+
+
+def run(args: argparse.Namespace, workdir: Path) -> int:
+    placements = fleet(args.pods, args.namespaces, args.namespace_pods)
+    nodes = len({p.node for p in placements})
+    print(
+        f"fleet: {len(placements):,} GPU pods in {args.namespaces} namespaces on {nodes:,} nodes; load {load_average()}"
+    )
+    running = Running(ChildProcesses(workdir), workdir, f"http://127.0.0.1:{free_port()}")
+    try:
+        start_role(running, "exporters", args)
+        start_role(running, "cluster", args)
+        start_adapter(running, role_url(running, "cluster"), args.profile)
+        report = backfill(placements, args.hours, args.step, int(time.time()), workdir / "tsdb", workdir)
+        print(describe_history(report), flush=True)
+        start_prometheus(running, workdir / "tsdb", role_url(running, "exporters"), args)
+        warmed = wait_warm(running, len(placements))
+        _wait(
+            lambda: _get_ok(running.adapter + "/readyz", running.client_ssl), "adapter ready", 300, running, "adapter"
+        )
+        rules = ", the rules evaluated" if args.rules else " (no rules loaded)"
+        print(f"warm after {warmed:.0f} s: every target scraped for {WARM_SECONDS} s{rules}", flush=True)
+        for line in describe_tsdb(running, report):
+            print(line)
+        cpu_before, started = prometheus_cpu(running), time.monotonic()
+        rows = measure(running, args)
+        busy = (prometheus_cpu(running) - cpu_before) / (time.monotonic() - started)
+        print(f"while measuring: prometheus used {busy:.2f} cores; load {load_average()}")
+        print(f"rule groups, last evaluation (every {args.evaluation_interval} s): {rule_groups(running)}")
+    finally:
+        running.processes.stop_all()
+    if args.rules:
+        print("costliest rules (mean time, query log):", *costly_rules(workdir / "query.log"), sep="\n")
+    value_query, time_query = adapter_queries(NAMESPACE)["gpu_utilization"]
+    print(f"the adapter's queries for gpu_utilization in {NAMESPACE}:\n  {value_query}\n  {time_query}")
+    print(table(rows))
+    if running.profile is not None and running.profile.exists():
+        print(profile_summary(running.profile))
+    hpa = rows[0]
+    p99, met = percentile(hpa.latencies, 0.99), percentile(hpa.latencies, 0.99) < GOAL_P99 and not hpa.failures
+    print(f"goal: adapter p99 < {GOAL_P99 * 1e3:.0f} ms: {'met' if met else 'NOT met'} ({p99 * 1e3:.1f} ms)")
+    return 0 if met else 1
+
+
+def _terminated(signum: int, frame: object) -> None:
+    raise SystemExit(f"stopped by signal {signum}")
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--pods", type=int, default=20_000)
+    parser.add_argument("--namespaces", type=int, default=100)
+    parser.add_argument("--namespace-pods", type=int, default=1_000)
+    parser.add_argument("--hours", type=float, default=24.0, help="history to backfill, ending now")
+    parser.add_argument("--step", type=int, default=1800, help="seconds between samples of the history")
+    parser.add_argument("--queries", type=int, default=300, help="requests for the goal's rows (a fifth for others)")
+    parser.add_argument("--shards", type=int, default=20, help="scrape targets the fleet's series are spread over")
+    parser.add_argument("--rules", action=argparse.BooleanOptionalAction, default=True, help="load the shipped rules")
+    parser.add_argument("--evaluation-interval", type=int, default=30, help="seconds between rule evaluations")
+    parser.add_argument("--profile", action="store_true", help="run the adapter under cProfile and print the top")
+    parser.add_argument("--keep", type=Path, help="work in this directory and keep it (blocks, logs, query log)")
+    parser.add_argument("--role", choices=("cluster", "exporters"), help=argparse.SUPPRESS)
+    parser.add_argument("--ready", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    args.namespace_pods = min(args.namespace_pods, args.pods)
+    if args.role is not None:
+        placements = fleet(args.pods, args.namespaces, args.namespace_pods)
+        if args.role == "cluster":
+            asyncio.run(serve_cluster(placements, args.ready))
+        else:
+            asyncio.run(serve_targets(placements, args.shards, args.ready))
+        return
+    signal.signal(signal.SIGTERM, _terminated)  # so that the processes started are stopped (finally) on SIGTERM too
+    if args.keep is not None:
+        args.keep.mkdir(parents=True, exist_ok=True)
+        sys.exit(run(args, args.keep))
+    with tempfile.TemporaryDirectory(prefix="gpu-pulse-fleet-") as tmp:
+        sys.exit(run(args, Path(tmp)))
+
+
+if __name__ == "__main__":
+    main()
