@@ -23,7 +23,7 @@ from adapter.quantity import parse_quantity
 from adapter.sources import nodepods
 from adapter.sources.direct import DirectSource
 from adapter.sources.exporters import StaticExporters
-from adapter.sources.nodepods import NodePodsCache, exporter_clock_offset
+from adapter.sources.nodepods import MISS, NodePodsCache, exporter_clock_offset
 from adapter.sources.prometheus import PrometheusSource
 from exporter.pods_document import STREAM_CONTENT_TYPE, NodePods, PodView, stream_event
 from tests.adapter.simcluster import AdapterFactory, Cluster
@@ -410,5 +410,33 @@ async def test_a_backlog_of_stream_lines_is_skipped_to_the_newest(
         value, _ = answer.values(metric)[("other", "solo")]
         assert value.value == Decimal(30)  # the newest
         assert cache.documents == 1  # the two older ones were not even parsed
+    finally:
+        await cache.close()
+
+
+async def test_a_node_that_answered_too_late_many_times_is_followed_once_it_answers(
+    cluster: Cluster, upstreams: Callable[[Handler], Awaitable[Upstream]]
+) -> None:
+    good = cluster.nodes["gpu-2"].document(None).model_dump_json().encode()
+    late = {"requests": 8}
+
+    async def slow_then_fine(request: web.Request) -> web.StreamResponse:
+        if late["requests"] > 0:
+            late["requests"] -= 1
+            await asyncio.sleep(3600)  # never answers: the adapter gives up on it
+        response = web.StreamResponse(headers={"Content-Type": STREAM_CONTENT_TYPE})
+        await response.prepare(request)
+        while True:
+            await response.write(stream_event(time.time(), good))
+            await asyncio.sleep(0.05)
+
+    hostile = await upstreams(slow_then_fine)
+    cache = NodePodsCache(timeout=0.1, failure_ttl=0.02, max_failure_ttl=0.05)
+    await cache.start()
+    try:
+        assert await cache.answer("gpu-2", hostile.url, None) is None
+        # every timed-out attempt must give its connection back: more than four of them must not block the node
+        await eventually(lambda: cache.cached("gpu-2", hostile.url, None) not in (None, MISS), "followed at last")
+        assert hostile.requests > 8
     finally:
         await cache.close()
