@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 from aiohttp import web
@@ -156,6 +157,74 @@ async def serve(pods: int, namespace_pods: int, ready: Path) -> None:
 REPO = Path(__file__).resolve().parents[1]
 
 
+@dataclass(frozen=True)
+class AdapterCredentials:
+    """What a benchmark's adapter runs with, as in a cluster: a CA, the adapter's serving pair, the HPA controller's
+    client certificate and a kubeconfig for the API stand-in, written to `workdir`."""
+
+    workdir: Path
+    ca_pem: bytes
+
+    @classmethod
+    def write(cls, workdir: Path, kube_url: str) -> AdapterCredentials:
+        ca = CertificateAuthority.create("bench-ca")
+        ca.issue_server(["127.0.0.1"]).write(workdir / "serving.crt", workdir / "serving.key")
+        (workdir / "client-ca.crt").write_bytes(ca.cert_pem)
+        client = ca.issue_client("system:serviceaccount:kube-system:horizontal-pod-autoscaler")
+        (workdir / "client.crt").write_bytes(client.cert_pem)
+        (workdir / "client.key").write_bytes(client.key_pem)
+        write_kubeconfig(workdir / "adapter.kubeconfig", server=kube_url)
+        return cls(workdir, ca.cert_pem)
+
+    def flags(self, port: int) -> list[str]:
+        """The adapter CLI's flags for listening on `port` with these credentials (TLS, client certificates)."""
+        work = self.workdir
+        return [
+            f"--listen=127.0.0.1:{port}",
+            f"--kubeconfig={work / 'adapter.kubeconfig'}",
+            f"--tls-cert-file={work / 'serving.crt'}",
+            f"--tls-private-key-file={work / 'serving.key'}",
+            f"--client-ca-file={work / 'client-ca.crt'}",
+            f"--requestheader-client-ca-file={work / 'client-ca.crt'}",
+            "--log-level=warning",
+        ]
+
+    def client_ssl(self) -> ssl.SSLContext:
+        """The HPA controller's side: trusts the adapter's certificate and presents the client certificate."""
+        context = ssl.create_default_context(cadata=self.ca_pem.decode())
+        context.load_cert_chain(self.workdir / "client.crt", self.workdir / "client.key")
+        return context
+
+
+def wait_for_ready_file(process: subprocess.Popen[bytes], ready: Path, what: str) -> dict[str, Any]:
+    """The JSON a started simulation writes to `ready` once it serves; SystemExit when it exits or takes too long."""
+    deadline = time.monotonic() + 600
+    while not ready.exists():
+        if process.poll() is not None or time.monotonic() > deadline:
+            raise SystemExit(f"{what} did not start")
+        time.sleep(0.2)
+    info: dict[str, Any] = json.loads(ready.read_text())
+    return info
+
+
+async def wait_adapter_ready(process: subprocess.Popen[bytes], url: str, context: ssl.SSLContext) -> None:
+    """Until the adapter at `url` answers /readyz (its pod cache synced); SystemExit when it exits or never does."""
+    deadline = time.monotonic() + 600
+    async with aiohttp.ClientSession() as session:
+        while True:
+            if process.poll() is not None:
+                raise SystemExit("the adapter exited")
+            try:
+                async with session.get(f"{url}/readyz", ssl=context) as response:
+                    if response.status == 200:
+                        return
+            except aiohttp.ClientError:
+                pass
+            if time.monotonic() > deadline:
+                raise SystemExit("the adapter never became ready")
+            await asyncio.sleep(0.2)
+
+
 @dataclass
 class Launched:
     """The cluster and adapter processes of one benchmark run, and how to talk to the adapter."""
@@ -192,13 +261,7 @@ def start_cluster(pods: int, namespace_pods: int, workdir: Path) -> tuple[subpro
         cwd=REPO,
         env={**os.environ, "PYTHONPATH": str(REPO)},
     )
-    deadline = time.monotonic() + 300
-    while not ready.exists():
-        if process.poll() is not None or time.monotonic() > deadline:
-            raise SystemExit("the simulated cluster did not start")
-        time.sleep(0.1)
-    info: dict[str, object] = json.loads(ready.read_text())
-    return process, info
+    return process, wait_for_ready_file(process, ready, "the simulated cluster")
 
 
 def launch(
@@ -213,14 +276,7 @@ def launch(
     `exporter_map` when given), and wait until the adapter is ready (its pod cache synced). `log`: where the adapter's
     stderr goes (default: this process's)."""
     cluster, info = start_cluster(pods, namespace_pods, workdir)
-    ca = CertificateAuthority.create("bench-ca")
-    serving = ca.issue_server(["127.0.0.1"])
-    serving.write(workdir / "serving.crt", workdir / "serving.key")
-    (workdir / "client-ca.crt").write_bytes(ca.cert_pem)
-    client = ca.issue_client("system:serviceaccount:kube-system:horizontal-pod-autoscaler")
-    (workdir / "client.crt").write_bytes(client.cert_pem)
-    (workdir / "client.key").write_bytes(client.key_pem)
-    write_kubeconfig(workdir / "adapter.kubeconfig", server=str(info["kube"]))
+    credentials = AdapterCredentials.write(workdir, str(info["kube"]))
     exporters = info["exporters"]
     assert isinstance(exporters, dict)
     if exporter_map is not None:
@@ -229,25 +285,12 @@ def launch(
     env = {k: v for k, v in os.environ.items() if not k.startswith("GPU_PULSE_")}
     env["GPU_PULSE_ADAPTER_EXPORTER_ENDPOINTS"] = ",".join(f"{node}={url}" for node, url in exporters.items())
     adapter = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "adapter.cli",
-            f"--listen=127.0.0.1:{port}",
-            f"--kubeconfig={workdir / 'adapter.kubeconfig'}",
-            f"--tls-cert-file={workdir / 'serving.crt'}",
-            f"--tls-private-key-file={workdir / 'serving.key'}",
-            f"--client-ca-file={workdir / 'client-ca.crt'}",
-            f"--requestheader-client-ca-file={workdir / 'client-ca.crt'}",
-            "--log-level=warning",
-            *extra_flags,
-        ],
+        [sys.executable, "-m", "adapter.cli", *credentials.flags(port), *extra_flags],
         cwd=REPO,
         env=env,
         stderr=None if log is None else log.open("ab"),
     )
-    client_ssl = ssl.create_default_context(cadata=ca.cert_pem.decode())
-    client_ssl.load_cert_chain(workdir / "client.crt", workdir / "client.key")
+    client_ssl = credentials.client_ssl()
     launched = Launched(
         cluster,
         adapter,
@@ -262,22 +305,12 @@ def launch(
 
 
 async def _wait_ready(launched: Launched) -> None:
-    deadline = time.monotonic() + 300
-    async with aiohttp.ClientSession() as session:
-        while True:
-            if launched.adapter is not None and launched.adapter.poll() is not None:
-                launched.stop()
-                raise SystemExit("the adapter exited")
-            try:
-                async with session.get(f"{launched.url}/readyz", ssl=launched.client_ssl) as response:
-                    if response.status == 200:
-                        return
-            except aiohttp.ClientError:
-                pass
-            if time.monotonic() > deadline:
-                launched.stop()
-                raise SystemExit("the adapter never became ready")
-            await asyncio.sleep(0.2)
+    assert launched.adapter is not None
+    try:
+        await wait_adapter_ready(launched.adapter, launched.url, launched.client_ssl)
+    except SystemExit:
+        launched.stop()
+        raise
 
 
 def main() -> None:

@@ -40,9 +40,11 @@ from typing import Any
 import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
-from simulation.kubeconfig import write_kubeconfig
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from adapter_cluster import AdapterCredentials, wait_adapter_ready, wait_for_ready_file
+
 from tests.support.loopback import free_port
-from toolkit.certs import CertificateAuthority
 
 REPO = Path(__file__).resolve().parents[1]
 HPA_PERIOD = 15.0
@@ -100,13 +102,7 @@ def start_fleet(args: argparse.Namespace, workdir: Path) -> tuple[subprocess.Pop
         cwd=REPO,
         env={**os.environ, "PYTHONPATH": str(REPO)},
     )
-    deadline = time.monotonic() + 600
-    while not ready.exists():
-        if process.poll() is not None or time.monotonic() > deadline:
-            raise SystemExit("the simulated fleet did not start")
-        time.sleep(0.2)
-    info: dict[str, Any] = json.loads(ready.read_text())
-    return process, info
+    return process, wait_for_ready_file(process, ready, "the simulated fleet")
 
 
 @dataclass
@@ -116,61 +112,26 @@ class Replica:
 
 
 def start_replicas(args: argparse.Namespace, workdir: Path, kube: str) -> tuple[list[Replica], ssl.SSLContext]:
-    ca = CertificateAuthority.create("fleet-ca")
-    ca.issue_server(["127.0.0.1"]).write(workdir / "serving.crt", workdir / "serving.key")
-    (workdir / "client-ca.crt").write_bytes(ca.cert_pem)
-    client = ca.issue_client("system:serviceaccount:kube-system:horizontal-pod-autoscaler")
-    (workdir / "client.crt").write_bytes(client.cert_pem)
-    (workdir / "client.key").write_bytes(client.key_pem)
-    write_kubeconfig(workdir / "adapter.kubeconfig", server=kube)
+    credentials = AdapterCredentials.write(workdir, kube)
     env = {k: v for k, v in os.environ.items() if not k.startswith("GPU_PULSE_")}
     env["PYTHONPATH"] = str(REPO)
     replicas = []
     for index in range(args.replicas):
         port = free_port()
-        log = (workdir / f"adapter-{index}.log").open("ab")
+        flags = [f"--exporter-port={args.port}", f"--exporter-refresh={args.refresh}", *args.adapter_flag]
         process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "adapter.cli",
-                f"--listen=127.0.0.1:{port}",
-                f"--kubeconfig={workdir / 'adapter.kubeconfig'}",
-                f"--tls-cert-file={workdir / 'serving.crt'}",
-                f"--tls-private-key-file={workdir / 'serving.key'}",
-                f"--client-ca-file={workdir / 'client-ca.crt'}",
-                f"--requestheader-client-ca-file={workdir / 'client-ca.crt'}",
-                f"--exporter-port={args.port}",
-                f"--exporter-refresh={args.refresh}",
-                "--log-level=warning",
-                *args.adapter_flag,
-            ],
+            [sys.executable, "-m", "adapter.cli", *credentials.flags(port), *flags],
             cwd=REPO,
             env=env,
-            stderr=log,
+            stderr=(workdir / f"adapter-{index}.log").open("ab"),
         )
         replicas.append(Replica(process, f"https://127.0.0.1:{port}"))
-    context = ssl.create_default_context(cadata=ca.cert_pem.decode())
-    context.load_cert_chain(workdir / "client.crt", workdir / "client.key")
-    return replicas, context
+    return replicas, credentials.client_ssl()
 
 
 async def wait_ready(replicas: list[Replica], context: ssl.SSLContext) -> None:
-    deadline = time.monotonic() + 600
-    async with aiohttp.ClientSession() as session:
-        for replica in replicas:
-            while True:
-                if replica.process.poll() is not None:
-                    raise SystemExit("an adapter replica exited (see its log in the work directory)")
-                try:
-                    async with session.get(f"{replica.url}/readyz", ssl=context) as response:
-                        if response.status == 200:
-                            break
-                except aiohttp.ClientError:
-                    pass
-                if time.monotonic() > deadline:
-                    raise SystemExit("an adapter replica never became ready")
-                await asyncio.sleep(0.5)
+    for replica in replicas:
+        await wait_adapter_ready(replica.process, replica.url, context)
 
 
 def cpu_seconds(pid: int) -> float:

@@ -48,6 +48,7 @@ from exporter.pods_document import (
     NodePods,
     PodView,
     parse_node_pods,
+    stream_event,
 )
 from simulation.kubeapi import KubeApiServer
 
@@ -385,7 +386,7 @@ class Exporters:
         return response
 
     async def send(self, node: Node, stream: Stream, now: float) -> None:
-        line = b'{"answered_at":%.3f,"document":%b}\n' % (time.time(), node.document(stream.namespaces))
+        line = stream_event(time.time(), node.document(stream.namespaces))
         stream.sent_at = now
         node.documents += 1
         await stream.response.write(line)

@@ -88,10 +88,12 @@ from exporter.exposition.labels import dcgm_pod_pairs, device_pairs, pod_series_
 from exporter.exposition.textformat import label_pairs
 from exporter.snapshot import DeviceReading, GpuIdentity, PodDeviceUse, PodRef, ShareMethod
 from simulation.kubeapi import KubeApiServer
-from simulation.kubeconfig import write_kubeconfig
 from tests.support.loopback import free_port
 from tests.support.processes import ChildProcesses, python_module
-from toolkit.certs import CertificateAuthority
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from adapter_cluster import AdapterCredentials
 
 REPO = Path(__file__).resolve().parents[1]
 RULE_FILE = REPO / "rules" / "dist" / "dcgm" / "gpu-pulse.rules.yaml"
@@ -558,25 +560,9 @@ def start_adapter(running: Running, kube_url: str, profile: bool) -> None:
     """The adapter CLI with --source prometheus (TLS, client-certificate auth), started before Prometheus is: its
     pod cache fills meanwhile."""
     work = running.workdir
-    ca = CertificateAuthority.create("bench-ca")
-    ca.issue_server(["127.0.0.1"]).write(work / "serving.crt", work / "serving.key")
-    (work / "client-ca.crt").write_bytes(ca.cert_pem)
-    client = ca.issue_client("system:serviceaccount:kube-system:horizontal-pod-autoscaler")
-    (work / "client.crt").write_bytes(client.cert_pem)
-    (work / "client.key").write_bytes(client.key_pem)
-    write_kubeconfig(work / "adapter.kubeconfig", server=kube_url)
+    credentials = AdapterCredentials.write(work, kube_url)
     port = free_port()
-    flags = [
-        f"--listen=127.0.0.1:{port}",
-        f"--kubeconfig={work / 'adapter.kubeconfig'}",
-        f"--tls-cert-file={work / 'serving.crt'}",
-        f"--tls-private-key-file={work / 'serving.key'}",
-        f"--client-ca-file={work / 'client-ca.crt'}",
-        f"--requestheader-client-ca-file={work / 'client-ca.crt'}",
-        "--log-level=warning",
-        "--source=prometheus",
-        f"--prometheus-url={running.prometheus}",
-    ]
+    flags = [*credentials.flags(port), "--source=prometheus", f"--prometheus-url={running.prometheus}"]
     if profile:
         running.profile = work / "adapter.prof"
         argv = [sys.executable, "-m", "cProfile", "-o", str(running.profile), "-m", "adapter.cli", *flags]
@@ -584,9 +570,7 @@ def start_adapter(running: Running, kube_url: str, profile: bool) -> None:
         argv = python_module("adapter.cli", *flags)
     running.processes.start("adapter", argv)
     running.adapter = f"https://127.0.0.1:{port}"
-    context = ssl.create_default_context(cadata=ca.cert_pem.decode())
-    context.load_cert_chain(work / "client.crt", work / "client.key")
-    running.client_ssl = context
+    running.client_ssl = credentials.client_ssl()
 
 
 def _get_ok(url: str, context: ssl.SSLContext | None = None) -> bool:
