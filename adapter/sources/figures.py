@@ -16,8 +16,8 @@ from exporter.pods_document import (
     MEMORY_BYTES_BOUNDS,
     POWER_WATTS_BOUNDS,
     UTILIZATION_PERCENT_BOUNDS,
-    DeviceFigures,
-    PodView,
+    ReceivedDevice,
+    ReceivedPod,
 )
 
 # What each figure's unit allows (the /pods document's bounds; a fraction of memory in use is 0-1). A figure outside
@@ -44,7 +44,7 @@ def exact(number: float | int) -> Decimal | None:
         return None
 
 
-def figure_of(device: DeviceFigures, figure: Figure) -> Decimal | None:
+def figure_of(device: ReceivedDevice, figure: Figure) -> Decimal | None:
     """One device's figure in its /pods unit, or None when the exporter does not know it."""
     if figure is Figure.UTILIZATION_PERCENT:
         return None if device.utilization_percent is None else exact(device.utilization_percent)
@@ -62,7 +62,7 @@ def figure_of(device: DeviceFigures, figure: Figure) -> Decimal | None:
     return fraction if within_bounds(Figure.MEMORY_UTILIZATION, fraction) else None
 
 
-def device_labels(node: str, container: str, device: DeviceFigures) -> MappingProxyType[str, str]:
+def device_labels(node: str, container: str, device: ReceivedDevice) -> MappingProxyType[str, str]:
     """The labels `metricLabelSelector` matches, named like the exporter's per-pod series."""
     labels = {
         "node": node,
@@ -78,7 +78,7 @@ def device_labels(node: str, container: str, device: DeviceFigures) -> MappingPr
     return MappingProxyType(labels)
 
 
-def pod_sample(node: str, pod: PodView, figure: Figure, clock_offset: float = 0.0) -> PodSample | None:
+def pod_sample(node: str, pod: ReceivedPod, figure: Figure, clock_offset: float = 0.0) -> PodSample | None:
     """A pod's sample of one figure, or None when none of its devices has that figure. `clock_offset` places the
     exporter's sample time on the adapter's clock (nodepods.exporter_clock_offset)."""
     devices: list[DeviceValue] = []
@@ -99,7 +99,7 @@ def pod_sample(node: str, pod: PodView, figure: Figure, clock_offset: float = 0.
     )
 
 
-def pod_served_value(metric: MetricDefinition, pod: PodView, sampled_at: float) -> ServedValue | None:
+def pod_served_value(metric: MetricDefinition, pod: ReceivedPod, sampled_at: float) -> ServedValue | None:
     """A pod's value of `metric` over all its devices, as `values.pod_value` gives it for the pod's `pod_sample`,
     without building the sample (its device labels are only needed for a metricLabelSelector): this is worked out
     for every pod of every document that arrives. `sampled_at`: the pod's sample time on the adapter's clock."""
@@ -130,7 +130,7 @@ _ONE = Decimal(1)
 
 
 def pod_values(
-    metric: MetricDefinition, pods: Iterable[PodView], clock_offset: float
+    metric: MetricDefinition, pods: Iterable[ReceivedPod], clock_offset: float
 ) -> dict[tuple[str, str], tuple[ServedValue, str | None]]:
     """Each pod's value of `metric` (`pod_served_value`) with its uid, by (namespace, pod): what the direct source works
     out for every document that arrives, so the common case (one container on one device, a figure as the device

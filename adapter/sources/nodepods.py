@@ -45,8 +45,8 @@ from adapter.sources.responses import UpstreamAnswerError, read_bounded
 from exporter.pods_document import (
     ANSWERED_AT_HEADER,
     STREAM_CONTENT_TYPE,
-    NodePods,
     PodsDocumentError,
+    ReceivedNodePods,
     parse_answered_at,
     parse_node_pods,
     parse_stream_event,
@@ -92,7 +92,7 @@ class NodeAnswer:
     __slots__ = ("_offset", "_samples", "_values", "_wanted", "document")
 
     def __init__(
-        self, document: NodePods, wanted: dict[str, MetricDefinition] | None = None, clock_offset: float = 0.0
+        self, document: ReceivedNodePods, wanted: dict[str, MetricDefinition] | None = None, clock_offset: float = 0.0
     ) -> None:
         """`clock_offset`: seconds to add to the document's times to place them on the adapter's clock."""
         self.document = document
@@ -374,18 +374,18 @@ class NodePodsCache:
             self._arrived(feed, document, exporter_now, carried, started)
             started = math.nan  # only the first document of a connection is timed
 
-    def _checked(self, feed: _Feed, url: str, document: NodePods) -> NodePods:
+    def _checked(self, feed: _Feed, url: str, document: ReceivedNodePods) -> ReceivedNodePods:
         if document.node != feed.node:
             raise _FeedError(f"{url} describes node {document.node!r}, not {feed.node!r}")
         return document
 
-    def _plain_document(self, feed: _Feed, url: str, body: bytes) -> NodePods:
+    def _plain_document(self, feed: _Feed, url: str, body: bytes) -> ReceivedNodePods:
         try:
             return self._checked(feed, url, parse_node_pods(body))
         except PodsDocumentError as exc:
             raise _FeedError(f"{url} is {exc}") from None
 
-    def _stream_event(self, feed: _Feed, url: str, line: bytes) -> tuple[float, NodePods]:
+    def _stream_event(self, feed: _Feed, url: str, line: bytes) -> tuple[float, ReceivedNodePods]:
         try:
             exporter_now, document = parse_stream_event(line)
         except PodsDocumentError as exc:
@@ -393,7 +393,7 @@ class NodePodsCache:
         return exporter_now, self._checked(feed, url, document)
 
     def _arrived(
-        self, feed: _Feed, document: NodePods, exporter_now: float | None, carried: Namespaces, started: float
+        self, feed: _Feed, document: ReceivedNodePods, exporter_now: float | None, carried: Namespaces, started: float
     ) -> None:
         received = self._wall_clock()
         if feed.error is not None:
@@ -462,7 +462,7 @@ async def _lines(
             raise UpstreamAnswerError(f"a line of the stream is larger than {max_bytes} bytes")
 
 
-def exporter_clock_offset(document: NodePods, exporter_now: float | None, received: float) -> float:
+def exporter_clock_offset(document: ReceivedNodePods, exporter_now: float | None, received: float) -> float:
     """Seconds to add to the document's times to place them on the adapter's clock (`received`: when the answer
     arrived, on the adapter's wall clock; `exporter_now`: when the exporter answered, on its own clock, from its
     answered-at or `Date` header).

@@ -80,7 +80,14 @@ def test_numbers_out_of_range_make_the_document_unusable(change: dict[str, Any],
 
 @pytest.mark.parametrize("literal", ["NaN", "Infinity", "-Infinity"])
 def test_non_finite_figures_are_refused(literal: str) -> None:
-    text = json.dumps(document()).replace("42.5", literal)
+    text = json.dumps(document()).replace("42.5", literal)  # Python's json writes them; they are not JSON
+    with pytest.raises(PodsDocumentError, match="JSON is malformed"):
+        parse_node_pods(text)
+
+
+@pytest.mark.parametrize("number", ["1e400", "-1e400"])
+def test_numbers_beyond_a_double_are_refused(number: str) -> None:
+    text = json.dumps(document()).replace("42.5", number)
     with pytest.raises(PodsDocumentError, match="utilization_percent"):
         parse_node_pods(text)
 
