@@ -216,6 +216,14 @@ async def server_buckets(replicas: list[Replica], context: ssl.SSLContext) -> di
     return buckets
 
 
+async def keep_metrics(replicas: list[Replica], context: ssl.SSLContext, workdir: Path) -> None:
+    """Each replica's /metrics at the end of the run, as adapter-N.metrics in the kept work directory."""
+    async with aiohttp.ClientSession() as session:
+        for index, replica in enumerate(replicas):
+            async with session.get(f"{replica.url}/metrics", ssl=context) as response:
+                (workdir / f"adapter-{index}.metrics").write_bytes(await response.read())
+
+
 async def fleet_stats(control: str) -> dict[str, Any]:
     async with aiohttp.ClientSession() as session, session.get(f"{control}/stats") as response:
         stats: dict[str, Any] = await response.json()
@@ -248,6 +256,8 @@ async def drive(
         after = await fleet_stats(info["control"])
         buckets_after = await server_buckets(replicas, context)
         memories = [memory(r.process.pid) for r in replicas]
+        if args.keep is not None:
+            await keep_metrics(replicas, context, args.keep)
     finally:
         for task in tasks:
             task.cancel()
@@ -366,7 +376,9 @@ def main() -> None:
     parser.add_argument("--churn", type=float, default=4.0, help="pods replaced a second")
     parser.add_argument("--port", type=int, default=9400, help="the exporters' port on each node's address")
     parser.add_argument("--adapter-flag", action="append", default=[], help="another flag for the adapters")
-    parser.add_argument("--keep", type=Path, help="keep the work directory (logs, certificates) here")
+    parser.add_argument(
+        "--keep", type=Path, help="keep the work directory here (logs, certificates, each replica's final /metrics)"
+    )
     args = parser.parse_args()
     processes: list[subprocess.Popen[bytes]] = []
     with tempfile.TemporaryDirectory(prefix="gpu-pulse-fleet-") as tmp:
