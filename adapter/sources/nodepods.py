@@ -254,7 +254,8 @@ class NodePodsCache:
         waiter = (namespace, arrived)
         feed.waiters.append(waiter)
         try:
-            await asyncio.wait_for(arrived, self._timeout)
+            async with asyncio.timeout(self._timeout):
+                await arrived
         except TimeoutError:
             return None
         finally:
@@ -342,16 +343,17 @@ class NodePodsCache:
         url = f"{feed.url}/pods"
         self.connections += 1
         try:
-            async with self._connecting:  # the timeout runs from when this connection's turn comes
+            async with self._connecting, asyncio.timeout(self._timeout):  # the timeout runs from this one's turn
                 request = session.get(url, params=params, headers=headers, allow_redirects=False, timeout=timeout)
-                response = await asyncio.wait_for(request, self._timeout)  # connected, and the answer's head read
+                response = await request  # connected, and the answer's head read
             async with response:
                 if response.status != 200:
                     raise _FeedError(f"{url} answered HTTP {response.status}")
                 if response.content_type == STREAM_CONTENT_TYPE:
                     await self._read_stream(feed, carried, response, started)
                     return 0.0
-                body = await asyncio.wait_for(read_bounded(response, self._max_bytes), self._stall_seconds(feed))
+                async with asyncio.timeout(self._stall_seconds(feed)):
+                    body = await read_bounded(response, self._max_bytes)
                 exporter_now = parse_answered_at(response.headers.get(ANSWERED_AT_HEADER))
                 if exporter_now is None:
                     exporter_now = _http_date(response.headers.get("Date"))
@@ -370,6 +372,8 @@ class NodePodsCache:
     ) -> None:
         url = f"{feed.url}/pods"
         async for line in _lines(response.content, self._max_bytes, lambda: self._stall_seconds(feed)):
+            if not _current(feed):
+                return
             exporter_now, document = self._stream_event(feed, url, line)
             self._arrived(feed, document, exporter_now, carried, started)
             started = math.nan  # only the first document of a connection is timed
@@ -395,6 +399,8 @@ class NodePodsCache:
     def _arrived(
         self, feed: _Feed, document: ReceivedNodePods, exporter_now: float | None, carried: Namespaces, started: float
     ) -> None:
+        if not _current(feed):
+            return
         received = self._wall_clock()
         if feed.error is not None:
             log.info("exporter on node %s answers again", feed.node)
@@ -408,6 +414,8 @@ class NodePodsCache:
         self._wake(feed)
 
     def _failed(self, feed: _Feed, problem: str, outcome: str, started: float) -> None:
+        if not _current(feed):
+            return
         if feed.error is None:
             log.warning("exporter on node %s does not answer: %s", feed.node, problem)
         feed.answer, feed.carried, feed.error = None, frozenset(), problem
@@ -431,6 +439,13 @@ class NodePodsCache:
         return min(self._max_failure_ttl, self._failure_ttl * 2.0 ** min(max(failures, 1) - 1, 30))
 
 
+def _current(feed: _Feed) -> bool:
+    """Whether the running task is the feed's. A task replaced by a reconnect is cancelled, but a cancellation can be
+    lost (3.11's asyncio.wait_for swallows one that arrives just as what it waits for completes): such a task must not
+    hand the feed its documents, which carry what was asked before, or its failures."""
+    return feed.task is asyncio.current_task()
+
+
 async def _lines(
     content: aiohttp.StreamReader, max_bytes: int, stall_seconds: Callable[[], float]
 ) -> AsyncIterator[bytes]:
@@ -443,7 +458,8 @@ async def _lines(
     """
     buffer = bytearray()
     while True:
-        chunk = await asyncio.wait_for(content.readany(), stall_seconds())
+        async with asyncio.timeout(stall_seconds()):  # not wait_for: no task per read, and no lost cancellation
+            chunk = await content.readany()
         if not chunk:
             if buffer.strip():
                 raise UpstreamAnswerError("the stream ended in the middle of a line")

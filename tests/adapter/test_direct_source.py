@@ -18,7 +18,7 @@ from adapter.quantity import parse_quantity
 from adapter.selectors import parse_selector
 from adapter.sources.direct import DirectSource
 from adapter.sources.exporters import PodExporters, StaticExporters
-from adapter.sources.nodepods import NodePodsCache
+from adapter.sources.nodepods import Miss, NodePodsCache
 from adapter.sources.values import pod_value
 from tests.adapter.simcluster import EXPORTER_LABELS, AdapterFactory, Cluster
 from tests.adapter.simnodes import Gpu, SimulatedNode
@@ -130,6 +130,34 @@ async def test_each_node_is_followed_by_one_stream_whatever_the_queries(
     assert gpu1.namespaces_asked[-1] is None  # several namespaces: the whole document
     await served(client)
     assert gpu1.requests == 2  # which carries `ml` too
+
+
+class LostCancellations(NodePodsCache):
+    """A cache whose reconnects never reach the task they replace, as when a cancellation is swallowed."""
+
+    def _reconnect(self, feed: Any) -> None:
+        feed.task = None  # so the replaced task is not cancelled: it goes on reading its stream
+        super()._reconnect(feed)
+
+
+async def test_a_replaced_stream_never_speaks_for_its_feed(cluster: Cluster) -> None:
+    """A feed reconnected for another namespace takes its documents from the new stream only: the one it replaced,
+    should it outlive its cancellation, carries only what was asked before and must never become the feed's answer
+    (queries about the new namespace would wait for the next document, again and again)."""
+    cache = LostCancellations(timeout=5.0)
+    await cache.start()
+    try:
+        gpu2 = cluster.nodes["gpu-2"]
+        assert await cache.answer("gpu-2", gpu2.url, "ml") is not None
+        assert await cache.answer("gpu-2", gpu2.url, "other") is not None  # a second stream, with both namespaces
+        assert gpu2.namespaces_asked == [("ml",), ("ml", "other")]
+        await eventually(lambda: gpu2.open_streams == 1, "the replaced stream is left by its task")
+        for _ in range(3):
+            await cluster.next_documents()
+            for namespace in ("ml", "other"):
+                assert not isinstance(cache.cached("gpu-2", gpu2.url, namespace), Miss), namespace
+    finally:
+        await cache.close()
 
 
 async def test_an_exporter_without_streams_is_asked_each_interval(
