@@ -17,6 +17,7 @@ import asyncio
 import json
 import os
 import signal
+import socket
 import ssl
 import subprocess
 import sys
@@ -194,6 +195,45 @@ class AdapterCredentials:
         context = ssl.create_default_context(cadata=self.ca_pem.decode())
         context.load_cert_chain(self.workdir / "client.crt", self.workdir / "client.key")
         return context
+
+
+BASELINE_SERVER = """
+import ssl, sys
+from aiohttp import web
+body = sys.stdin.buffer.read()
+async def handler(request):
+    return web.Response(body=body, content_type="application/json")
+app = web.Application()
+app.router.add_get("/{tail:.*}", handler)
+context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+context.load_cert_chain(sys.argv[2], sys.argv[3])
+web.run_app(app, host="127.0.0.1", port=int(sys.argv[1]), ssl_context=context, print=None, access_log=None)
+"""
+
+
+def start_baseline_server(body: bytes, cert: Path, key: Path) -> tuple[subprocess.Popen[bytes], str]:
+    """A bare aiohttp TLS server in its own process answering `body` to every GET: the floor an adapter's answer
+    times are compared with in the same run. Returns the process and its base URL once it accepts connections."""
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-c", BASELINE_SERVER, str(port), str(cert), str(key)],
+        stdin=subprocess.PIPE,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    assert process.stdin is not None
+    process.stdin.write(body)
+    process.stdin.close()
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return process, f"https://127.0.0.1:{port}"
+        except OSError:
+            if process.poll() is not None or time.monotonic() > deadline:
+                process.kill()
+                raise SystemExit("the baseline server did not start") from None
+            time.sleep(0.05)
 
 
 def wait_for_ready_file(process: subprocess.Popen[bytes], ready: Path, what: str) -> dict[str, Any]:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import statistics
 import subprocess
 import sys
@@ -29,23 +28,10 @@ from prometheus_client.parser import text_string_to_metric_families
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from adapter_cluster import REPO, Launched, free_port, launch
+from adapter_cluster import Launched, launch, start_baseline_server
 
 QUERY = "/apis/custom.metrics.k8s.io/v1beta2/namespaces/bench/pods/*/gpu_utilization?labelSelector=app%3Dinfer"
 GOAL_P99_SECONDS = 0.020
-
-BASELINE_SERVER = """
-import ssl, sys
-from aiohttp import web
-body = b"x" * int(sys.argv[1])
-async def handler(request):
-    return web.Response(body=body, content_type="application/json")
-app = web.Application()
-app.router.add_get("/{tail:.*}", handler)
-context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-context.load_cert_chain(sys.argv[3], sys.argv[4])
-web.run_app(app, host="127.0.0.1", port=int(sys.argv[2]), ssl_context=context, print=None, access_log=None)
-"""
 
 
 async def timed_requests(session: aiohttp.ClientSession, url: str, launched: Launched, count: int) -> list[float]:
@@ -126,23 +112,9 @@ def main() -> None:
         baseline: subprocess.Popen[bytes] | None = None
         try:
             size, items = asyncio.run(body_size(launched))
-            port = free_port()
-            baseline = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-c",
-                    BASELINE_SERVER,
-                    str(size),
-                    str(port),
-                    str(launched.serving_cert),
-                    str(launched.serving_key),
-                ],
-                cwd=REPO,
-                env={**os.environ, "PYTHONPATH": str(REPO)},
-            )
-            time.sleep(1.5)
+            baseline, baseline_url = start_baseline_server(b"x" * size, launched.serving_cert, launched.serving_key)
             adapter_latencies, baseline_latencies = asyncio.run(
-                measure(launched, f"https://127.0.0.1:{port}", args.requests, args.rounds)
+                measure(launched, baseline_url, args.requests, args.rounds)
             )
             server = asyncio.run(server_side(launched))
         finally:

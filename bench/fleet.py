@@ -9,7 +9,8 @@ SubjectAccessReview against the stand-in, the pod cache filled by list and watch
 500 HPAs, one per GPU Deployment, each asking what an HPA asks every 15 s,
     GET /apis/custom.metrics.k8s.io/v1beta2/namespaces/<ns>/pods/*/gpu_utilization?labelSelector=app%3D<deployment>
 at its own phase, each time of a replica picked at random (as kube-aggregator spreads requests over the Service's
-endpoints). After one HPA period of warm-up, it measures for `--duration` seconds: answer times by Deployment size,
+endpoints). In the same run, through the same client, 50 more HPAs ask a bare TLS server (its own process) that
+answers a canned 10-pod answer: the answer times this machine allows under the same load, the baseline. After one HPA period of warm-up, it measures for `--duration` seconds: answer times by Deployment size,
 the age of each served figure (from its sample time to the answer; timestamps are whole seconds, so ages read up to
 1 s high), each replica's CPU time and memory, and the `/pods` requests and documents each exporter served.
 
@@ -42,12 +43,15 @@ from prometheus_client.parser import text_string_to_metric_families
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from adapter_cluster import AdapterCredentials, wait_adapter_ready, wait_for_ready_file
+from adapter_cluster import AdapterCredentials, start_baseline_server, wait_adapter_ready, wait_for_ready_file
 
 from tests.support.loopback import free_port
 
 REPO = Path(__file__).resolve().parents[1]
 HPA_PERIOD = 15.0
+# HPAs asking the baseline server (a bare TLS server answering a canned 10-pod answer) in the same run, through the
+# same client: what answer times the machine itself allows under the fleet's load
+BASELINE_HPAS = 50
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
@@ -75,6 +79,7 @@ class Answer:
 @dataclass
 class Run:
     answers: list[Answer] = field(default_factory=list)
+    baseline: list[float] = field(default_factory=list)  # seconds, answers of the baseline server
     measuring: bool = False
 
 
@@ -171,7 +176,10 @@ async def hpa(
     run: Run,
     rng: random.Random,
     context: ssl.SSLContext,
+    baseline: bool = False,
 ) -> None:
+    """One HPA: its Deployment's question every HPA_PERIOD, of a session picked at random. A `baseline` HPA asks the
+    baseline server the same way and records only its answer time."""
     path = (
         f"/apis/custom.metrics.k8s.io/v1beta2/namespaces/{deployment['namespace']}/pods/*/gpu_utilization"
         f"?labelSelector=app%3D{deployment['name']}"
@@ -194,7 +202,9 @@ async def hpa(
                 ages = [_age(now, item["timestamp"]) for item in listed]
         except (aiohttp.ClientError, TimeoutError):
             seconds = time.perf_counter() - started
-        if run.measuring:
+        if run.measuring and baseline:
+            run.baseline.append(seconds)
+        elif run.measuring:
             run.answers.append(Answer(int(deployment["pods"]), seconds, status, items, ages))
         next_at += HPA_PERIOD
         await asyncio.sleep(max(0.0, next_at - time.monotonic()))
@@ -230,8 +240,23 @@ async def fleet_stats(control: str) -> dict[str, Any]:
         return stats
 
 
+async def small_answer(replicas: list[Replica], context: ssl.SSLContext, deployments: list[dict[str, Any]]) -> bytes:
+    """The body of an answer about a 10-pod Deployment, for the baseline server to answer with."""
+    ten = next(d for d in deployments if d["pods"] == 10)
+    path = f"/apis/custom.metrics.k8s.io/v1beta2/namespaces/{ten['namespace']}/pods/*/gpu_utilization"
+    async with (
+        aiohttp.ClientSession() as session,
+        session.get(f"{replicas[0].url}{path}?labelSelector=app%3D{ten['name']}", ssl=context) as response,
+    ):
+        return await response.read()
+
+
 async def drive(
-    args: argparse.Namespace, info: dict[str, Any], replicas: list[Replica], context: ssl.SSLContext
+    args: argparse.Namespace,
+    info: dict[str, Any],
+    replicas: list[Replica],
+    context: ssl.SSLContext,
+    baseline_url: str,
 ) -> dict[str, Any]:
     rng = random.Random(7)
     run = Run()
@@ -239,7 +264,13 @@ async def drive(
     sessions = [
         (aiohttp.ClientSession(connector=aiohttp.TCPConnector(**connector_args)), replica.url) for replica in replicas
     ]
+    baseline_sessions = [(aiohttp.ClientSession(connector=aiohttp.TCPConnector(**connector_args)), baseline_url)]
     tasks = [asyncio.create_task(hpa(d, sessions, run, rng, context)) for d in info["deployments"]]
+    small = [d for d in info["deployments"] if d["pods"] <= 20]
+    tasks += [
+        asyncio.create_task(hpa(d, baseline_sessions, run, rng, context, baseline=True))
+        for d in rng.sample(small, min(len(small), BASELINE_HPAS))
+    ]
     try:
         print(f"warming up for one HPA period ({HPA_PERIOD:g} s) and {args.warmup:g} s more ...", flush=True)
         await asyncio.sleep(HPA_PERIOD + args.warmup)
@@ -262,13 +293,14 @@ async def drive(
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        for session, _ in sessions:
+        for session, _ in sessions + baseline_sessions:
             await session.close()
     window = after["monotonic"] - before["monotonic"]
     requests = [(a - b) * 60 / window for a, b in zip(after["requests"], before["requests"], strict=True)]
     documents = [(a - b) * 60 / window for a, b in zip(after["documents"], before["documents"], strict=True)]
     return {
         "answers": run.answers,
+        "baseline": run.baseline,
         "cpu": [(a - b) / elapsed for a, b in zip(cpu_after, cpu_before, strict=True)],
         "memory": memories,
         "requests_per_minute": requests,
@@ -297,6 +329,16 @@ def summary(args: argparse.Namespace, info: dict[str, Any], measured: dict[str, 
 
     row("HPA query p99, 1,000-pod Deployments", percentile(large, 0.99), "ms", 20, 5)
     row("HPA query p99, 10-pod Deployments", percentile(ten, 0.99), "ms", 5, 2)
+    floor = [seconds * 1000 for seconds in measured["baseline"]]
+    rows.append(
+        (
+            "  the same client's p99 of a bare TLS server",
+            f"{percentile(floor, 0.99):.2f} ms",
+            "(the floor here)",
+            "",
+            None,
+        )
+    )
     cpu = max(measured["cpu"])
     row("adapter CPU, busiest replica", cpu, "cores", 1, 0.25)
     rss = max(m["VmRSS"] for m in measured["memory"])
@@ -356,6 +398,11 @@ def summary(args: argparse.Namespace, info: dict[str, Any], measured: dict[str, 
         f"{', '.join(f'{c:.3f}' for c in measured['cpu'])} cores; RSS per replica "
         f"{rss_each} MiB (peak {peak_each}); open streams {measured['streams']}"
     )
+    print(
+        f"baseline (a bare TLS server answering a canned 10-pod answer, {len(floor)} answers through the same client "
+        f"in the same minutes): p50 {percentile(floor, 0.5):.2f} ms, p99 {percentile(floor, 0.99):.2f} ms; "
+        f"10-pod p99 adapter / baseline = {percentile(ten, 0.99) / percentile(floor, 0.99):.1f}"
+    )
     server = measured["server"]
     total = server.get(math.inf, 0.0)
     if total:
@@ -395,7 +442,10 @@ def main() -> None:
             replicas, context = start_replicas(args, workdir, info["kube"])
             processes.extend(r.process for r in replicas)
             asyncio.run(wait_ready(replicas, context))
-            measured = asyncio.run(drive(args, info, replicas, context))
+            body = asyncio.run(small_answer(replicas, context, info["deployments"]))
+            baseline, baseline_url = start_baseline_server(body, workdir / "serving.crt", workdir / "serving.key")
+            processes.append(baseline)
+            measured = asyncio.run(drive(args, info, replicas, context, baseline_url))
         except SystemExit as failure:
             for log in sorted(workdir.glob("adapter-*.log")):
                 sys.stderr.write(f"--- {log.name}\n{log.read_text()[-3000:]}\n")
