@@ -27,6 +27,11 @@ from adapter.auth.ttlcache import CoalescingCache
 
 # how long a decision is kept fresh after the last request that needed it
 KEEP_FRESH_SECONDS = 60.0
+# a decision kept fresh is reviewed again in the last quarter of its life (2.5 s of 10): sweeps come at most a second
+# apart while requests come, so it is renewed in time, about once per life and not twice (each review costs the
+# kube-apiserver a request and this process the `kubernetes` client's work in a thread, which competes with the
+# event loop for the interpreter)
+REFRESH_AHEAD = 0.25
 
 
 class SubjectAccessReviewer:
@@ -47,7 +52,7 @@ class SubjectAccessReviewer:
         self._timeout = request_timeout
         self._clock = clock
         self._cache: CoalescingCache[tuple[object, ...], Decision] = CoalescingCache(
-            max_entries, clock, keep_fresh=keep_fresh
+            max_entries, clock, refresh_ahead=REFRESH_AHEAD, keep_fresh=keep_fresh
         )
         self._swept_at = -float("inf")
         self.reviews = 0  # SubjectAccessReviews sent

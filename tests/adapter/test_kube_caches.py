@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from adapter.auth.identity import Decision, ResourceAttributes, UserInfo
+from adapter.auth.sar import SubjectAccessReviewer
 from adapter.auth.ttlcache import CoalescingCache, ExpiringCache
 
 operations = st.lists(
@@ -124,3 +127,29 @@ async def test_entries_asked_for_recently_are_kept_fresh_without_anyone_asking()
     now[0] = 12.0 + 31.0  # not asked for within keep_fresh: forgotten, not loaded again
     assert cache.refresh_due() == 0
     assert loads == 2
+
+
+async def test_a_steady_client_costs_one_review_per_decision_life_and_never_waits() -> None:
+    """An HPA controller asking steadily: its decision is renewed in the background about once per 10-s life (not
+    twice), and no request after the first waits for a review."""
+    from kubernetes.client import ApiClient
+
+    now = [0.0]
+    reviewer = SubjectAccessReviewer(ApiClient(), clock=lambda: now[0])
+    reviews: list[float] = []
+
+    def review(user: UserInfo, attributes: object) -> Decision:
+        reviews.append(now[0])
+        time.sleep(0.02)  # a review takes a while: a request that waited for one would be seen waiting
+        return Decision(True, "")
+
+    reviewer._review = review  # type: ignore[method-assign]  # the review itself is tested against the API stand-in
+    user = UserInfo("system:serviceaccount:kube-system:horizontal-pod-autoscaler")
+    attributes = ResourceAttributes("get", "custom.metrics.k8s.io", "pods", "v1beta2", "gpu_utilization", "ml", "*")
+    assert (await reviewer.authorize(user, attributes)).allowed
+    for second in range(1, 60):
+        now[0] = float(second)
+        decision = await asyncio.wait_for(reviewer.authorize(user, attributes), 0.01)  # from the cache, at once
+        assert decision.allowed
+        await asyncio.sleep(0.04)  # a background review, if one started, finishes
+    assert reviews[0] == 0.0 and len(reviews) == 8  # at 0, then every 8 s: in the last quarter of each life
