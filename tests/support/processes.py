@@ -4,9 +4,12 @@ settings cannot leak into the processes under test."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,16 +30,41 @@ def python_module(module: str, *args: str) -> list[str]:
     return [sys.executable, "-m", module, *args]
 
 
-def stop_process(process: subprocess.Popen[bytes], grace: float = 5.0) -> int:
-    """SIGTERM, then SIGKILL after `grace` seconds; the exit code (negative: the signal that ended it)."""
+def stop_process(process: subprocess.Popen[bytes], grace: float = 5.0, *, group: bool = False) -> int:
+    """SIGTERM, then SIGKILL after `grace` seconds; the exit code (negative: the signal that ended it).
+
+    `group`: the process leads its own process group (started with `start_new_session`), and the signals go to the
+    whole group, so that what it started goes too: Debian's `faketime` forks its command and does not pass SIGTERM
+    on, which would leave the command running after the test."""
+
+    def send(signal_number: int) -> None:
+        if group:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal_number)
+        else:
+            process.send_signal(signal_number)
+
     if process.poll() is None:
-        process.terminate()
+        send(signal.SIGTERM)
         try:
             process.wait(timeout=grace)
         except subprocess.TimeoutExpired:
-            process.kill()
+            send(signal.SIGKILL)
             process.wait(timeout=grace)
+    if group:
+        deadline = time.monotonic() + grace
+        while _group_alive(process.pid) and time.monotonic() < deadline:
+            time.sleep(0.02)  # the group's other members end on the same SIGTERM
+        send(signal.SIGKILL)  # whatever is left of it
     return process.returncode
+
+
+def _group_alive(group: int) -> bool:
+    try:
+        os.killpg(group, 0)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 @dataclass
@@ -54,7 +82,7 @@ class ChildProcesses:
         self._logs.append(log)
         process = subprocess.Popen(
             list(argv), cwd=REPO, env=dict(env) if env is not None else clean_environment(), stdout=log,
-            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
         )  # fmt: skip
         self.started[name] = process
         return process
@@ -76,11 +104,11 @@ class ChildProcesses:
             raise AssertionError(f"{name} exited with code {code}:\n{self.log_tail(name)}")
 
     def stop(self, name: str) -> int:
-        return stop_process(self.started[name])
+        return stop_process(self.started[name], group=True)
 
     def stop_all(self) -> None:
         for process in reversed(list(self.started.values())):
-            stop_process(process)
+            stop_process(process, group=True)
         for log in self._logs:
             log.close()
         self._logs.clear()
