@@ -10,8 +10,9 @@ SubjectAccessReview against the stand-in, the pod cache filled by list and watch
     GET /apis/custom.metrics.k8s.io/v1beta2/namespaces/<ns>/pods/*/gpu_utilization?labelSelector=app%3D<deployment>
 at its own phase, each time of a replica picked at random (as kube-aggregator spreads requests over the Service's
 endpoints). In the same run, through the same client, 50 more HPAs ask a bare TLS server (its own process) that
-answers a canned 10-pod answer: the answer times this machine allows under the same load, the baseline. After one HPA period of warm-up, it measures for `--duration` seconds: answer times by Deployment size,
-the age of each served figure (from its sample time to the answer; timestamps are whole seconds, so ages read up to
+answers a canned 10-pod answer: the answer times this machine allows under the same load, the baseline. After one
+HPA period of warm-up, it measures for `--duration` seconds: answer times by Deployment size, the age of each served
+figure (from its sample time to the answer; timestamps are whole seconds, so ages read up to
 1 s high), each replica's CPU time and memory, and the `/pods` requests and documents each exporter served.
 
 Prints a summary table with the goals of issue 13 and exits 1 when a goal is missed (2 when the run itself failed).
