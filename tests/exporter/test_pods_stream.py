@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -15,7 +15,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import exporter.server
-from exporter.attribution.pods_builder import PodsDocumentBuilder
 from exporter.pods_document import (
     MAX_STREAMS,
     STREAM_CONTENT_TYPE,
@@ -31,18 +30,10 @@ from exporter.pods_document import (
     stream_event,
 )
 from exporter.server import build_app
-from tests.support.clocks import ManualClock
-from tests.support.snapshots import SimulatedNode, simulated_node
+from tests.support.snapshots import SimulatedNode
 
 Client = Any  # aiohttp's TestClient
 WATCH = {"watch": "1"}
-
-
-@pytest.fixture
-def node() -> Iterator[SimulatedNode]:
-    clock = ManualClock()
-    with simulated_node("h100x8", pods_view=PodsDocumentBuilder(interval_seconds=1.0), clock=clock) as node:
-        yield node
 
 
 @pytest.fixture

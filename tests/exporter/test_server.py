@@ -8,7 +8,7 @@ import gzip
 import hashlib
 import json
 import ssl
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -22,11 +22,9 @@ from cryptography.x509.oid import NameOID
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as parse_openmetrics
 from prometheus_client.parser import text_string_to_metric_families
 
-from exporter.attribution.pods_builder import PodsDocumentBuilder
 from exporter.pods_document import ANSWERED_AT_HEADER, parse_answered_at
 from exporter.server import accepts_gzip, build_app, load_access, wants_openmetrics
-from tests.support.clocks import ManualClock
-from tests.support.snapshots import SimulatedNode, simulated_node
+from tests.support.snapshots import SimulatedNode
 from toolkit.serving import start_server
 from toolkit.settings import ListenAddress
 from toolkit.tls import server_context
@@ -36,13 +34,6 @@ PROMETHEUS_ACCEPT = (
     "text/plain;version=0.0.4;q=0.5,*/*;q=0.1"
 )
 Client = Any  # aiohttp's TestClient
-
-
-@pytest.fixture
-def node() -> Iterator[SimulatedNode]:
-    clock = ManualClock()
-    with simulated_node("h100x8", pods_view=PodsDocumentBuilder(interval_seconds=1.0), clock=clock) as node:
-        yield node
 
 
 @pytest.fixture
