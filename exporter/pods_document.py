@@ -21,11 +21,11 @@ tests/exporter/test_pods_received.py holds the two forms to the same fields and 
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from types import MappingProxyType
-from typing import Annotated, Literal, Self
+from typing import Annotated, Literal, Protocol, Self
 
 import msgspec
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, model_validator
@@ -130,14 +130,25 @@ class NodePods(_Frozen):
 
     @model_validator(mode="after")
     def _pods_sampled_by_generation(self) -> Self:
-        latest = self.generated_at + SAMPLED_AFTER_GENERATED_TOLERANCE
-        for index, pod in enumerate(self.pods):
-            if pod.sampled_at > latest:
-                raise ValueError(
-                    f"pods.{index}.sampled_at {pod.sampled_at.isoformat()} is after the document's generated_at "
-                    f"{self.generated_at.isoformat()}"
-                )
+        check_sampled_by_generation(self.generated_at, self.pods)
         return self
+
+
+class _Sampled(Protocol):
+    @property
+    def sampled_at(self) -> datetime: ...
+
+
+def check_sampled_by_generation(generated_at: datetime, pods: Iterable[_Sampled]) -> None:
+    """ValueError naming the first pod sampled after its document was generated (beyond rounding): both forms of the
+    document (the model and the reader's structs) refuse it."""
+    latest = generated_at + SAMPLED_AFTER_GENERATED_TOLERANCE
+    for index, pod in enumerate(pods):
+        if pod.sampled_at > latest:
+            raise ValueError(
+                f"pods.{index}.sampled_at {pod.sampled_at.isoformat()} is after the document's generated_at "
+                f"{generated_at.isoformat()}"
+            )
 
 
 class PodsDocumentError(ValueError):
@@ -204,13 +215,7 @@ class ReceivedNodePods(_Received, frozen=True, kw_only=True):
     pods: tuple[ReceivedPod, ...]
 
     def __post_init__(self) -> None:
-        latest = self.generated_at + SAMPLED_AFTER_GENERATED_TOLERANCE
-        for index, pod in enumerate(self.pods):
-            if pod.sampled_at > latest:
-                raise ValueError(
-                    f"pods.{index}.sampled_at {pod.sampled_at.isoformat()} is after the document's generated_at "
-                    f"{self.generated_at.isoformat()}"
-                )
+        check_sampled_by_generation(self.generated_at, self.pods)
 
 
 _NODE_PODS = msgspec.json.Decoder(ReceivedNodePods)

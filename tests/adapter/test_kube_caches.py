@@ -8,6 +8,7 @@ import time
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from kubernetes.client import ApiClient
 
 from adapter.auth.identity import Decision, ResourceAttributes, UserInfo
 from adapter.auth.sar import SubjectAccessReviewer
@@ -132,8 +133,6 @@ async def test_entries_asked_for_recently_are_kept_fresh_without_anyone_asking()
 async def test_a_steady_client_costs_one_review_per_decision_life_and_never_waits() -> None:
     """An HPA controller asking steadily: its decision is renewed in the background about once per 10-s life (not
     twice), and no request after the first waits for a review."""
-    from kubernetes.client import ApiClient
-
     now = [0.0]
     reviewer = SubjectAccessReviewer(ApiClient(), clock=lambda: now[0])
     reviews: list[float] = []
