@@ -55,6 +55,7 @@ class ProcessUsage:
     memory_util_percent: float | None = None
     gpu_instance_id: int | None = None
     compute_instance_id: int | None = None
+    mps_client: bool = False  # an MPS client: its work runs in the MPS server's context, so no sample names it
 
 
 @dataclass(frozen=True, slots=True)

@@ -285,6 +285,13 @@ class _Resolver:
                 if all(m.index != p.mig for m in gpu.mig):
                     raise _ResolveError(f"{where}: GPU {p.gpu} has no MIG device {p.mig}")
         self._unique("process pid", (p.pid for p in self.spec.processes))
+        in_namespace = [p for p in self.spec.processes if p.namespace_pid is not None]
+        if in_namespace and self.spec.exporter_pid_namespace != "container":
+            raise _ResolveError(
+                f"processes: pid {in_namespace[0].pid} has a namespace_pid, but the exporter runs in the host's PID "
+                "namespace (set exporter_pid_namespace: container)"
+            )
+        self._unique("namespace pid", (p.namespace_pid for p in in_namespace))
         used: dict[tuple[int, int | None], float] = {}
         for p in self.spec.processes:
             used[p.gpu, p.mig] = used.get((p.gpu, p.mig), 0.0) + p.memory_mib

@@ -15,6 +15,7 @@ from pathlib import Path
 from exporter.attribution.attributor import StaticResourceSlices
 from exporter.attribution.directory import StaticPodDirectory
 from exporter.attribution.resourceslices import ResourceSliceIndex, slice_from_object
+from exporter.nvml.pidspace import PidNamespace
 from simulation import Simulator, install, uninstall
 from simulation.dra import resource_slices_of
 from simulation.kubelet import SimulatedPodSide, start_simulated_pod_side
@@ -39,6 +40,11 @@ def pods_of(scenario: Scenario) -> tuple[Pod, ...]:
     )
 
 
+def pid_namespace_of(scenario: Scenario) -> PidNamespace:
+    """The PID namespace the scenario puts the exporter in (the simulated driver answers for that caller)."""
+    return PidNamespace(scenario.exporter_pid_namespace == "host")
+
+
 def static_directory_of(scenario: Scenario) -> StaticPodDirectory:
     return StaticPodDirectory(pods_of(scenario))
 
@@ -59,6 +65,10 @@ class SimulatedNode:
     pod_side: SimulatedPodSide | None  # None when the scenario has no pods
     directory: StaticPodDirectory
     slices: StaticResourceSlices | None = None  # None when the scenario has no DRA claims
+
+    @property
+    def pid_namespace(self) -> PidNamespace:
+        return pid_namespace_of(self.simulator.scenario)
 
     def stop(self) -> None:
         if self.pod_side is not None:

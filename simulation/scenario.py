@@ -98,6 +98,14 @@ class Process(_Model):
     memory_mib: float = Field(ge=0)
     share: float = Field(default=1.0, gt=0, description="weight in the split of the device's load curve")
     load: LoadCurve | None = Field(default=None, description="own utilization curve; default: a share of the device's")
+    namespace_pid: int | None = Field(
+        default=None,
+        gt=0,
+        lt=2**22,
+        description="the process runs in the exporter's own PID namespace (exporter_pid_namespace: container, e.g. "
+        "the exporter as a sidecar of the GPU workload), where it has this PID: drivers that translate PIDs list it "
+        "under it, while its utilization samples keep the host PID",
+    )
 
 
 class GpuRef(_Model):
@@ -207,7 +215,17 @@ class ReconfigureMig(_Model):
     mig: tuple[MigInstance, ...] | None = None
 
 
-TimelineEvent = Annotated[LoseGpu | RestoreGpu | XidBurst | SetLoad | ReconfigureMig, Field(discriminator="action")]
+class StepWallClock(_Model):
+    """The host's wall clock is stepped (NTP, an operator): NVML stamps the samples taken from then on with it."""
+
+    at: float = Field(ge=0)
+    action: Literal["step_wall_clock"]
+    seconds: float = Field(description="how far the clock jumps; negative: back")
+
+
+TimelineEvent = Annotated[
+    LoseGpu | RestoreGpu | XidBurst | SetLoad | ReconfigureMig | StepWallClock, Field(discriminator="action")
+]
 
 
 class Scenario(_Model):

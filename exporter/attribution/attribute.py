@@ -14,6 +14,9 @@ Rules:
   what processes outside any sharing pod used). Without them, or when the device is busy but none of its processes
   can be tied to a sharing pod (the host's /proc is not visible, NVML lists no processes), every row is
   `unattributed` with no figures: the whole device's number is never copied onto each pod, nor replaced by zeros.
+- MPS (the pods' processes are MPS clients): utilization samples name the MPS server, never a client, so no pod's
+  part of the utilization is known: every row is `unattributed`, without utilization or power, but with the memory
+  of the pod's clients, which NVML does give per client (nvml.h, nvmlDeviceGetMPSComputeRunningProcesses_v3).
 - Power (and so energy) is charged by the same proportion: `exclusive` 1, `process` the pod's part of the SM
   utilization, or an equal part per sharing row (pod, container) when no process used the SMs in the cycle; `mig`
   and `unattributed` rows carry none.
@@ -35,7 +38,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from exporter.attribution.cgroup import CgroupOwner
 from exporter.attribution.directory import PodDirectory
@@ -78,6 +81,7 @@ class AttributionResult:
     unknown_device_ids: int = 0  # IDs under a GPU resource name in no known format
     unmatched_device_ids: int = 0  # well-formed IDs (or gpu.nvidia.com DRA devices) naming no device on this node
     unattributed_processes: int = 0  # processes on shared devices that belong to none of the sharing pods
+    mps_devices: int = 0  # shared devices whose pods run as MPS clients (utilization unattributed)
 
     @property
     def uses(self) -> tuple[PodDeviceUse, ...]:
@@ -176,7 +180,7 @@ def attribute(
 
     process_pods = _ProcessPods(owner_of, directory)
     shares: list[PodShare] = []
-    conflicts = unattributed_processes = 0
+    conflicts = unattributed_processes = mps_devices = 0
     for device in devices:
         device_claims = by_device.get(device.uuid)
         if not device_claims:
@@ -187,13 +191,14 @@ def attribute(
             rows, stray = _shared(device, device_claims, process_pods, directory, policy)
             shares.extend(rows)
             unattributed_processes += stray
+            mps_devices += any(p.mps_client for p in device.processes)
             continue
         if len(distinct_pods) > 1:
             conflicts += 1
             device_claims = _resolve_conflict(device, device_claims, process_pods, directory)
         for claim in device_claims:
             shares.append(_whole(device, claim, directory, policy))
-    return AttributionResult(tuple(shares), conflicts, unknown, unmatched, unattributed_processes)
+    return AttributionResult(tuple(shares), conflicts, unknown, unmatched, unattributed_processes, mps_devices)
 
 
 def _claims(pods: Sequence[PodResources], names: ResourceNames, index: _DeviceIndex) -> tuple[list[_Claim], int, int]:
@@ -310,6 +315,12 @@ def _whole(device: DeviceReading, claim: _Claim, directory: PodDirectory | None,
     return PodShare(use, 1.0)
 
 
+def _memory_of(processes: list[ProcessUsage]) -> int | None:
+    """The framebuffer a row's processes use: 0 for none, None when NVML could not say for any of them."""
+    memories = [p.used_memory_bytes for p in processes if p.used_memory_bytes is not None]
+    return sum(memories) if memories or not processes else None
+
+
 def _without_terminated(claims: list[_Claim], directory: PodDirectory | None) -> list[_Claim]:
     """Drop the claims of pods the pod watch knows as finished (a stale replica of a terminated pod)."""
     if directory is None:
@@ -395,6 +406,11 @@ def _shared(
     if not any(assigned) and (device.processes or (device_util or 0.0) > 0):
         # busy, but no process could be tied to a sharing pod (no host /proc, no process list): say so, never 0
         return unattributed, stray
+    if any(p.mps_client for p in device.processes):  # samples name the MPS server: memory only
+        return [
+            PodShare(replace(row.use, memory_used_bytes=_memory_of(processes)), None)
+            for row, processes in zip(unattributed, assigned, strict=True)
+        ], stray
 
     sampled = [p.sm_util_percent for p in device.processes if p.sm_util_percent is not None]
     total_sm = float(sum(sampled))
@@ -402,8 +418,7 @@ def _shared(
     shares: list[PodShare] = []
     for ref, processes, claim in zip(refs, assigned, claims, strict=True):
         pod_sm = float(sum(p.sm_util_percent for p in processes if p.sm_util_percent is not None))
-        memories = [p.used_memory_bytes for p in processes if p.used_memory_bytes is not None]
-        memory = sum(memories) if memories or not processes else None
+        memory = _memory_of(processes)
         utilization: float | None
         if total_sm > 0:
             fraction = pod_sm / total_sm

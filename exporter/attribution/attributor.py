@@ -104,6 +104,7 @@ class KubeletPodAttributor:
         self._stale_logged = False
         self._attribution_errors = 0
         self._last_problems = (0, 0)
+        self._mps_devices = 0
         self._visible: bool | None = None
         # the last verdict, with what it was judged on: the listed PIDs do not change from cycle to cycle, so their
         # /proc entries are read again only when they do, or after VISIBILITY_RECHECK_SECONDS
@@ -139,6 +140,8 @@ class KubeletPodAttributor:
 
         directory = self.pods if self.pods is not None and self.pods.status.synced else None
         owner_of = self.owners.owner_of if self.owners is not None and self.owners.available() else None
+        if collection.processes_hidden is not None:  # listed PIDs and samples cannot be tied to pods reliably
+            owner_of = None
         result = attribute(
             collection.devices,
             state.pods if fresh and state.pods is not None else (),
@@ -158,6 +161,14 @@ class KubeletPodAttributor:
                 *problems,
             )
         self._last_problems = problems
+        if result.mps_devices != self._mps_devices:
+            if result.mps_devices:
+                log.info(
+                    "%d shared GPU(s) run their pods as MPS clients: NVML's utilization samples name the MPS server, "
+                    "so those pods report memory but their utilization stays unattributed",
+                    result.mps_devices,
+                )
+            self._mps_devices = result.mps_devices
         statuses = [
             CollectorStatus("kubelet", state.up, state.last_duration_seconds, float(state.errors_total)),
             CollectorStatus(
@@ -191,6 +202,7 @@ class KubeletPodAttributor:
 
         basis = (
             proc_root,
+            collection.processes_hidden,
             frozenset(p.pid for d in collection.devices if d.up for p in d.processes),
             tuple(busy(d) for d in collection.devices),
         )
@@ -198,7 +210,10 @@ class KubeletPodAttributor:
         judged = self._judged
         if judged is not None and judged[0] == basis and now - judged[1] < VISIBILITY_RECHECK_SECONDS:
             return judged[2]
-        verdict = judge_visibility(collection.devices, readable if proc_root and owners is not None else None)
+        if collection.processes_hidden is not None:
+            verdict = ProcessVisibility(False, collection.processes_hidden)
+        else:
+            verdict = judge_visibility(collection.devices, readable if proc_root and owners is not None else None)
         self._judged = (basis, now, verdict)
         if verdict.visible is not None and verdict.visible != self._visible:
             if verdict.visible:
