@@ -238,27 +238,6 @@ def test_any_mix_of_processes_adds_up(data: dict[str, Any], seconds: list[int]) 
 # ---- PID namespaces and MPS ---------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    ("version", "translated"),
-    [
-        ("470.256.02", False),
-        ("535.104.05", False),
-        ("535.104.12", False),
-        ("535.113.01", True),
-        ("535.43.23", False),
-        ("535.43.24", True),
-        ("545.23.06", True),
-        ("550.54.15", True),
-        ("580.65.06", True),
-    ],
-)
-def test_which_drivers_give_pids_in_the_callers_namespace(version: str, translated: bool) -> None:
-    """open-gpu-kernel-modules tags: `_gpuConvertPid` first appears in 535.113.01 (535.43.24 on that branch)."""
-    from simulation.driver import translates_pids
-
-    assert translates_pids(version) is translated
-
-
 def _pid_namespace(driver: str) -> Any:
     return load_scenario("shared").model_copy(update={"exporter_pid_namespace": "container", "driver_version": driver})
 
