@@ -212,8 +212,10 @@ class _Resolver:
                     )
             if any(not k.startswith("nvml") for k in g.slow_calls):
                 raise _ResolveError(f"gpus.{n}.slow_calls: name NVML functions (nvml...)")
-            if g.count > 1 and (g.uuid or g.serial or g.pci_bus_id):
-                raise _ResolveError(f"gpus.{n}: uuid, serial and pci_bus_id cannot be given with count > 1")
+            if g.count > 1 and (g.uuid or g.serial or g.pci_bus_id or g.minor_number is not None):
+                raise _ResolveError(
+                    f"gpus.{n}: uuid, serial, pci_bus_id and minor_number cannot be given with count > 1"
+                )
             for _ in range(g.count):
                 index = len(out)
                 rng = self._rng("gpu", index)
@@ -222,10 +224,11 @@ class _Resolver:
                 bus = model.pci_bus_numbers[index % len(model.pci_bus_numbers)]
                 pci = g.pci_bus_id or f"{index // len(model.pci_bus_numbers):08X}:{bus:02X}:00.0"
                 mig = self._mig(index, model, g.mig) if g.mig is not None else None
-                out.append(
-                    g.model_copy(update={"count": 1, "uuid": uuid, "serial": serial, "pci_bus_id": pci, "mig": mig})
-                )
+                minor = g.minor_number if g.minor_number is not None else index
+                identity = {"uuid": uuid, "serial": serial, "pci_bus_id": pci, "minor_number": minor}
+                out.append(g.model_copy(update={"count": 1, "mig": mig, **identity}))
         self._unique("GPU UUID", (g.uuid for g in out))
+        self._unique("GPU minor number", (g.minor_number for g in out))
         self._unique("PCI bus id", (g.pci_bus_id for g in out))
         return tuple(out)
 

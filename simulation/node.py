@@ -35,6 +35,7 @@ def pods_of(scenario: Scenario) -> tuple[Pod, ...]:
             labels=LabelSet(pod.labels),
             phase="Running",
             containers=LabelSet({str(c.id).lower(): c.name for c in pod.containers if c.id}),
+            uses_claims=any(c.claims for c in pod.containers),
         )
         for pod in scenario.pods
     )

@@ -57,6 +57,13 @@ class Gpu(_Model):
     uuid: str | None = None
     serial: str | None = None
     pci_bus_id: str | None = None
+    minor_number: int | None = Field(
+        default=None,
+        ge=0,
+        lt=256,
+        description="the N of /dev/nvidia<N> (nvmlDeviceGetMinorNumber); default: the GPU's index. It need not be: "
+        "the driver numbers GPUs as it probes them, and a GPU that is gone or bound to another driver leaves a gap",
+    )
     load: LoadCurve = Field(default=IDLE, description="GPU utilization when no process on it has its own curve")
     memory_copy_ratio: float = Field(
         default=0.45, ge=0, le=1, description="memory-copy utilization per unit of GPU load"
@@ -254,11 +261,25 @@ class Scenario(_Model):
         default=(),
         description="C functions this (older) driver lacks: pynvml raises NVMLError_FunctionNotFound for them",
     )
+    kubernetes_version: str = Field(
+        default="1.34",
+        pattern=r"^1\.\d+$",
+        description="the kubelet's minor release: from 1.34 its KubeletPodResourcesDynamicResources gate is on by "
+        "default and pod-resources lists each container's DRA devices; before, the gate is alpha and off",
+    )
+    kubelet_feature_gates: Mapping[str, bool] = Field(
+        default_factory=dict, description="the kubelet's --feature-gates, e.g. KubeletPodResourcesDynamicResources"
+    )
     gpus: tuple[Gpu, ...] = ()
     processes: tuple[Process, ...] = ()
     pods: tuple[Pod, ...] = ()
     claims: tuple[ResourceClaim, ...] = Field(
         default=(), description="DRA ResourceClaims; the node then publishes ResourceSlices for its GPUs"
+    )
+    dra_dynamic_mig: bool = Field(
+        default=False,
+        description="the NVIDIA DRA driver's dynamic MIG (feature gate DynamicMIG): MIG devices are published as "
+        "partitions of their GPU, with parentUUID and profile but no uuid",
     )
     timeline: tuple[TimelineEvent, ...] = ()
 

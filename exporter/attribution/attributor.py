@@ -17,9 +17,10 @@ from typing import Protocol
 from exporter.attribution.attribute import attribute
 from exporter.attribution.directory import DirectoryStatus, PodDirectory
 from exporter.attribution.energy import EnergyLedger
+from exporter.attribution.kubelet_dra import KubeletDraCheck
 from exporter.attribution.labels import PodLabelPolicy
 from exporter.attribution.proc import ProcessOwners
-from exporter.attribution.resourceslices import DraDevices, ResourceSliceIndex
+from exporter.attribution.resourceslices import DraDevices, MigSpec, ResourceSliceIndex
 from exporter.attribution.slicewatch import SliceWatchStatus
 from exporter.attribution.visibility import busy, judge_visibility
 from exporter.collection import Attribution, DeviceCollection
@@ -70,6 +71,9 @@ class StaticResourceSlices:
     def uuid_of(self, driver: str, pool: str, device: str) -> str | None:
         return self.index.uuid_of(driver, pool, device)
 
+    def mig_spec_of(self, driver: str, pool: str, device: str) -> MigSpec | None:
+        return self.index.mig_spec_of(driver, pool, device)
+
     def start(self) -> None:
         """Nothing to start: the slices are given."""
 
@@ -105,6 +109,8 @@ class KubeletPodAttributor:
         self._attribution_errors = 0
         self._last_problems = (0, 0)
         self._mps_devices = 0
+        self._ambiguous_dra = 0
+        self._kubelet_dra = KubeletDraCheck()
         self._visible: bool | None = None
         # the last verdict, with what it was judged on: the listed PIDs do not change from cycle to cycle, so their
         # /proc entries are read again only when they do, or after VISIBILITY_RECHECK_SECONDS
@@ -161,6 +167,15 @@ class KubeletPodAttributor:
                 *problems,
             )
         self._last_problems = problems
+        if result.ambiguous_dra_devices != self._ambiguous_dra:
+            if result.ambiguous_dra_devices:
+                log.warning(
+                    "%d DRA MIG device(s) published without a UUID (the NVIDIA DRA driver's dynamic MIG) fit more than "
+                    "one MIG instance of their profile on their GPU: which one is not published, so their pods are "
+                    "left out rather than guessed",
+                    result.ambiguous_dra_devices,
+                )
+            self._ambiguous_dra = result.ambiguous_dra_devices
         if result.mps_devices != self._mps_devices:
             if result.mps_devices:
                 log.info(
@@ -181,6 +196,9 @@ class KubeletPodAttributor:
         if self.pods is not None and self.pods.watches:  # a fixed directory runs no watch: nothing to report
             watch = self.pods.status
             statuses.append(CollectorStatus("podwatch", watch.connected, 0.0, float(watch.errors_total)))
+        dra = self._kubelet_dra.status(state.pods if fresh and state.pods is not None else (), directory)
+        if dra is not None:
+            statuses.append(dra)
         if self.slices is not None:
             sliced = self.slices.status
             statuses.append(CollectorStatus("resourceslices", sliced.connected, 0.0, float(sliced.errors_total)))
