@@ -11,8 +11,10 @@ from typing import Any
 import pytest
 import yaml
 
+from exporter.attribution.resourceslices import slice_from_object
 from exporter.snapshot import ShareMethod
 from simulation.dra import resource_slices_of
+from simulation.kubeapi.versions import resource_slice_as, served_versions
 from simulation.loader import build_scenario, load_scenario
 from simulation.node import static_slices_of
 from simulation.scenario import Scenario
@@ -128,3 +130,30 @@ def test_a_dynamic_mig_device_that_fits_two_instances_is_left_out_and_said(caplo
     assert "notebook" not in {u.pod.name for u in attribution.pods}
     assert {u.pod.name for u in attribution.pods} == CLAIMING - {"notebook"}
     assert any("dynamic MIG" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.parametrize("version", ["v1", "v1beta2", "v1beta1"])
+@pytest.mark.parametrize("dynamic", [False, True], ids=["static-mig", "dynamic-mig"])
+def test_every_version_of_a_resource_slice_reads_the_same(version: str, dynamic: bool) -> None:
+    scenario = _dynamic([{"profile": "3g.40gb"}, {"profile": "2g.20gb"}]) if dynamic else DRA
+    (stored,) = resource_slices_of(scenario)
+    written = resource_slice_as(stored, version)
+    assert written["apiVersion"] == f"resource.k8s.io/{version}"
+    if version == "v1beta1":
+        assert all("basic" in d and "attributes" not in d for d in written["spec"]["devices"])
+    assert slice_from_object(written) == slice_from_object(stored)
+    read = slice_from_object(stored)
+    assert read is not None
+    assert bool(read.mig_specs) == dynamic, "a device without a uuid is kept by its parent and profile"
+    if dynamic:
+        # every MIG-capable GPU publishes its partitions, created or not
+        assert {spec.parent_uuid for spec in read.mig_specs.values()} == {str(g.uuid) for g in scenario.gpus}
+
+
+def test_the_versions_each_release_serves() -> None:
+    assert served_versions(31) == ()
+    assert served_versions(32) == ("v1beta1",)
+    assert served_versions(33) == ("v1beta2", "v1beta1")
+    assert served_versions(34) == ("v1", "v1beta2", "v1beta1")
+    with pytest.raises(ValueError, match="no version"):
+        resource_slice_as(resource_slices_of(DRA)[0], "v2")
