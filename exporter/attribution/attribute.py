@@ -18,8 +18,9 @@ Rules:
   part of the utilization is known: every row is `unattributed`, without utilization or power, but with the memory
   of the pod's clients, which NVML does give per client (nvml.h, nvmlDeviceGetMPSComputeRunningProcesses_v3).
 - Power (and so energy) is charged by the same proportion: `exclusive` 1, `process` the pod's part of the SM
-  utilization, or an equal part per sharing row (pod, container) when no process used the SMs in the cycle; `mig`
-  and `unattributed` rows carry none.
+  utilization, or an equal part per sharing row (pod, container) when the device was idle in the cycle; none while the
+  device is busy but no sample says whose the work is (a `process` row with unknown utilization); `mig` and
+  `unattributed` rows carry none.
 - A shared device loses the rows of pods the watch knows as finished (Succeeded, Failed).
 - A non-shared device claimed by several pods (the kubelet before 1.34 still lists terminated pods whose devices were
   handed on) goes to one pod: drop pods the watch knows as terminated or no longer knows, then prefer a pod with a
@@ -371,19 +372,21 @@ def _shared(
         pod_sm = float(sum(p.sm_util_percent for p in processes if p.sm_util_percent is not None))
         memory = _memory_of(processes)
         utilization: float | None
+        fraction: float | None
         if total_sm > 0:
             fraction = pod_sm / total_sm
             utilization = fraction * device_util if device_util is not None else pod_sm
-        else:
-            fraction = 1.0 / len(claims)
-            utilization = 0.0 if sampled or device_util == 0 else None
+        elif sampled or device_util == 0:  # idle: an equal part of the idle power
+            fraction, utilization = 1.0 / len(claims), 0.0
+        else:  # busy, and no sample says whose the work is (samples stopped): no part of it is known
+            fraction = utilization = None
         use = PodDeviceUse(
             ref,
             device.uuid,
             ShareMethod.PROCESS,
             utilization,
             memory,
-            power_milliwatts=None if power is None else power * fraction,
+            power_milliwatts=None if power is None or fraction is None else power * fraction,
             sharing_pods=sharing,
             claim=claim.claim,
         )
