@@ -198,7 +198,11 @@ def run(settings: ExporterSettings) -> None:
             settings = settings.model_copy(
                 update={"node_name": node.simulator.scenario.node if node else socket.gethostname()}
             )
-        collector = NvmlCollector(enabled=keys, interval_seconds=settings.interval)
+        collector = NvmlCollector(
+            enabled=keys,
+            interval_seconds=settings.interval,
+            pid_namespace=node.pid_namespace if node is not None else None,  # the scenario's, when simulating
+        )
         try:
             collector.start()
         except NvmlUnavailable as error:

@@ -24,6 +24,8 @@ class DeviceCollection:
     taken_at: float  # wall-clock seconds
     devices: tuple[DeviceReading, ...]  # GPUs first (by index), each GPU's MIG instances right after it
     statuses: tuple[CollectorStatus, ...]  # one per sub-collector: "nvml", "processes", "fields", "xid", "gpm"
+    # why NVML's process lists leave out other pods' processes (the caller's PID namespace); None: they do not
+    processes_hidden: str | None = None
 
 
 class DeviceCollector(Protocol):

@@ -55,6 +55,7 @@ class ProcessUsage:
     memory_util_percent: float | None = None
     gpu_instance_id: int | None = None
     compute_instance_id: int | None = None
+    mps_client: bool = False  # an MPS client: its work runs in the MPS server's context, so no sample names it
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +107,7 @@ class ShareMethod(StrEnum):
     EXCLUSIVE = "exclusive"  # the pod holds the whole GPU
     MIG = "mig"  # the pod holds a MIG instance
     PROCESS = "process"  # shared GPU, split by NVML per-process samples mapped to this pod
-    UNATTRIBUTED = "unattributed"  # shared GPU, no per-process figure could be tied to this pod
+    UNATTRIBUTED = "unattributed"  # shared GPU, no per-process utilization tied to this pod (MPS: its memory only)
 
 
 @dataclass(frozen=True, slots=True)

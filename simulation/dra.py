@@ -11,10 +11,14 @@ What the real driver does, from NVIDIA/k8s-dra-driver-gpu cmd/gpu-kubelet-plugin
   placement start, which keeps names unique and in the same shape (nothing reads their parts: the exporter only looks
   them up in the slices).
 - cdi.go `GetClaimDeviceName`: the CDI device of an allocated device is `k8s.gpu.nvidia.com/claim=<claim uid>-<device>`.
+- Dynamic MIG (feature gate DynamicMIG, v25.12; partitions.go `MigSpec.PartGetDevice`, mig.go `CommonAttributesMig`):
+  every MIG partition a GPU could hold is published before it exists, with `type: mig`, `parentUUID` and `profile` but
+  no `uuid`; a claim's partition is created when the claim is prepared. The simulator publishes one device per profile
+  and GPU-instance id of the model, named as above, and the scenario's MIG instances are the created ones.
 
 The kubelet lists each container's claims in pod-resources v1 `dynamic_resources` (kubernetes/kubelet
 pkg/apis/podresources/v1/api.proto): claim name and namespace, and per device the driver, pool, device name and CDI
-devices. The simulated node's minor numbers are its GPU indexes (simulation/nvml/calls/devices.py).
+devices. Names use a GPU's minor number (`minor_number`, nvmlDeviceGetMinorNumber), which need not be its index.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from __future__ import annotations
 from typing import Any
 
 from exporter.kubelet.podresources import ClaimAllocation, ClaimDevice
+from simulation.hardware import GPU_MODELS
 from simulation.scenario import ClaimedDevice, Container, Gpu, Pod, ResourceClaim, Scenario
 
 DRIVER = "gpu.nvidia.com"
@@ -29,12 +34,16 @@ CDI_KIND = "k8s.gpu.nvidia.com/claim"
 
 
 def device_name(index: int, gpu: Gpu, mig: int | None) -> str:
-    """The DRA device name of GPU `index` (or of its MIG device `mig`)."""
+    """The DRA device name of GPU `index` (or of its MIG device `mig`): named by the GPU's minor number."""
+    minor = gpu.minor_number if gpu.minor_number is not None else index
     if mig is None:
-        return f"gpu-{index}"
+        return f"gpu-{minor}"
     instance = next(m for m in gpu.mig or () if m.index == mig)
-    profile = instance.profile.replace(".", "")
-    return f"gpu-{index}-mig-{profile}-{instance.gpu_instance_id}-{instance.compute_instance_id}"
+    return _mig_name(minor, instance.profile, instance.gpu_instance_id or 0, instance.compute_instance_id)
+
+
+def _mig_name(minor: int, profile: str, gpu_instance: int, compute_instance: int) -> str:
+    return f"gpu-{minor}-mig-{profile.replace('.', '')}-{gpu_instance}-{compute_instance}"
 
 
 def _device(scenario: Scenario, claim: ResourceClaim, device: ClaimedDevice) -> ClaimDevice:
@@ -60,17 +69,35 @@ def _attributes(scenario: Scenario, gpu: Gpu, **values: str) -> dict[str, Any]:
     return attributes
 
 
+def _partitions(scenario: Scenario, index: int, gpu: Gpu) -> list[dict[str, Any]]:
+    """Every MIG partition of a MIG-capable GPU, published without a uuid (dynamic MIG)."""
+    model = GPU_MODELS[gpu.model]
+    minor = gpu.minor_number if gpu.minor_number is not None else index
+    names = {
+        _mig_name(minor, profile.name, gi, 0): profile.name
+        for profile in model.mig_profiles.values()
+        for gi in profile.gpu_instance_ids
+    }
+    names.update({device_name(index, gpu, m.index): m.profile for m in gpu.mig or ()})  # the created ones
+    return [
+        {"name": name, "attributes": _attributes(scenario, gpu, type="mig", parentUUID=str(gpu.uuid), profile=profile)}
+        for name, profile in sorted(names.items())
+    ]
+
+
 def resource_slices_of(scenario: Scenario) -> tuple[dict[str, Any], ...]:
     """The ResourceSlice the driver publishes for the node (resource.k8s.io/v1, as JSON); none without claims."""
     if not scenario.claims:
         return ()
     devices: list[dict[str, Any]] = []
     for index, gpu in enumerate(scenario.gpus):
-        if gpu.mig is None:
+        if gpu.mig is None or scenario.dra_dynamic_mig:  # dynamic MIG: the whole GPU is a device too
             attributes = _attributes(scenario, gpu, type="gpu", uuid=str(gpu.uuid))
             devices.append({"name": device_name(index, gpu, None), "attributes": attributes})
+        if scenario.dra_dynamic_mig:
+            devices += _partitions(scenario, index, gpu)
             continue
-        for instance in gpu.mig:
+        for instance in gpu.mig or ():
             attributes = _attributes(
                 scenario, gpu, type="mig", uuid=str(instance.uuid), parentUUID=str(gpu.uuid), profile=instance.profile
             )

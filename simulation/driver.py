@@ -30,3 +30,23 @@ def translates_pids(version: str) -> bool:
     if major < 535:
         return False
     return minor >= 113 or (minor == 43 and patch >= 24)
+
+
+class CallerPids:
+    """The PIDs NVML's process lists give the scenario's processes, for a caller in the scenario's PID namespace.
+
+    In the host's namespace, or under a driver that does not translate, a process is listed by its host PID. Under a
+    translating driver a caller in its own container's namespace sees only the processes that have a PID there
+    (`namespace_pid`: a GPU process in the exporter's own pod), listed by that PID; the rest are left out
+    (`gpuGetProcWithObject` skips them). Utilization samples are not translated (simulation/nvml/calls/processes.py).
+    """
+
+    def __init__(self, *, container: bool, driver_version: str, namespace_pids: dict[int, int]) -> None:
+        self.translated = container and translates_pids(driver_version)
+        self._namespace_pids = dict(namespace_pids)
+
+    def listed(self, host_pid: int) -> int | None:
+        """The PID a process list shows for `host_pid`; None when the list leaves the process out."""
+        if not self.translated:
+            return host_pid
+        return self._namespace_pids.get(host_pid)

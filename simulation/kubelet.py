@@ -195,9 +195,20 @@ class FakeKubelet:
 
 
 # ---- a simulator scenario as the kubelet and the API server would show it ------------------------------------------
+DRA_GATE = "KubeletPodResourcesDynamicResources"
+
+
+def lists_dynamic_resources(scenario: Scenario) -> bool:
+    """Whether the scenario's kubelet fills `dynamic_resources`: its feature gate, alpha and off by default from 1.27,
+    beta and on by default from 1.34 (kubernetes/kubernetes pkg/features/kube_features.go)."""
+    gate = scenario.kubelet_feature_gates.get(DRA_GATE)
+    return gate if gate is not None else int(scenario.kubernetes_version.split(".")[1]) >= 34
+
+
 def pod_resources_of(scenario: Scenario) -> tuple[PodResources, ...]:
     """The scenario's pods as pod-resources List reports them: sidecars (restartable init containers) first, each
-    container's DRA claims in `dynamic_resources`."""
+    container's DRA claims in `dynamic_resources` when the kubelet's gate lists them."""
+    dynamic = lists_dynamic_resources(scenario)
     return tuple(
         PodResources(
             pod.namespace,
@@ -206,7 +217,7 @@ def pod_resources_of(scenario: Scenario) -> tuple[PodResources, ...]:
                 ContainerResources(
                     container.name,
                     tuple(ContainerDevices(d.resource_name, tuple(d.device_ids)) for d in container.devices),
-                    claims_of(scenario, pod, container),
+                    claims_of(scenario, pod, container) if dynamic else (),
                 )
                 for container in sorted(pod.containers, key=lambda c: not c.sidecar)
             ),

@@ -14,7 +14,9 @@ from dataclasses import dataclass, field
 from simulation.curves import Curve, constant
 
 TICK_S = 1.0  # sampling period of utilization rates and per-process samples
-SAMPLE_BUFFER_TICKS = 10  # per-process samples NVML keeps (the newest ticks)
+# the ticks of per-process samples the driver keeps: the newest 10 s (open-gpu-kernel-modules ctrl2080perf.h,
+# NV2080_CTRL_PERF_GET_GPUMON_PERFMON_UTIL_SAMPLES_V2_PARAMS: "This circular queue wraps around after 10 seconds")
+SAMPLE_BUFFER_TICKS = 10
 INTEGRAL_STEP_S = 1.0
 
 

@@ -212,8 +212,10 @@ class _Resolver:
                     )
             if any(not k.startswith("nvml") for k in g.slow_calls):
                 raise _ResolveError(f"gpus.{n}.slow_calls: name NVML functions (nvml...)")
-            if g.count > 1 and (g.uuid or g.serial or g.pci_bus_id):
-                raise _ResolveError(f"gpus.{n}: uuid, serial and pci_bus_id cannot be given with count > 1")
+            if g.count > 1 and (g.uuid or g.serial or g.pci_bus_id or g.minor_number is not None):
+                raise _ResolveError(
+                    f"gpus.{n}: uuid, serial, pci_bus_id and minor_number cannot be given with count > 1"
+                )
             for _ in range(g.count):
                 index = len(out)
                 rng = self._rng("gpu", index)
@@ -222,10 +224,11 @@ class _Resolver:
                 bus = model.pci_bus_numbers[index % len(model.pci_bus_numbers)]
                 pci = g.pci_bus_id or f"{index // len(model.pci_bus_numbers):08X}:{bus:02X}:00.0"
                 mig = self._mig(index, model, g.mig) if g.mig is not None else None
-                out.append(
-                    g.model_copy(update={"count": 1, "uuid": uuid, "serial": serial, "pci_bus_id": pci, "mig": mig})
-                )
+                minor = g.minor_number if g.minor_number is not None else index
+                identity = {"uuid": uuid, "serial": serial, "pci_bus_id": pci, "minor_number": minor}
+                out.append(g.model_copy(update={"count": 1, "mig": mig, **identity}))
         self._unique("GPU UUID", (g.uuid for g in out))
+        self._unique("GPU minor number", (g.minor_number for g in out))
         self._unique("PCI bus id", (g.pci_bus_id for g in out))
         return tuple(out)
 
@@ -285,6 +288,13 @@ class _Resolver:
                 if all(m.index != p.mig for m in gpu.mig):
                     raise _ResolveError(f"{where}: GPU {p.gpu} has no MIG device {p.mig}")
         self._unique("process pid", (p.pid for p in self.spec.processes))
+        in_namespace = [p for p in self.spec.processes if p.namespace_pid is not None]
+        if in_namespace and self.spec.exporter_pid_namespace != "container":
+            raise _ResolveError(
+                f"processes: pid {in_namespace[0].pid} has a namespace_pid, but the exporter runs in the host's PID "
+                "namespace (set exporter_pid_namespace: container)"
+            )
+        self._unique("namespace pid", (p.namespace_pid for p in in_namespace))
         used: dict[tuple[int, int | None], float] = {}
         for p in self.spec.processes:
             used[p.gpu, p.mig] = used.get((p.gpu, p.mig), 0.0) + p.memory_mib

@@ -14,11 +14,21 @@ from dataclasses import dataclass, field
 from functools import partial
 
 from simulation.curves import Curve, LoadCurve
-from simulation.driver import translates_pids
+from simulation.driver import CallerPids
 from simulation.hardware import GPU_MODELS, MAX_MIG_DEVICES, MIB, GpuModel, MigProfile
 from simulation.load import TICK_S, ContinuedIntegral, Integral, LoadDomain, MixedIntegral, ProcessLoad
 from simulation.nvml.eventsets import EVENT_TYPE_XID, Event, EventSets
-from simulation.scenario import Gpu, LoseGpu, MigInstance, ReconfigureMig, RestoreGpu, Scenario, SetLoad, XidBurst
+from simulation.scenario import (
+    Gpu,
+    LoseGpu,
+    MigInstance,
+    ReconfigureMig,
+    RestoreGpu,
+    Scenario,
+    SetLoad,
+    StepWallClock,
+    XidBurst,
+)
 
 XID_FALLEN_OFF_BUS = 79
 MPS_SERVER_MEMORY = 32 * MIB  # what nvidia-cuda-mps-server holds on each GPU it serves
@@ -176,11 +186,15 @@ class Node:
                 self.by_uuid[m.uuid] = (g, m)
         self._add_processes(key)
         self._timeline = self._expand_timeline()
-        # the NVML caller sees no GPU process: it runs in its own PID namespace, and the driver leaves out the
-        # processes outside it (see simulation/driver.py)
-        self.processes_hidden = scenario.exporter_pid_namespace == "container" and translates_pids(
-            scenario.driver_version
+        # the PIDs the NVML caller's process lists show (its own PID namespace hides the others from translating
+        # drivers: see simulation/driver.py)
+        self.caller_pids = CallerPids(
+            container=scenario.exporter_pid_namespace == "container",
+            driver_version=scenario.driver_version,
+            namespace_pids={p.pid: p.namespace_pid for p in scenario.processes if p.namespace_pid is not None},
         )
+        # the host's wall clock as NVML stamps samples with it: (scenario time from which, offset in seconds)
+        self._wall_steps: list[tuple[float, float]] = []
         self._next_due = self._timeline[0][0] if self._timeline else math.inf
 
     # --- construction ----------------------------------------------------------------------------------------
@@ -252,6 +266,8 @@ class Node:
                 items.append((ev.at, n, partial(self.set_load, ev.target, ev.percent)))
             elif isinstance(ev, ReconfigureMig):
                 items.append((ev.at, n, partial(self.reconfigure_mig, ev.gpu, ev.mig)))
+            elif isinstance(ev, StepWallClock):
+                items.append((ev.at, n, partial(self.step_wall_clock, ev.seconds, ev.at)))
         items.sort(key=lambda item: (item[0], item[1]))
         return items
 
@@ -279,8 +295,31 @@ class Node:
         return int(t // TICK_S) if t > 0 else 0
 
     def tick_time_us(self, tick: int) -> int:
-        """A tick as NVML timestamps it: microseconds since the epoch."""
-        return round((self.t0 + tick * TICK_S) * 1e6)
+        """A tick as NVML timestamps it: microseconds since the epoch on the host's wall clock of that moment."""
+        return round((self.t0 + tick * TICK_S + self.wall_offset_at(tick * TICK_S)) * 1e6)
+
+    def wall_offset_at(self, t: float) -> float:
+        """Seconds the host's wall clock was stepped by (in total) just after scenario time t (a sample taken at the
+        moment of a step was stamped before it)."""
+        offset = 0.0
+        for since, total in self._wall_steps:
+            if since < t:
+                offset = total
+        return offset
+
+    def wall_time(self) -> float:
+        """The host's wall clock now (epoch seconds): the injected clock, plus the steps made to it."""
+        t = self.now()
+        return self.t0 + t + next((total for since, total in reversed(self._wall_steps) if since <= t), 0.0)
+
+    def step_wall_clock(self, seconds: float, at: float | None = None) -> None:
+        """Step the host's wall clock by `seconds` (back when negative), as NTP or an operator does, now or at scenario
+        time `at` (a timeline event's): samples taken from then on are stamped with the stepped clock (see
+        simulation/nvml/calls/processes.py)."""
+        with self.lock:
+            t = self.clock() - self.t0 if at is None else at
+            previous = self._wall_steps[-1][1] if self._wall_steps else 0.0
+            self._wall_steps.append((t, previous + seconds))
 
     # --- controls ---------------------------------------------------------------------------------------------
 

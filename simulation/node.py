@@ -15,6 +15,7 @@ from pathlib import Path
 from exporter.attribution.attributor import StaticResourceSlices
 from exporter.attribution.directory import StaticPodDirectory
 from exporter.attribution.resourceslices import ResourceSliceIndex, slice_from_object
+from exporter.nvml.pidspace import PidNamespace
 from simulation import Simulator, install, uninstall
 from simulation.dra import resource_slices_of
 from simulation.kubelet import SimulatedPodSide, start_simulated_pod_side
@@ -34,9 +35,15 @@ def pods_of(scenario: Scenario) -> tuple[Pod, ...]:
             labels=LabelSet(pod.labels),
             phase="Running",
             containers=LabelSet({str(c.id).lower(): c.name for c in pod.containers if c.id}),
+            uses_claims=any(c.claims for c in pod.containers),
         )
         for pod in scenario.pods
     )
+
+
+def pid_namespace_of(scenario: Scenario) -> PidNamespace:
+    """The PID namespace the scenario puts the exporter in (the simulated driver answers for that caller)."""
+    return PidNamespace(scenario.exporter_pid_namespace == "host")
 
 
 def static_directory_of(scenario: Scenario) -> StaticPodDirectory:
@@ -59,6 +66,10 @@ class SimulatedNode:
     pod_side: SimulatedPodSide | None  # None when the scenario has no pods
     directory: StaticPodDirectory
     slices: StaticResourceSlices | None = None  # None when the scenario has no DRA claims
+
+    @property
+    def pid_namespace(self) -> PidNamespace:
+        return pid_namespace_of(self.simulator.scenario)
 
     def stop(self) -> None:
         if self.pod_side is not None:

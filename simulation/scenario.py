@@ -57,6 +57,13 @@ class Gpu(_Model):
     uuid: str | None = None
     serial: str | None = None
     pci_bus_id: str | None = None
+    minor_number: int | None = Field(
+        default=None,
+        ge=0,
+        lt=256,
+        description="the N of /dev/nvidia<N> (nvmlDeviceGetMinorNumber); default: the GPU's index. It need not be: "
+        "the driver numbers GPUs as it probes them, and a GPU that is gone or bound to another driver leaves a gap",
+    )
     load: LoadCurve = Field(default=IDLE, description="GPU utilization when no process on it has its own curve")
     memory_copy_ratio: float = Field(
         default=0.45, ge=0, le=1, description="memory-copy utilization per unit of GPU load"
@@ -98,6 +105,14 @@ class Process(_Model):
     memory_mib: float = Field(ge=0)
     share: float = Field(default=1.0, gt=0, description="weight in the split of the device's load curve")
     load: LoadCurve | None = Field(default=None, description="own utilization curve; default: a share of the device's")
+    namespace_pid: int | None = Field(
+        default=None,
+        gt=0,
+        lt=2**22,
+        description="the process runs in the exporter's own PID namespace (exporter_pid_namespace: container, e.g. "
+        "the exporter as a sidecar of the GPU workload), where it has this PID: drivers that translate PIDs list it "
+        "under it, while its utilization samples keep the host PID",
+    )
 
 
 class GpuRef(_Model):
@@ -207,7 +222,17 @@ class ReconfigureMig(_Model):
     mig: tuple[MigInstance, ...] | None = None
 
 
-TimelineEvent = Annotated[LoseGpu | RestoreGpu | XidBurst | SetLoad | ReconfigureMig, Field(discriminator="action")]
+class StepWallClock(_Model):
+    """The host's wall clock is stepped (NTP, an operator): NVML stamps the samples taken from then on with it."""
+
+    at: float = Field(ge=0)
+    action: Literal["step_wall_clock"]
+    seconds: float = Field(description="how far the clock jumps; negative: back")
+
+
+TimelineEvent = Annotated[
+    LoseGpu | RestoreGpu | XidBurst | SetLoad | ReconfigureMig | StepWallClock, Field(discriminator="action")
+]
 
 
 class Scenario(_Model):
@@ -236,11 +261,25 @@ class Scenario(_Model):
         default=(),
         description="C functions this (older) driver lacks: pynvml raises NVMLError_FunctionNotFound for them",
     )
+    kubernetes_version: str = Field(
+        default="1.34",
+        pattern=r"^1\.\d+$",
+        description="the kubelet's minor release: from 1.34 its KubeletPodResourcesDynamicResources gate is on by "
+        "default and pod-resources lists each container's DRA devices; before, the gate is alpha and off",
+    )
+    kubelet_feature_gates: Mapping[str, bool] = Field(
+        default_factory=dict, description="the kubelet's --feature-gates, e.g. KubeletPodResourcesDynamicResources"
+    )
     gpus: tuple[Gpu, ...] = ()
     processes: tuple[Process, ...] = ()
     pods: tuple[Pod, ...] = ()
     claims: tuple[ResourceClaim, ...] = Field(
         default=(), description="DRA ResourceClaims; the node then publishes ResourceSlices for its GPUs"
+    )
+    dra_dynamic_mig: bool = Field(
+        default=False,
+        description="the NVIDIA DRA driver's dynamic MIG (feature gate DynamicMIG): MIG devices are published as "
+        "partitions of their GPU, with parentUUID and profile but no uuid",
     )
     timeline: tuple[TimelineEvent, ...] = ()
 

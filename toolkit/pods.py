@@ -43,6 +43,7 @@ class Pod:
     owner: OwnerRef | None = None  # the controller its ownerReferences name (the adapter resolves it further up)
     created_at: float | None = None  # epoch seconds; only when the parser was asked for it
     containers: Mapping[str, str] = EMPTY_LABELS  # container id (lower-case hex, no runtime prefix) -> name; ditto
+    uses_claims: bool = False  # a container uses a DRA ResourceClaim (resources.claims); only when asked for it
 
     @property
     def key(self) -> tuple[str, str]:
@@ -86,14 +87,16 @@ class PodParser:
     """Turns raw Pod objects (JSON dicts) into `Pod`s, sharing repeated strings, label sets and owners.
 
     Raises `MalformedObjectError`, and only that, for an object it cannot read. `containers=True` keeps each pod's
-    container ids, `created=True` its creation time: the exporter needs both (to tie a process's cgroup to a container,
-    and to prefer the newer of two pods that claim one GPU); the adapter, holding every pod of a cluster, keeps neither.
+    container ids, `created=True` its creation time, `claims=True` whether a container uses a DRA ResourceClaim: the
+    exporter needs all three (to tie a process's cgroup to a container, to prefer the newer of two pods that claim one
+    GPU, to notice a kubelet that does not list DRA devices); the adapter, holding every pod of a cluster, keeps none.
     Not thread-safe: one parser per writer thread.
     """
 
-    def __init__(self, *, containers: bool = False, created: bool = False) -> None:
+    def __init__(self, *, containers: bool = False, created: bool = False, claims: bool = False) -> None:
         self._containers = containers
         self._created = created
+        self._claims = claims
         self._labels = LabelSets()
         self._owners = OwnerRefs()
 
@@ -116,6 +119,7 @@ class PodParser:
             owner=self._owners.controller_of(metadata),
             created_at=_timestamp(metadata.get("creationTimestamp")) if self._created else None,
             containers=_containers(status) if self._containers else EMPTY_LABELS,
+            uses_claims=self._claims and _uses_claims(spec),
         )
 
     @property
@@ -161,6 +165,19 @@ def _containers(status: Mapping[str, Any]) -> Mapping[str, str]:
                 raise MalformedObjectError(f"status.{key} has an item without a name")
             found[_strip_runtime(container_id)] = name
     return LabelSet(found) if found else EMPTY_LABELS
+
+
+def _uses_claims(spec: Mapping[str, Any]) -> bool:
+    """Whether a container (init containers included) names a claim in `resources.claims` (kubernetes/api core/v1
+    ResourceRequirements.Claims: "the names of resources, defined in spec.resourceClaims, that are used by this
+    container"); the kubelet lists a container's DRA devices only for those."""
+    for key in ("initContainers", "containers"):
+        entries = spec.get(key) or ()
+        for entry in entries if isinstance(entries, list | tuple) else ():
+            resources = entry.get("resources") if isinstance(entry, Mapping) else None
+            if isinstance(resources, Mapping) and resources.get("claims"):
+                return True
+    return False
 
 
 def _strip_runtime(container_id: str) -> str:

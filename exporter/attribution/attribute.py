@@ -14,9 +14,13 @@ Rules:
   what processes outside any sharing pod used). Without them, or when the device is busy but none of its processes
   can be tied to a sharing pod (the host's /proc is not visible, NVML lists no processes), every row is
   `unattributed` with no figures: the whole device's number is never copied onto each pod, nor replaced by zeros.
+- MPS (the pods' processes are MPS clients): utilization samples name the MPS server, never a client, so no pod's
+  part of the utilization is known: every row is `unattributed`, without utilization or power, but with the memory
+  of the pod's clients, which NVML does give per client (nvml.h, nvmlDeviceGetMPSComputeRunningProcesses_v3).
 - Power (and so energy) is charged by the same proportion: `exclusive` 1, `process` the pod's part of the SM
-  utilization, or an equal part per sharing row (pod, container) when no process used the SMs in the cycle; `mig`
-  and `unattributed` rows carry none.
+  utilization, or an equal part per sharing row (pod, container) when the device was idle in the cycle; none while the
+  device is busy but no sample says whose the work is (a `process` row with unknown utilization); `mig` and
+  `unattributed` rows carry none.
 - A shared device loses the rows of pods the watch knows as finished (Succeeded, Failed).
 - A non-shared device claimed by several pods (the kubelet before 1.34 still lists terminated pods whose devices were
   handed on) goes to one pod: drop pods the watch knows as terminated or no longer knows, then prefer a pod with a
@@ -26,27 +30,28 @@ Rules:
 - DRA: each device of a container's ResourceClaims (driver, pool, device) is mapped to its GPU or MIG instance by the
   `uuid` attribute its ResourceSlice publishes (`dra`, see resourceslices.py); without a slice, a `gpu.nvidia.com`
   device named `gpu-<minor>` (the NVIDIA DRA driver's name for a whole GPU, NVIDIA/k8s-dra-driver-gpu
-  cmd/gpu-kubelet-plugin/deviceinfo.go `CanonicalName`) is the GPU with that minor number; MIG devices need the slice.
+  cmd/gpu-kubelet-plugin/deviceinfo.go `CanonicalName`) is the GPU with that minor number; MIG devices need the slice,
+  and one published without a uuid (dynamic MIG) is found by its parent and profile when that names one instance
+  (device_index.py).
   A claim that several pods reference (a shared ResourceClaim), or a device allocated as one share of its capacity
   (`share_id`), is shared like a time-sliced GPU; the rows carry the claim (`PodDeviceUse.claim`).
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 
 from exporter.attribution.cgroup import CgroupOwner
+from exporter.attribution.device_index import DeviceIndex
 from exporter.attribution.directory import PodDirectory
 from exporter.attribution.labels import PodLabelPolicy
-from exporter.attribution.resourceslices import NVIDIA_GPU_DRIVER, DraDevices
-from exporter.kubelet.device_ids import DeviceIdError, DeviceKind, DeviceRef, ResourceNames, parse_device_id
-from exporter.kubelet.podresources import ClaimDevice, PodResources
+from exporter.attribution.resourceslices import DraDevices
+from exporter.kubelet.device_ids import DeviceIdError, ResourceNames, parse_device_id
+from exporter.kubelet.podresources import PodResources
 from exporter.snapshot import (
     DeviceReading,
     DraClaim,
-    MigIdentity,
     PodDeviceUse,
     PodRef,
     ProcessUsage,
@@ -78,6 +83,8 @@ class AttributionResult:
     unknown_device_ids: int = 0  # IDs under a GPU resource name in no known format
     unmatched_device_ids: int = 0  # well-formed IDs (or gpu.nvidia.com DRA devices) naming no device on this node
     unattributed_processes: int = 0  # processes on shared devices that belong to none of the sharing pods
+    mps_devices: int = 0  # shared devices whose pods run as MPS clients (utilization unattributed)
+    ambiguous_dra_devices: int = 0  # dynamic MIG devices (no uuid) that fit several instances: matched to none
 
     @property
     def uses(self) -> tuple[PodDeviceUse, ...]:
@@ -94,64 +101,6 @@ class _Claim:
     claim: DraClaim | None = None
 
 
-@dataclass(slots=True)
-class _DeviceIndex:
-    gpus: dict[str, DeviceReading] = field(default_factory=dict)
-    migs: dict[str, DeviceReading] = field(default_factory=dict)
-    by_minor: dict[int, DeviceReading] = field(default_factory=dict)
-    mig_by_instance: dict[tuple[str, int], list[DeviceReading]] = field(default_factory=dict)
-
-    @classmethod
-    def of(cls, devices: Iterable[DeviceReading]) -> _DeviceIndex:
-        index = cls()
-        for device in devices:
-            ident = device.identity
-            if isinstance(ident, MigIdentity):
-                index.migs[ident.uuid.lower()] = device
-                key = (ident.parent.uuid.lower(), ident.gpu_instance_id)
-                index.mig_by_instance.setdefault(key, []).append(device)
-            else:
-                index.gpus[ident.uuid.lower()] = device
-                index.by_minor[ident.minor_number] = device
-        for readings in index.mig_by_instance.values():
-            readings.sort(key=lambda d: _mig(d).compute_instance_id)
-        return index
-
-    def resolve(self, ref: DeviceRef) -> DeviceReading | None:
-        if ref.kind is DeviceKind.GPU:
-            return self.gpus.get(str(ref.uuid).lower())
-        if ref.kind is DeviceKind.MIG:
-            return self.migs.get(str(ref.uuid).lower())
-        if ref.kind is DeviceKind.MIG_LEGACY:
-            candidates = self.mig_by_instance.get((str(ref.uuid).lower(), int(ref.gpu_instance or 0)), [])
-            return next((d for d in candidates if _mig(d).compute_instance_id == ref.compute_instance), None)
-        gpu = self.by_minor.get(int(ref.minor or 0)) if ref.minor is not None else None
-        if gpu is None or ref.gpu_instance is None:
-            return gpu
-        candidates = self.mig_by_instance.get((gpu.uuid.lower(), ref.gpu_instance), [])
-        return candidates[0] if candidates else None
-
-    def resolve_dra(self, device: ClaimDevice, dra: DraDevices | None) -> tuple[bool, DeviceReading | None]:
-        """(whether the DRA device is a GPU or MIG instance, its reading when it is one on this node)."""
-        uuid = dra.uuid_of(device.driver, device.pool, device.device) if dra is not None else None
-        if uuid is not None:
-            key = uuid.lower()
-            return True, self.gpus.get(key) or self.migs.get(key)
-        if device.driver != NVIDIA_GPU_DRIVER:
-            return False, None  # another driver's device (a NIC, an FPGA) with no UUID attribute: not ours
-        if (m := _DRA_WHOLE_GPU.fullmatch(device.device)) is not None:
-            return True, self.by_minor.get(int(m["minor"]))
-        return True, None
-
-
-_DRA_WHOLE_GPU = re.compile("gpu-(?P<minor>0|[1-9][0-9]{0,8})")
-
-
-def _mig(device: DeviceReading) -> MigIdentity:
-    assert isinstance(device.identity, MigIdentity)
-    return device.identity
-
-
 def attribute(
     devices: Sequence[DeviceReading],
     pods: Sequence[PodResources],
@@ -165,9 +114,9 @@ def attribute(
     """Map this cycle's devices to the pods holding them. Pure: reads only its arguments (and the look-ups)."""
     names = resource_names or ResourceNames()
     policy = labels or PodLabelPolicy()
-    index = _DeviceIndex.of(devices)
+    index = DeviceIndex.of(devices)
     claims, unknown, unmatched = _claims(pods, names, index)
-    dra_claims, dra_unmatched = _dra_claims(pods, index, dra)
+    dra_claims, dra_unmatched, ambiguous = _dra_claims(pods, index, dra)
     claims += dra_claims
     unmatched += dra_unmatched
     by_device: dict[str, list[_Claim]] = {}
@@ -176,7 +125,7 @@ def attribute(
 
     process_pods = _ProcessPods(owner_of, directory)
     shares: list[PodShare] = []
-    conflicts = unattributed_processes = 0
+    conflicts = unattributed_processes = mps_devices = 0
     for device in devices:
         device_claims = by_device.get(device.uuid)
         if not device_claims:
@@ -187,16 +136,19 @@ def attribute(
             rows, stray = _shared(device, device_claims, process_pods, directory, policy)
             shares.extend(rows)
             unattributed_processes += stray
+            mps_devices += any(p.mps_client for p in device.processes)
             continue
         if len(distinct_pods) > 1:
             conflicts += 1
             device_claims = _resolve_conflict(device, device_claims, process_pods, directory)
         for claim in device_claims:
             shares.append(_whole(device, claim, directory, policy))
-    return AttributionResult(tuple(shares), conflicts, unknown, unmatched, unattributed_processes)
+    return AttributionResult(
+        tuple(shares), conflicts, unknown, unmatched, unattributed_processes, mps_devices, ambiguous
+    )
 
 
-def _claims(pods: Sequence[PodResources], names: ResourceNames, index: _DeviceIndex) -> tuple[list[_Claim], int, int]:
+def _claims(pods: Sequence[PodResources], names: ResourceNames, index: DeviceIndex) -> tuple[list[_Claim], int, int]:
     claims: dict[tuple[tuple[str, str], str, str], _Claim] = {}
     unknown = unmatched = 0
     for order, pod in enumerate(pods):
@@ -226,23 +178,28 @@ def _claims(pods: Sequence[PodResources], names: ResourceNames, index: _DeviceIn
     return list(claims.values()), unknown, unmatched
 
 
-def _dra_claims(pods: Sequence[PodResources], index: _DeviceIndex, dra: DraDevices | None) -> tuple[list[_Claim], int]:
-    """The claims on GPUs made through DRA ResourceClaims; a claim several pods reference makes its devices shared."""
+def _dra_claims(
+    pods: Sequence[PodResources], index: DeviceIndex, dra: DraDevices | None
+) -> tuple[list[_Claim], int, int]:
+    """The claims on GPUs made through DRA ResourceClaims; a claim several pods reference makes its devices shared.
+    Also the count of GPU devices found on no device here, and of those that fit several (dynamic MIG)."""
     pods_of_claim: dict[tuple[str, str], set[tuple[str, str]]] = {}
     for pod in pods:
         for container in pod.containers:
             for allocation in container.claims:
                 pods_of_claim.setdefault(allocation.key, set()).add(pod.key)
     claims: dict[tuple[tuple[str, str], str, str], _Claim] = {}
-    unmatched = 0
+    unmatched = ambiguous = 0
     for order, pod in enumerate(pods):
         for container in pod.containers:
             for allocation in container.claims:
                 shared_claim = len(pods_of_claim[allocation.key]) > 1
                 for allocated in allocation.devices:
-                    is_gpu, device = index.resolve_dra(allocated, dra)
+                    match = index.resolve_dra(allocated, dra)
+                    device = match.reading
                     if device is None:
-                        unmatched += is_gpu
+                        unmatched += match.gpu
+                        ambiguous += match.ambiguous
                         continue
                     key = (pod.key, container.name, device.uuid)
                     shared = shared_claim or allocated.share_id is not None
@@ -253,7 +210,7 @@ def _dra_claims(pods: Sequence[PodResources], index: _DeviceIndex, dra: DraDevic
                         continue
                     ref = DraClaim(*allocation.key, allocated.driver, allocated.pool, allocated.device)
                     claims[key] = _Claim(order, pod, container.name, device, shared, ref)
-    return list(claims.values()), unmatched
+    return list(claims.values()), unmatched, ambiguous
 
 
 class _ProcessPods:
@@ -308,6 +265,12 @@ def _whole(device: DeviceReading, claim: _Claim, directory: PodDirectory | None,
         claim=claim.claim,
     )
     return PodShare(use, 1.0)
+
+
+def _memory_of(processes: list[ProcessUsage]) -> int | None:
+    """The framebuffer a row's processes use: 0 for none, None when NVML could not say for any of them."""
+    memories = [p.used_memory_bytes for p in processes if p.used_memory_bytes is not None]
+    return sum(memories) if memories or not processes else None
 
 
 def _without_terminated(claims: list[_Claim], directory: PodDirectory | None) -> list[_Claim]:
@@ -395,6 +358,11 @@ def _shared(
     if not any(assigned) and (device.processes or (device_util or 0.0) > 0):
         # busy, but no process could be tied to a sharing pod (no host /proc, no process list): say so, never 0
         return unattributed, stray
+    if any(p.mps_client for p in device.processes):  # samples name the MPS server: memory only
+        return [
+            PodShare(replace(row.use, memory_used_bytes=_memory_of(processes)), None)
+            for row, processes in zip(unattributed, assigned, strict=True)
+        ], stray
 
     sampled = [p.sm_util_percent for p in device.processes if p.sm_util_percent is not None]
     total_sm = float(sum(sampled))
@@ -402,22 +370,23 @@ def _shared(
     shares: list[PodShare] = []
     for ref, processes, claim in zip(refs, assigned, claims, strict=True):
         pod_sm = float(sum(p.sm_util_percent for p in processes if p.sm_util_percent is not None))
-        memories = [p.used_memory_bytes for p in processes if p.used_memory_bytes is not None]
-        memory = sum(memories) if memories or not processes else None
+        memory = _memory_of(processes)
         utilization: float | None
+        fraction: float | None
         if total_sm > 0:
             fraction = pod_sm / total_sm
             utilization = fraction * device_util if device_util is not None else pod_sm
-        else:
-            fraction = 1.0 / len(claims)
-            utilization = 0.0 if sampled or device_util == 0 else None
+        elif sampled or device_util == 0:  # idle: an equal part of the idle power
+            fraction, utilization = 1.0 / len(claims), 0.0
+        else:  # busy, and no sample says whose the work is (samples stopped): no part of it is known
+            fraction = utilization = None
         use = PodDeviceUse(
             ref,
             device.uuid,
             ShareMethod.PROCESS,
             utilization,
             memory,
-            power_milliwatts=None if power is None else power * fraction,
+            power_milliwatts=None if power is None or fraction is None else power * fraction,
             sharing_pods=sharing,
             claim=claim.claim,
         )

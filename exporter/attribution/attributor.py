@@ -17,9 +17,10 @@ from typing import Protocol
 from exporter.attribution.attribute import attribute
 from exporter.attribution.directory import DirectoryStatus, PodDirectory
 from exporter.attribution.energy import EnergyLedger
+from exporter.attribution.kubelet_dra import KubeletDraCheck
 from exporter.attribution.labels import PodLabelPolicy
 from exporter.attribution.proc import ProcessOwners
-from exporter.attribution.resourceslices import DraDevices, ResourceSliceIndex
+from exporter.attribution.resourceslices import DraDevices, MigSpec, ResourceSliceIndex
 from exporter.attribution.slicewatch import SliceWatchStatus
 from exporter.attribution.visibility import busy, judge_visibility
 from exporter.collection import Attribution, DeviceCollection
@@ -70,6 +71,9 @@ class StaticResourceSlices:
     def uuid_of(self, driver: str, pool: str, device: str) -> str | None:
         return self.index.uuid_of(driver, pool, device)
 
+    def mig_spec_of(self, driver: str, pool: str, device: str) -> MigSpec | None:
+        return self.index.mig_spec_of(driver, pool, device)
+
     def start(self) -> None:
         """Nothing to start: the slices are given."""
 
@@ -104,6 +108,9 @@ class KubeletPodAttributor:
         self._stale_logged = False
         self._attribution_errors = 0
         self._last_problems = (0, 0)
+        self._mps_devices = 0
+        self._ambiguous_dra = 0
+        self._kubelet_dra = KubeletDraCheck()
         self._visible: bool | None = None
         # the last verdict, with what it was judged on: the listed PIDs do not change from cycle to cycle, so their
         # /proc entries are read again only when they do, or after VISIBILITY_RECHECK_SECONDS
@@ -139,6 +146,8 @@ class KubeletPodAttributor:
 
         directory = self.pods if self.pods is not None and self.pods.status.synced else None
         owner_of = self.owners.owner_of if self.owners is not None and self.owners.available() else None
+        if collection.processes_hidden is not None:  # listed PIDs and samples cannot be tied to pods reliably
+            owner_of = None
         result = attribute(
             collection.devices,
             state.pods if fresh and state.pods is not None else (),
@@ -158,6 +167,23 @@ class KubeletPodAttributor:
                 *problems,
             )
         self._last_problems = problems
+        if result.ambiguous_dra_devices != self._ambiguous_dra:
+            if result.ambiguous_dra_devices:
+                log.warning(
+                    "%d DRA MIG device(s) published without a UUID (the NVIDIA DRA driver's dynamic MIG) fit more than "
+                    "one MIG instance of their profile on their GPU: which one is not published, so their pods are "
+                    "left out rather than guessed",
+                    result.ambiguous_dra_devices,
+                )
+            self._ambiguous_dra = result.ambiguous_dra_devices
+        if result.mps_devices != self._mps_devices:
+            if result.mps_devices:
+                log.info(
+                    "%d shared GPU(s) run their pods as MPS clients: NVML's utilization samples name the MPS server, "
+                    "so those pods report memory but their utilization stays unattributed",
+                    result.mps_devices,
+                )
+            self._mps_devices = result.mps_devices
         statuses = [
             CollectorStatus("kubelet", state.up, state.last_duration_seconds, float(state.errors_total)),
             CollectorStatus(
@@ -170,6 +196,9 @@ class KubeletPodAttributor:
         if self.pods is not None and self.pods.watches:  # a fixed directory runs no watch: nothing to report
             watch = self.pods.status
             statuses.append(CollectorStatus("podwatch", watch.connected, 0.0, float(watch.errors_total)))
+        dra = self._kubelet_dra.status(state.pods if fresh and state.pods is not None else (), directory)
+        if dra is not None:
+            statuses.append(dra)
         if self.slices is not None:
             sliced = self.slices.status
             statuses.append(CollectorStatus("resourceslices", sliced.connected, 0.0, float(sliced.errors_total)))
@@ -191,6 +220,7 @@ class KubeletPodAttributor:
 
         basis = (
             proc_root,
+            collection.processes_hidden,
             frozenset(p.pid for d in collection.devices if d.up for p in d.processes),
             tuple(busy(d) for d in collection.devices),
         )
@@ -198,7 +228,10 @@ class KubeletPodAttributor:
         judged = self._judged
         if judged is not None and judged[0] == basis and now - judged[1] < VISIBILITY_RECHECK_SECONDS:
             return judged[2]
-        verdict = judge_visibility(collection.devices, readable if proc_root and owners is not None else None)
+        if collection.processes_hidden is not None:
+            verdict = ProcessVisibility(False, collection.processes_hidden)
+        else:
+            verdict = judge_visibility(collection.devices, readable if proc_root and owners is not None else None)
         self._judged = (basis, now, verdict)
         if verdict.visible is not None and verdict.visible != self._visible:
             if verdict.visible:

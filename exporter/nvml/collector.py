@@ -24,6 +24,7 @@ from exporter.nvml.fields import FieldBatch, field_keys_for
 from exporter.nvml.gpm import METRICS, RATES, GpmSampler, gpm_supported
 from exporter.nvml.history import SampleHistory
 from exporter.nvml.layout import NOT_MIG_CAPABLE, layout_change
+from exporter.nvml.pidspace import PidNamespace, own_pid_namespace
 from exporter.nvml.probes import probes_for
 from exporter.nvml.processes import ProcessSampler
 from exporter.nvml.slot import GpuSlot, SlotReading
@@ -49,7 +50,8 @@ class NvmlCollector:
     `nvml` is the pynvml module (or an object with its API). `enabled` is the set of catalogue keys to read (see
     `enabled_measurements`); None reads all. `clock` is monotonic seconds (backoff, GPM spacing, durations),
     `wall_clock` is epoch seconds (sample times, history windows). A lost GPU is probed again after `lost_backoff`
-    delays, jittered by `draw`.
+    delays, jittered by `draw`. `pid_namespace` is where the exporter runs (default: read from /proc/self/ns/pid); it
+    decides whether per-process samples can be matched to the listed processes (see pidspace.py).
     """
 
     def __init__(
@@ -68,6 +70,7 @@ class NvmlCollector:
         xid_wait_ms: int = 250,
         slow_call_seconds: float | None = None,
         layout_check_seconds: float = 10.0,
+        pid_namespace: PidNamespace | None = None,
     ) -> None:
         if interval_seconds <= 0:
             raise ValueError(f"interval must be positive, got {interval_seconds}")
@@ -79,6 +82,9 @@ class NvmlCollector:
         self._enabled = enabled_measurements(enabled)
         self._pcie_every = max(1, math.ceil(pcie_period_seconds / interval_seconds))
         self._processes = processes
+        self._pid_namespace = pid_namespace if pid_namespace is not None else own_pid_namespace()
+        self._samples_match = True
+        self._processes_hidden: str | None = None
         self._process_hold_seconds = max(2.0, 3 * interval_seconds)
         self._clock = clock
         self._wall = wall_clock
@@ -151,6 +157,15 @@ class NvmlCollector:
     def _discover(self) -> None:
         nvml = self._nvml
         self._versions = system_versions(nvml)
+        self._samples_match = self._pid_namespace.samples_match_lists(self._versions.driver)
+        self._processes_hidden = None
+        if self._processes and not self._samples_match:
+            self._processes_hidden = (
+                f"the exporter runs in {self._pid_namespace.describe()}, and driver "
+                f"{self._versions.driver or '(version unknown)'} lists only the processes of that namespace, while "
+                "utilization samples carry host PIDs; set hostPID: true"
+            )
+            log.warning("%s: pods sharing a GPU stay unattributed", self._processes_hidden)
         count = gpu_count(nvml)  # raises: the caller decides
         self._stop_xid()
         for slot in self._slots:
@@ -237,7 +252,7 @@ class NvmlCollector:
     def _process_sampler(self) -> ProcessSampler | None:
         if not self._processes:
             return None
-        return ProcessSampler(self._clock, hold_seconds=self._process_hold_seconds)
+        return ProcessSampler(self._clock, hold_seconds=self._process_hold_seconds, samples_match=self._samples_match)
 
     def _mig_reader(self, gpu: GpuDevice, mig: MigDevice) -> DeviceReader:
         faults = self._faults_for(mig.identity)
@@ -395,7 +410,12 @@ class NvmlCollector:
             self._restart_xid()
         self._xid_status()
         self._remember(taken_at, readings)
-        return DeviceCollection(taken_at=taken_at, devices=tuple(readings), statuses=status.statuses())
+        return DeviceCollection(
+            taken_at=taken_at,
+            devices=tuple(readings),
+            statuses=status.statuses(),
+            processes_hidden=self._processes_hidden,
+        )
 
     def _mark_lost(self, slot: GpuSlot, code: int, now: float) -> None:
         assert slot.reader is not None and slot.identity is not None

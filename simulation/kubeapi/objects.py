@@ -81,8 +81,10 @@ def pod_object(
     containers: Sequence[str] = ("main",),
     gpus_per_container: int = 0,
     uid: str | None = None,
+    claims: Mapping[str, Sequence[str]] | None = None,
 ) -> JsonObject:
-    """A Pod as the API returns it (uid, resourceVersion and creationTimestamp are set when it is stored)."""
+    """A Pod as the API returns it (uid, resourceVersion and creationTimestamp are set when it is stored). `claims`:
+    container name -> the ResourceClaims it uses (spec.resourceClaims and the containers' resources.claims)."""
     metadata: JsonObject = {"name": name, "namespace": namespace, "labels": dict(labels or {})}
     if uid is not None:
         metadata["uid"] = uid
@@ -105,6 +107,13 @@ def pod_object(
         "serviceAccountName": "default",
         "terminationGracePeriodSeconds": 30,
     }
+    if claims:
+        names = sorted({claim for used in claims.values() for claim in used})
+        spec["resourceClaims"] = [{"name": claim, "resourceClaimName": claim} for claim in names]
+        for container in spec["containers"]:
+            used = claims.get(container["name"]) or ()
+            if used:
+                container["resources"]["claims"] = [{"name": claim} for claim in used]
     if node is not None:
         spec["nodeName"] = node
     status: JsonObject = {"phase": phase, "qosClass": "BestEffort"}

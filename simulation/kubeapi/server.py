@@ -39,6 +39,9 @@ from simulation.kubeapi.reviews import (
 )
 from simulation.kubeapi.selectors import SelectorError, field_predicate, label_predicate
 from simulation.kubeapi.store import Clock, ExpiredError, Store, translate
+from simulation.kubeapi.versions import GROUP as RESOURCE_GROUP
+from simulation.kubeapi.versions import SINCE as RESOURCE_VERSIONS
+from simulation.kubeapi.versions import resource_slice_as
 
 _HISTORY_LIMIT: Final = 100_000
 _DEFAULT_WATCH_SECONDS: Final = 1800
@@ -49,7 +52,8 @@ class KubeApiServer:
 
     `authorization` decides SubjectAccessReviews: a callable over the SAR `spec`, or a table of `AccessGrant`s
     (allow when one matches); None allows everything. `client_token`, when set, is the bearer token every request
-    to this server must carry (as a real API server requires credentials of its clients).
+    to this server must carry (as a real API server requires credentials of its clients). `resource_api_versions` are
+    the versions of resource.k8s.io served (versions.py `served_versions` gives those of a Kubernetes release).
     """
 
     def __init__(
@@ -60,7 +64,12 @@ class KubeApiServer:
         bookmark_interval: float = 1.0,
         history_limit: int = _HISTORY_LIMIT,
         clock: Clock = lambda: datetime.now(UTC),
+        resource_api_versions: Iterable[str] = ("v1",),
     ) -> None:
+        self._resource_versions = tuple(resource_api_versions)
+        unknown = [v for v in self._resource_versions if v not in RESOURCE_VERSIONS]
+        if unknown:
+            raise ValueError(f"resource.k8s.io has no version {unknown[0]!r} (known: {', '.join(RESOURCE_VERSIONS)})")
         self._store = Store(clock=clock, history_limit=history_limit)
         self._tokens: dict[str, TokenUser] = {}
         self._policy: AuthorizationPolicy = policy_of(authorization)
@@ -93,8 +102,9 @@ class KubeApiServer:
             app.router.add_get(prefix + "/{resource}", self._collection)
             app.router.add_get(prefix + "/namespaces/{namespace}/{resource}", self._collection)
             app.router.add_get(prefix + "/namespaces/{namespace}/{resource}/{name}", self._object)
-        app.router.add_get("/apis/resource.k8s.io/v1/{resource}", self._collection)
-        app.router.add_get("/apis/resource.k8s.io/v1/{resource}/{name}", self._object)
+        for version in self._resource_versions:
+            app.router.add_get(f"/apis/{RESOURCE_GROUP}/{version}/{{resource}}", self._collection)
+            app.router.add_get(f"/apis/{RESOURCE_GROUP}/{version}/{{resource}}/{{name}}", self._object)
         app.router.add_post("/apis/authentication.k8s.io/v1/tokenreviews", self._token_review)
         app.router.add_post("/apis/authorization.k8s.io/v1/subjectaccessreviews", self._access_review)
         self._runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=1.0)
@@ -259,13 +269,25 @@ class KubeApiServer:
             return _status(400, "BadRequest", str(e))
         return response
 
-    def _kind_of(self, request: web.Request) -> Kind | None:
+    def _kind_of(self, request: web.Request) -> tuple[Kind, str] | None:
+        """The kind a request names, and the group version it asks for it in."""
         kind = KINDS.get(request.match_info["resource"])
-        if kind is None or not request.path.startswith(kind.prefix + "/"):
+        if kind is None or ("namespace" in request.match_info and not kind.namespaced):
             return None
-        if not kind.namespaced and "namespace" in request.match_info:
-            return None
-        return kind
+        if request.path.startswith(kind.prefix + "/"):
+            return kind, kind.group_version
+        if kind.group_version.startswith(RESOURCE_GROUP + "/"):  # another served version of resource.k8s.io
+            version = request.path.removeprefix(f"/apis/{RESOURCE_GROUP}/").partition("/")[0]
+            if version in self._resource_versions:
+                return kind, f"{RESOURCE_GROUP}/{version}"
+        return None
+
+    @staticmethod
+    def _present(kind: Kind, group_version: str, obj: JsonObject) -> JsonObject:
+        """A stored object as the requested version writes it."""
+        if group_version == kind.group_version:
+            return obj
+        return resource_slice_as(obj, group_version.rpartition("/")[2])
 
     def _refused(self, kind: Kind) -> web.Response | None:
         with self._control:
@@ -280,9 +302,10 @@ class KubeApiServer:
         return _status(403, "Forbidden", message)
 
     async def _object(self, request: web.Request) -> web.Response:
-        kind = self._kind_of(request)
-        if kind is None:
+        found = self._kind_of(request)
+        if found is None:
             return _status(404, "NotFound", "the server could not find the requested resource")
+        kind, group_version = found
         self._count("get", kind.resource)
         if refused := self._refused(kind):
             return refused
@@ -290,12 +313,13 @@ class KubeApiServer:
         obj = self._store.get(kind.resource, ns, name)
         if obj is None:
             return _status(404, "NotFound", f'{kind.resource} "{name}" not found')
-        return web.json_response(obj)
+        return web.json_response(self._present(kind, group_version, obj))
 
     async def _collection(self, request: web.Request) -> web.StreamResponse:
-        kind = self._kind_of(request)
-        if kind is None:
+        found = self._kind_of(request)
+        if found is None:
             return _status(404, "NotFound", "the server could not find the requested resource")
+        kind, group_version = found
         if refused := self._refused(kind):
             self._count("list", kind.resource)
             return refused
@@ -311,12 +335,16 @@ class KubeApiServer:
 
         if query.get("watch", "").lower() in ("1", "true"):
             self._count("watch", kind.resource)
-            return await self._watch(request, kind, selected)
+            return await self._watch(request, kind, group_version, selected)
         self._count("list", kind.resource)
-        return self._list(kind, query, selected)
+        return self._list(kind, group_version, query, selected)
 
     def _list(
-        self, kind: Kind, query: Mapping[str, str], selected: Callable[[Mapping[str, Any]], bool]
+        self,
+        kind: Kind,
+        group_version: str,
+        query: Mapping[str, str],
+        selected: Callable[[Mapping[str, Any]], bool],
     ) -> web.Response:
         rv, objects = self._store.snapshot(kind.resource)
         start: tuple[str, str] | None = None
@@ -351,11 +379,12 @@ class KubeApiServer:
         metadata: JsonObject = {"resourceVersion": str(rv)}
         if next_token:
             metadata["continue"] = next_token
-        body = {"kind": kind.kind + "List", "apiVersion": kind.group_version, "metadata": metadata, "items": items}
+        items = [self._present(kind, group_version, item) for item in items]
+        body = {"kind": kind.kind + "List", "apiVersion": group_version, "metadata": metadata, "items": items}
         return web.Response(body=json.dumps(body).encode(), content_type="application/json")
 
     async def _watch(
-        self, request: web.Request, kind: Kind, selected: Callable[[Mapping[str, Any]], bool]
+        self, request: web.Request, kind: Kind, group_version: str, selected: Callable[[Mapping[str, Any]], bool]
     ) -> web.StreamResponse:
         query = request.query
         try:
@@ -379,6 +408,8 @@ class KubeApiServer:
             generation = self._watch_generation
 
         async def send(event_type: str, obj: JsonObject) -> None:
+            if event_type in ("ADDED", "MODIFIED", "DELETED"):
+                obj = self._present(kind, group_version, obj)
             await response.write(json.dumps({"type": event_type, "object": obj}).encode() + b"\n")
 
         try:
@@ -407,7 +438,7 @@ class KubeApiServer:
                 if bookmarks and now >= next_bookmark:
                     if cursor > last_sent:
                         meta = {"resourceVersion": str(cursor)}
-                        await send("BOOKMARK", {"kind": kind.kind, "apiVersion": kind.group_version, "metadata": meta})
+                        await send("BOOKMARK", {"kind": kind.kind, "apiVersion": group_version, "metadata": meta})
                         last_sent = cursor
                     next_bookmark = now + self._bookmark_interval
                 if now >= deadline:

@@ -47,6 +47,7 @@ VALUES: dict[str, dict[str, Any]] = {
     "external-metrics": {"externalMetrics": {"enabled": True}},
     "cert-manager": {"certManager": {"enabled": True}},
     "mig": {"mig": {"monitorPrivileged": True}},
+    "k0s": {"kubeletPath": "/var/lib/k0s/kubelet/pod-resources"},
     "prometheus-operator": {"serviceMonitor": {"enabled": True}, "prometheusRule": {"enabled": True}},
     "prometheus-source": {"adapter": {"source": "prometheus", "prometheusUrl": "http://prometheus-operated.mon:9090"}},
     "everything": {
@@ -137,6 +138,11 @@ def test_the_values_a_user_sets_take_effect(renders: dict[str, list[dict[str, An
     assert bool(find(objects, "ClusterRole", "gpu-pulse-exporter")) == kubernetes
     assert ("--kubernetes" in args) == kubernetes and exporter["automountServiceAccountToken"] == kubernetes
     assert exporter.get("hostPID", False) == shared
+    volumes = {v["name"]: v for v in exporter["volumes"]}
+    kubelet = values.get("kubeletPath", "/var/lib/kubelet/pod-resources")
+    assert volumes["pod-resources"]["hostPath"] == {"path": kubelet, "type": "Directory"}
+    mounts = {m["name"]: m["mountPath"] for m in exporter["containers"][0]["volumeMounts"]}
+    assert mounts["pod-resources"] == "/var/lib/kubelet/pod-resources", "only the host side moves"
     external = values.get("externalMetrics", {}).get("enabled", False)
     apis = {a["metadata"]["name"] for a in find(objects, "APIService")}
     assert ("v1beta1.external.metrics.k8s.io" in apis) == external, "the external metrics API is opt-in"
@@ -293,6 +299,8 @@ def test_cert_manager_issues_the_certificate_instead() -> None:
         ({"mig": {"monitorPrivileged": 1}}, ["monitorPrivileged"]),
         ({"serviceMonitor": {"interval": "15 seconds"}}, ["interval"]),
         ({"exporter": {"extraArgs": ["dialect=dcgm"]}}, ["extraArgs"]),
+        ({"kubeletPath": "var/lib/kubelet/pod-resources"}, ["kubeletPath"]),
+        ({"kubeletPath": "/var/lib/k0s/kubelet/pod-resources/"}, ["kubeletPath"]),
     ],
 )
 def test_schema_refuses_a_wrong_value_with_a_clear_message(values: dict[str, Any], names: list[str]) -> None:

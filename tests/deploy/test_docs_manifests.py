@@ -155,3 +155,21 @@ def test_install_md_overlay_renders_as_documented(kubectl: str, tmp_path: Path) 
     assert one(objects, "APIService", "v1beta1.external.metrics.k8s.io")
     for monitor in find(objects, "ServiceMonitor") + find(objects, "PrometheusRule"):
         assert monitor["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+
+
+def test_install_md_kubelet_path_overlay_renders_as_documented(kubectl: str, tmp_path: Path) -> None:
+    """docs/install.md's overlay for a kubelet root elsewhere (k0s): the socket directory is mounted from there."""
+    text = (REPO / "docs" / "install.md").read_text(encoding="utf-8")
+    ours = [b for b in _BLOCK.findall(text) if b.startswith("# kubelet-overlay/")]
+    blocks = {b.splitlines()[0].removeprefix("# "): b for b in ours}
+    assert set(blocks) == {"kubelet-overlay/kustomization.yaml", "kubelet-overlay/kubelet-path.yaml"}
+    (tmp_path / "deploy").symlink_to(REPO / "deploy")
+    for name, block in blocks.items():
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_text(block, encoding="utf-8")
+    objects = kustomize(kubectl, tmp_path / "kubelet-overlay")
+    check_all(objects)
+    pod = one(objects, "DaemonSet", "gpu-pulse-exporter")["spec"]["template"]["spec"]
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes["pod-resources"]["hostPath"]["path"] == "/var/lib/k0s/kubelet/pod-resources"
+    assert not find(objects, "ConfigMap", "gpu-pulse-kubelet-path")

@@ -354,3 +354,40 @@ def test_every_exporter_with_kubernetes_may_read_its_nodes_resource_slices(
     assert "--kubernetes" in pod["containers"][0]["args"] and pod["automountServiceAccountToken"] is True
     rules = _rules_of(objects, "gpu-pulse-exporter")
     assert _reads(rules, "resource.k8s.io", "resourceslices") and _reads(rules, "", "pods")
+
+
+def test_the_kubelet_path_is_a_value_of_the_kubelet_path_component(kubectl: str, tmp_path: Path) -> None:
+    """The documented overlay: a local-config ConfigMap beside the component moves the host side of the socket mount,
+    and never reaches the cluster; without it the build fails naming it."""
+    deploy = REPO / "deploy"
+    (tmp_path / "kubelet-path.yaml").write_text(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: gpu-pulse-kubelet-path\n  annotations:\n"
+        '    config.kubernetes.io/local-config: "true"\ndata:\n'
+        "  path: /var/snap/microk8s/common/var/lib/kubelet/pod-resources\n",
+        encoding="utf-8",
+    )
+    overlay = [
+        "apiVersion: kustomize.config.k8s.io/v1beta1",
+        "kind: Kustomization",
+        "resources:",
+        f"  - {os.path.relpath(deploy / 'overlays' / 'plain', tmp_path)}",
+        "  - kubelet-path.yaml",
+        "components:",
+        f"  - {os.path.relpath(deploy / 'components' / 'kubelet-path', tmp_path)}",
+    ]
+    (tmp_path / "kustomization.yaml").write_text("\n".join(overlay) + "\n", encoding="utf-8")
+    objects = kustomize(kubectl, tmp_path)
+    pod = _pod(objects, "DaemonSet", "gpu-pulse-exporter")
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes["pod-resources"]["hostPath"] == {
+        "path": "/var/snap/microk8s/common/var/lib/kubelet/pod-resources",
+        "type": "Directory",
+    }
+    mounts = {m["name"]: m["mountPath"] for m in pod["containers"][0]["volumeMounts"]}
+    assert mounts["pod-resources"] == "/var/lib/kubelet/pod-resources"
+    assert not find(objects, "ConfigMap", "gpu-pulse-kubelet-path"), "local-config: never applied"
+    check_all(objects, "gpu-pulse")
+
+    (tmp_path / "kustomization.yaml").write_text("\n".join(o for o in overlay if "kubelet-path.yaml" not in o) + "\n")
+    failed = subprocess.run([kubectl, "kustomize", str(tmp_path)], capture_output=True, text=True, check=False)
+    assert failed.returncode != 0 and "gpu-pulse-kubelet-path" in failed.stderr

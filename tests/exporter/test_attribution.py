@@ -366,3 +366,35 @@ def test_label_policy_bounds() -> None:
     assert PodLabelPolicy.parse(None).select(labels) == {}
     with pytest.raises(ValueError, match="--pod-labels: invalid regular expression"):
         PodLabelPolicy.parse("app(")
+
+
+def test_mps_clients_are_unattributed_with_their_own_memory() -> None:
+    """Under MPS the samples name the server (stray: no pod's process); the clients' figures are unknown, not 0 %."""
+    devices, pods, owners, directory, _ = shared_setup([60, 20], [3 * GIB, GIB], device_util=80.0)
+    clients = [dataclasses.replace(p, mps_client=True, sm_util_percent=None) for p in devices[0].processes]
+    server = ProcessUsage(4242, 32 << 20, 80.0)
+    mps = [dataclasses.replace(devices[0], processes=(server, *clients))]
+    result = attribute(mps, pods, owner_of=owners.get, directory=directory)
+    uses = sorted(result.uses, key=lambda u: u.pod.name)
+    assert [(u.share, u.utilization_percent, u.memory_used_bytes, u.power_milliwatts) for u in uses] == [
+        (ShareMethod.UNATTRIBUTED, None, 3 * GIB, None),
+        (ShareMethod.UNATTRIBUTED, None, GIB, None),
+    ]
+    assert result.mps_devices == 1 and result.unattributed_processes == 1  # the server
+    # without MPS the pods' own samples split the device
+    plain = attribute(devices, pods, owner_of=owners.get, directory=directory)
+    assert plain.mps_devices == 0
+    assert [u.utilization_percent for u in sorted(plain.uses, key=lambda u: u.pod.name)] == [60.0, 20.0]
+
+
+def test_a_busy_gpu_whose_samples_stopped_gets_no_invented_power_split() -> None:
+    """The processes are known and tied to their pods, but no sample says whose the work is (samples stopped, or a
+    clock step is being waited out): utilization and power stay unknown, memory is still each pod's own."""
+    devices, pods, owners, directory, _ = shared_setup([None, None], [3 * GIB, GIB], device_util=70.0)
+    result = attribute(devices, pods, owner_of=owners.get, directory=directory)
+    uses = sorted(result.uses, key=lambda u: u.pod.name)
+    assert [(u.share, u.utilization_percent, u.power_milliwatts, u.memory_used_bytes) for u in uses] == [
+        (ShareMethod.PROCESS, None, None, 3 * GIB),
+        (ShareMethod.PROCESS, None, None, GIB),
+    ]
+    assert [share.fraction for share in result.shares] == [None, None], "no energy charged either"

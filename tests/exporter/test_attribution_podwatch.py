@@ -24,11 +24,11 @@ NODE = "gpu-node-1"
 class _ApiServer:
     """The test API server on its own event loop thread, so the watch's blocking client can talk to it."""
 
-    def __init__(self) -> None:
+    def __init__(self, **options: Any) -> None:
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, name="kubeapi", daemon=True)
         self.thread.start()
-        self.server = KubeApiServer(bookmark_interval=0.2)
+        self.server = KubeApiServer(bookmark_interval=0.2, **options)
         self.url = self._run(self.server.start())
         self.port = self.server.port
 

@@ -20,10 +20,11 @@ from exporter.snapshot import DeviceReading, ShareMethod
 from simulation import Simulator, install
 from simulation.kubelet import SimulatedPodSide, start_simulated_pod_side
 from simulation.loader import load_scenario
-from simulation.node import static_directory_of
+from simulation.node import pid_namespace_of, static_directory_of
 from simulation.proctree import CgroupLayout, ContainerRuntime
 from simulation.scenario import Scenario
 from tests.support.clocks import ManualClock
+from tests.support.pidspaces import sidecar_exporter
 from tests.support.waiting import holds_within
 
 START = 1_750_000_000.0
@@ -48,7 +49,7 @@ def simulated_node(
         **options,  # type: ignore[arg-type]
     )
     with install(Simulator(scenario, clock=clock)):
-        collector = NvmlCollector(pynvml, clock=clock, wall_clock=clock)
+        collector = NvmlCollector(pynvml, clock=clock, wall_clock=clock, pid_namespace=pid_namespace_of(scenario))
         collector.start()
         attributor.start()
         try:
@@ -226,7 +227,7 @@ def _shared(**update: object) -> Scenario:
 
 @pytest.mark.parametrize(
     ("driver", "why"),
-    [("550.54.15", "lists no process"), ("535.104.05", "not in the host's PID namespace")],
+    [("550.54.15", "lists only the processes of that namespace"), ("535.104.05", "not in the host's PID namespace")],
     ids=["driver-translates-pids", "driver-gives-host-pids"],
 )
 def test_an_exporter_outside_the_host_pid_namespace_says_so_and_invents_no_shares(
@@ -256,16 +257,68 @@ def test_an_exporter_in_the_host_pid_namespace_sees_the_processes() -> None:
     assert attribution.process_visibility is not None and attribution.process_visibility.visible is True
 
 
-def test_mps_clients_are_attributed_like_time_slicing() -> None:
-    """Under MPS the pods' processes are listed by nvmlDeviceGetMPSComputeRunningProcesses only."""
+def test_mps_clients_get_their_memory_but_no_invented_utilization(caplog: pytest.LogCaptureFixture) -> None:
+    """Under MPS the pods' processes are listed by nvmlDeviceGetMPSComputeRunningProcesses only, and the utilization
+    samples name the MPS server: each pod's memory is known, its part of the utilization is not (never 0 %)."""
     base = load_scenario("shared")
-    gpus = tuple(g.model_copy(update={"mps_server_pid": 4242}) for g in base.gpus)
-    with simulated_node(base.model_copy(update={"gpus": gpus})) as (collector, attributor, _, clock):
+    gpus = (base.gpus[0].model_copy(update={"mps_server_pid": 4242}), *base.gpus[1:])
+    scenario = base.model_copy(update={"gpus": gpus})
+    with (
+        caplog.at_level(logging.INFO, logger="exporter.attribution.attributor"),
+        simulated_node(scenario) as (collector, attributor, _, clock),
+    ):
+        assert holds_within(lambda: listed(attributor), within=5.0)
+        for _ in range(4):
+            collection, attribution = cycle(collector, attributor, clock)
+    mps_gpu = collection.devices[0]
+    assert {p.pid for p in mps_gpu.processes} == {p.pid for p in base.processes if p.gpu == 0} | {4242}
+    assert mps_gpu.values["gpu_util"] > 0
+    on_mps = [u for u in attribution.pods if u.device_uuid == mps_gpu.uuid]
+    assert on_mps and all(u.share is ShareMethod.UNATTRIBUTED for u in on_mps)
+    assert all(u.utilization_percent is None and u.power_milliwatts is None for u in on_mps)
+    memory = {u.pod.name: u.memory_used_bytes for u in on_mps}
+    expected: dict[str, int] = {}
+    for process in base.processes:
+        owner = base.pod_of_pid(process.pid)
+        if process.gpu == 0 and owner is not None:
+            expected[owner[0].name] = expected.get(owner[0].name, 0) + int(process.memory_mib * 1024 * 1024)
+    assert memory == expected
+    # the other GPU, without MPS, keeps its per-process shares
+    plain = [u for u in attribution.pods if u.device_uuid == collection.devices[1].uuid]
+    assert plain and all(u.share is ShareMethod.PROCESS for u in plain)
+    assert sum(1 for r in caplog.records if "MPS clients" in r.getMessage()) == 1
+
+
+def test_a_sidecar_exporter_never_credits_another_pods_samples_to_its_own_pod() -> None:
+    """The exporter shares its PID namespace with a GPU process (host PID 5001, PID 7 there); another pod's process has
+    host PID 7. A translating driver lists the first as 7, while the samples say 7 for the second: matching them by
+    number would credit the other pod's 70 % to the sidecar's pod. The exporter matches nothing and says why."""
+    scenario = sidecar_exporter("550.54.15")
+    with simulated_node(scenario) as (collector, attributor, _, clock):
         assert holds_within(lambda: listed(attributor), within=5.0)
         for _ in range(3):
             collection, attribution = cycle(collector, attributor, clock)
-    expected = {p.pid for p in base.processes} | {4242}
-    assert {p.pid for d in collection.devices for p in d.processes} == expected
-    shared = [u for u in attribution.pods if u.sharing_pods > 1]
-    assert shared and all(u.share is ShareMethod.PROCESS for u in shared)
-    assert any((u.utilization_percent or 0.0) > 0 for u in shared)
+    assert [p.pid for p in collection.devices[0].processes] == [7]
+    assert {u.pod.name for u in attribution.pods} == {"with-exporter", "other"}
+    for use in attribution.pods:
+        assert use.share is ShareMethod.UNATTRIBUTED
+        assert use.utilization_percent is None and use.memory_used_bytes is None and use.power_milliwatts is None
+    visibility = attribution.process_visibility
+    assert visibility is not None and visibility.visible is False and "hostPID" in visibility.reason
+
+
+def test_with_a_driver_that_lists_host_pids_a_sidecar_exporter_matches_samples() -> None:
+    """The same node under a driver that does not translate: lists and samples both carry host PIDs and agree."""
+    scenario = sidecar_exporter("535.104.05", with_pods=False)
+    clock = ManualClock(START)
+    with install(Simulator(scenario, clock=clock)):
+        collector = NvmlCollector(pynvml, clock=clock, wall_clock=clock, pid_namespace=pid_namespace_of(scenario))
+        collector.start()
+        try:
+            for _ in range(3):
+                clock.now += 1.0
+                collection = collector.collect()
+        finally:
+            collector.close()
+    assert collection.processes_hidden is None
+    assert {p.pid: p.sm_util_percent for p in collection.devices[0].processes} == {5001: 20.0, 7: 70.0}

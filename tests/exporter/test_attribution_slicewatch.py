@@ -23,6 +23,7 @@ from exporter.snapshot import DeviceReading, ShareMethod
 from simulation import Simulator
 from simulation.dra import resource_slices_of
 from simulation.kubeapi import SelectorError, field_predicate
+from simulation.kubeapi.versions import served_versions
 from simulation.kubelet import start_simulated_pod_side
 from simulation.loader import load_scenario
 from simulation.node import start_simulated_node
@@ -41,19 +42,19 @@ def api() -> Iterator[_ApiServer]:
     server.close()
 
 
+def _watch_on(url: str, node: str = NODE) -> ResourceSliceWatch:
+    configuration = k8s.Configuration(host=url)
+    return ResourceSliceWatch(
+        k8s.ApiClient(configuration), node, watch_timeout_seconds=30, request_timeout=5.0, backoff=Backoff(0.05, 0.2)
+    )
+
+
 @pytest.fixture
 def watch_factory(api: _ApiServer) -> Iterator[Callable[..., ResourceSliceWatch]]:
     made: list[ResourceSliceWatch] = []
 
     def make(node: str = NODE) -> ResourceSliceWatch:
-        configuration = k8s.Configuration(host=api.url)
-        watch = ResourceSliceWatch(
-            k8s.ApiClient(configuration),
-            node,
-            watch_timeout_seconds=30,
-            request_timeout=5.0,
-            backoff=Backoff(0.05, 0.2),
-        )
+        watch = _watch_on(api.url, node)
         made.append(watch)
         return watch
 
@@ -96,6 +97,46 @@ def test_lists_only_this_nodes_slices_and_follows_changes(
     api.server.delete_object("resourceslices", "", "mine")
     assert holds_within(lambda: watch.uuid_of("gpu.nvidia.com", NODE, "gpu-0") is None)
     assert watch.status.errors_total == 0
+
+
+@pytest.mark.parametrize(
+    ("minor", "version"), [(32, "v1beta1"), (33, "v1beta2"), (34, "v1")], ids=["1.32", "1.33", "1.34"]
+)
+def test_the_newest_served_version_of_resource_k8s_io_is_read(minor: int, version: str) -> None:
+    """resource.k8s.io/v1 exists from Kubernetes 1.34; 1.33 serves v1beta2 (and v1beta1), 1.32 v1beta1, whose devices
+    nest their attributes under `basic`. The watch finds the newest one served and reads its slices."""
+    server = _ApiServer(resource_api_versions=served_versions(minor))
+    try:
+        server.server.put_resource_slice(_slice_on(NODE, "mine"))
+        watch = _watch_on(server.url)
+        watch.start()
+        try:
+            assert holds_within(lambda: watch.status.synced)
+            assert watch.status.api_version == version
+            assert watch.uuid_of("gpu.nvidia.com", NODE, "gpu-0") == str(SCENARIO.gpus[0].uuid)
+            server.server.put_resource_slice(_slice_on(NODE, "later"))  # followed by a watch of that version
+            assert holds_within(lambda: "later" in watch.index.slices)
+            assert watch.status.errors_total == 0, "a 404 of a version the cluster lacks is no error"
+        finally:
+            watch.close()
+        assert server.server.request_count("list", "resourceslices") == 1, "one list of the served version"
+    finally:
+        server.close()
+
+
+def test_a_cluster_without_dra_is_an_error_the_watch_keeps_retrying() -> None:
+    server = _ApiServer(resource_api_versions=())
+    try:
+        watch = _watch_on(server.url)
+        watch.start()
+        try:
+            assert holds_within(lambda: watch.status.errors_total >= 1)
+            assert not watch.status.synced and watch.status.api_version is None
+            assert "404" in (watch.status.last_error or "")
+        finally:
+            watch.close()
+    finally:
+        server.close()
 
 
 def test_an_expired_watch_is_answered_by_a_fresh_list(

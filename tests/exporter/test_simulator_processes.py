@@ -15,6 +15,7 @@ from simulation import Simulator, build_scenario, install
 from simulation.load import whole_percents
 from simulation.loader import load_scenario
 from tests.support.clocks import ManualClock
+from tests.support.pidspaces import sidecar_exporter
 
 MIB = 1024 * 1024
 NOT_AVAILABLE = 0xFFFFFFFF
@@ -237,40 +238,22 @@ def test_any_mix_of_processes_adds_up(data: dict[str, Any], seconds: list[int]) 
 # ---- PID namespaces and MPS ---------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    ("version", "translated"),
-    [
-        ("470.256.02", False),
-        ("535.104.05", False),
-        ("535.104.12", False),
-        ("535.113.01", True),
-        ("535.43.23", False),
-        ("535.43.24", True),
-        ("545.23.06", True),
-        ("550.54.15", True),
-        ("580.65.06", True),
-    ],
-)
-def test_which_drivers_give_pids_in_the_callers_namespace(version: str, translated: bool) -> None:
-    """open-gpu-kernel-modules tags: `_gpuConvertPid` first appears in 535.113.01 (535.43.24 on that branch)."""
-    from simulation.driver import translates_pids
-
-    assert translates_pids(version) is translated
-
-
 def _pid_namespace(driver: str) -> Any:
     return load_scenario("shared").model_copy(update={"exporter_pid_namespace": "container", "driver_version": driver})
 
 
 def test_a_translating_driver_leaves_out_processes_outside_the_callers_namespace(clock: ManualClock) -> None:
-    with install(Simulator(_pid_namespace("550.54.15"), clock=clock)):
+    scenario = _pid_namespace("550.54.15")
+    with install(Simulator(scenario, clock=clock)):
         pynvml.nvmlInit()
         try:
             h = pynvml.nvmlDeviceGetHandleByIndex(0)
             clock.advance(3)
             assert pynvml.nvmlDeviceGetComputeRunningProcesses(h) == []
-            with pytest.raises(pynvml.NVMLError_NotFound):
-                pynvml.nvmlDeviceGetProcessUtilization(h, 0)
+            # kern_perf_ctrl.c: the samples are not translated: they still name the host PIDs
+            samples = pynvml.nvmlDeviceGetProcessUtilization(h, 0)
+            assert {s.pid for s in samples} <= {p.pid for p in scenario.processes if p.gpu == 0}
+            assert samples
             # the device itself still shows the work
             assert pynvml.nvmlDeviceGetUtilizationRates(h).gpu > 0
             assert pynvml.nvmlDeviceGetMemoryInfo(h, version=pynvml.nvmlMemory_v2).used > 0
@@ -309,3 +292,102 @@ def test_mps_clients_come_from_the_mps_list_and_the_compute_list_has_the_server(
             )
         finally:
             pynvml.nvmlShutdown()
+
+
+def test_a_process_in_the_callers_namespace_is_listed_by_its_namespace_pid_and_sampled_by_its_host_pid(
+    clock: ManualClock, tmp_path: Any
+) -> None:
+    from simulation.proctree import write_proc_tree
+
+    scenario = sidecar_exporter("550.54.15")
+    with install(Simulator(scenario, clock=clock)):
+        pynvml.nvmlInit()
+        try:
+            h = pynvml.nvmlDeviceGetHandleByIndex(0)
+            clock.advance(2.5)
+            listed = pynvml.nvmlDeviceGetComputeRunningProcesses(h)
+            samples = pynvml.nvmlDeviceGetProcessUtilization(h, 0)
+        finally:
+            pynvml.nvmlShutdown()
+    assert [(p.pid, p.usedGpuMemory) for p in listed] == [(7, 1000 * MIB)]  # the sidecar's process, by its PID there
+    by_pid = defaultdict(set)
+    for sample in samples:
+        by_pid[sample.pid].add(sample.smUtil)
+    assert set(by_pid) == {5001, 7}  # host PIDs: "7" in a sample is the other pod's process
+    assert by_pid[5001] == {20} and by_pid[7] == {70}
+    # the caller's /proc has the namespace PID, with the sidecar's container cgroup
+    assert write_proc_tree(tmp_path / "proc", scenario) == (7,)
+    assert "with-exporter" not in (tmp_path / "proc" / "7" / "cgroup").read_text()  # cgroups name pod UIDs
+    pod = scenario.pods[0]
+    assert str(pod.uid).replace("-", "_") in (tmp_path / "proc" / "7" / "cgroup").read_text()
+
+
+def test_an_older_driver_lists_host_pids_even_for_a_process_in_the_callers_namespace(clock: ManualClock) -> None:
+    with install(Simulator(sidecar_exporter("535.104.05"), clock=clock)):
+        pynvml.nvmlInit()
+        try:
+            listed = pynvml.nvmlDeviceGetComputeRunningProcesses(pynvml.nvmlDeviceGetHandleByIndex(0))
+        finally:
+            pynvml.nvmlShutdown()
+    assert sorted(p.pid for p in listed) == [7, 5001]
+
+
+def test_a_namespace_pid_needs_an_exporter_in_a_container_namespace() -> None:
+    from simulation import ScenarioError
+
+    data = {"gpus": [{"model": "L4"}], "processes": [{"pid": 9, "namespace_pid": 3, "gpu": 0, "memory_mib": 1}]}
+    with pytest.raises(ScenarioError, match="exporter_pid_namespace: container"):
+        build_scenario(data)
+
+
+def test_mps_samples_name_the_server_with_the_clients_summed_work(clock: ManualClock) -> None:
+    base = load_scenario("shared")
+    gpus = (base.gpus[0].model_copy(update={"mps_server_pid": 4242}), *base.gpus[1:])
+    with install(Simulator(base.model_copy(update={"gpus": gpus}), clock=clock)):
+        pynvml.nvmlInit()
+        try:
+            clock.advance(5.5)
+            mps_gpu, plain_gpu = (pynvml.nvmlDeviceGetHandleByIndex(i) for i in (0, 1))
+            samples = pynvml.nvmlDeviceGetProcessUtilization(mps_gpu, 0)
+            assert {s.pid for s in samples} == {4242}, "no sample names an MPS client"
+            by_stamp = {s.timeStamp: s for s in samples}
+            assert len(by_stamp) == len(samples)  # one sample per tick
+            newest = by_stamp[max(by_stamp)]
+            assert newest.smUtil == pynvml.nvmlDeviceGetUtilizationRates(mps_gpu).gpu > 0
+            assert {s.pid for s in pynvml.nvmlDeviceGetProcessUtilization(plain_gpu, 0)} <= {
+                p.pid for p in base.processes if p.gpu == 1
+            }
+        finally:
+            pynvml.nvmlShutdown()
+
+
+def test_a_wall_clock_step_back_stamps_new_samples_before_the_old_ones(shared: Simulator, clock: ManualClock) -> None:
+    h = pynvml.nvmlDeviceGetHandleByIndex(0)
+    clock.advance(4.5)
+    before = pynvml.nvmlDeviceGetProcessUtilization(h, 0)
+    newest = max(s.timeStamp for s in before)
+    shared.node.step_wall_clock(-3600)
+    assert shared.node.wall_time() == pytest.approx(clock.now - 3600)
+    clock.advance(2)
+    with pytest.raises(pynvml.NVMLError_NotFound):  # asked with the newest stamp seen: nothing is newer
+        pynvml.nvmlDeviceGetProcessUtilization(h, newest)
+    stamps = sorted({s.timeStamp for s in pynvml.nvmlDeviceGetProcessUtilization(h, 0)})
+    stepped = [t for t in stamps if t < newest - 3000 * 1_000_000]
+    assert stepped == [int((shared.node.t0 + tick - 3600) * 1e6) for tick in (5, 6)]  # the two ticks after the step
+    clock.advance(20)  # the buffer (10 s) has dropped every tick from before the step
+    assert max(s.timeStamp for s in pynvml.nvmlDeviceGetProcessUtilization(h, 0)) < newest
+
+
+def test_a_wall_clock_step_is_a_timeline_event(clock: ManualClock) -> None:
+    data = {
+        "gpus": [{"model": "L4"}],
+        "processes": [{"pid": 9, "gpu": 0, "memory_mib": 1, "load": {"baseline": 50}}],
+        "timeline": [{"at": 3, "action": "step_wall_clock", "seconds": -60}],
+    }
+    sim = Simulator(build_scenario(data), clock=clock)
+    clock.advance(2)
+    assert sim.node.wall_time() == clock.now
+    clock.advance(2)
+    assert sim.node.wall_time() == clock.now - 60
+    assert sim.node.tick_time_us(3) == int((sim.node.t0 + 3) * 1e6)  # taken as the clock stepped: stamped before
+    assert sim.node.tick_time_us(4) == int((sim.node.t0 + 4 - 60) * 1e6)

@@ -64,14 +64,21 @@ def test_cgroup_paths_per_driver_qos_and_runtime(layout: str, qos: str, runtime:
 
 def test_cgroup_file_v2_is_one_unified_line_and_v1_one_line_per_hierarchy() -> None:
     assert cgroup_file("/a/b", CgroupLayout.V2_SYSTEMD) == "0::/a/b\n"
-    lines = cgroup_file("/a/b", CgroupLayout.V1_CGROUPFS).splitlines()
+    *lines, unified = cgroup_file("/a/b", CgroupLayout.V1_CGROUPFS).splitlines()
     assert len(lines) == 12
     for line in lines:
         n, controllers, path = line.split(":", 2)
         assert n.isdigit() and controllers
         assert path == ("/" if controllers == "rdma" else "/a/b")
     assert "1:name=systemd:/a/b" in lines
-    assert any(line.startswith("11:memory:") for line in lines)
+    assert any(line.startswith("6:memory:") for line in lines)
+    assert unified == "0::/a/b"  # a hybrid host's unified hierarchy
+
+
+def test_on_a_hybrid_host_the_cgroupfs_drivers_unified_line_names_the_runtime_not_the_pod() -> None:
+    path = f"/kubepods/burstable/pod{UID}/{CID}"
+    assert cgroup_file(path, CgroupLayout.V1_CGROUPFS, "crio").splitlines()[-1] == "0::/system.slice/crio.service"
+    assert cgroup_file(path, CgroupLayout.V1_SYSTEMD, "crio").splitlines()[-1] == f"0::{path}"
 
 
 @pytest.mark.parametrize("layout", list(CgroupLayout))
@@ -104,7 +111,7 @@ def test_unknown_layout_is_refused(tmp_path: Path) -> None:
 
 _SYSTEMD = re.compile(
     r"^/kubepods\.slice/(?:kubepods-(?P<qos>burstable|besteffort)\.slice/kubepods-(?P=qos)-pod|kubepods-pod)"
-    r"(?P<uid>[0-9a-f_]{36})\.slice/(?:cri-containerd|crio|docker)-(?P<cid>[0-9a-f]{64})\.scope$"
+    r"(?P<uid>[0-9a-f_]{36})\.slice/(?:cri-containerd|crio|docker)-(?P<cid>[0-9a-f]{64})\.scope(?:/container)?$"
 )
 _CGROUPFS = re.compile(
     r"^/kubepods/(?:(?:burstable|besteffort)/)?pod(?P<uid>[0-9a-f-]{36})/(?:crio-)?(?P<cid>[0-9a-f]{64})$"

@@ -135,6 +135,43 @@ def test_containers_and_creation_time_only_when_asked() -> None:
     assert lean.containers is EMPTY_LABELS and lean.created_at is None
 
 
+def test_whether_a_container_uses_a_resource_claim_only_when_asked() -> None:
+    """The exporter notices a kubelet that lists no DRA devices by the pods whose containers use claims."""
+    obj = pod_object("ml", "p", containers=("main", "side"), claims={"side": ["gpu"]})
+    assert obj["spec"]["resourceClaims"] == [{"name": "gpu", "resourceClaimName": "gpu"}]
+    assert PodParser(claims=True)(obj).uses_claims is True
+    assert PodParser()(obj).uses_claims is False, "the adapter does not ask"
+    assert PodParser(claims=True)(pod_object("ml", "q")).uses_claims is False
+    declared_only = pod_object("ml", "r")
+    declared_only["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": "gpu"}]  # no container uses it
+    assert PodParser(claims=True)(declared_only).uses_claims is False
+    init = pod_object("ml", "s")
+    init["spec"]["initContainers"] = [{"name": "prep", "resources": {"claims": [{"name": "gpu"}]}}]
+    assert PodParser(claims=True)(init).uses_claims is True
+
+
+@given(
+    st.recursive(
+        st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+        lambda inner: (
+            st.lists(inner, max_size=3)
+            | st.dictionaries(
+                st.sampled_from(["containers", "initContainers", "resources", "claims", "name"]), inner, max_size=3
+            )
+        ),
+        max_leaves=12,
+    )
+)
+def test_any_spec_is_read_for_claims_without_raising(spec: object) -> None:
+    obj = pod_object("ml", "p")
+    obj["spec"] = {"containers": spec} if not isinstance(spec, dict) else spec
+    try:
+        pod = PodParser(claims=True)(obj)
+    except MalformedObjectError:
+        return
+    assert pod.uses_claims in (True, False)
+
+
 @pytest.mark.parametrize("stamp", [None, 5, "", "yesterday", "2026-13-01T00:00:00Z"])
 def test_an_unreadable_creation_time_is_unknown(stamp: object) -> None:
     obj = pod_object("ml", "p")

@@ -84,7 +84,7 @@ class DeviceCalls:
         return cabi.SUCCESS
 
     def minor_number(self, t: float, gpu: SimGpu, mig: SimMig | None, out: Any) -> int:
-        target(out).value = gpu.index
+        target(out).value = gpu.spec.minor_number if gpu.spec.minor_number is not None else gpu.index
         return cabi.SUCCESS
 
     # --- MIG -------------------------------------------------------------------------------------------------

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from simulation.load import SAMPLE_BUFFER_TICKS, TICK_S, ProcessLoad, whole_percents
@@ -31,12 +32,7 @@ class ProcessCalls:
 
     def _processes(self, gpu: SimGpu, mig: SimMig | None) -> list[tuple[ProcessLoad, int, int]]:
         """(process, GPU instance id, compute instance id) on a device; a MIG-enabled GPU lists all its MIG devices'.
-
-        Empty when the caller's PID namespace holds none of them and the driver translates PIDs (open-gpu-kernel-modules
-        gpu_rmapi.c `_gpuConvertPid`: a client with no PID in the caller's namespace is left out).
-        """
-        if self.node.processes_hidden:
-            return []
+        Host PIDs: the lists translate them on the way out (`_fill`)."""
         if mig is not None:
             return [(p, mig.gpu_instance_id, mig.compute_instance_id) for p in mig.domain.processes]
         if gpu.migs is not None:
@@ -59,8 +55,7 @@ class ProcessCalls:
         """
         if gpu.spec.mps_server_pid is not None:
             server = ProcessLoad(gpu.spec.mps_server_pid, 1.0, None, MPS_SERVER_MEMORY, "nvidia-cuda-mps")
-            procs = [] if self.node.processes_hidden else [(server, NOT_AVAILABLE, NOT_AVAILABLE)]
-            return self._fill(procs, count_ref, infos)
+            return self._fill([(server, NOT_AVAILABLE, NOT_AVAILABLE)], count_ref, infos)
         return self._fill(self._processes(gpu, mig), count_ref, infos)
 
     def mps_processes(self, t: float, gpu: SimGpu, mig: SimMig | None, count_ref: Any, infos: Any) -> int:
@@ -70,8 +65,11 @@ class ProcessCalls:
         procs = self._processes(gpu, mig) if gpu.spec.mps_server_pid is not None else []
         return self._fill(procs, count_ref, infos)
 
-    @staticmethod
-    def _fill(procs: list[tuple[ProcessLoad, int, int]], count_ref: Any, infos: Any) -> int:
+    def _fill(self, procs: list[tuple[ProcessLoad, int, int]], count_ref: Any, infos: Any) -> int:
+        """Write the list in the caller's PIDs: open-gpu-kernel-modules gpu_rmapi.c `_gpuConvertPid` turns each PID
+        into the caller's namespace, and a process with none there is left out (see simulation/driver.py)."""
+        shown = self.node.caller_pids.listed
+        procs = [(replace(p, pid=pid), gi, ci) for p, gi, ci in procs if (pid := shown(p.pid)) is not None]
         count = target(count_ref)
         n = len(procs)
         if infos is None or count.value < n:
@@ -97,12 +95,21 @@ class ProcessCalls:
         found since the lastSeenTimeStamp" -- so a device whose processes were all idle answers NOT_FOUND as well.
         With no array the count is set and INSUFFICIENT_SIZE returned; an array too small for the samples that
         appeared since gets the oldest whole ticks (the caller's next last-seen picks up the rest).
+
+        Unkind on purpose, as the driver is:
+        - The buffer holds the newest ticks in the order they were taken, each stamped with the host's wall clock of
+          that moment (simulation/machine.py `tick_time_us`): after a wall-clock step back, new ticks are stamped
+          before old ones, and a caller asking with the old newest stamp gets NOT_FOUND.
+        - PIDs are host PIDs whatever the caller's namespace: open-gpu-kernel-modules kern_perf_ctrl.c
+          (`subdeviceCtrlCmdPerfGetGpumonPerfmonUtilSamplesV2_KERNEL`) translates nothing up to 570.86.10, and later
+          only samples carrying the kernel's PID record, which those relayed from the GSP firmware do not.
+        - Under MPS the samples name the MPS server, which runs its clients' work in its own context (NVIDIA's MPS
+          documentation: nvidia-cuda-mps-server "will appear as the active CUDA process rather than any of the client
+          processes"): one sample per tick with the clients' summed utilization.
         """
         domain = gpu.domain
         if domain is None:  # MIG enabled
             return cabi.NOT_SUPPORTED
-        if self.node.processes_hidden:  # the samples name processes the caller cannot see either
-            return cabi.NOT_FOUND
         last = as_int(last_seen)
         node = self.node
         newest = node.tick(t)
@@ -114,6 +121,9 @@ class ProcessCalls:
             _, sm = whole_percents(total, parts)
             _, mem = whole_percents(total * ratio, {pid: v * ratio for pid, v in parts.items()})
             busy = [(p.pid, sm[p.pid], mem[p.pid]) for p in domain.processes if sm[p.pid] or mem[p.pid]]
+            server = gpu.spec.mps_server_pid
+            if server is not None and busy:
+                busy = [(server, sum(b[1] for b in busy), sum(b[2] for b in busy))]
             if busy:
                 found.append((node.tick_time_us(k), busy))
         n = sum(len(busy) for _, busy in found)
