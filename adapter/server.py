@@ -30,6 +30,8 @@ from adapter.auth.reload import TrustReloader
 from adapter.auth.requests import DelegatingAuthenticator, auth_middleware
 from adapter.auth.sar import SubjectAccessReviewer
 from adapter.auth.tokenreview import TokenReviewer
+from adapter.keda.scaler import build_external_scaler
+from adapter.keda.serving import ExternalScalerServer
 from adapter.metrics_config import MetricsConfig, MetricsConfigError, default_metrics_config, load_metrics_config
 from adapter.podcache.cache import PodCache
 from adapter.selectors import parse_selector
@@ -212,6 +214,7 @@ class Adapter:
     listen: ListenAddress
     api: ApiClient
     limits: ConnectionLimits = field(default_factory=ConnectionLimits)
+    keda: ExternalScalerServer | None = None  # KEDA's external scaler (--keda-listen)
     connections: ConnectionGuard = field(init=False)
 
     def __post_init__(self) -> None:
@@ -278,9 +281,12 @@ class Adapter:
             app.cleanup_ctx.append(_running(reloader))
         if certificate is not None:  # a renewed certificate (cert-manager, a rotated Secret) serves without a restart
             app.cleanup_ctx.append(_running(certificate))
+        keda = None
+        if settings.keda_listen is not None:
+            keda = build_external_scaler(settings, config, pod_cache, source, metrics.registry)
         limits = settings.connection_limits()
         ensure_file_limit(limits)
-        adapter = cls(app=app, ssl_context=ssl_context, listen=settings.listen, api=client, limits=limits)
+        adapter = cls(app=app, ssl_context=ssl_context, listen=settings.listen, api=client, limits=limits, keda=keda)
         metrics.connections.stats = adapter.connections.stats
         return adapter
 
@@ -293,11 +299,18 @@ class Adapter:
             )
             try:
                 log.info("serving custom.metrics.k8s.io and external.metrics.k8s.io on %s", server.url)
+                if self.keda is not None:  # after the HTTP server's start: the pod cache and the source run
+                    await self.keda.start()
+                    tls = "TLS" if self.keda.tls else "plaintext"
+                    log.info("serving KEDA's external scaler (externalscaler.ExternalScaler) on %s, %s",
+                             self.keda.address, tls)  # fmt: skip
                 for callback in on_serving:
                     callback(server.url)
                 await stop.wait()
                 log.info("stopping")
             finally:
+                if self.keda is not None:
+                    await self.keda.stop()
                 await server.stop()
         finally:
             self.api.close()  # type: ignore[no-untyped-call]
