@@ -194,14 +194,21 @@ class ActivityBoard:
             return Observation.NO_PODS, None
         return (Observation.BUSY if reading.busy(followed.trigger.activation_target) else Observation.QUIET), None
 
+    async def observe_all(self) -> None:
+        """Observe every followed workload once, after dropping those nobody asked about for `keep_for` seconds."""
+        now = self._clock()
+        for key, followed in list(self._followed.items()):
+            if followed.streams == 0 and now - followed.asked_at > self._keep_for and key not in self._first:
+                del self._followed[key]
+                followed.close()
+        due = [f for k, f in self._followed.items() if k not in self._first]
+        if due:
+            await asyncio.gather(*(self._observe(f) for f in due))
+
     async def _observe_forever(self) -> None:
         while True:
             await asyncio.sleep(self._interval)
-            now = self._clock()
-            for key, followed in list(self._followed.items()):
-                if followed.streams == 0 and now - followed.asked_at > self._keep_for and key not in self._first:
-                    del self._followed[key]
-                    followed.close()
-            due = [f for k, f in self._followed.items() if k not in self._first]
-            if due:
-                await asyncio.gather(*(self._observe(f) for f in due), return_exceptions=True)
+            try:
+                await self.observe_all()
+            except Exception:  # keep observing: a stuck state is worse than one failed round
+                log.exception("observing the workloads KEDA asks about failed")
