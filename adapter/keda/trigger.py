@@ -74,8 +74,6 @@ def parse_trigger(metadata: Mapping[str, str]) -> Trigger:
         selector = parse_selector(selector_text)
     except SelectorError as exc:
         raise TriggerError(given[POD_SELECTOR][0], str(exc)) from None
-    if selector.empty:
-        raise TriggerError(given[POD_SELECTOR][0], "must select the workload's pods, e.g. app=llm-inference")
     target = _number(given, TARGET, _required(given, TARGET))
     if target <= 0:
         raise TriggerError(given[TARGET][0], f"must be more than 0, got {given[TARGET][1]!r}")
