@@ -67,10 +67,10 @@ def test_service_and_methods_are_kedas() -> None:
     assert externalscaler_pb2.DESCRIPTOR.package == keda.PACKAGE == "externalscaler"
     service = externalscaler_pb2.DESCRIPTOR.services_by_name[keda.SERVICE]
     ours = {
-        m.name: (m.input_type.name, m.output_type.name, m.server_streaming, m.client_streaming)
-        for m in service.methods
+        m.name: (m.input_type.name, m.output_type.name, m.server_streaming, m.client_streaming) for m in service.methods
     }
-    assert ours == {name: (request, response, streaming, False) for name, request, response, streaming in keda.KEDA_METHODS}
+    kedas = {name: (request, response, streaming, False) for name, request, response, streaming in keda.KEDA_METHODS}
+    assert ours == kedas
 
 
 def test_the_two_descriptions_are_the_same_wire_format() -> None:
