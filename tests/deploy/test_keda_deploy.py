@@ -102,3 +102,12 @@ def test_the_component_serves_it_as_the_chart_does(kubectl: str, tmp_path: Path)
     assert set(chart) == set(kustomized) - ONLY_KUSTOMIZE
     for key, (obj, _) in chart.items():
         assert obj == kustomized[key][0], f"{key}: the chart renders {obj}, kustomize {kustomized[key][0]}"
+
+
+def test_notes_tell_where_keda_calls() -> None:
+    path = "gpu-pulse/templates/NOTES.txt"
+    with helm_python.Chart.load(str(CHART)) as chart:
+        enabled = chart.render(ENABLED, name="gpu-pulse", namespace="gpu-pulse", is_install=True)[path]
+        disabled = chart.render({}, name="gpu-pulse", namespace="gpu-pulse", is_install=True)[path]
+    assert "gpu-pulse-adapter.gpu-pulse.svc:9443" in enabled and "caCert" in enabled
+    assert "app=keda-operator" in enabled and "external scaler" not in disabled
