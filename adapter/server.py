@@ -14,7 +14,7 @@ import ssl
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from aiohttp import web
 from aiohttp.typedefs import Middleware
@@ -30,8 +30,6 @@ from adapter.auth.reload import TrustReloader
 from adapter.auth.requests import DelegatingAuthenticator, auth_middleware
 from adapter.auth.sar import SubjectAccessReviewer
 from adapter.auth.tokenreview import TokenReviewer
-from adapter.keda.scaler import build_external_scaler
-from adapter.keda.serving import ExternalScalerServer
 from adapter.metrics_config import MetricsConfig, MetricsConfigError, default_metrics_config, load_metrics_config
 from adapter.podcache.cache import PodCache
 from adapter.selectors import parse_selector
@@ -55,6 +53,9 @@ from toolkit.selfsigned import build_server_ssl_context
 from toolkit.serving import start_server
 from toolkit.settings import ListenAddress
 from toolkit.tls import CertificateReloader
+
+if TYPE_CHECKING:
+    from adapter.keda.serving import ExternalScalerServer
 
 log = logging.getLogger(__name__)
 
@@ -282,7 +283,9 @@ class Adapter:
         if certificate is not None:  # a renewed certificate (cert-manager, a rotated Secret) serves without a restart
             app.cleanup_ctx.append(_running(certificate))
         keda = None
-        if settings.keda_listen is not None:
+        if settings.keda_listen is not None:  # gRPC (tens of ms and MiB to import) only when KEDA's scaler is served
+            from adapter.keda.scaler import build_external_scaler
+
             keda = build_external_scaler(settings, config, pod_cache, source, metrics.registry)
         limits = settings.connection_limits()
         ensure_file_limit(limits)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import grpc
@@ -143,3 +145,10 @@ def test_defaults_and_the_demos_copy_of_the_flags() -> None:
     assert load_settings(list(_keda_flags(chosen)), {}) == chosen
     from_environment = load_settings([], {"GPU_PULSE_ADAPTER_KEDA_LISTEN": "127.0.0.1:9443"})
     assert from_environment.keda_listen == ListenAddress("127.0.0.1", 9443)
+
+
+def test_the_adapter_imports_grpc_only_to_serve_kedas_scaler() -> None:
+    """gRPC costs tens of milliseconds and megabytes to import: an adapter without --keda-listen does without."""
+    code = "import sys; import adapter.server, adapter.cli; print('grpc' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
+    assert done.stdout.strip() == "False"
