@@ -101,7 +101,7 @@ def _our_values(metadata: Mapping[str, str]) -> dict[str, tuple[str, str]]:
     """Our keys, each with the key it came as (`<key>` or `<key>FromEnv`) and its value; KEDA's keys are passed over,
     anything else refused."""
     values: dict[str, tuple[str, str]] = {}
-    for raw_key, value in metadata.items():
+    for raw_key, value in sorted(metadata.items()):  # a map's order is not the wire's: name the same key each time
         key = raw_key.removesuffix(FROM_ENV) if raw_key.endswith(FROM_ENV) else raw_key
         if key in KEDAS:
             continue
@@ -109,7 +109,7 @@ def _our_values(metadata: Mapping[str, str]) -> dict[str, tuple[str, str]]:
             known = ", ".join(OURS)
             raise TriggerError(raw_key, f"unknown key: gpu-pulse's triggers take {known} (and KEDA's own keys)")
         if key in values:
-            raise TriggerError(raw_key, f"given twice, as {key} and {key}{FROM_ENV}: keep one")
+            raise TriggerError(key + FROM_ENV, f"given twice, as {key} and {key}{FROM_ENV}: keep one")
         if len(value) > MAX_VALUE_LENGTH:
             raise TriggerError(raw_key, f"longer than {MAX_VALUE_LENGTH} characters")
         values[key] = (raw_key, value)
