@@ -63,6 +63,7 @@ async def measure(
     request = keda.metrics_request(largest["namespace"], metadata, "gpu_utilization")
     custom_seconds: list[float] = []
     keda_seconds: list[float] = []
+    spec_seconds: list[float] = []  # GetMetricSpec asks no source: what the gRPC path costs on this loaded loop
     checked = mismatched = errors = 0
     async with (
         aiohttp.ClientSession(connector=connector, timeout=timeout) as session,
@@ -81,6 +82,11 @@ async def measure(
                 raise RuntimeError(f"custom metrics answered {status}: {body[:200]!r}")
             items = json.loads(body)["items"]
             return seconds, {i["describedObject"]["name"]: (i["timestamp"], i["value"]) for i in items}
+
+        async def spec() -> float:
+            started = time.perf_counter()
+            await client.get_metric_spec(keda.scaled_object(largest["namespace"], metadata), timeout=30)
+            return time.perf_counter() - started
 
         async def scaled() -> tuple[float, float]:
             started = time.perf_counter()
@@ -101,12 +107,14 @@ async def measure(
                     before_seconds, before = await custom()
                     keda_took, value = await scaled()
                     _, after = await custom()  # only to check the sum: was the answer the same after?
+                    spec_took = await spec()
                 except (aiohttp.ClientError, grpc.aio.AioRpcError, RuntimeError, TimeoutError) as failure:
                     errors += 1
                     print(f"error: {failure}", flush=True)
                     continue
                 custom_seconds.append(before_seconds)  # one of each a round, taken under the same load
                 keda_seconds.append(keda_took)
+                spec_seconds.append(spec_took)
                 if before == after:
                     checked += 1
                     total = sum((parse_quantity(v) for _, v in before.values()), Decimal(0))
@@ -120,6 +128,7 @@ async def measure(
         "pods": largest["pods"],
         "custom": custom_seconds,
         "keda": keda_seconds,
+        "spec": spec_seconds,
         "checked": checked,
         "mismatched": mismatched,
         "errors": errors,
@@ -131,6 +140,7 @@ def summary(args: argparse.Namespace, measured: dict[str, Any]) -> bool:
     rows = [
         ("custom metrics (HTTPS, one item a pod)", custom),
         ("KEDA GetMetrics (gRPC, one sum)", scaled),
+        ("KEDA GetMetricSpec (gRPC, no source)", measured["spec"]),
     ]
     print(f"\nKEDA's GetMetrics against the custom metrics path, {measured['pods']} pods, fleet of {args.nodes} "
           f"nodes / {args.gpu_pods} GPU pods / {args.other_pods} others, {args.duration:g} s")  # fmt: skip
