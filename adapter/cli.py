@@ -68,11 +68,26 @@ def _run_demo(settings: AdapterSettings) -> int:
         return 2
     listen = str(settings.listen) if "listen" in settings.model_fields_set else DEFAULT_LISTEN
     try:
-        options = DemoOptions(listen=listen, kubeconfig=settings.demo_kubeconfig)
+        options = DemoOptions(listen=listen, kubeconfig=settings.demo_kubeconfig, keda_args=_keda_flags(settings))
     except ValueError as exc:
         print(f"{PROG}: error: --demo: {exc}", file=sys.stderr)
         return 2
     return run_demo(options)
+
+
+def _keda_flags(settings: AdapterSettings) -> tuple[str, ...]:
+    """The --keda-* flags the user set, for the demo's adapter (adapter/keda)."""
+    flags = []
+    for name in sorted(settings.model_fields_set):
+        value = getattr(settings, name)
+        if not name.startswith("keda_") or value is None:
+            continue
+        flag = "--" + name.replace("_", "-")
+        if isinstance(value, bool):
+            flags.append(flag if value else "--no-" + flag[2:])
+        else:
+            flags.append(f"{flag}={value}")
+    return tuple(flags)
 
 
 if __name__ == "__main__":

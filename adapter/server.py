@@ -14,7 +14,7 @@ import ssl
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from aiohttp import web
 from aiohttp.typedefs import Middleware
@@ -53,6 +53,9 @@ from toolkit.selfsigned import build_server_ssl_context
 from toolkit.serving import start_server
 from toolkit.settings import ListenAddress
 from toolkit.tls import CertificateReloader
+
+if TYPE_CHECKING:
+    from adapter.keda.serving import ExternalScalerServer
 
 log = logging.getLogger(__name__)
 
@@ -212,6 +215,7 @@ class Adapter:
     listen: ListenAddress
     api: ApiClient
     limits: ConnectionLimits = field(default_factory=ConnectionLimits)
+    keda: ExternalScalerServer | None = None  # KEDA's external scaler (--keda-listen)
     connections: ConnectionGuard = field(init=False)
 
     def __post_init__(self) -> None:
@@ -278,9 +282,14 @@ class Adapter:
             app.cleanup_ctx.append(_running(reloader))
         if certificate is not None:  # a renewed certificate (cert-manager, a rotated Secret) serves without a restart
             app.cleanup_ctx.append(_running(certificate))
+        keda = None
+        if settings.keda_listen is not None:  # gRPC (tens of ms and MiB to import) only when KEDA's scaler is served
+            from adapter.keda.scaler import build_external_scaler
+
+            keda = build_external_scaler(settings, config, pod_cache, source, metrics.registry)
         limits = settings.connection_limits()
         ensure_file_limit(limits)
-        adapter = cls(app=app, ssl_context=ssl_context, listen=settings.listen, api=client, limits=limits)
+        adapter = cls(app=app, ssl_context=ssl_context, listen=settings.listen, api=client, limits=limits, keda=keda)
         metrics.connections.stats = adapter.connections.stats
         return adapter
 
@@ -293,11 +302,18 @@ class Adapter:
             )
             try:
                 log.info("serving custom.metrics.k8s.io and external.metrics.k8s.io on %s", server.url)
+                if self.keda is not None:  # after the HTTP server's start: the pod cache and the source run
+                    await self.keda.start()
+                    tls = "TLS" if self.keda.tls else "plaintext"
+                    log.info("serving KEDA's external scaler (externalscaler.ExternalScaler) on %s, %s",
+                             self.keda.address, tls)  # fmt: skip
                 for callback in on_serving:
                     callback(server.url)
                 await stop.wait()
                 log.info("stopping")
             finally:
+                if self.keda is not None:
+                    await self.keda.stop()
                 await server.stop()
         finally:
             self.api.close()  # type: ignore[no-untyped-call]

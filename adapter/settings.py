@@ -29,6 +29,10 @@ PROG = "gpu-pulse-adapter"
 CommaList = Annotated[tuple[str, ...], BeforeValidator(comma_list)]
 
 
+def _optional_listen(value: object) -> ListenAddress | None:
+    return None if value is None else parse_listen(value)
+
+
 class AdapterSettings(ConnectionSettings):
     """Every setting of the adapter. Field `foo_bar` is flag `--foo-bar` and variable `GPU_PULSE_ADAPTER_FOO_BAR`."""
 
@@ -170,6 +174,65 @@ class AdapterSettings(ConnectionSettings):
         "Paths served without authentication or authorization.",
         metavar="PATH,...",
     )
+    # KEDA's external scaler (adapter/keda, docs/hpa.md)
+    keda_listen: Annotated[ListenAddress | None, BeforeValidator(_optional_listen)] = setting(
+        None,
+        "Also serve KEDA's external scaler API (gRPC externalscaler.ExternalScaler) on this address, e.g. "
+        "0.0.0.0:9443; default: not served.",
+        metavar="HOST:PORT",
+    )
+    keda_tls: bool = setting(
+        False,
+        "Serve --keda-listen over TLS with the adapter's serving certificate (--tls-cert-file, or the self-signed "
+        "one); KEDA's trigger then names its CA (caCert).",
+        metavar="",
+    )
+    keda_client_ca_file: Path | None = setting(
+        None,
+        "With --keda-tls: accept only clients presenting a certificate this CA signed (KEDA's tlsClientCert).",
+        metavar="FILE",
+    )
+    keda_activate_after: float = setting(
+        0.0,
+        "Seconds some selected pod's value must exceed the trigger's activationTarget before an inactive workload "
+        "is reported active.",
+        metavar="SECONDS",
+        ge=0,
+        le=3600,
+        allow_inf_nan=False,
+    )
+    keda_deactivate_after: float = setting(
+        60.0,
+        "Seconds no selected pod's value may exceed activationTarget before an active workload is reported "
+        "inactive (then KEDA's cooldownPeriod runs before it scales to zero).",
+        metavar="SECONDS",
+        ge=0,
+        le=86_400,
+        allow_inf_nan=False,
+    )
+    keda_activity_interval: float = setting(
+        2.0,
+        "Seconds between two observations of the activity of a workload KEDA asks about.",
+        metavar="SECONDS",
+        ge=0.1,
+        le=60,
+        allow_inf_nan=False,
+    )
+    keda_max_streams: int = setting(
+        1000,
+        "Most StreamIsActive streams open at once; another is refused with RESOURCE_EXHAUSTED.",
+        metavar="N",
+        ge=1,
+        le=100_000,
+    )
+    keda_call_timeout: float = setting(
+        5.0,
+        "Seconds a call of the external scaler may take; past it the answer is UNAVAILABLE.",
+        metavar="SECONDS",
+        gt=0,
+        le=60,
+        allow_inf_nan=False,
+    )
     # logs
     log_level: Annotated[Literal["debug", "info", "warning", "error"], BeforeValidator(lower)] = setting(
         "info", "Log level.", metavar="{debug,info,warning,error}"
@@ -226,6 +289,10 @@ class AdapterSettings(ConnectionSettings):
         check_tls_pair(self.tls_cert_file, self.tls_private_key_file)
         if self.exporter_endpoints is not None and self.exporter_url_template is not None:
             raise ValueError("give --exporter-endpoints or --exporter-url-template, not both")
+        if self.keda_client_ca_file is not None and not self.keda_tls:
+            raise ValueError("--keda-client-ca-file needs --keda-tls: client certificates come with TLS")
+        if self.keda_tls and self.keda_listen is None:
+            raise ValueError("--keda-tls needs --keda-listen: the external scaler is not served without it")
         return self
 
 

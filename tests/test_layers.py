@@ -95,6 +95,12 @@ RULES: list[Rule] = [
     ),
     Rule("adapter.sources", ("adapter.api", "adapter.server", "adapter.cli"), "sources know nothing of HTTP routing"),
     Rule(
+        "adapter.keda",
+        ("adapter.api", "adapter.auth", "adapter.server", "adapter.cli", "aiohttp"),
+        "KEDA's external scaler sits beside the HTTP API: it uses the sources, the pod cache and the metric "
+        "definitions, and knows nothing of HTTP routing",
+    ),
+    Rule(
         "adapter",
         ("exporter.",),
         "the adapter reads only the /pods contract of the exporter",

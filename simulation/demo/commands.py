@@ -6,6 +6,8 @@ import shlex
 import urllib.parse
 from pathlib import Path
 
+import yaml
+
 from simulation.demo.scenarios import DEPLOYMENT, NAMESPACE, SELECTOR
 
 _SELECTOR = urllib.parse.quote(SELECTOR, safe="")
@@ -40,3 +42,21 @@ def kubectl_commands(kubeconfig: Path) -> list[tuple[str, str]]:
     config = shlex.quote(str(kubeconfig))
     objects = [(what, f"kubectl --kubeconfig {config} {args}") for what, args in OBJECTS]
     return objects + [(what, kubectl_command(kubeconfig, path)) for what, path in REQUESTS]
+
+
+def keda_lines(address: str, tls: bool, ca_file: Path) -> str:
+    """Where KEDA's external scaler serves, and a ScaledObject trigger on the demo's Deployment."""
+    trigger = {
+        "type": "external-push",
+        "metadata": {
+            "scalerAddress": address,
+            "metric": "gpu_utilization",
+            "podSelector": SELECTOR,
+            "target": "60",
+            "activationTarget": "5",
+        },
+    }
+    security = f"TLS, CA {ca_file} (the trigger's caCert)" if tls else "plaintext"
+    text = yaml.safe_dump([trigger], sort_keys=False).rstrip()
+    lines = [f"KEDA external scaler (gRPC externalscaler.ExternalScaler) on {address}, {security}; a trigger:"]
+    return "\n".join(lines + [f"  {line}" for line in text.splitlines()])

@@ -14,13 +14,15 @@ class DemoOptions:
     """`listen`: where the adapter serves (host:port, as --listen). `kubeconfig`: where the kubeconfig for kubectl is
     written once the adapter serves (removed when the demo stops). `interval`: seconds between two summaries.
     `terminal`: redraw one screen (True) or print log lines (False); None asks whether stdout is a terminal.
-    `seed`: of the simulated GPUs' identities and load curves."""
+    `seed`: of the simulated GPUs' identities and load curves. `keda_args`: the adapter's --keda-* flags as given
+    (with --keda-listen, the adapter also serves KEDA's external scaler, and the demo prints where)."""
 
     listen: str = DEFAULT_LISTEN
     kubeconfig: Path = DEFAULT_KUBECONFIG
     interval: float = 3.0
     terminal: bool | None = None
     seed: int = 1
+    keda_args: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.interval > 0:

@@ -34,7 +34,7 @@ import aiohttp
 from adapter.settings import load_settings
 from simulation import load_scenario
 from simulation.demo.cluster import DEMO_GROUPS, DEMO_USER, DemoPod, demo_pods, populate
-from simulation.demo.commands import kubectl_commands
+from simulation.demo.commands import keda_lines, kubectl_commands
 from simulation.demo.nodes import NodeExporter, NodeStartError, start_node_exporter, wait_serving
 from simulation.demo.options import DemoOptions
 from simulation.demo.scenarios import write_scenarios
@@ -188,7 +188,7 @@ class _Demo:
             f"--exporter-endpoints={endpoints}", f"--tls-cert-file={trust.serving_cert}",
             f"--tls-private-key-file={trust.serving_key}", f"--client-ca-file={trust.ca_file}",
             f"--requestheader-client-ca-file={trust.ca_file}", "--requestheader-allowed-names=front-proxy-client",
-            f"--cert-dir={workdir / 'certs'}",
+            f"--cert-dir={workdir / 'certs'}", *self.options.keda_args,
         ]  # fmt: skip
         try:
             adapter = await Adapter.from_settings(load_settings(argv, {}))
@@ -208,6 +208,8 @@ class _Demo:
         port = urllib.parse.urlsplit(served[0]).port or listen.port
         url = server_url(listen, port)
         self.say(f"adapter serving custom.metrics.k8s.io and external.metrics.k8s.io on {url} (direct source)")
+        if adapter.keda is not None:
+            self.say(keda_lines(adapter.keda.address, adapter.keda.tls, trust.ca_file))
         return url
 
     async def _adapter_ready(

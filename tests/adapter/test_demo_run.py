@@ -17,6 +17,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
@@ -71,8 +72,9 @@ def _alive(pid: int) -> bool:
     return not (stat.exists() and stat.read_text().split(") ")[-1].startswith("Z"))
 
 
-@pytest.fixture
-def demo(tmp_path: Path) -> Iterator[RunningDemo]:
+@contextmanager
+def running_demo(tmp_path: Path, *extra: str) -> Iterator[RunningDemo]:
+    """The demo started as the README says, with `extra` flags, until its kubeconfig appears; stopped afterwards."""
     cwd = tmp_path / "cwd"
     cwd.mkdir()
     # the demo's and its exporters' temporary files go here (short: the simulated kubelet's unix socket lives there)
@@ -81,7 +83,8 @@ def demo(tmp_path: Path) -> Iterator[RunningDemo]:
     kubeconfig = Path("gpu-pulse-demo.kubeconfig")  # relative, as the default: the printed commands use it
     with stdout.open("wb") as out, stderr.open("wb") as err:
         process = subprocess.Popen(
-            [sys.executable, *ENTRY, "--listen", f"127.0.0.1:{free_port()}", "--demo-kubeconfig", str(kubeconfig)],
+            [sys.executable, *ENTRY, "--listen", f"127.0.0.1:{free_port()}", "--demo-kubeconfig", str(kubeconfig),
+             *extra],
             cwd=cwd, env=clean_environment({"TMPDIR": str(tmpdir)}), stdout=out, stderr=err,
             stdin=subprocess.DEVNULL,
         )  # fmt: skip
@@ -103,6 +106,12 @@ def demo(tmp_path: Path) -> Iterator[RunningDemo]:
         shutil.rmtree(tmpdir, ignore_errors=True)
 
 
+@pytest.fixture
+def demo(tmp_path: Path) -> Iterator[RunningDemo]:
+    with running_demo(tmp_path) as running:
+        yield running
+
+
 def _documents(demo: RunningDemo) -> dict[str, NodePods]:
     return {
         node: NodePods.model_validate_json(http_get(f"{url}/pods?namespace=demo", timeout=5))
@@ -122,7 +131,7 @@ def _exporter_figures(demo: RunningDemo) -> dict[str, float]:
     return figures
 
 
-def _stops_cleanly(demo: RunningDemo, signum: signal.Signals) -> None:
+def stops_cleanly(demo: RunningDemo, signum: signal.Signals) -> None:
     children = [pid for _, pid in demo.exporters().values()]
     assert len(children) == 3 and all(_alive(pid) for pid in children)
     demo.process.send_signal(signum)
@@ -186,8 +195,8 @@ def test_the_printed_kubectl_commands_answer_and_sigterm_stops_everything(demo: 
             assert int(desired) == possible.pop(), f"wrong HPA suggestion in: {pods} -> {desired}"
             checked += 1
     assert checked
-    _stops_cleanly(demo, signal.SIGTERM)
+    stops_cleanly(demo, signal.SIGTERM)
 
 
 def test_ctrl_c_stops_everything(demo: RunningDemo) -> None:
-    _stops_cleanly(demo, signal.SIGINT)
+    stops_cleanly(demo, signal.SIGINT)

@@ -42,7 +42,7 @@ def _by_kind(kind: str) -> list[dict[str, Any]]:
 def test_hpa_examples_validate_and_read_served_metrics(version: str) -> None:
     custom, external = _served()
     hpas = _by_kind("HorizontalPodAutoscaler")
-    assert len(hpas) == 2
+    assert len(hpas) == 3
     for hpa in hpas:
         kubernetes_validate.validate(hpa, version, strict=True)
         for metric in hpa["spec"]["metrics"]:
@@ -107,8 +107,14 @@ SCALED_OBJECT = {
 }
 
 
+def _prometheus_scaled_object() -> dict[str, Any]:
+    """The ScaledObject reading gpu-pulse's figures through Prometheus (the external scaler's: test_docs_keda.py)."""
+    (scaled,) = [s for s in _by_kind("ScaledObject") if [t["type"] for t in s["spec"]["triggers"]] == ["prometheus"]]
+    return scaled
+
+
 def test_keda_scaled_object_is_shaped_as_keda_reads_it(tmp_path: Path) -> None:
-    (scaled,) = _by_kind("ScaledObject")
+    scaled = _prometheus_scaled_object()
     jsonschema.validate(scaled, SCALED_OBJECT)
     spec = scaled["spec"]
     assert spec["minReplicaCount"] <= spec["maxReplicaCount"]
@@ -131,7 +137,7 @@ def test_keda_scaled_object_is_shaped_as_keda_reads_it(tmp_path: Path) -> None:
 
 def test_a_misshapen_scaled_object_is_caught() -> None:
     """The referee is live: a field KEDA does not know fails the schema."""
-    (scaled,) = _by_kind("ScaledObject")
+    scaled = _prometheus_scaled_object()
     scaled["spec"]["triggers"][0]["metadata"]["treshold"] = scaled["spec"]["triggers"][0]["metadata"].pop("threshold")
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(scaled, SCALED_OBJECT)

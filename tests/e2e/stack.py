@@ -55,6 +55,7 @@ DIRECT_MAX_AGE = 3 * INTERVAL + 2  # the adapter's default for the direct source
 PROMETHEUS_MAX_AGE = 10.0
 CLUSTER = "e2e"
 TARGET_UTILIZATION = 60
+KEDA_HYSTERESIS = ("--keda-deactivate-after=3", "--keda-activity-interval=0.5")
 HPAS = tuple(
     DeclaredHpa(w.namespace, w.name, w.name, target_average=TARGET_UTILIZATION) for w in (LLM_SERVE, CHAT, EMBED)
 )
@@ -74,6 +75,7 @@ class E2EStack:
     kubeconfigs: dict[str, Path]  # adapter name -> kubeconfig of the HPA's identity
     began: float  # wall clock when the first process was started
     timings: dict[str, float] = field(default_factory=dict)
+    keda: str = ""  # host:port of the direct adapter's KEDA external scaler (TLS, client certificates of the CA)
 
     @property
     def adapters(self) -> tuple[AdapterProcess, AdapterProcess]:
@@ -144,11 +146,14 @@ def running_e2e_stack(prometheus_binary: str, workdir: Path) -> Iterator[E2EStac
             wait_for(partial(serving, processes, exporter, count), f"exporter {node} serving its pods", 60)
             timings[f"serving:{node}"] = time.time() - exporter.launched_at
         adapter_ports = {"adapter-direct": free_port(), "adapter-prometheus": free_port()}
+        keda = f"127.0.0.1:{free_port()}"  # KEDA's external scaler on the direct adapter (tests/e2e/test_keda.py)
+        keda_args = [f"--keda-listen={keda}", "--keda-tls", f"--keda-client-ca-file={trust.ca_file}",
+                     *KEDA_HYSTERESIS]  # fmt: skip
         prometheus_port = free_port()
         endpoints = ",".join(f"{node}={e.url}" for node, e in exporters.items())
         direct = start_adapter(
             processes, "adapter-direct", trust, kube.url, max_age=DIRECT_MAX_AGE, port=adapter_ports["adapter-direct"],
-            args=["--source=direct", f"--exporter-endpoints={endpoints}"],
+            args=["--source=direct", f"--exporter-endpoints={endpoints}", *keda_args],
         )  # fmt: skip
         via_prometheus = start_adapter(
             processes, "adapter-prometheus", trust, kube.url, max_age=PROMETHEUS_MAX_AGE,
@@ -172,7 +177,7 @@ def running_e2e_stack(prometheus_binary: str, workdir: Path) -> Iterator[E2EStac
         kubeconfigs = {a.name: trust.kubeconfig(hpa, a.url, f"hpa-{a.name}") for a in (direct, via_prometheus)}
         yield E2EStack(
             workdir, processes, scenarios, exporters, kube, prometheus, direct, via_prometheus, hpa, kubeconfigs,
-            began, timings,
+            began, timings, keda,
         )  # fmt: skip
         for adapter in (direct, via_prometheus):  # a clean stop on SIGTERM, after everything the tests did
             code = processes.stop(adapter.name)

@@ -1,0 +1,214 @@
+"""The workloads whose activity KEDA asks about, each observed every `interval` seconds while it is asked about.
+
+`IsActive` (KEDA asks every `pollingInterval`) and `StreamIsActive` (KEDA holds it open) answer from the same followed
+state, so hysteresis works whichever KEDA uses, and both agree: KEDA acts on a pushed activation at once, but
+deactivates only through its polled `IsActive` (pkg/scaling/scale_handler.go, startPushScalers: "inactivation events
+are ignored"). Two triggers asking the same (namespace, metric, selector, activation target) share one followed
+workload. A workload nobody has asked about for `keep_for` seconds and that no stream follows is dropped; at most
+`capacity` are followed at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
+from decimal import Decimal
+
+from adapter.keda.activity import UNKNOWN_STATE, ActivityState, Hysteresis, Observation
+from adapter.keda.trigger import Trigger
+from adapter.keda.workload import NoFiguresError, Reading, WorkloadReader
+from adapter.sources.model import SourceError, SourceUnavailableError
+
+log = logging.getLogger(__name__)
+
+WorkloadKey = tuple[str, str, str, Decimal]
+DEFAULT_KEEP_FOR = 900.0  # longer than any sensible pollingInterval: a trigger asked less often starts afresh
+
+
+class BoardFullError(Exception):
+    """Too many workloads followed at once."""
+
+
+class ActivityUnknownError(Exception):
+    """The workload's activity is not known yet; `cause` says why (no figures, the source unavailable)."""
+
+    def __init__(self, cause: Exception) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+
+
+class FollowedWorkload:
+    """One workload's activity, as observed so far."""
+
+    def __init__(self, namespace: str, trigger: Trigger, now: float) -> None:
+        self.namespace = namespace
+        self.trigger = trigger
+        self.state: ActivityState = UNKNOWN_STATE
+        self.problem: Exception | None = None  # why the last observation was unknown
+        self.asked_at = now
+        self.streams = 0
+        self._changed = asyncio.Event()
+        self.closed = False
+
+    def record(self, state: ActivityState, problem: Exception | None) -> bool:
+        """Keep the new state; True when `active` changed (streams are woken)."""
+        changed = state.active != self.state.active
+        self.state, self.problem = state, problem
+        if changed:
+            self._wake()
+        return changed
+
+    def close(self) -> None:
+        self.closed = True
+        self._wake()
+
+    def _wake(self) -> None:
+        self._changed.set()
+        self._changed = asyncio.Event()
+
+    async def next_change(self) -> None:
+        await self._changed.wait()
+
+
+class ActivityBoard:
+    def __init__(
+        self,
+        reader: WorkloadReader,
+        hysteresis: Hysteresis,
+        *,
+        interval: float = 2.0,
+        observe_timeout: float = 5.0,
+        keep_for: float = DEFAULT_KEEP_FOR,
+        capacity: int = 10_000,
+        clock: Callable[[], float] = time.monotonic,
+        on_change: Callable[[bool], None] = lambda active: None,
+    ) -> None:
+        self._reader = reader
+        self._hysteresis = hysteresis
+        self._interval = interval
+        self._observe_timeout = observe_timeout
+        self._keep_for = keep_for
+        self._capacity = capacity
+        self._clock = clock
+        self._on_change = on_change
+        self._followed: dict[WorkloadKey, FollowedWorkload] = {}
+        self._first: dict[WorkloadKey, asyncio.Task[None]] = {}
+        self._loop: asyncio.Task[None] | None = None
+
+    @property
+    def size(self) -> int:
+        return len(self._followed)
+
+    # ---- lifecycle --------------------------------------------------------------------------------------------------
+    async def start(self) -> None:
+        self._loop = asyncio.create_task(self._observe_forever(), name="keda-activity")
+
+    async def stop(self) -> None:
+        if self._loop is not None:
+            self._loop.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._loop
+            self._loop = None
+        for followed in self._followed.values():
+            followed.close()
+        self._followed.clear()
+
+    # ---- what the API asks ------------------------------------------------------------------------------------------
+    async def is_active(self, namespace: str, trigger: Trigger) -> bool:
+        """The workload's activity now. ActivityUnknownError while nothing is known; BoardFullError."""
+        followed = await self._followed_workload(namespace, trigger)
+        active = followed.state.active
+        if active is None:
+            raise ActivityUnknownError(followed.problem or NoFiguresError("no figures observed yet"))
+        return active
+
+    async def follow(self, namespace: str, trigger: Trigger) -> AsyncIterator[bool]:
+        """The workload's activity once it is known, then at every change, until the board stops."""
+        followed = await self._followed_workload(namespace, trigger)
+        followed.streams += 1
+        try:
+            sent: bool | None = None
+            while not followed.closed:
+                change = asyncio.ensure_future(followed.next_change())
+                try:
+                    active = followed.state.active
+                    if active is not None and active != sent:
+                        sent = active
+                        yield active
+                    await change
+                finally:
+                    change.cancel()
+        finally:
+            followed.streams -= 1
+            followed.asked_at = self._clock()
+
+    # ---- inside -----------------------------------------------------------------------------------------------------
+    async def _followed_workload(self, namespace: str, trigger: Trigger) -> FollowedWorkload:
+        key = trigger.key(namespace)
+        followed = self._followed.get(key)
+        now = self._clock()
+        if followed is None:
+            if len(self._followed) >= self._capacity:
+                raise BoardFullError(f"already following {self._capacity} workloads' activity")
+            followed = self._followed[key] = FollowedWorkload(namespace, trigger, now)
+            first = self._first[key] = asyncio.ensure_future(self._observe(followed))
+            first.add_done_callback(lambda _: self._first.pop(key, None))
+        followed.asked_at = now
+        pending = self._first.get(key)
+        if pending is not None:  # the first observation: every early caller waits for the same one
+            await asyncio.shield(pending)
+        return followed
+
+    async def _observe(self, followed: FollowedWorkload) -> None:
+        seen, problem = await self._observation(followed)
+        before = followed.state.active
+        state = self._hysteresis.step(followed.state, seen, self._clock())
+        if followed.record(state, problem) and before is not None:
+            assert state.active is not None
+            self._on_change(state.active)
+            log.info(
+                "workload %s/%s is %s",
+                followed.namespace,
+                followed.trigger.selector,
+                "active" if state.active else "inactive",
+                extra={"metric": followed.trigger.metric, "activation_target": str(followed.trigger.activation_target)},
+            )
+
+    async def _observation(self, followed: FollowedWorkload) -> tuple[Observation, Exception | None]:
+        try:
+            async with asyncio.timeout(self._observe_timeout):
+                reading: Reading = await self._reader.read(followed.namespace, followed.trigger)
+        except (NoFiguresError, SourceUnavailableError, SourceError) as exc:
+            return Observation.UNKNOWN, exc
+        except TimeoutError:
+            return Observation.UNKNOWN, SourceUnavailableError(
+                f"the source did not answer within {self._observe_timeout:g} s"
+            )
+        except Exception as exc:  # a defect must not stop the other workloads' observations
+            log.exception("observing %s/%s failed", followed.namespace, followed.trigger.selector)
+            return Observation.UNKNOWN, exc
+        if reading.selected == 0:
+            return Observation.NO_PODS, None
+        return (Observation.BUSY if reading.busy(followed.trigger.activation_target) else Observation.QUIET), None
+
+    async def observe_all(self) -> None:
+        """Observe every followed workload once, after dropping those nobody asked about for `keep_for` seconds."""
+        now = self._clock()
+        for key, followed in list(self._followed.items()):
+            if followed.streams == 0 and now - followed.asked_at > self._keep_for and key not in self._first:
+                del self._followed[key]
+                followed.close()
+        due = [f for k, f in self._followed.items() if k not in self._first]
+        if due:
+            await asyncio.gather(*(self._observe(f) for f in due))
+
+    async def _observe_forever(self) -> None:
+        while True:
+            await asyncio.sleep(self._interval)
+            try:
+                await self.observe_all()
+            except Exception:  # keep observing: a stuck state is worse than one failed round
+                log.exception("observing the workloads KEDA asks about failed")

@@ -1,0 +1,48 @@
+"""The external scaler built from the adapter's settings, on the adapter's metric definitions, pods and source."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry
+
+from adapter.keda.activity import Hysteresis
+from adapter.keda.board import ActivityBoard
+from adapter.keda.selfmetrics import KedaMetrics
+from adapter.keda.servicer import ExternalScaler
+from adapter.keda.serving import ExternalScalerServer, ScalerTls
+from adapter.keda.workload import WorkloadReader
+from adapter.metrics_config import MetricsConfig
+from adapter.settings import AdapterSettings
+from adapter.sources.model import MetricSource, PodDirectory
+from toolkit.selfsigned import DEFAULT_HOSTNAMES, ensure_self_signed
+
+
+def build_external_scaler(
+    settings: AdapterSettings,
+    config: MetricsConfig,
+    pods: PodDirectory,
+    source: MetricSource,
+    registry: CollectorRegistry,
+) -> ExternalScalerServer:
+    """The server for `--keda-listen` (which must be set). TLSConfigError (one line) for a certificate it cannot
+    serve."""
+    assert settings.keda_listen is not None
+    reader = WorkloadReader(config, pods, source)
+    metrics = KedaMetrics(registry)
+    board = ActivityBoard(
+        reader,
+        Hysteresis(settings.keda_activate_after, settings.keda_deactivate_after),
+        interval=settings.keda_activity_interval,
+        observe_timeout=settings.keda_call_timeout,
+        on_change=metrics.activity_changed,
+    )
+    servicer = ExternalScaler(
+        reader, board, metrics, call_timeout=settings.keda_call_timeout, max_streams=settings.keda_max_streams
+    )
+    tls = None
+    if settings.keda_tls:
+        if settings.tls_cert_file is not None and settings.tls_private_key_file is not None:
+            cert, key = settings.tls_cert_file, settings.tls_private_key_file
+        else:  # the HTTP side's self-signed pair (toolkit.selfsigned keeps one in --cert-dir)
+            cert, key = ensure_self_signed(settings.cert_dir, DEFAULT_HOSTNAMES)
+        tls = ScalerTls(cert, key, settings.keda_client_ca_file)
+    return ExternalScalerServer(servicer, settings.keda_listen, tls=tls, max_streams=settings.keda_max_streams)

@@ -1,0 +1,99 @@
+"""`gpu-pulse-adapter --demo --keda-listen ...`: the demo prints where KEDA's external scaler serves and a trigger, and
+a client that owes nothing to the adapter's stubs (tests.support.keda) drives it as KEDA would: the spec, a value equal
+to the sum of the same pods' custom-metrics values at the same moment (one workload on whole GPUs, MIG and a shared
+GPU; one only on a shared GPU), and an idle workload's activity going false, as KEDA needs to scale it to zero."""
+
+from __future__ import annotations
+
+import re
+import signal
+import urllib.parse
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+import yaml
+
+from adapter.quantity import parse_quantity
+from tests.adapter.test_demo_run import RunningDemo, running_demo, stops_cleanly
+from tests.support import keda
+from tests.support.kubectl import kubectl_get_raw
+from tests.support.loopback import free_port
+from tests.support.tools import require_tool
+
+pytestmark = pytest.mark.timeout(180)
+
+KEDA_LINE = re.compile(r"KEDA external scaler \(gRPC externalscaler\.ExternalScaler\) on (\S+), plaintext; a trigger:")
+STAMP = re.compile(r"^\S+Z ")
+
+
+def printed_trigger(demo: RunningDemo) -> dict[str, Any]:
+    """The trigger the demo printed under its KEDA line (log lines: each starts with a time stamp)."""
+    lines = [STAMP.sub("", line, count=1) for line in demo.output().splitlines()]
+    start = next(i for i, line in enumerate(lines) if KEDA_LINE.search(line)) + 1
+    block = []
+    for line in lines[start:]:
+        if not line.startswith("  "):
+            break
+        block.append(line)
+    (trigger,) = yaml.safe_load("\n".join(block))
+    return dict(trigger)
+
+
+def custom_values(demo: RunningDemo, selector: str) -> dict[str, tuple[str, Decimal]]:
+    """Each selected pod's gpu_utilization, as the HPA's question gets it: name -> (timestamp, value)."""
+    query = urllib.parse.quote(selector, safe="")
+    path = f"/apis/custom.metrics.k8s.io/v1beta2/namespaces/demo/pods/*/gpu_utilization?labelSelector={query}"
+    result = kubectl_get_raw(demo.kubeconfig, path)
+    assert result.code == 0, result.stderr
+    return {i["describedObject"]["name"]: (i["timestamp"], parse_quantity(i["value"])) for i in result.body["items"]}
+
+
+def equals_the_custom_metrics_sum(demo: RunningDemo, client: keda.ScalerClient, metadata: dict[str, str]) -> int:
+    """GetMetrics between two identical custom-metrics answers (the figures did not move in between) equals their
+    sum; returns the number of pods summed."""
+    for _ in range(30):
+        before = custom_values(demo, metadata["podSelector"])
+        answer = client.get_metrics(keda.metrics_request("demo", metadata, metadata["metric"]))
+        after = custom_values(demo, metadata["podSelector"])
+        if before == after:
+            (value,) = answer.metricValues
+            assert value.metricValueFloat == float(sum(v for _, v in before.values()))
+            return len(before)
+    pytest.fail("the figures moved between every pair of custom-metrics answers")
+
+
+def test_the_demo_serves_kedas_external_scaler(tmp_path: Path) -> None:
+    require_tool("kubectl")
+    port = free_port()
+    flags = (f"--keda-listen=127.0.0.1:{port}", "--keda-deactivate-after=3", "--keda-activity-interval=0.5")
+    with running_demo(tmp_path, *flags) as demo:
+        found = KEDA_LINE.search(demo.output())
+        assert found and found.group(1) == f"127.0.0.1:{port}", demo.output()
+        trigger = printed_trigger(demo)
+        assert trigger["type"] == "external-push"
+        metadata = trigger["metadata"]
+        assert metadata["scalerAddress"] == f"127.0.0.1:{port}"
+        with grpc.insecure_channel(metadata["scalerAddress"]) as channel:
+            client = keda.ScalerClient.on(channel)
+            (spec,) = client.get_metric_spec(keda.scaled_object("demo", metadata)).metricSpecs
+            assert (spec.metricName, spec.targetSizeFloat) == ("gpu_utilization", 60.0)
+            # llm-inference: whole GPUs, a MIG instance and a time-sliced GPU; embeddings: only the time-sliced GPU
+            assert equals_the_custom_metrics_sum(demo, client, metadata) == 4
+            shared = metadata | {"podSelector": "app=embeddings", "activationTarget": "30"}
+            assert equals_the_custom_metrics_sum(demo, client, shared) == 2
+            assert client.is_active(keda.scaled_object("demo", metadata)).result is True
+            # embeddings run at 5-17 %, below their activation target: first seen, they count as active until they
+            # have been quiet for --keda-deactivate-after; then KEDA may scale them to zero
+            stream = client.stream_is_active(keda.scaled_object("demo", shared), timeout=60)
+            assert next(stream).result is True
+            assert next(stream).result is False
+            stream.cancel()
+            assert client.is_active(keda.scaled_object("demo", shared)).result is False
+            # scaled to zero: no pod is left to be busy, so the trigger is inactive at once and its value is 0
+            gone = metadata | {"podSelector": "app=scaled-to-zero"}
+            assert client.is_active(keda.scaled_object("demo", gone)).result is False
+            assert client.get_metrics(keda.metrics_request("demo", gone, "")).metricValues[0].metricValueFloat == 0
+        stops_cleanly(demo, signal.SIGTERM)
