@@ -14,6 +14,7 @@ import threading
 import time
 import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -154,13 +155,14 @@ class Exporter:
                 return found
 
 
-@pytest.fixture
-def exporter() -> Iterator[Exporter]:
+@contextmanager
+def running_exporter(*args: str, **env: str) -> Iterator[Exporter]:
+    """`python -m exporter --listen 127.0.0.1:0 --interval 0.2 ARGS`, killed at the end if still running."""
     process = subprocess.Popen(
-        [sys.executable, "-m", "exporter", "--simulate", "h100x8", "--listen", "127.0.0.1:0", "--interval", "0.2"],
+        [sys.executable, "-m", "exporter", "--listen", "127.0.0.1:0", "--interval", "0.2", *args],
         stderr=subprocess.PIPE,
         text=True,
-        env=_env(GPU_PULSE_DIALECT="prometheus", NODE_NAME="cli-node"),
+        env=_env(**env),
     )
     try:
         yield Exporter(process)
@@ -168,6 +170,12 @@ def exporter() -> Iterator[Exporter]:
         if process.poll() is None:
             process.kill()
             process.wait(timeout=10)
+
+
+@pytest.fixture
+def exporter() -> Iterator[Exporter]:
+    with running_exporter("--simulate", "h100x8", GPU_PULSE_DIALECT="prometheus", NODE_NAME="cli-node") as running:
+        yield running
 
 
 def _get(url: str) -> tuple[int, bytes]:
@@ -206,14 +214,8 @@ def test_sigint_stops_cleanly_too(exporter: Exporter) -> None:
 
 @pytest.mark.skipif(ctypes.util.find_library("nvidia-ml") is not None, reason="this host has a real libnvidia-ml")
 def test_without_nvml_it_serves_not_ready_says_why_once_and_stops_cleanly() -> None:
-    process = subprocess.Popen(
-        [sys.executable, "-m", "exporter", "--listen", "127.0.0.1:0", "--interval", "0.2"],
-        stderr=subprocess.PIPE,
-        text=True,
-        env=_env(),
-    )
-    exporter = Exporter(process)
-    try:
+    with running_exporter() as exporter:
+        process = exporter.process
         warning = exporter.wait_for(r"NVML is not available: (.*)").group(1)
         url = exporter.wait_for(r"serving .* on (http://127\.0\.0\.1:\d+)").group(1)
         status, body = _get(url + "/readyz")
@@ -224,10 +226,6 @@ def test_without_nvml_it_serves_not_ready_says_why_once_and_stops_cleanly() -> N
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=20) == 0
         assert sum("NVML is not available" in line for line in exporter.log) == 1
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait(timeout=10)
 
 
 def test_an_exporter_started_before_the_driver_becomes_ready_when_it_loads(tmp_path: Path) -> None:
@@ -235,14 +233,7 @@ def test_an_exporter_started_before_the_driver_becomes_ready_when_it_loads(tmp_p
     scenario.write_text(
         "gpus: [{model: H100-SXM5-80GB, count: 2}]\ndriver_loaded: false\ntimeline: [{at: 2, action: load_driver}]\n"
     )
-    process = subprocess.Popen(
-        [sys.executable, "-m", "exporter", "--simulate", str(scenario), "--listen", "127.0.0.1:0", "--interval", "0.2"],
-        stderr=subprocess.PIPE,
-        text=True,
-        env=_env(GPU_PULSE_DIALECT="prometheus"),
-    )
-    exporter = Exporter(process)
-    try:
+    with running_exporter("--simulate", str(scenario), GPU_PULSE_DIALECT="prometheus") as exporter:
         exporter.wait_for(r"NVML is not available: the NVIDIA kernel module is not loaded")
         url = exporter.wait_for(r"serving .* on (http://127\.0\.0\.1:\d+)").group(1)
         status, body = _get(url + "/readyz")
@@ -254,12 +245,8 @@ def test_an_exporter_started_before_the_driver_becomes_ready_when_it_loads(tmp_p
             time.sleep(0.05)
         status, body = _get(url + "/metrics")
         assert b"gpu_pulse_nvml_up 1" in body and b'nvidia_gpu_up{gpu="1"' in body
-        process.send_signal(signal.SIGTERM)
-        assert process.wait(timeout=20) == 0
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait(timeout=10)
+        exporter.process.send_signal(signal.SIGTERM)
+        assert exporter.process.wait(timeout=20) == 0
 
 
 def test_simulate_shared_shows_every_pod_with_no_other_setup() -> None:

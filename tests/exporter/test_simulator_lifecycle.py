@@ -5,6 +5,8 @@ bound at run time, and what each driver branch posts when a GPU falls off the bu
 from __future__ import annotations
 
 import ctypes
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pynvml
@@ -15,6 +17,16 @@ from tests.support.clocks import ManualClock
 
 GPU_UNAVAILABLE = 0x4000  # nvmlEventTypeGpuUnavailableError
 XID = pynvml.nvmlEventTypeXidCriticalError
+
+
+@contextmanager
+def initialized() -> Iterator[None]:
+    """nvmlInit, and nvmlShutdown at the end: the caller holds the driver meanwhile."""
+    pynvml.nvmlInit()
+    try:
+        yield
+    finally:
+        pynvml.nvmlShutdown()
 
 
 def scenario(**fields: Any) -> Any:
@@ -28,11 +40,8 @@ def test_a_driver_not_loaded_yet_refuses_init_until_it_is(clock: ManualClock) ->
         with pytest.raises(pynvml.NVMLError_DriverNotLoaded):
             pynvml.nvmlInit()
         clock.at(30)
-        pynvml.nvmlInit()
-        try:
+        with initialized():
             assert pynvml.nvmlDeviceGetCount() == 2
-        finally:
-            pynvml.nvmlShutdown()
 
 
 def test_a_driver_upgraded_without_reloading_the_modules_is_a_version_mismatch(clock: ManualClock) -> None:
@@ -50,11 +59,8 @@ def test_a_driver_upgraded_without_reloading_the_modules_is_a_version_mismatch(c
             pynvml.nvmlInit()
         assert sim.lifecycle.module_version == "550.54.15"
         clock.at(21)
-        pynvml.nvmlInit()
-        try:
+        with initialized():
             assert pynvml.nvmlSystemGetDriverVersion() == "570.86.15"
-        finally:
-            pynvml.nvmlShutdown()
     assert sim.lifecycle.refusals == []  # nothing held the driver: the reload went through at once
 
 
@@ -93,8 +99,7 @@ def test_a_gpu_unbind_waits_for_the_caller_to_let_go_and_a_bind_moves_the_indexe
     sim = Simulator(data, clock=clock)
     uuids = [g.uuid for g in data.gpus]
     with install(sim):
-        pynvml.nvmlInit()
-        try:
+        with initialized():
             assert pynvml.nvmlDeviceGetCount() == 2
             l4 = pynvml.nvmlDeviceGetHandleByIndex(1)
             assert pynvml.nvmlDeviceGetUUID(l4) == uuids[2]
@@ -111,14 +116,9 @@ def test_a_gpu_unbind_waits_for_the_caller_to_let_go_and_a_bind_moves_the_indexe
             assert pynvml.nvmlDeviceGetCount() == 3
             assert pynvml.nvmlDeviceGetUUID(first) == uuids[0]
             assert [r.what for r in sim.lifecycle.refusals] == ["unbind_gpu 0"]
-        finally:
-            pynvml.nvmlShutdown()
-        pynvml.nvmlInit()
-        try:
+        with initialized():
             assert pynvml.nvmlDeviceGetCount() == 2, "the unbind completed when the caller let go"
             assert pynvml.nvmlDeviceGetUUID(pynvml.nvmlDeviceGetHandleByIndex(0)) == uuids[1]
-        finally:
-            pynvml.nvmlShutdown()
 
 
 def test_a_mig_layout_without_a_mode_change_applies_while_the_gpu_is_held(clock: ManualClock) -> None:
@@ -131,15 +131,12 @@ def test_a_mig_layout_without_a_mode_change_applies_while_the_gpu_is_held(clock:
     )
     sim = Simulator(data, clock=clock)
     with install(sim):
-        pynvml.nvmlInit()
-        try:
+        with initialized():
             gpu = pynvml.nvmlDeviceGetHandleByIndex(0)
             clock.at(6)
             mig = pynvml.nvmlDeviceGetMigDeviceHandleByIndex(gpu, 0)
             assert "7g.40gb" in pynvml.nvmlDeviceGetName(mig)
             assert sim.lifecycle.refusals == []
-        finally:
-            pynvml.nvmlShutdown()
 
 
 def test_turning_mig_on_stays_pending_while_held(clock: ManualClock) -> None:
@@ -159,13 +156,10 @@ def test_turning_mig_on_stays_pending_while_held(clock: ManualClock) -> None:
         assert pynvml.nvmlDeviceGetUtilizationRates(gpu).gpu >= 0, "still a whole GPU"
         pynvml.nvmlShutdown()
         clock.at(15)  # the mig-manager tries again 10 s after its refused try at 5 s
-        pynvml.nvmlInit()
-        try:
+        with initialized():
             gpu = pynvml.nvmlDeviceGetHandleByIndex(0)
             assert pynvml.nvmlDeviceGetMigMode(gpu) == [1, 1]
             assert "3g.20gb" in pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetMigDeviceHandleByIndex(gpu, 0))
-        finally:
-            pynvml.nvmlShutdown()
 
 
 def _events_of_a_lost_gpu(version: str, processes: bool, clock: ManualClock) -> tuple[list[tuple[int, int]], int]:
@@ -180,8 +174,7 @@ def _events_of_a_lost_gpu(version: str, processes: bool, clock: ManualClock) -> 
     sim = Simulator(data, clock=clock)
     heard: list[tuple[int, int]] = []
     with install(sim):
-        pynvml.nvmlInit()
-        try:
+        with initialized():
             handle = pynvml.nvmlDeviceGetHandleByIndex(0)
             supported = pynvml.nvmlDeviceGetSupportedEventTypes(handle)
             event_set = pynvml.nvmlEventSetCreate()
@@ -195,8 +188,6 @@ def _events_of_a_lost_gpu(version: str, processes: bool, clock: ManualClock) -> 
                 assert ctypes.cast(event.device, ctypes.c_void_p).value == ctypes.cast(handle, ctypes.c_void_p).value
                 heard.append((event.eventType, event.eventData))
             pynvml.nvmlEventSetFree(event_set)
-        finally:
-            pynvml.nvmlShutdown()
     return heard, supported
 
 
@@ -226,14 +217,11 @@ def test_an_idle_gpu_that_falls_off_the_bus_posts_no_xid_even_on_r570(clock: Man
 
 def test_registering_for_an_event_type_the_driver_lacks_is_not_supported(clock: ManualClock) -> None:
     with install(Simulator(scenario(driver_version="550.54.15"), clock=clock)):
-        pynvml.nvmlInit()
-        try:
+        with initialized():
             event_set = pynvml.nvmlEventSetCreate()
             with pytest.raises(pynvml.NVMLError_NotSupported):
                 pynvml.nvmlDeviceRegisterEvents(pynvml.nvmlDeviceGetHandleByIndex(0), XID | GPU_UNAVAILABLE, event_set)
             pynvml.nvmlEventSetFree(event_set)
-        finally:
-            pynvml.nvmlShutdown()
 
 
 @pytest.mark.parametrize(
