@@ -535,3 +535,4 @@ SELF_CONNECTIONS_ACCEPTED = "gpu_pulse_http_connections_accepted_total"
 SELF_CONNECTIONS_CLOSED = "gpu_pulse_http_connections_closed_total"  # {reason}: refused, evicted, header/idle timeout
 SELF_UNAVAILABLE = "gpu_pulse_device_unavailable_info"  # {gpu, uuid, gpu_instance, measurement, reason} 1
 SELF_PROCESS_VISIBILITY = "gpu_pulse_process_visibility"  # 1: other pods' GPU processes are seen, 0: they are not
+SELF_NVML_UP = "gpu_pulse_nvml_up"  # 1 while NVML is usable; 0 while the driver is not (not loaded, version mismatch)

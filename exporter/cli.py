@@ -1,8 +1,10 @@
 """`gpu-pulse-exporter` (also `python -m exporter`): configuration, logging, collector, poll loop, server, signals.
 
-Exit codes: 0 after SIGTERM/SIGINT; 2 for every start-up problem a user can fix (a bad flag, variable or file, NVML
-missing, an address that cannot be bound), each one line on stderr, `gpu-pulse-exporter: error: ...`; 1 for a failure
-at run time. SIGHUP makes the collector enumerate the GPUs again.
+Exit codes: 0 after SIGTERM/SIGINT (NVML shut down: the driver is free to be unloaded); 2 for every start-up problem
+a user can fix (a bad flag, variable or file, an address that cannot be bound), each one line on stderr,
+`gpu-pulse-exporter: error: ...`; 1 for a failure at run time. A driver that is not usable (not loaded yet, a
+driver/library version mismatch, no libnvidia-ml) is no exit: the exporter serves, not ready, says why, and tries
+again. SIGHUP makes the collector enumerate the GPUs again.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from exporter.collection import PodAttributor
 from exporter.collectors_file import Selection, SelectionError, load_selection
 from exporter.exposition import ExpositionRenderer
 from exporter.loop import PollLoop
-from exporter.nvml import NVML_MEASUREMENTS, NvmlCollector, NvmlUnavailable
+from exporter.nvml import NVML_MEASUREMENTS, NvmlCollector
 from exporter.server import Access, build_app, load_access
 from exporter.settings import PROG, ExporterSettings, load_settings
 from toolkit.connections import ConnectionGuard, ConnectionLimits, ensure_file_limit
@@ -203,10 +205,7 @@ def run(settings: ExporterSettings) -> None:
             interval_seconds=settings.interval,
             pid_namespace=node.pid_namespace if node is not None else None,  # the scenario's, when simulating
         )
-        try:
-            collector.start()
-        except NvmlUnavailable as error:
-            raise StartupError(str(error), 2) from None
+        collector.start()  # without a usable NVML it serves, not ready, and tries again (docs/install.md)
         stack.callback(collector.close)
         attributor = _pod_side(settings, node, stack)
         renderer = ExpositionRenderer(

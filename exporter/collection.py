@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from exporter.snapshot import CollectorStatus, DeviceReading, PodDeviceUse, ProcessVisibility
+from exporter.snapshot import CollectorStatus, DeviceReading, NvmlState, PodDeviceUse, ProcessVisibility
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,13 +26,14 @@ class DeviceCollection:
     statuses: tuple[CollectorStatus, ...]  # one per sub-collector: "nvml", "processes", "fields", "xid", "gpm"
     # why NVML's process lists leave out other pods' processes (the caller's PID namespace); None: they do not
     processes_hidden: str | None = None
+    nvml: NvmlState | None = None  # whether NVML is usable at all (None: the collector does not say)
 
 
 class DeviceCollector(Protocol):
     """The poll loop's view of the NVML side. All methods block; the loop calls them from a worker thread."""
 
     def start(self) -> None:
-        """Initialize NVML and discover devices. Raises NvmlUnavailable when the library cannot be loaded."""
+        """Initialize NVML and discover devices. Never raises for want of NVML: `collect()` tries again."""
 
     def collect(self) -> DeviceCollection:
         """Read every device once. Never raises for a device fault: a failing GPU shows as up=False."""

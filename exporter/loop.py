@@ -141,6 +141,9 @@ class PollLoop:
             if self._last_error:
                 reason += f"; last poll failed: {self._last_error}"
             return Readiness(False, reason)
+        nvml = published.snapshot.nvml
+        if nvml is not None and not nvml.up:  # serving its own health only: no GPU can be read
+            return Readiness(False, f"NVML is not usable: {nvml.reason}")
         reason = f"snapshot {published.cycle} is {age:.2f} s old"
         visibility = published.snapshot.process_visibility
         if visibility is not None and visibility.visible is False:  # serving, but per-pod shares cannot be known
@@ -204,6 +207,7 @@ class PollLoop:
             kubelet_mapping_age_seconds=attribution.mapping_age_seconds if attribution is not None else None,
             connections=self.connection_stats() if self.connection_stats is not None else None,
             process_visibility=attribution.process_visibility if attribution is not None else None,
+            nvml=collection.nvml,
         )
         return snapshot, collected_at
 

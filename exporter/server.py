@@ -226,6 +226,7 @@ class Publications:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._event = asyncio.Event()
         self.streams = 0  # open /pods streams
+        self.closing = False  # the server stops: streams end now instead of holding the shutdown up
 
     def attach(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
@@ -239,6 +240,12 @@ class Publications:
     def _wake(self) -> None:
         event, self._event = self._event, asyncio.Event()
         event.set()
+
+    def close(self) -> None:
+        """End every stream at once: a SIGTERM must not wait for streams that never end on their own (the exporter
+        lets go of NVML only once the server has stopped, and a driver upgrade waits for that)."""
+        self.closing = True
+        self._wake()
 
     async def next(self, timeout: float) -> None:
         """Return at the next publication, or after `timeout` seconds."""
@@ -305,7 +312,7 @@ async def _pods_stream(request: web.Request, namespaces: list[str] | None, every
         sent_cycle, sent_at = -1, -math.inf
         # a snapshot within half an interval of `every` goes: the poll grid, not the reader's clock, sets the pace
         slack = poll_loop.interval / 2
-        while (left := ends - time.monotonic()) > 0:
+        while (left := ends - time.monotonic()) > 0 and not publications.closing:
             published = poll_loop.published
             now = time.monotonic()
             if (
@@ -384,7 +391,11 @@ def build_app(
     async def attach(app: web.Application) -> None:
         publications.attach(asyncio.get_running_loop())
 
+    async def end_streams(app: web.Application) -> None:
+        publications.close()
+
     app.on_startup.append(attach)
+    app.on_shutdown.append(end_streams)
     if access is not None:
         app[ACCESS] = access
     if run_poll_loop:

@@ -168,6 +168,15 @@ class ProcessVisibility:
 
 
 @dataclass(frozen=True, slots=True)
+class NvmlState:
+    """Whether NVML can be used at all: up, or down with the NVML error's name and a sentence naming the fix."""
+
+    up: bool
+    error: str = ""  # while down: DRIVER_NOT_LOADED, LIB_RM_VERSION_MISMATCH, LIBRARY_NOT_FOUND, ...
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class Snapshot:
     """Everything one poll cycle produced. `taken_at` is wall-clock seconds (the sample time)."""
 
@@ -180,3 +189,4 @@ class Snapshot:
     kubelet_mapping_age_seconds: float | None = None
     connections: ConnectionStats | None = None  # the HTTP server's, when it serves (toolkit.connections)
     process_visibility: ProcessVisibility | None = None  # None: pod attribution is not configured
+    nvml: NvmlState | None = None  # None: the collector does not say (a stand-in in tests)

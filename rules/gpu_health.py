@@ -86,13 +86,17 @@ def _xid_expr(v: Vocabulary, xids: tuple[int, ...]) -> str:
 
 def _lost_gpu_test(v: Vocabulary, name: str, action: str) -> RuleTest:
     """XID 79 (fallen off the bus) on a GPU that is down from then on: the exporter keeps a lost GPU's XID series, so
-    the alert fires while the GPU is gone, not only once it is back."""
+    the alert fires while the GPU is gone, not only once it is back. The series is there on every driver branch:
+    R535 before 535.216.01 and R550 before 550.120 post no event for a lost GPU, later ones only to the channels
+    running on it, R570 the GPU-unavailable event; the exporter counts the loss as the XID 79 the driver logs
+    (exporter/nvml/xid.py)."""
     device = GPU1
     inputs: tuple[InputSeries, ...] = (up_series(v, device, steady(1, 5).then(steady(0, 11))),)
     inputs += xid_series(v, device, 79, gap(5).then(steady(1, 11)), steady(0, 5).then(steady(79, 11)))
     extra = {} if v.dialect is Dialect.DCGM else {"xid": "79"}
     return RuleTest(
-        f"{name}: fires for XID 79 on a GPU that fell off the bus, while it is still down",
+        f"{name}: fires for XID 79 on a GPU that fell off the bus (an event, or GPU_IS_LOST where the driver posts "
+        "none), while it is still down",
         inputs,
         alert_cases=(
             AlertCase("4m", ()),

@@ -50,3 +50,38 @@ class CallerPids:
         if not self.translated:
             return host_pid
         return self._namespace_pids.get(host_pid)
+
+
+def branch(version: str) -> int:
+    """The driver branch (535, 550, 570, ...) of a version."""
+    return _parts(version)[0]
+
+
+def rc_notifies_channels_when_lost(version: str) -> bool:
+    """Whether a GPU that falls off the bus posts XID 79 to the channels running on it (one XID event per channel).
+
+    open-gpu-kernel-modules, src/nvidia/arch/nvalloc/unix/src/osinit.c, `osHandleGpuLost`: every release logs
+    `Xid 79` to the kernel log (`nvErrorLog_va`, which only logs) and marks the GPU lost
+    (`gpuSetDisconnectedProperties`, the one place that sets PDB_PROP_GPU_IS_LOST); on GSP clients the later
+    releases also RC every channel (`kgspRcAndNotifyAllChannels`, which posts NV2080_NOTIFIERS_RC_ERROR, NVML's XID
+    event, per channel). Checked against the tags of that repository: absent up to 535.183.06 and present from
+    535.216.01 on R535, absent up to 550.107.02 and present from 550.120 on R550, absent in every 545, 555 and 560
+    release, present from 565.57.01 on.
+    A GPU with no running channel therefore posts no XID at all on any branch.
+    """
+    major, minor, _ = _parts(version)
+    if major == 535:
+        return minor >= 216
+    if major == 550:
+        return minor >= 120
+    return major >= 565
+
+
+def posts_gpu_unavailable_event(version: str) -> bool:
+    """Whether a GPU that falls off the bus posts NVML's GPU-unavailable event (nvmlEventTypeGpuUnavailableError).
+
+    The kernel module posts NV2080_NOTIFIERS_GPU_UNAVAILABLE from `osHandleGpuLost` from 565.57.01 on (osinit.c,
+    checked against the tags: absent up to 560.35.03); nvml.h has the event type (0x4000) from NVML 12.8, the R570
+    library (NVIDIA/go-nvml gen/nvml/nvml.h, commit f420a32 "Bump to NVML version 12.8"). So: R570 and later.
+    """
+    return branch(version) >= 570

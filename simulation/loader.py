@@ -15,6 +15,7 @@ from pydantic import ValidationError
 
 from simulation.hardware import GPU_MODELS, MAX_MIG_DEVICES, GpuModel
 from simulation.scenario import (
+    BindGpu,
     Container,
     ContainerDevices,
     Gpu,
@@ -29,6 +30,7 @@ from simulation.scenario import (
     Scenario,
     SetLoad,
     TimelineEvent,
+    UnbindGpu,
     XidBurst,
 )
 from toolkit.inputfiles import InputFileError, read_input_text
@@ -358,7 +360,7 @@ class _Resolver:
         targets = {g.uuid for g in gpus} | {m.uuid for g in gpus for m in g.mig or ()} | {p.ref for p in pods}
         targets |= {str(i) for i in range(len(gpus))}
         for n, ev in enumerate(self.spec.timeline):
-            if isinstance(ev, LoseGpu | RestoreGpu | XidBurst) and ev.gpu >= len(gpus):
+            if isinstance(ev, LoseGpu | RestoreGpu | XidBurst | UnbindGpu | BindGpu) and ev.gpu >= len(gpus):
                 raise _ResolveError(f"timeline.{n}: no GPU {ev.gpu} (the scenario has {len(gpus)})")
             if (
                 isinstance(ev, XidBurst)

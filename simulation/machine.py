@@ -6,6 +6,7 @@ become due. Values are computed from the load at the time of the call, so readin
 
 from __future__ import annotations
 
+import bisect
 import math
 import random
 import threading
@@ -14,12 +15,15 @@ from dataclasses import dataclass, field
 from functools import partial
 
 from simulation.curves import Curve, LoadCurve
-from simulation.driver import CallerPids
+from simulation.driver import CallerPids, posts_gpu_unavailable_event, rc_notifies_channels_when_lost
 from simulation.hardware import GPU_MODELS, MAX_MIG_DEVICES, MIB, GpuModel, MigProfile
+from simulation.lifecycle import DriverLifecycle, NodeMaintenance
 from simulation.load import TICK_S, ContinuedIntegral, Integral, LoadDomain, MixedIntegral, ProcessLoad
-from simulation.nvml.eventsets import EVENT_TYPE_XID, Event, EventSets
+from simulation.nvml.eventsets import EVENT_TYPE_GPU_UNAVAILABLE, EVENT_TYPE_XID, Event, EventSets
 from simulation.scenario import (
+    BindGpu,
     Gpu,
+    LoadDriver,
     LoseGpu,
     MigInstance,
     ReconfigureMig,
@@ -27,6 +31,8 @@ from simulation.scenario import (
     Scenario,
     SetLoad,
     StepWallClock,
+    UnbindGpu,
+    UnloadDriver,
     XidBurst,
 )
 
@@ -85,6 +91,9 @@ class SimGpu:
     release: threading.Event = field(default_factory=threading.Event)  # set: wakes the calls sleeping in slow_calls
     integral: Integral | MixedIntegral | ContinuedIntegral = field(default_factory=Integral)
     lost: bool = False
+    bound: bool = True  # bound to the nvidia driver: NVML enumerates it
+    epoch: int = 0  # bumped when its enumeration index moves: handles from before stop working
+    pending_mig: bool | None = None  # a MIG mode set but not active yet (the GPU was not idle); None: none pending
 
     @property
     def mig_enabled(self) -> bool:
@@ -185,6 +194,10 @@ class Node:
             for m in (g.migs or {}).values():
                 self.by_uuid[m.uuid] = (g, m)
         self._add_processes(key)
+        self.lifecycle = DriverLifecycle(scenario)
+        self.maintenance = NodeMaintenance(self)
+        for g in self.gpus:
+            g.bound = g.spec.bound
         self._timeline = self._expand_timeline()
         # the PIDs the NVML caller's process lists show (its own PID namespace hides the others from translating
         # drivers: see simulation/driver.py)
@@ -252,22 +265,39 @@ class Node:
             else:
                 gpu.integral = Integral(gpu.domain)
 
-    def _expand_timeline(self) -> list[tuple[float, int, Callable[[], None]]]:
-        items: list[tuple[float, int, Callable[[], None]]] = []
+    def _expand_timeline(self) -> list[tuple[float, int, Callable[[float], float | None]]]:
+        """(time, order, action): an action gets the time it was due and returns None when done, or the time to try
+        it again (the node's tool was refused)."""
+        items: list[tuple[float, int, Callable[[float], float | None]]] = []
+        work = self.maintenance
+
+        def once(action: Callable[[], None]) -> Callable[[float], None]:
+            return lambda _due: action()
+
         for n, ev in enumerate(self.scenario.timeline):
             if isinstance(ev, LoseGpu):
-                items.append((ev.at, n, partial(self.lose_gpu, ev.gpu)))
+                items.append((ev.at, n, once(partial(self.lose_gpu, ev.gpu))))
             elif isinstance(ev, RestoreGpu):
-                items.append((ev.at, n, partial(self.restore_gpu, ev.gpu)))
+                items.append((ev.at, n, once(partial(self.restore_gpu, ev.gpu))))
             elif isinstance(ev, XidBurst):
                 for k in range(ev.repeat):
-                    items.append((ev.at + k * ev.every_s, n, partial(self.inject_xid, ev.gpu, ev.xid, ev.mig)))
+                    xid = partial(self.inject_xid, ev.gpu, ev.xid, ev.mig)
+                    items.append((ev.at + k * ev.every_s, n, once(xid)))
             elif isinstance(ev, SetLoad):
-                items.append((ev.at, n, partial(self.set_load, ev.target, ev.percent)))
+                items.append((ev.at, n, once(partial(self.set_load, ev.target, ev.percent))))
             elif isinstance(ev, ReconfigureMig):
-                items.append((ev.at, n, partial(self.reconfigure_mig, ev.gpu, ev.mig)))
+                items.append((ev.at, n, partial(work.reconfigure_mig, ev.gpu, ev.mig, ev.retry_every_s)))
             elif isinstance(ev, StepWallClock):
-                items.append((ev.at, n, partial(self.step_wall_clock, ev.seconds, ev.at)))
+                items.append((ev.at, n, once(partial(self.step_wall_clock, ev.seconds, ev.at))))
+            elif isinstance(ev, UnloadDriver):
+                items.append((ev.at, n, partial(work.unload_driver, ev.retry_every_s)))
+            elif isinstance(ev, LoadDriver):
+                version = ev.version or self.scenario.driver_version
+                items.append((ev.at, n, once(partial(work.load_driver, version))))
+            elif isinstance(ev, UnbindGpu):
+                items.append((ev.at, n, partial(work.unbind_gpu, ev.gpu)))
+            elif isinstance(ev, BindGpu):
+                items.append((ev.at, n, once(partial(work.bind_gpu, ev.gpu))))
         items.sort(key=lambda item: (item[0], item[1]))
         return items
 
@@ -286,8 +316,10 @@ class Node:
     def _apply_due(self, t: float) -> None:
         with self.lock:
             while self._timeline and self._timeline[0][0] <= t:
-                _, _, action = self._timeline.pop(0)
-                action()
+                due, n, action = self._timeline.pop(0)
+                again = action(due)
+                if again is not None:  # refused: the tool tries again later
+                    bisect.insort(self._timeline, (again, n, action), key=lambda item: (item[0], item[1]))
             self._next_due = self._timeline[0][0] if self._timeline else math.inf
 
     def tick(self, t: float) -> int:
@@ -416,12 +448,24 @@ class Node:
             gpu.integral = ContinuedIntegral(busy_until_now, t, inner)
 
     def lose_gpu(self, index: int) -> None:
-        """The GPU falls off the bus: XID 79, then GPU_IS_LOST from every call on it."""
+        """The GPU falls off the bus: GPU_IS_LOST from every call on it, and what the loaded driver posts about it.
+
+        Every driver logs Xid 79 to the kernel log, but what it posts to NVML differs by release (simulation/driver.py,
+        from open-gpu-kernel-modules `osHandleGpuLost`): nothing (R535 before 535.216.01, R550 before 550.120, 545 to
+        560); one XID 79 event per channel running on it (later R535 and R550, 565 and newer: one per process here,
+        none on an idle GPU); and from R570 the GPU-unavailable event first.
+        """
         gpu = self._gpu_at(index)
         with self.lock:
-            if not gpu.lost:
-                self.inject_xid(index, XID_FALLEN_OFF_BUS)
-                gpu.lost = True
+            if gpu.lost:
+                return
+            version = self.lifecycle.module_version or self.scenario.driver_version
+            if posts_gpu_unavailable_event(version):
+                self.events.deliver(Event(index, EVENT_TYPE_GPU_UNAVAILABLE, 0, self.clock() - self.t0))
+            if rc_notifies_channels_when_lost(version):
+                for _ in range(sum(len(domain.processes) for _, domain in gpu.domains())):
+                    self.inject_xid(index, XID_FALLEN_OFF_BUS)
+            gpu.lost = True
 
     def set_slow_call(self, index: int, function: str, seconds: float | None) -> None:
         """Make every call of `function` on GPU `index` take `seconds` (a hung driver call when long); None: answer
@@ -438,6 +482,18 @@ class Node:
             gpu.slow_calls.pop(function, None)
             woken, gpu.release = gpu.release, threading.Event()
             woken.set()
+
+    def enumerated(self) -> list[SimGpu]:
+        """The GPUs NVML enumerates, in its index order (bus order, bound ones only)."""
+        return [g for g in self.gpus if g.bound]
+
+    def set_bound(self, index: int, bound: bool) -> None:
+        """Bind or unbind GPU `index`; the GPUs whose enumeration index moves get a new handle epoch."""
+        before = {g.index: n for n, g in enumerate(self.enumerated())}
+        self._gpu_at(index).bound = bound
+        for n, g in enumerate(self.enumerated()):
+            if before.get(g.index, n) != n:
+                g.epoch += 1
 
     def lost_indices(self) -> tuple[int, ...]:
         """Indices of the GPUs that are lost now."""

@@ -93,6 +93,11 @@ class Gpu(_Model):
         "nvmlDeviceGetMPSComputeRunningProcesses, and the compute list shows only the server",
     )
     counters: HealthCounters = HealthCounters()
+    bound: bool = Field(
+        default=True,
+        description="False: the GPU is not bound to the nvidia driver at t=0 (vfio-pci, or removed): NVML does not "
+        "enumerate it until a bind_gpu event",
+    )
 
 
 class Process(_Model):
@@ -214,12 +219,20 @@ class ReconfigureMig(_Model):
     `mig` is the new layout: None turns MIG off, a list turns it on (or keeps it on) with these instances. The old
     instances are destroyed: their handles become invalid, and a handle of a slot that is reused names the new
     instance, with its own properties. The GPU's processes are gone (the mig-manager evicts the workloads first).
+
+    A change of the MIG mode needs the GPU idle (nvml.h, nvmlDeviceSetMigMode: the mode is activated by unbinding or
+    resetting the device, and "if device unbind fails because the device isn't idle, NVML_ERROR_IN_USE would be
+    returned"): while the NVML caller holds the GPU the new mode stays pending (nvmlDeviceGetMigMode: current and
+    pending differ), no instance of the new layout exists, and the mig-manager tries again every `retry_every_s`.
     """
 
     at: float = Field(ge=0)
     action: Literal["reconfigure_mig"]
     gpu: int = Field(ge=0)
     mig: tuple[MigInstance, ...] | None = None
+    retry_every_s: float = Field(
+        default=10.0, gt=0, description="how soon the mig-manager tries a refused change again"
+    )
 
 
 class StepWallClock(_Model):
@@ -230,8 +243,63 @@ class StepWallClock(_Model):
     seconds: float = Field(description="how far the clock jumps; negative: back")
 
 
+class UnloadDriver(_Model):
+    """A driver manager unloads the NVIDIA kernel modules before it installs a driver (NVIDIA k8s-driver-manager,
+    cmd/driver-manager/main.go `unloadDriver`: delete_module of nvidia_modeset, nvidia_uvm, ..., nvidia, which fails
+    while a process holds the driver open: "Could not unload NVIDIA driver kernel modules, driver is in use"). Refused
+    while the NVML caller has NVML initialized; the driver pod restarts and tries again every `retry_every_s`."""
+
+    at: float = Field(ge=0)
+    action: Literal["unload_driver"]
+    retry_every_s: float = Field(default=10.0, gt=0)
+
+
+class LoadDriver(_Model):
+    """The NVIDIA kernel modules of `version` are loaded (a driver container that finished installing, or an admin's
+    modprobe after a package upgrade). It waits for an unload still refused: a driver container installs only once
+    the old modules are gone."""
+
+    at: float = Field(ge=0)
+    action: Literal["load_driver"]
+    version: str | None = Field(
+        default=None, pattern=r"^\d+\.\d+(\.\d+)?$", description="default: the scenario's driver_version"
+    )
+
+
+class UnbindGpu(_Model):
+    """The GPU leaves the nvidia driver (`echo <bus id> > /sys/bus/pci/drivers/nvidia/unbind`, or
+    nvmlDeviceRemoveGpu before handing it to vfio-pci). It waits while the GPU is open: open-gpu-kernel-modules
+    kernel-open/nvidia/nv-pci.c `nv_pci_remove` loops until the device's usage count is zero, and nvml.h says
+    nvmlDeviceRemoveGpu_v2 returns IN_USE "if the device is still in use": so it completes once the NVML caller lets
+    go of the GPU (nvmlShutdown)."""
+
+    at: float = Field(ge=0)
+    action: Literal["unbind_gpu"]
+    gpu: int = Field(ge=0)
+
+
+class BindGpu(_Model):
+    """The GPU is bound to the nvidia driver again and NVML enumerates it, in bus order: "for long-running NVML
+    processes the enumeration will change", and handles of the GPUs whose index moved "will not be valid and must be
+    re-established" (nvml.h, nvmlDeviceRemoveGpu_v2 and nvmlDeviceDiscoverGpus)."""
+
+    at: float = Field(ge=0)
+    action: Literal["bind_gpu"]
+    gpu: int = Field(ge=0)
+
+
 TimelineEvent = Annotated[
-    LoseGpu | RestoreGpu | XidBurst | SetLoad | ReconfigureMig | StepWallClock, Field(discriminator="action")
+    LoseGpu
+    | RestoreGpu
+    | XidBurst
+    | SetLoad
+    | ReconfigureMig
+    | StepWallClock
+    | UnloadDriver
+    | LoadDriver
+    | UnbindGpu
+    | BindGpu,
+    Field(discriminator="action"),
 ]
 
 
@@ -245,6 +313,18 @@ class Scenario(_Model):
         default=12040, description="as nvmlSystemGetCudaDriverVersion: 1000*major + 10*minor"
     )
     nvml_version: str = "12.550.54.15"
+    kernel_module_version: str | None = Field(
+        default=None,
+        pattern=r"^\d+\.\d+(\.\d+)?$",
+        description="the NVIDIA kernel module loaded at t=0 when it is not driver_version (which is the NVML library "
+        "the exporter's container has): a driver upgraded without reloading the modules, so nvmlInit fails with "
+        "LIB_RM_VERSION_MISMATCH until a load_driver event loads the matching modules",
+    )
+    driver_loaded: bool = Field(
+        default=True,
+        description="False: no NVIDIA kernel module at t=0 (a driver container still installing it): nvmlInit fails "
+        "with DRIVER_NOT_LOADED until a load_driver event",
+    )
     exporter_pid_namespace: Literal["host", "container"] = Field(
         default="host",
         description="the PID namespace the exporter (the NVML caller) runs in: 'host' (hostPID: true), or its own "

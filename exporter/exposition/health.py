@@ -19,6 +19,7 @@ from exporter.catalogue import (
     SELF_KUBELET_UP,
     SELF_NVML_ERRORS,
     SELF_NVML_STALLED,
+    SELF_NVML_UP,
     SELF_POLL_INTERVAL,
     SELF_PROCESS_VISIBILITY,
     SELF_SNAPSHOT_TIMESTAMP,
@@ -61,6 +62,12 @@ VISIBILITY = FamilyHeader.of(
     "1 if the exporter sees other pods' GPU processes, 0 if it cannot (PID namespace: shared GPUs stay "
     "unattributed; /readyz says why); absent until a busy GPU allows a verdict.",
 )
+NVML_UP = FamilyHeader.of(
+    SELF_NVML_UP,
+    G,
+    "1 while NVML is usable, 0 while it is not (driver not loaded yet, driver/library version mismatch, no "
+    "libnvidia-ml): then no GPU is reported, /readyz fails and says why, and NVML is tried again with backoff.",
+)
 KUBELET_UP = FamilyHeader.of(SELF_KUBELET_UP, G, "1 while the last kubelet pod-resources List succeeded, else 0.")
 KUBELET_AGE = FamilyHeader.of(SELF_KUBELET_MAPPING_AGE, G, "Age of the pod-to-device mapping in use, in seconds.")
 CONNECTIONS = FamilyHeader.of(SELF_CONNECTIONS, G, "HTTP connections open, as of the snapshot.")
@@ -89,6 +96,8 @@ class HealthSeries:
             (INTERVAL, [self._interval_line]),
         ]
         families += _collector_families(snapshot.collectors)
+        if snapshot.nvml is not None:
+            families.append((NVML_UP, [f"{SELF_NVML_UP} {1 if snapshot.nvml.up else 0}\n"]))
         errors = _nvml_error_lines(snapshot)
         if errors:
             families.append((NVML_ERRORS, errors))

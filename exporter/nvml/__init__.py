@@ -6,6 +6,5 @@ catalogue keys into the set the collector reads.
 
 from exporter.nvml.collector import NvmlCollector
 from exporter.nvml.coverage import NVML_MEASUREMENTS, enabled_measurements
-from exporter.nvml.errors import NvmlUnavailable
 
-__all__ = ["NVML_MEASUREMENTS", "NvmlCollector", "NvmlUnavailable", "enabled_measurements"]
+__all__ = ["NVML_MEASUREMENTS", "NvmlCollector", "enabled_measurements"]

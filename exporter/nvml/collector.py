@@ -15,10 +15,11 @@ from types import MappingProxyType
 from typing import Any
 
 from exporter.collection import DeviceCollection, HistoryPoint
+from exporter.nvml.availability import UP, DriverFiles, NvmlAvailability
 from exporter.nvml.coverage import XID_KEYS, enabled_measurements
 from exporter.nvml.device import NO_VECTORS, DeviceReader, GpuLostError
 from exporter.nvml.discovery import GpuDevice, MigDevice, SystemVersions, gpu_count, open_gpu, system_versions
-from exporter.nvml.errors import SIMULATE_HINT, Disposition, ErrorNames, NvmlUnavailable, disposition, status_code
+from exporter.nvml.errors import GPU_IS_LOST, Disposition, ErrorNames, disposition, status_code
 from exporter.nvml.faults import DeviceFaults
 from exporter.nvml.fields import FieldBatch, field_keys_for
 from exporter.nvml.gpm import METRICS, RATES, GpmSampler, gpm_supported
@@ -30,7 +31,7 @@ from exporter.nvml.processes import ProcessSampler
 from exporter.nvml.slot import GpuSlot, SlotReading
 from exporter.nvml.status import CycleStatus
 from exporter.nvml.xid import XidLedger, XidListener
-from exporter.snapshot import EMPTY, DeviceReading, GpuIdentity, MigIdentity, StalledCall
+from exporter.snapshot import EMPTY, DeviceReading, GpuIdentity, MigIdentity, NvmlState, StalledCall
 from toolkit.backoff import Backoff, Draw, RetrySchedule
 
 log = logging.getLogger("exporter.nvml")
@@ -51,7 +52,10 @@ class NvmlCollector:
     `enabled_measurements`); None reads all. `clock` is monotonic seconds (backoff, GPM spacing, durations),
     `wall_clock` is epoch seconds (sample times, history windows). A lost GPU is probed again after `lost_backoff`
     delays, jittered by `draw`. `pid_namespace` is where the exporter runs (default: read from /proc/self/ns/pid); it
-    decides whether per-process samples can be matched to the listed processes (see pidspace.py).
+    decides whether per-process samples can be matched to the listed processes (see pidspace.py). Without a usable
+    NVML (no driver yet, a driver/library version mismatch) it keeps returning empty collections that say why, and
+    tries nvmlInit again after `driver_backoff` delays (`availability.py`); `driver_files` are where the node says its
+    driver versions, for that message.
     """
 
     def __init__(
@@ -71,6 +75,8 @@ class NvmlCollector:
         slow_call_seconds: float | None = None,
         layout_check_seconds: float = 10.0,
         pid_namespace: PidNamespace | None = None,
+        driver_backoff: Backoff | None = None,
+        driver_files: DriverFiles | None = None,
     ) -> None:
         if interval_seconds <= 0:
             raise ValueError(f"interval must be positive, got {interval_seconds}")
@@ -92,6 +98,7 @@ class NvmlCollector:
         self._draw = draw
         self._xid_wait_ms = xid_wait_ms
         self._names = ErrorNames(self._nvml)
+        self._availability = NvmlAvailability(self._names, backoff=driver_backoff, draw=draw, files=driver_files)
         self._history = SampleHistory.for_span(history_seconds, interval_seconds)
         self._status = CycleStatus()
         self._faults: dict[str, DeviceFaults] = {}  # by UUID: error counts survive rediscovery
@@ -103,28 +110,39 @@ class NvmlCollector:
         self._defects_logged: set[int] = set()
         self._lock = threading.Lock()
         self._started = False
+        self._enumerated_at = -math.inf  # when NVML's GPU count was last compared with ours
 
     @property
     def enabled(self) -> frozenset[str]:
         return self._enabled
 
+    @property
+    def nvml_state(self) -> NvmlState:
+        """Whether NVML is usable now, and if not, why."""
+        return self._availability.state
+
     # ---- lifecycle ------------------------------------------------------------------------------------------------
     def start(self) -> None:
+        """Initialize NVML and find the GPUs; without a usable NVML, say why and let `collect()` try again."""
+        with self._lock:
+            self._connect(self._clock())
+
+    def _connect(self, now: float) -> bool:
         nvml = self._nvml
         try:
             nvml.nvmlInit()
         except nvml.NVMLError as exc:
-            raise NvmlUnavailable(
-                f"NVML could not be loaded ({self._names(status_code(exc))}: {exc}): is the NVIDIA driver installed "
-                f"and the GPU visible to this container? {SIMULATE_HINT}"
-            ) from exc
+            self._availability.failed(status_code(exc), str(exc), now)
+            return False
         self._started = True
-        with self._lock:
-            try:
-                self._discover()
-            except nvml.NVMLError as exc:
-                self._shutdown()
-                raise NvmlUnavailable(f"NVML cannot list the GPUs ({exc}); {SIMULATE_HINT}") from exc
+        try:
+            self._discover()
+        except nvml.NVMLError as exc:
+            self._shutdown()
+            self._availability.failed(status_code(exc), f"NVML cannot list the GPUs: {exc}", now)
+            return False
+        self._availability.succeeded()
+        return True
 
     def rediscover(self) -> None:
         with self._lock:
@@ -177,6 +195,7 @@ class NvmlCollector:
             self._open(slot, now)
             self._slots.append(slot)
         self._restart_xid()
+        self._enumerated_at = now
         uuids = [slot.identity.uuid for slot in self._slots if slot.identity is not None]
         uuids += [mig.identity.uuid for slot in self._slots for mig in slot.migs]
         self._history.retain(uuids)
@@ -187,6 +206,33 @@ class NvmlCollector:
             self._versions.driver or "?",
             self._versions.cuda or "?",
         )
+
+    def _check_enumeration(self, now: float) -> None:
+        """A GPU bound to or unbound from the driver at run time changes NVML's enumeration, and with it the indexes of
+        the GPUs after it, whose old handles "must be re-established" (nvml.h, nvmlDeviceRemoveGpu_v2 and
+        nvmlDeviceDiscoverGpus): compare the count every layout check, and find the GPUs again when it moved."""
+        if now - self._enumerated_at < self._layout_check_seconds:
+            return
+        self._enumerated_at = now
+        nvml = self._nvml
+        try:
+            count = gpu_count(nvml)
+        except nvml.NVMLError as exc:
+            log.debug("counting the GPUs failed: %s", exc)
+            return
+        if count == len(self._slots):
+            return
+        log.warning(
+            "NVML enumerates %d GPU(s) now, not %d: a GPU was bound to or unbound from the driver; finding the GPUs "
+            "again",
+            count,
+            len(self._slots),
+        )
+        try:
+            self._discover()
+        except nvml.NVMLError as exc:
+            log.error("finding the GPUs again failed (%s); keeping the devices found before", exc)
+            self._restart_xid()
 
     def _open(self, slot: GpuSlot, now: float) -> bool:
         """Open GPU `slot.index` (handle, identity, MIG instances, readers). False when it does not answer."""
@@ -325,6 +371,10 @@ class NvmlCollector:
         status.begin()
         now = self._clock()
         taken_at = self._wall()
+        if not self._started and not (self._availability.due(now) and self._connect(now)):
+            status.failed("nvml")  # no GPU to read: the snapshot says why, /readyz fails with it
+            return DeviceCollection(taken_at, (), status.statuses(), nvml=self._availability.state)
+        self._check_enumeration(now)
         by_slot: dict[int, tuple[DeviceReading, ...]] = {}
         recovered = False
         xid = self._xid
@@ -415,6 +465,7 @@ class NvmlCollector:
             devices=tuple(readings),
             statuses=status.statuses(),
             processes_hidden=self._processes_hidden,
+            nvml=UP,
         )
 
     def _mark_lost(self, slot: GpuSlot, code: int, now: float) -> None:
@@ -436,6 +487,14 @@ class NvmlCollector:
             name,
             slot.backoff.delay,
         )
+        if code == GPU_IS_LOST and self._enabled & XID_KEYS and self._ledger.lost(slot.identity.uuid):
+            log.warning(
+                "GPU %d (%s): no XID event came for it (driver %s posts none for a GPU that falls off the bus unless "
+                "a process runs on it); counting the XID 79 the driver logged to the kernel log",
+                slot.index,
+                slot.identity.uuid,
+                self._versions.driver or "?",
+            )
 
     # ---- one GPU, on its worker thread ------------------------------------------------------------------------------
     def _read_slot(
@@ -463,11 +522,28 @@ class NvmlCollector:
         elif not slot.migs:
             return None  # nothing to check between full checks
         migs = [(m.identity, m.handle) for m in slot.migs if isinstance(m.identity, MigIdentity)]
-        change = layout_change(self._nvml, slot.identity, slot.reader.handle, migs, full=full)
+        change = layout_change(
+            self._nvml, slot.identity, slot.reader.handle, migs, full=full, on_pending=partial(self._pending, slot)
+        )
         if change == NOT_MIG_CAPABLE:
             slot.mig_capable = False
             return None
         return change
+
+    @staticmethod
+    def _pending(slot: GpuSlot, pending: bool | None) -> None:
+        if pending == slot.pending_mig:
+            return
+        slot.pending_mig = pending
+        if pending is not None:
+            log.warning(
+                "GPU %d: a MIG mode change (to %s) is pending: it needs the GPU idle, and this exporter holds it "
+                "while it runs. The GPU Operator's mig-manager (v0.15+, GPU Operator v26.7+) pauses gpu-pulse for "
+                "it through the nvidia.com/gpu.deploy.client label; elsewhere stop the exporter on this node "
+                '(docs/install.md, "The driver\'s life cycle")',
+                slot.index,
+                "on" if pending else "off",
+            )
 
     def _reopen(self, slot: GpuSlot, change: str) -> None:
         """Read the GPU's identity and MIG layout again and build new readers for it (no SIGHUP needed)."""
@@ -523,6 +599,7 @@ class NvmlCollector:
         if not self._open(slot, now):
             return False
         assert slot.identity is not None
+        self._ledger.answered(slot.identity.uuid)
         log.warning("GPU %d (%s) answers again", slot.index, slot.identity.uuid)
         return True
 

@@ -22,6 +22,8 @@ LIBRARY_NOT_FOUND = 12
 FUNCTION_NOT_FOUND = 13
 GPU_IS_LOST = 15
 RESET_REQUIRED = 16
+LIB_RM_VERSION_MISMATCH = 18
+IN_USE = 19
 UNKNOWN = 999
 
 # The names the collector counts errors under (DeviceReading.errors keys). Codes not listed are named from the
@@ -38,6 +40,8 @@ _KNOWN_NAMES: Mapping[int, str] = MappingProxyType(
         FUNCTION_NOT_FOUND: "FUNCTION_NOT_FOUND",
         GPU_IS_LOST: "GPU_IS_LOST",
         RESET_REQUIRED: "RESET_REQUIRED",
+        LIB_RM_VERSION_MISMATCH: "LIB_RM_VERSION_MISMATCH",
+        IN_USE: "IN_USE",
         UNKNOWN: "UNKNOWN",
     }
 )
@@ -56,10 +60,6 @@ BUILTIN_SCENARIO_NAMES = (
     "dra",
 )
 SIMULATE_HINT = f"to run without a GPU, pass --simulate SCENARIO ({', '.join(BUILTIN_SCENARIO_NAMES)})"
-
-
-class NvmlUnavailable(RuntimeError):  # noqa: N818 - the name the design gives it
-    """NVML could not be loaded or initialized: no libnvidia-ml, no driver, or the driver refused us."""
 
 
 class Disposition(Enum):

@@ -6,11 +6,15 @@ answering, and a handle of a reused slot names the new instance, with its own UU
 handle is trusted only while its UUID is the one read at discovery (checked every cycle, one call per instance); a
 mode change shows in nvmlDeviceGetMigMode, and an instance created in an empty slot only by probing the slots: both
 are asked in a `full` check, every few seconds (a GPU without MIG costs nothing in between).
+
+A change of the MIG mode itself needs the GPU idle (nvml.h, nvmlDeviceSetMigMode: IN_USE while it is not), and this
+exporter holds every GPU it reads: while it runs, a mode change stays pending (nvmlDeviceGetMigMode's pending mode
+differs from the current one). The full check reports that (`on_pending`), so the log says what blocks the change.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from exporter.nvml.device import GpuLostError
@@ -26,19 +30,29 @@ def _lost(nvml: Any, exc: Exception) -> bool:
 
 
 def layout_change(
-    nvml: Any, gpu: GpuIdentity, handle: Any, migs: Sequence[tuple[MigIdentity, Any]], *, full: bool
+    nvml: Any,
+    gpu: GpuIdentity,
+    handle: Any,
+    migs: Sequence[tuple[MigIdentity, Any]],
+    *,
+    full: bool,
+    on_pending: Callable[[bool | None], None] | None = None,
 ) -> str | None:
     """Why the layout read at discovery no longer holds, or None while it does (NOT_MIG_CAPABLE for a GPU that has no
-    MIG mode at all: the caller need not ask again). Raises GpuLostError."""
+    MIG mode at all: the caller need not ask again). A full check tells `on_pending` the MIG mode waiting to become
+    active (None when none waits). Raises GpuLostError."""
     if not full:
         return _instances_changed(nvml, migs)
     try:
-        enabled = int(nvml.nvmlDeviceGetMigMode(handle)[0]) == MIG_ENABLED
+        current, pending = (int(mode) for mode in nvml.nvmlDeviceGetMigMode(handle))
+        enabled = current == MIG_ENABLED
     except nvml.NVMLError as exc:
         if _lost(nvml, exc):
             raise GpuLostError(status_code(exc)) from exc
         kind = disposition(status_code(exc))
         return NOT_MIG_CAPABLE if kind is Disposition.UNSUPPORTED else None
+    if on_pending is not None:
+        on_pending(None if pending == current else pending == MIG_ENABLED)
     if enabled != gpu.mig_enabled:
         return f"MIG was turned {'on' if enabled else 'off'}"
     if not enabled:

@@ -28,6 +28,7 @@ class GpuSlot:
         "lost",
         "mig_capable",
         "migs",
+        "pending_mig",
         "reader",
         "reopened",
         "worker",
@@ -46,6 +47,7 @@ class GpuSlot:
         self.busy_since = 0.0
         self.mig_capable = True  # until nvmlDeviceGetMigMode says NOT_SUPPORTED
         self.layout_checked_at = -math.inf  # when the MIG slots were last probed for new instances
+        self.pending_mig: bool | None = None  # a MIG mode waiting for the GPU to be idle (logged once)
         self.reopened = False  # its MIG layout was read again this cycle
 
     def current_call(self) -> str:

@@ -1,4 +1,14 @@
-"""XID critical-error events, heard on their own thread: a count per (GPU, XID) and the last XID per GPU."""
+"""XID critical-error events, heard on their own thread: a count per (GPU, XID) and the last XID per GPU.
+
+A GPU that falls off the bus is XID 79 on every driver, but not every driver says so through NVML
+(simulation/driver.py has the releases, from open-gpu-kernel-modules `osHandleGpuLost`): each logs Xid 79 to the
+kernel log and marks the GPU lost (from then on NVML answers GPU_IS_LOST), R535 before 535.216.01 and R550 before
+550.120 post no event at all, later ones post XID 79 only to channels running on the GPU (none on an idle GPU), and
+R570 also posts the GPU-unavailable event. So the ledger takes a GPU's loss, however it was learnt (GPU_IS_LOST from
+a call, the GPU-unavailable event), as the XID 79 the kernel logged for it, unless an XID 79 event for this loss
+came already; an XID 79 event that comes after it stands in for the counted one. So a loss counts XID 79 once, or
+once per channel that reported it, and the lost-GPU alert fires on every driver branch.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +24,8 @@ from exporter.nvml.errors import Disposition, disposition, status_code
 log = logging.getLogger("exporter.nvml")
 
 XID_CRITICAL_ERROR = 0x8  # nvmlEventTypeXidCriticalError
+GPU_UNAVAILABLE = 0x4000  # nvmlEventTypeGpuUnavailableError (nvml.h, NVML 12.8: R570 and later)
+XID_FALLEN_OFF_THE_BUS = 79
 
 EMPTY_COUNTS: Mapping[str, float] = MappingProxyType({})
 
@@ -26,14 +38,37 @@ class XidLedger:
         self._counts: dict[str, dict[str, float]] = {}
         self._last: dict[str, int] = {}
         self._views: dict[str, Mapping[str, float]] = {}
+        self._fallen: dict[str, bool] = {}  # GPUs with an XID 79 for their current loss -> counted without an event
 
     def record(self, uuid: str, xid: int) -> None:
         with self._lock:
-            counts = self._counts.setdefault(uuid, {})
-            key = str(xid)
-            counts[key] = counts.get(key, 0.0) + 1.0
-            self._last[uuid] = xid
-            self._views.pop(uuid, None)
+            self._record(uuid, xid)
+
+    def _record(self, uuid: str, xid: int, *, derived: bool = False) -> None:
+        self._last[uuid] = xid
+        if xid == XID_FALLEN_OFF_THE_BUS:
+            if self._fallen.get(uuid):  # the event for a loss counted already: it takes the derived one's place
+                self._fallen[uuid] = False
+                return
+            self._fallen[uuid] = derived
+        counts = self._counts.setdefault(uuid, {})
+        key = str(xid)
+        counts[key] = counts.get(key, 0.0) + 1.0
+        self._views.pop(uuid, None)
+
+    def lost(self, uuid: str) -> bool:
+        """The GPU fell off the bus: count the XID 79 the kernel logged for it, unless an XID 79 event for this
+        loss came already. True when it was counted here."""
+        with self._lock:
+            if uuid in self._fallen:
+                return False
+            self._record(uuid, XID_FALLEN_OFF_THE_BUS, derived=True)
+            return True
+
+    def answered(self, uuid: str) -> None:
+        """The GPU answers again: a later loss is a new one."""
+        with self._lock:
+            self._fallen.pop(uuid, None)
 
     def read(self, uuid: str) -> tuple[Mapping[str, float], int]:
         """({xid: count}, last xid or 0) of one GPU."""
@@ -47,7 +82,8 @@ class XidLedger:
 
 
 class XidListener:
-    """Registers every GPU for XID events in one event set and waits on it in a loop until `stop()`.
+    """Registers every GPU for XID events (and the GPU-unavailable event where the driver has it) in one event set
+    and waits on it in a loop until `stop()`.
 
     The wait has a timeout (TIMEOUT is the normal answer when nothing happened), so a stop is seen within
     `wait_ms`. GPU_IS_LOST means a registered GPU fell off the bus (nvml.h, nvmlEventSetWait_v2), and every later wait
@@ -99,7 +135,7 @@ class XidListener:
         self._by_address = {}
         for uuid, handle in gpus:
             try:
-                nvml.nvmlDeviceRegisterEvents(handle, XID_CRITICAL_ERROR, self._event_set)
+                nvml.nvmlDeviceRegisterEvents(handle, _event_types(nvml, handle), self._event_set)
             except nvml.NVMLError as exc:
                 level = logging.DEBUG if disposition(status_code(exc)) is Disposition.UNSUPPORTED else logging.WARNING
                 log.log(level, "%s: XID events cannot be registered: %s", uuid, exc)
@@ -182,14 +218,29 @@ class XidListener:
             self._heard(data)
 
     def _heard(self, data: Any) -> None:
-        if int(data.eventType) & XID_CRITICAL_ERROR == 0:
+        event_type = int(data.eventType)
+        if event_type & (XID_CRITICAL_ERROR | GPU_UNAVAILABLE) == 0:
             return
         uuid = self._by_address.get(handle_address(data.device) or 0)
         if uuid is None:
             if len(self.registered) != 1:
-                log.warning("XID %d from a device that was not registered", int(data.eventData))
+                log.warning("event %#x from a device that was not registered", event_type)
                 return
             (uuid,) = self.registered
-        xid = int(data.eventData)
-        self._ledger.record(uuid, xid)
-        log.warning("%s: XID %d", uuid, xid)
+        if event_type & XID_CRITICAL_ERROR:
+            xid = int(data.eventData)
+            self._ledger.record(uuid, xid)
+            log.warning("%s: XID %d", uuid, xid)
+        elif self._ledger.lost(uuid):
+            log.warning("%s: the driver reports the GPU unavailable (fallen off the bus): counted as XID 79", uuid)
+
+
+def _event_types(nvml: Any, handle: Any) -> int:
+    """XID events, and the GPU-unavailable event where the driver offers it: registering a type the driver lacks
+    fails the whole registration (nvml.h, nvmlDeviceRegisterEvents: NOT_SUPPORTED "if the platform does not support
+    ... some of requested event types")."""
+    try:
+        supported = int(nvml.nvmlDeviceGetSupportedEventTypes(handle))
+    except nvml.NVMLError:
+        return XID_CRITICAL_ERROR
+    return XID_CRITICAL_ERROR | (supported & GPU_UNAVAILABLE)

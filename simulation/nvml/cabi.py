@@ -20,6 +20,8 @@ INSUFFICIENT_SIZE = 7
 DRIVER_NOT_LOADED = 9
 TIMEOUT = 10
 GPU_IS_LOST = 15
+LIB_RM_VERSION_MISMATCH = 18
+IN_USE = 19
 ARGUMENT_VERSION_MISMATCH = 25
 UNKNOWN = 999
 
@@ -34,6 +36,8 @@ ERROR_STRINGS: dict[int, bytes] = {
     DRIVER_NOT_LOADED: b"Driver Not Loaded",
     TIMEOUT: b"Timeout",
     GPU_IS_LOST: b"GPU is lost",
+    LIB_RM_VERSION_MISMATCH: b"RM has detected an NVML/RM version mismatch",
+    IN_USE: b"In use by another client",
     ARGUMENT_VERSION_MISMATCH: b"Argument version mismatch",
     UNKNOWN: b"Unknown Error",
 }
@@ -45,8 +49,10 @@ _GPM_SAMPLE_BASE = 0x5EED_2000_0000
 _SPAN = 0x1000_0000
 
 
-def device_handle(gpu: int, mig: int | None = None) -> int:
-    return _DEVICE_BASE + ((gpu + 1) << 8) + (0 if mig is None else mig + 1)
+def device_handle(gpu: int, mig: int | None = None, epoch: int = 0) -> int:
+    """A device handle: the GPU (scenario index), its MIG device, and the GPU's enumeration epoch (a handle from
+    before the GPU's NVML index moved stops working)."""
+    return _DEVICE_BASE + (epoch << 16) + ((gpu + 1) << 8) + (0 if mig is None else mig + 1)
 
 
 def decode_device(value: int) -> tuple[int, int | None] | None:
@@ -54,10 +60,15 @@ def decode_device(value: int) -> tuple[int, int | None] | None:
     offset = value - _DEVICE_BASE
     if not 0 < offset < _SPAN:
         return None
-    gpu, low = (offset >> 8) - 1, offset & 0xFF
+    gpu, low = ((offset >> 8) & 0xFF) - 1, offset & 0xFF
     if gpu < 0:
         return None
     return gpu, (None if low == 0 else low - 1)
+
+
+def handle_epoch(value: int) -> int:
+    """The enumeration epoch a device handle was given out in."""
+    return (value - _DEVICE_BASE) >> 16
 
 
 def event_set_handle(n: int) -> int:

@@ -9,6 +9,7 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
 EVENT_TYPE_XID = 0x8  # nvmlEventTypeXidCriticalError
+EVENT_TYPE_GPU_UNAVAILABLE = 0x4000  # nvmlEventTypeGpuUnavailableError (nvml.h, NVML 12.8 / R570)
 NO_INSTANCE = 0xFFFFFFFF
 MAX_QUEUED = 1024  # events a set keeps before the oldest are dropped
 _POLL_S = 0.02  # how often a waiter re-reads the (possibly simulated) clock for timeline events

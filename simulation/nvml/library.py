@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any
 
+from simulation.lifecycle import DriverLifecycle
 from simulation.loader import load_scenario
 from simulation.machine import Node
 from simulation.nvml import cabi
@@ -72,12 +73,15 @@ class DeviceFunction(CFunction):
             return cabi.UNINITIALIZED
         if not args:
             return cabi.INVALID_ARGUMENT
-        decoded = cabi.decode_device(cabi.pointer_value(args[0]))
+        value = cabi.pointer_value(args[0])
+        decoded = cabi.decode_device(value)
         node = self._node
         if decoded is None or decoded[0] >= len(node.gpus):
             return cabi.INVALID_ARGUMENT
         t = node.now()  # first: a timeline event due now (a MIG reconfiguration) changes what the handle names
         gpu = node.gpus[decoded[0]]
+        if not gpu.bound or cabi.handle_epoch(value) != gpu.epoch:  # nvml.h: such handles "must be re-established"
+            return cabi.INVALID_ARGUMENT
         mig = None
         if decoded[1] is not None:
             mig = (gpu.migs or {}).get(decoded[1])
@@ -172,7 +176,8 @@ class Simulator:
         self.node.set_load(target, percent)
 
     def lose_gpu(self, index: int) -> None:
-        """GPU `index` falls off the bus: XID 79, then GPU_IS_LOST from every call on it."""
+        """GPU `index` falls off the bus: GPU_IS_LOST from every call on it, and the events the scenario's driver
+        version posts for it (none, XID 79 per running process, and from R570 the GPU-unavailable event)."""
         self.node.lose_gpu(index)
 
     def restore_gpu(self, index: int) -> None:
@@ -187,6 +192,11 @@ class Simulator:
         """An XID event on GPU `index` (or on its MIG device `mig`), delivered to every event set registered for XIDs
         on it (an instance's only with the MIG monitor privilege)."""
         self.node.inject_xid(index, xid, mig)
+
+    @property
+    def lifecycle(self) -> DriverLifecycle:
+        """The node's kernel driver: loaded version, holders, and what it refused (`refusals`)."""
+        return self.node.lifecycle
 
     def fail_init(self, code: int | None = cabi.DRIVER_NOT_LOADED) -> None:
         """Make nvmlInit fail with `code` (default DRIVER_NOT_LOADED, as on a host without the driver); None: work."""

@@ -48,6 +48,7 @@ VALUES: dict[str, dict[str, Any]] = {
     "cert-manager": {"certManager": {"enabled": True}},
     "mig": {"mig": {"monitorPrivileged": True}},
     "k0s": {"kubeletPath": "/var/lib/k0s/kubelet/pod-resources"},
+    "without-gpu-operator": {"gpuOperator": {"deployLabel": ""}},
     "prometheus-operator": {"serviceMonitor": {"enabled": True}, "prometheusRule": {"enabled": True}},
     "prometheus-source": {"adapter": {"source": "prometheus", "prometheusUrl": "http://prometheus-operated.mon:9090"}},
     "everything": {
@@ -167,8 +168,10 @@ def test_the_values_a_user_sets_take_effect(renders: dict[str, list[dict[str, An
     tag = values.get("image", {}).get("tag", _version())
     for pod, image in ((exporter, "gpu-pulse-exporter"), (adapter, "gpu-pulse-adapter")):
         assert pod["containers"][0]["image"] == f"{registry}/{image}:{tag}".lstrip("/")
-    if "nodeSelector" in values.get("exporter", {}):
-        assert exporter["nodeSelector"] == values["exporter"]["nodeSelector"]
+    # the GPU Operator pauses its GPU clients by a node label before a driver upgrade or a MIG mode change
+    pause_label = values.get("gpuOperator", {}).get("deployLabel", "nvidia.com/gpu.deploy.client")
+    node_selector = values.get("exporter", {}).get("nodeSelector", {}) | ({pause_label: "true"} if pause_label else {})
+    assert exporter.get("nodeSelector", {}) == node_selector
     label = values.get("dashboards", {}).get("labelValue", "1")
     dashboards = [m for m in find(objects, "ConfigMap") if m["metadata"]["name"].endswith("-dashboard")]
     assert {m["metadata"]["labels"]["grafana_dashboard"] for m in dashboards} == {label}
@@ -301,6 +304,8 @@ def test_cert_manager_issues_the_certificate_instead() -> None:
         ({"exporter": {"extraArgs": ["dialect=dcgm"]}}, ["extraArgs"]),
         ({"kubeletPath": "var/lib/kubelet/pod-resources"}, ["kubeletPath"]),
         ({"kubeletPath": "/var/lib/k0s/kubelet/pod-resources/"}, ["kubeletPath"]),
+        ({"gpuOperator": {"deployLabel": "nvidia.com/gpu deploy"}}, ["deployLabel"]),
+        ({"gpuOperator": {"deployLabel": True}}, ["deployLabel", "string"]),
     ],
 )
 def test_schema_refuses_a_wrong_value_with_a_clear_message(values: dict[str, Any], names: list[str]) -> None:
@@ -361,8 +366,9 @@ ONLY_KUSTOMIZE = {
             "overlays/shared-gpus",
             ("external-metrics", "mig-monitor"),
         ),
+        (OPERATOR | {"gpuOperator": {"deployLabel": ""}}, "overlays/prometheus-operator", ("without-gpu-operator",)),
     ],
-    ids=["prometheus-operator", "shared-gpus+external-metrics+mig-monitor"],
+    ids=["prometheus-operator", "shared-gpus+external-metrics+mig-monitor", "without-gpu-operator"],
 )  # fmt: skip
 def test_chart_and_kustomize_render_the_same_objects(
     kubectl: str, tmp_path: Path, values: dict[str, Any], overlay: str, components: tuple[str, ...]

@@ -137,6 +137,8 @@ def test_exporter_daemonset(rendered: dict[str, list[dict[str, Any]]], overlay: 
     assert env["NODE_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName"
     assert any(t["key"] == "nvidia.com/gpu" and t["operator"] == "Exists" for t in pod["tolerations"])
     assert pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    # the GPU Operator's driver manager and mig-manager wait for DaemonSet pods with this nodeSelector key to go
+    assert pod["nodeSelector"] == {"nvidia.com/gpu.deploy.client": "true"}
     assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
     assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
     assert container["resources"]["requests"] == {"cpu": "50m", "memory": "64Mi"}

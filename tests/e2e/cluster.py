@@ -1,6 +1,6 @@
-"""The end-to-end cluster as data: four simulated GPU nodes (whole GPUs, MIG, a time-sliced GPU, GPUs allocated through
-DRA ResourceClaims on an exporter of the dcgm dialect), the workloads whose pods run on them, and what the simulator
-does on the nodes' timelines.
+"""The end-to-end cluster as data: five simulated GPU nodes (whole GPUs, MIG, a time-sliced GPU, GPUs allocated through
+DRA ResourceClaims on an exporter of the dcgm dialect, and a node that goes through a driver upgrade and a MIG mode
+change), the workloads whose pods run on them, and what the simulator does on the nodes' timelines.
 
 Each node is a scenario file written for the run (the simulator's file format); the Kubernetes API test server gets
 the same pods, with the UIDs the scenario loader derives, their workload's labels, and owner references (Deployment
@@ -8,8 +8,9 @@ pods through a ReplicaSet), as a cluster would have them.
 
 Timeline (seconds of each node's scenario time, which starts when its exporter starts):
 - LOAD_CHANGE_AT: the two GPUs of Deployment `llm-serve` go from 30 % (flat) to 90 %;
-- GPU_LOST_AT: GPU 5 of `e2e-whole` (no pod on it) falls off the bus (XID 79, then GPU_IS_LOST), and GPU 4 (chat's)
-  reports XID 13 (an application error).
+- GPU_LOST_AT: GPU 5 of `e2e-whole` (no pod on it) falls off the bus, and GPU 4 (chat's) reports XID 13 (an
+  application error). Its driver (550.54.15) posts no event for the lost GPU, as a real one does not: the exporter
+  counts the loss, GPU_IS_LOST, as the XID 79 the driver logs.
 """
 
 from __future__ import annotations
@@ -57,9 +58,10 @@ TRAINER = Workload("research", "trainer", "StatefulSet")
 FINETUNE = Workload("research", "finetune", "StatefulSet")
 NOTEBOOK = Workload("lab", "notebook-dana", "Pod")
 RERANK = Workload("search", "rerank", "Deployment", "3c5a8e")  # GPUs from DRA ResourceClaims
-WORKLOADS = (LLM_SERVE, CHAT, EMBED, TRAINER, FINETUNE, NOTEBOOK, RERANK)
+INDEXER = Workload("batch", "indexer", "StatefulSet")  # on the node that is upgraded (test_upgrades.py)
+WORKLOADS = (LLM_SERVE, CHAT, EMBED, TRAINER, FINETUNE, NOTEBOOK, RERANK, INDEXER)
 # workloads whose GPUs report utilization (A100 MIG instances have none: `finetune` reports memory only)
-WITH_UTILIZATION = (LLM_SERVE, CHAT, EMBED, TRAINER, NOTEBOOK, RERANK)
+WITH_UTILIZATION = (LLM_SERVE, CHAT, EMBED, TRAINER, NOTEBOOK, RERANK, INDEXER)
 RERANK_LOAD = 75.0  # two pods at 75 % against a 60 % target: an HPA asks for ceil(2 x 1.25) = 3 replicas
 
 
@@ -181,7 +183,52 @@ DRA = {
     ],
 }
 
-NODES: dict[str, dict[str, Any]] = {str(data["node"]): data for data in (WHOLE, MIG, SHARED, DRA)}
+MAINTAINED = {
+    "description": "2 x H100 on driver 550: the indexer on GPU 0, GPU 1 idle with MIG off; test_upgrades.py upgrades "
+    "its driver and turns MIG on on GPU 1, the GPU Operator's way (the exporter paused, then back)",
+    "name": "e2e-maint",  # the same identities (UUIDs, pod UIDs) in every version of this node's scenario
+    "node": "e2e-maint",
+    "driver_version": "550.54.15",
+    "gpus": [{"model": "H100-SXM5-80GB", "load": _wavy(50, 3, 60)}, {"model": "H100-SXM5-80GB"}],
+    "processes": [{"pid": 51001, "gpu": 0, "memory_mib": 40000}],
+    "pods": [_pod(INDEXER, "indexer-0", [{"gpu": 0}], [51001])],
+}
+UPGRADED_DRIVER = "570.86.15"
+MODULES_RELOADED_AT = 4.0  # scenario seconds of the exporter that comes back after the upgrade
+MIG_CHANGE_AT = 8.0  # the mig-manager's first try, refused while that exporter holds GPU 1
+MIG_LAYOUT = [{"profile": "3g.40gb"}, {"profile": "3g.40gb"}]
+
+
+def upgraded_without_a_reboot() -> dict[str, Any]:
+    """The maintained node once its driver package was upgraded to 570 on the host: the exporter's container gets
+    the 570 library while the 550 kernel modules are still loaded (LIB_RM_VERSION_MISMATCH) until they are reloaded;
+    later the mig-manager tries to turn MIG on on GPU 1, which waits while the exporter holds the GPU."""
+    return {
+        **MAINTAINED,
+        "driver_version": UPGRADED_DRIVER,
+        "kernel_module_version": "550.54.15",
+        "timeline": [
+            {"at": MODULES_RELOADED_AT, "action": "unload_driver"},
+            {"at": MODULES_RELOADED_AT, "action": "load_driver"},
+            {"at": MIG_CHANGE_AT, "action": "reconfigure_mig", "gpu": 1, "mig": MIG_LAYOUT},
+        ],
+    }
+
+
+def with_mig_on() -> dict[str, Any]:
+    """The maintained node after the mig-manager's change: driver 570, GPU 1 with two 3g.40gb instances."""
+    gpus = [MAINTAINED["gpus"][0], {"model": "H100-SXM5-80GB", "mig": MIG_LAYOUT}]
+    return {**MAINTAINED, "driver_version": UPGRADED_DRIVER, "gpus": gpus}
+
+
+def write_scenario(directory: Path, stem: str, data: dict[str, Any]) -> Path:
+    path = directory / f"{stem}.yaml"
+    path.write_text(yaml.safe_dump({"seed": SEED, **data}, sort_keys=False), encoding="utf-8")
+    return path
+
+
+NODES: dict[str, dict[str, Any]] = {str(data["node"]): data for data in (WHOLE, MIG, SHARED, DRA, MAINTAINED)}
+MAINTAINED_NODE = str(MAINTAINED["node"])
 # the exporters publish the prometheus dialect, but one: every default metric must work with both
 DIALECTS: dict[str, Dialect] = {"e2e-dra": Dialect.DCGM}
 # A node whose clock runs a minute ahead of everyone else's (its exporter runs under faketime): the direct source must
@@ -193,12 +240,7 @@ KILLED_NODE = "e2e-shared"  # the node whose exporter the last test stops
 def write_scenarios(directory: Path) -> dict[str, Path]:
     """One scenario file per node; node name -> path."""
     directory.mkdir(parents=True, exist_ok=True)
-    paths = {}
-    for node, data in NODES.items():
-        path = directory / f"{node}.yaml"
-        path.write_text(yaml.safe_dump({"seed": SEED, **data}, sort_keys=False), encoding="utf-8")
-        paths[node] = path
-    return paths
+    return {node: write_scenario(directory, node, data) for node, data in NODES.items()}
 
 
 def load_scenarios(paths: dict[str, Path]) -> dict[str, Scenario]:

@@ -1,4 +1,5 @@
-"""The end-to-end stack, started once for the module (see stack.py), and the run's timing in the test summary."""
+"""The end-to-end stack, started once for the run (see stack.py): test_pipeline.py, then test_upgrades.py, on the
+same cluster; and the run's timing in the test summary."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from tests.support.tools import require_tool
 TIMINGS: dict[str, float] = {}
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[E2EStack]:
     prometheus = require_tool("prometheus")
     require_tool("kubectl")

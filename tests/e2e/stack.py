@@ -1,6 +1,6 @@
 """Everything the end-to-end test runs, started once, all on loopback with free ports:
 
-- four exporter processes on simulated GPUs (cluster.py), prometheus dialect but the DRA node's (dcgm), 1 s interval,
+- five exporter processes on simulated GPUs (cluster.py), prometheus dialect but the DRA node's (dcgm), 1 s interval,
   one of them (e2e-mig) on a clock a minute ahead;
 - the Kubernetes API test server (on a thread) with the pods of all three nodes and their owners;
 - a real `prometheus` scraping the exporters, both adapters and the control-plane stand-ins every second, with the

@@ -203,7 +203,7 @@ def test_the_two_sources_agree(stack: E2EStack) -> None:
                 compared += 1
     # every pod reports memory, and all but the A100 MIG pod utilization
     pods = sum(len(pods_of(w, stack.scenarios)) for w in WORKLOADS)
-    assert compared == pods + sum(len(pods_of(w, stack.scenarios)) for w in WITH_UTILIZATION) == 25
+    assert compared == pods + sum(len(pods_of(w, stack.scenarios)) for w in WITH_UTILIZATION) == 27
 
 
 def test_no_alert_is_pending_or_firing_in_the_healthy_cluster(stack: E2EStack) -> None:

@@ -10,7 +10,9 @@ import pynvml
 import pytest
 
 from exporter.collection import DeviceCollection
+from exporter.nvml import NvmlCollector
 from exporter.snapshot import DeviceReading, GpuIdentity, MigIdentity
+from simulation import install
 from simulation.hardware import GPU_MODELS
 from tests.exporter.collecting import collecting
 from tests.support.clocks import ManualClock
@@ -490,16 +492,34 @@ def test_new_mig_instances_are_found_without_a_restart_and_never_under_old_ident
     assert any("reading its new layout" in r.getMessage() for r in caplog.records)
 
 
-def test_mig_turned_off_gives_the_whole_gpus_utilization_back() -> None:
-    """The NOT_SUPPORTED verdicts learnt while MIG was on are forgotten once it is off."""
+def test_mig_turned_off_waits_for_the_exporter_to_let_go_then_gives_the_whole_gpus_utilization_back(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A MIG mode change needs the GPU idle, and the exporter holds every GPU it reads (simulation/lifecycle.py):
+    the change stays pending while it runs, which it logs; once it lets go (the mig-manager pauses its pod, which
+    shuts NVML down) the change applies, and the exporter that comes back reads the whole GPU's utilization."""
     clock = ManualClock()
-    with collecting(_a100_mig_then(None), clock) as (_, collector):
-        before = gpus(collector.collect())[0]
-        clock.at(6.0)
-        collector.collect()
-        clock.at(7.0)
-        after = gpus(collector.collect())[0]
+    with caplog.at_level(logging.WARNING, logger="exporter.nvml"):
+        with collecting(_a100_mig_then(None), clock) as (sim, collector):
+            before = gpus(collector.collect())[0]
+            clock.at(6.0)
+            collector.collect()
+            clock.at(11.0)
+            during = gpus(collector.collect())[0]
+        clock.at(16.0)  # the mig-manager's next try, 10 s after the refused one
+        with install(sim):
+            collector = NvmlCollector(pynvml, clock=clock, wall_clock=clock)
+            collector.start()
+            try:
+                collector.collect()
+                clock.at(17.0)
+                after = gpus(collector.collect())[0]
+            finally:
+                collector.close()
     assert before.gpu.mig_enabled and "gpu_util" not in before.values
+    assert during.gpu.mig_enabled, "pending while the exporter holds the GPU"
+    assert [r.what for r in sim.lifecycle.refusals] == ["mig_mode gpu 0"]
+    assert any("MIG mode change" in r.getMessage() and "pending" in r.getMessage() for r in caplog.records)
     assert not after.gpu.mig_enabled
     assert "gpu_util" in after.values and "gpu_util" not in after.unavailable
     assert not [d for d in after.processes if d.gpu_instance_id is not None]

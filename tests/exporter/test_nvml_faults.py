@@ -14,7 +14,7 @@ import pynvml
 import pytest
 
 from exporter.collection import DeviceCollection
-from exporter.nvml import NvmlCollector, NvmlUnavailable
+from exporter.nvml import NvmlCollector
 from exporter.snapshot import DeviceReading, MigIdentity
 from simulation import Simulator, build_scenario, install, installed
 from tests.exporter.collecting import collecting
@@ -279,22 +279,31 @@ def test_close_stops_the_xid_thread_and_shuts_nvml_down() -> None:
 # ---- no NVML at all -----------------------------------------------------------------------------------------------
 
 
-def test_a_host_without_the_driver_gets_a_clear_error_that_suggests_simulate() -> None:
+def test_a_host_without_the_driver_is_served_not_ready_with_a_reason() -> None:
     sim = Simulator("h100x8")
     sim.fail_init()  # DRIVER_NOT_LOADED, as without the kernel module
     with install(sim):
         collector = NvmlCollector(pynvml)
-        with pytest.raises(NvmlUnavailable, match=r"NVML could not be loaded \(DRIVER_NOT_LOADED.*--simulate SCENARIO"):
-            collector.start()
+        collector.start()  # no exception: the exporter serves and says why
+        collection = collector.collect()
         collector.close()
+    assert collection.devices == ()
+    assert collection.nvml is not None and not collection.nvml.up
+    assert collection.nvml.error == "DRIVER_NOT_LOADED"
+    assert "kernel module is not loaded" in collection.nvml.reason
+    assert not {s.name: s for s in collection.statuses}["nvml"].success
 
 
 @pytest.mark.skipif(ctypes.util.find_library("nvidia-ml") is not None, reason="this host has a real libnvidia-ml")
-def test_a_host_without_libnvidia_ml_gets_a_clear_error() -> None:
+def test_a_host_without_libnvidia_ml_is_told_about_the_runtime_and_simulate() -> None:
     assert installed() is None and pynvml.nvmlLib is None
-    with pytest.raises(NvmlUnavailable, match=r"LIBRARY_NOT_FOUND.*--simulate SCENARIO") as raised:
-        NvmlCollector(pynvml).start()
-    assert "\n" not in str(raised.value)
+    collector = NvmlCollector(pynvml)
+    collector.start()
+    state = collector.nvml_state
+    collector.close()
+    assert state.error == "LIBRARY_NOT_FOUND"
+    assert "runtimeClassName: nvidia" in state.reason and "--simulate SCENARIO" in state.reason
+    assert "\n" not in state.reason
 
 
 # ---- GPM, best effort ---------------------------------------------------------------------------------------------

@@ -101,6 +101,16 @@ async def test_a_stream_ends_after_its_time(
     assert body.count(b"\n") == 1
 
 
+async def test_a_stream_ends_at_once_when_the_server_stops(node: SimulatedNode, client: Client) -> None:
+    """A SIGTERM must not wait out a stream (the exporter lets go of NVML, which a driver upgrade waits for, only
+    once its server has stopped)."""
+    publish(node)
+    response = await client.get("/pods", params=WATCH)
+    await next_line(response)
+    await client.app.shutdown()  # what the server's graceful stop runs first
+    assert await asyncio.wait_for(response.read(), 2) == b""  # the stream ended: no more lines
+
+
 async def test_streams_are_bounded_in_number(node: SimulatedNode, client: Client) -> None:
     publish(node)
     streams = [await client.get("/pods", params=WATCH) for _ in range(MAX_STREAMS)]

@@ -186,8 +186,11 @@ def test_a_reconfiguration_invalidates_destroyed_handles_and_reuses_slots(clock:
             pynvml.nvmlShutdown()
 
 
-def test_turning_mig_off_gives_the_whole_gpu_back(clock: ManualClock) -> None:
-    with install(Simulator(_reconfigured(5.0, None), clock=clock)):
+def test_turning_mig_off_waits_for_the_gpu_to_be_idle_then_gives_the_whole_gpu_back(clock: ManualClock) -> None:
+    """nvml.h (nvmlDeviceSetMigMode): the mode change unbinds or resets the GPU, IN_USE while it is not idle; the
+    caller holding a handle keeps it busy, so the new mode stays pending until it lets go."""
+    sim = Simulator(_reconfigured(5.0, None), clock=clock)
+    with install(sim):
         pynvml.nvmlInit()
         try:
             gpu = pynvml.nvmlDeviceGetHandleByIndex(0)
@@ -195,7 +198,21 @@ def test_turning_mig_off_gives_the_whole_gpu_back(clock: ManualClock) -> None:
                 pynvml.nvmlDeviceGetUtilizationRates(gpu)
             energy = pynvml.nvmlDeviceGetTotalEnergyConsumption(gpu)
             clock.at(6.0)
-            assert pynvml.nvmlDeviceGetMigMode(gpu)[0] == pynvml.NVML_DEVICE_MIG_DISABLE
+            enabled, disabled = pynvml.NVML_DEVICE_MIG_ENABLE, pynvml.NVML_DEVICE_MIG_DISABLE
+            assert pynvml.nvmlDeviceGetMigMode(gpu) == [enabled, disabled], "current on, pending off"
+            assert pynvml.nvmlDeviceGetMaxMigDeviceCount(gpu) == 7
+            with pytest.raises(pynvml.NVMLError_NotFound):  # mig-parted cleared the instances before the mode
+                pynvml.nvmlDeviceGetMigDeviceHandleByIndex(gpu, 0)
+            with pytest.raises(pynvml.NVMLError_NotSupported):
+                pynvml.nvmlDeviceGetUtilizationRates(gpu)
+            assert [r.what for r in sim.lifecycle.refusals] == ["mig_mode gpu 0"]
+        finally:
+            pynvml.nvmlShutdown()
+        clock.at(16.0)  # the mig-manager's next try finds the GPU idle
+        pynvml.nvmlInit()
+        try:
+            gpu = pynvml.nvmlDeviceGetHandleByIndex(0)
+            assert pynvml.nvmlDeviceGetMigMode(gpu) == [disabled, disabled]
             assert pynvml.nvmlDeviceGetUtilizationRates(gpu).gpu >= 0
             assert pynvml.nvmlDeviceGetTotalEnergyConsumption(gpu) >= energy, "counters carry on"
         finally:

@@ -20,10 +20,19 @@ class ExporterProcess:
     node: str
     url: str
     launched_at: float  # wall clock just before the process started: its scenario time 0 is after this
+    process_name: str = ""  # its name among the ChildProcesses; default exporter-<node>
+
+    @property
+    def name(self) -> str:
+        return self.process_name or f"exporter-{self.node}"
 
     @property
     def address(self) -> str:
         return self.url.removeprefix("http://")
+
+    @property
+    def port(self) -> int:
+        return int(self.url.rsplit(":", 1)[1])
 
     def document(self, namespace: str | None = None) -> NodePods:
         query = f"?namespace={namespace}" if namespace else ""
@@ -43,13 +52,16 @@ def start_exporter(
     interval: float = 1.0,
     seed: int | None = None,
     clock_offset: float = 0.0,
+    port: int | None = None,
+    process_name: str = "",
 ) -> ExporterProcess:
     """Start an exporter for `node` on a scenario (built-in name or file); see `serving` for when it is ready.
 
     `clock_offset` runs it on a node whose clock is that many seconds off, under libfaketime (Debian's `faketime`),
     which shifts the process's wall clock as a misconfigured node's would be shifted; its monotonic clock, which no
-    misconfiguration shifts, is left alone (DONT_FAKE_MONOTONIC)."""
-    port = free_port()
+    misconfiguration shifts, is left alone (DONT_FAKE_MONOTONIC). `port` and `process_name`: a new process for a
+    node whose exporter was stopped, on its old address (a DaemonSet's pod that comes back)."""
+    port = port or free_port()
     args = [
         f"--simulate={scenario}", f"--node-name={node}", f"--listen=127.0.0.1:{port}", f"--dialect={dialect}",
         f"--interval={interval:g}", "--log-level=warning",
@@ -62,13 +74,14 @@ def start_exporter(
     if clock_offset:
         command = [require_tool("faketime"), "-f", f"{clock_offset:+g}s", *command]
         env = {**clean_environment(), "DONT_FAKE_MONOTONIC": "1"}
-    processes.start(f"exporter-{node}", command, env=env)
-    return ExporterProcess(node, f"http://127.0.0.1:{port}", launched)
+    exporter = ExporterProcess(node, f"http://127.0.0.1:{port}", launched, process_name)
+    processes.start(exporter.name, command, env=env)
+    return exporter
 
 
 def serving(processes: ChildProcesses, exporter: ExporterProcess, pods: int) -> bool:
     """Whether the exporter serves a `/pods` document with `pods` pods (AssertionError if it exited)."""
-    processes.check_running(f"exporter-{exporter.node}")
+    processes.check_running(exporter.name)
     try:
         return len(exporter.document().pods) == pods
     except OSError:

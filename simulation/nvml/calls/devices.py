@@ -54,7 +54,7 @@ class DeviceCalls:
     # --- identity --------------------------------------------------------------------------------------------
 
     def index(self, t: float, gpu: SimGpu, mig: SimMig | None, out: Any) -> int:
-        target(out).value = gpu.index
+        target(out).value = self.node.enumerated().index(gpu)  # NVML's index: among the GPUs bound to the driver
         return cabi.SUCCESS
 
     def name(self, t: float, gpu: SimGpu, mig: SimMig | None, buf: Any, length: Any) -> int:
@@ -90,11 +90,13 @@ class DeviceCalls:
     # --- MIG -------------------------------------------------------------------------------------------------
 
     def mig_mode(self, t: float, gpu: SimGpu, mig: SimMig | None, current: Any, pending: Any) -> int:
+        """nvml.h (nvmlDeviceGetMigMode): the pending mode is "the target mode following the next activation
+        trigger": it differs from the current one while a mode change waits for the GPU to be idle."""
         if not gpu.model.mig_capable:
             return cabi.NOT_SUPPORTED
         mode = 1 if gpu.mig_enabled else 0
         target(current).value = mode
-        target(pending).value = mode
+        target(pending).value = mode if gpu.pending_mig is None else int(gpu.pending_mig)
         return cabi.SUCCESS
 
     def max_mig_device_count(self, t: float, gpu: SimGpu, mig: SimMig | None, out: Any) -> int:
@@ -111,7 +113,7 @@ class DeviceCalls:
             return cabi.INVALID_ARGUMENT
         if i not in gpu.migs:
             return cabi.NOT_FOUND
-        set_pointer(out, cabi.device_handle(gpu.index, i))
+        set_pointer(out, cabi.device_handle(gpu.index, i, gpu.epoch))
         return cabi.SUCCESS
 
     def is_mig_device_handle(self, t: float, gpu: SimGpu, mig: SimMig | None, out: Any) -> int:
@@ -121,7 +123,7 @@ class DeviceCalls:
     def device_handle_from_mig_device_handle(self, t: float, gpu: SimGpu, mig: SimMig | None, out: Any) -> int:
         if mig is None:
             return cabi.INVALID_ARGUMENT
-        set_pointer(out, cabi.device_handle(gpu.index))
+        set_pointer(out, cabi.device_handle(gpu.index, epoch=gpu.epoch))
         return cabi.SUCCESS
 
     def gpu_instance_id(self, t: float, gpu: SimGpu, mig: SimMig | None, out: Any) -> int:

@@ -6,10 +6,11 @@ import ctypes
 from collections.abc import Callable
 from typing import Any
 
+from simulation.driver import posts_gpu_unavailable_event
 from simulation.machine import Node, SimGpu, SimMig
 from simulation.nvml import cabi
 from simulation.nvml.cabi import as_int, pointer_value, set_pointer, target
-from simulation.nvml.eventsets import NO_INSTANCE, RegisteredGpuLostError
+from simulation.nvml.eventsets import EVENT_TYPE_GPU_UNAVAILABLE, NO_INSTANCE, RegisteredGpuLostError
 
 Call = Callable[..., Any]
 
@@ -19,6 +20,13 @@ EVENT_PSTATE = 0x4
 EVENT_XID = 0x8
 EVENT_CLOCK = 0x10
 SUPPORTED_EVENTS = EVENT_SINGLE_BIT_ECC | EVENT_DOUBLE_BIT_ECC | EVENT_PSTATE | EVENT_XID | EVENT_CLOCK
+
+
+def supported_events(library_version: str) -> int:
+    """The event types a device can be registered for: the GPU-unavailable event from R570 on
+    (simulation/driver.py `posts_gpu_unavailable_event`)."""
+    extra = EVENT_TYPE_GPU_UNAVAILABLE if posts_gpu_unavailable_event(library_version) else 0
+    return SUPPORTED_EVENTS | extra
 
 
 class EventCalls:
@@ -49,12 +57,14 @@ class EventCalls:
         return cabi.SUCCESS
 
     def supported_event_types(self, t: float, gpu: SimGpu, mig: SimMig | None, out: Any) -> int:
-        target(out).value = SUPPORTED_EVENTS
+        target(out).value = supported_events(self.node.scenario.driver_version)
         return cabi.SUCCESS
 
     def register(self, t: float, gpu: SimGpu, mig: SimMig | None, event_types: Any, event_set: Any) -> int:
         mask = as_int(event_types)
-        if mask & ~SUPPORTED_EVENTS:
+        # nvml.h (nvmlDeviceRegisterEvents): NOT_SUPPORTED "if the platform does not support this feature or some
+        # of requested event types"
+        if mask & ~supported_events(self.node.scenario.driver_version):
             return cabi.NOT_SUPPORTED
         n = cabi.decode_event_set(pointer_value(event_set))
         if n is None or not self.node.events.register(n, gpu.index, mask):
@@ -79,7 +89,8 @@ class EventCalls:
         if event is None:
             return cabi.TIMEOUT
         data = target(data_ref)
-        ctypes.c_void_p.from_buffer(data, type(data).device.offset).value = cabi.device_handle(event.gpu)
+        epoch = node.gpus[event.gpu].epoch
+        ctypes.c_void_p.from_buffer(data, type(data).device.offset).value = cabi.device_handle(event.gpu, epoch=epoch)
         data.eventType = event.event_type
         data.eventData = event.data
         gi, ci = event.instance if event.instance is not None else (NO_INSTANCE, NO_INSTANCE)

@@ -17,8 +17,11 @@ class SystemCalls:
 
     def __init__(self, node: Node) -> None:
         self.node = node
-        self.init_count = 0
         self.init_error: int | None = None  # set: nvmlInit fails with this code, like a host without a driver
+
+    @property
+    def init_count(self) -> int:
+        return self.node.lifecycle.init_count
 
     def before_init(self) -> dict[str, PlainCall]:
         """Calls that work before nvmlInit."""
@@ -49,15 +52,25 @@ class SystemCalls:
         return self.init()
 
     def init(self) -> int:
+        """nvml.h (nvmlInit_v2): DRIVER_NOT_LOADED "if NVIDIA driver is not running"; LIB_RM_VERSION_MISMATCH when
+        the kernel module is not the library's version (simulation/lifecycle.py)."""
         if self.init_error is not None:
             return self.init_error
-        self.init_count += 1
+        node = self.node
+        with node.lock:
+            node.advance()  # a driver loaded on the timeline by now
+            code = node.lifecycle.init_status()
+            if code != cabi.SUCCESS:
+                return code
+            node.lifecycle.opened()
         return cabi.SUCCESS
 
     def shutdown(self) -> int:
-        if self.init_count == 0:
-            return cabi.UNINITIALIZED
-        self.init_count -= 1
+        node = self.node
+        with node.lock:
+            if node.lifecycle.init_count == 0:
+                return cabi.UNINITIALIZED
+            node.maintenance.released(node.lifecycle.closed())
         return cabi.SUCCESS
 
     @staticmethod
@@ -78,7 +91,7 @@ class SystemCalls:
 
     def process_name(self, pid: Any, buf: Any, length: Any) -> int:
         wanted = as_int(pid)
-        for gpu in self.node.gpus:
+        for gpu in self.node.enumerated():
             for _, domain in gpu.domains():
                 for p in domain.processes:
                     if p.pid == wanted:
@@ -88,21 +101,28 @@ class SystemCalls:
     # --- handles ---------------------------------------------------------------------------------------------
 
     def device_count(self, out: Any) -> int:
-        target(out).value = len(self.node.gpus)
+        self.node.advance()
+        target(out).value = len(self.node.enumerated())  # GPUs bound to the driver only
         return cabi.SUCCESS
 
     def _hand_out(self, gpu: SimGpu, mig: SimMig | None, out: Any) -> int:
         self.node.advance()
+        if not gpu.bound:
+            return cabi.NOT_FOUND
         if gpu.lost:
             return cabi.GPU_IS_LOST
-        set_pointer(out, cabi.device_handle(gpu.index, None if mig is None else mig.index))
+        with self.node.lock:
+            self.node.lifecycle.attach(gpu.index)  # the first handle attaches the GPU: it is held from now on
+        set_pointer(out, cabi.device_handle(gpu.index, None if mig is None else mig.index, gpu.epoch))
         return cabi.SUCCESS
 
     def handle_by_index(self, index: Any, out: Any) -> int:
         i = as_int(index)
-        if not 0 <= i < len(self.node.gpus):
+        self.node.advance()
+        enumerated = self.node.enumerated()
+        if not 0 <= i < len(enumerated):
             return cabi.INVALID_ARGUMENT
-        return self._hand_out(self.node.gpus[i], None, out)
+        return self._hand_out(enumerated[i], None, out)
 
     def handle_by_uuid(self, uuid: Any, out: Any) -> int:
         raw = getattr(uuid, "value", uuid)
