@@ -43,4 +43,6 @@ ruff format --check .
 echo "== mypy (strict: exporter, adapter)"
 mypy
 echo "== pytest"
-python3 -m pytest "$@"
+# one worker per core (PYTEST_WORKERS overrides, 0 runs in this process), each test file on one worker: the e2e
+# files share their stack within a worker, and the image test builds once
+python3 -m pytest -n "${PYTEST_WORKERS:-auto}" --dist loadfile "$@"
