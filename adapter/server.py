@@ -34,7 +34,7 @@ from adapter.metrics_config import MetricsConfig, MetricsConfigError, default_me
 from adapter.podcache.cache import PodCache
 from adapter.selectors import parse_selector
 from adapter.settings import AdapterSettings
-from adapter.sources.credentials import BearerToken, client_ssl_context
+from toolkit.credentials import BearerToken, client_ssl_context
 from adapter.sources.direct import DirectSource
 from adapter.sources.exporters import (
     ExporterLocator,

@@ -41,7 +41,7 @@ import aiohttp
 from adapter.metrics_config import MetricDefinition
 from adapter.sources.figures import pod_sample, pod_values
 from adapter.sources.model import PodKey, PodSample, ServedValue
-from adapter.sources.responses import UpstreamAnswerError, read_bounded
+from toolkit.responses import UpstreamAnswerError, read_bounded
 from exporter.pods_document import (
     ANSWERED_AT_HEADER,
     STREAM_CONTENT_TYPE,
