@@ -1,7 +1,7 @@
-"""Which workload a pod belongs to: from the Kubernetes API (owner references; a ReplicaSet to its Deployment, a Job
-to its CronJob) when a kubeconfig is given, else from the history Prometheus holds of kube-state-metrics' owners
-(the shipped rules record it as `namespace_workload_pod:gpu_pulse_kube_pod_owner:relabel`: it knows pods deleted
-since, which the API does not), else the pod is its own workload (kind `Pod`). Never guessed from pod names.
+"""Which workload a pod belongs to: from the Kubernetes API (owner references) when a kubeconfig is given,
+then from the history Prometheus holds of kube-state-metrics' owners (it knows pods deleted since, which the API
+does not), else the pod is its own workload (kind `Pod`). A ReplicaSet is followed to its Deployment, as the shipped
+workload rules do; other owners (StatefulSet, Job, DaemonSet) are the workload. Never guessed from pod names.
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ from typing import Any, Protocol
 
 from report.prometheus import PrometheusClient
 
-OWNER_SERIES = "namespace_workload_pod:gpu_pulse_kube_pod_owner:relabel"
 PAGE = 500
 
 Owner = tuple[str, str]  # (kind, name)
@@ -27,14 +26,13 @@ def promql_string(text: str) -> str:
 
 
 class KubernetesOwners:
-    """Owner references read from the API, one namespace at a time (pods, ReplicaSets, Jobs), in a worker thread."""
+    """Owner references read from the API, one namespace at a time (pods, ReplicaSets), in a worker thread."""
 
     def __init__(self, api_client: Any) -> None:
         from kubernetes import client  # the client is tens of MB: imported only when a kubeconfig is given
 
         self._core = client.CoreV1Api(api_client)
         self._apps = client.AppsV1Api(api_client)
-        self._batch = client.BatchV1Api(api_client)
 
     async def owners(self, namespace: str, pods: Iterable[str]) -> Mapping[str, Owner]:
         wanted = set(pods)
@@ -52,11 +50,6 @@ class KubernetesOwners:
                 owner = _controller(rs.metadata.owner_references)
                 if owner is not None:
                     parents[("ReplicaSet", rs.metadata.name)] = owner
-        if any(kind == "Job" for kind, _ in direct.values()):
-            for job in _pages(self._batch.list_namespaced_job, namespace):
-                owner = _controller(job.metadata.owner_references)
-                if owner is not None:
-                    parents[("Job", job.metadata.name)] = owner
         return {pod: parents.get(owner, owner) for pod, owner in direct.items()}
 
 
@@ -78,22 +71,30 @@ def _controller(references: Any) -> Owner | None:
 
 
 class PrometheusOwners:
-    """The owners kube-state-metrics reported over the window, as the shipped rules recorded them."""
+    """The owners kube-state-metrics reported during the window (`kube_pod_owner`, and `kube_replicaset_owner` from a
+    ReplicaSet to its Deployment), read through the series API: the index only, no samples, and pods deleted since
+    are still there. The same owners the shipped workload rules join (rules/workloads.py)."""
 
-    def __init__(self, client: PrometheusClient, end: float, seconds: int) -> None:
+    def __init__(self, client: PrometheusClient, start: float, end: float) -> None:
         self._client = client
+        self._start = start
         self._end = end
-        self._seconds = seconds
 
     async def owners(self, namespace: str, pods: Iterable[str]) -> Mapping[str, Owner]:
-        expr = (
-            f"max by (pod, workload, workload_type) (last_over_time({OWNER_SERIES}"
-            f"{{namespace={promql_string(namespace)}}}[{self._seconds}s]))"
-        )
+        where = f"namespace={promql_string(namespace)}"
         wanted = set(pods)
-        found: dict[str, Owner] = {}
-        for sample in await self._client.instant_query(expr, self._end):
-            pod, kind = sample.labels.get("pod", ""), sample.labels.get("workload_type", "")
-            if pod in wanted and kind and kind != "unknown":
-                found[pod] = (kind, sample.labels.get("workload", pod))
-        return found
+        direct: dict[str, Owner] = {}
+        for labels in await self._client.series(f"kube_pod_owner{{{where}}}", self._start, self._end):
+            pod, kind, name = labels.get("pod", ""), labels.get("owner_kind", ""), labels.get("owner_name", "")
+            if pod not in wanted or labels.get("owner_is_controller") == "false" or not kind:
+                continue
+            direct.setdefault(pod, ("Pod", pod) if kind == "<none>" else (kind, name))
+        parents: dict[str, Owner] = {}
+        if any(kind == "ReplicaSet" for kind, _ in direct.values()):
+            matcher = f'kube_replicaset_owner{{{where}, owner_kind="Deployment"}}'
+            for labels in await self._client.series(matcher, self._start, self._end):
+                parents.setdefault(labels.get("replicaset", ""), ("Deployment", labels.get("owner_name", "")))
+        return {
+            pod: parents.get(name, (kind, name)) if kind == "ReplicaSet" else (kind, name)
+            for pod, (kind, name) in direct.items()
+        }

@@ -40,7 +40,7 @@ async def build_report(
     owners: list[tuple[str, OwnerSource]] = []
     if kube_owners is not None:
         owners.append(("the Kubernetes API", kube_owners))
-    owners.append(("kube-state-metrics' history", PrometheusOwners(client, window.end, window.seconds)))
+    owners.append(("kube-state-metrics' history", PrometheusOwners(client, window.start, window.end)))
     reader = HistoryReader(
         client,
         window,
