@@ -6,6 +6,7 @@ A pod's step figures come from its edges (one per device it holds) in one time s
 - known: the held share of the devices whose utilization is known in the step;
 - busy: each device's utilization times its GPU share (a pod's utilization on a shared GPU already is its part of
   the whole device, so it is not divided again);
+- idle: known minus busy, at least 0 (as the recording rule `namespace_pod:gpu_pulse_pod_idle_gpus:sum`);
 - idle_held: the held share of the devices whose utilization was at most the idle threshold.
 GPU-hours are these times the step in hours. Only totals and sketches are kept, so memory grows with workloads, not
 with pods x steps.
@@ -33,6 +34,7 @@ class PodSteps:
     held: FloatArray
     known: FloatArray
     busy: FloatArray
+    idle: FloatArray  # known - busy, at least 0
     idle_held: FloatArray
     utilization: FloatArray  # the pod's mean device utilization
     gpu_need: FloatArray  # busy, where the pod held one device (NaN elsewhere)
@@ -51,6 +53,7 @@ class WorkloadTotals:
     held: float = 0.0  # GPU-steps
     known: float = 0.0
     busy: float = 0.0
+    idle: float = 0.0
     idle_held: float = 0.0
     cost: float = 0.0  # price x GPU-hours
     held_steps: int = 0  # pod-steps with something held
@@ -69,6 +72,7 @@ class WorkloadTotals:
         self.held += held
         self.known += float(np.nansum(steps.known))
         self.busy += float(np.nansum(steps.busy))
+        self.idle += float(np.nansum(steps.idle))
         self.idle_held += float(np.nansum(steps.idle_held))
         self.held_steps += int(np.count_nonzero(steps.held > 0))
         total = sum(steps.models.values()) or 1.0
@@ -102,7 +106,7 @@ class WorkloadTotals:
             held_gpu_hours=self.held * step_hours,
             known_gpu_hours=self.known * step_hours,
             busy_gpu_hours=self.busy * step_hours,
-            idle_gpu_hours=max(0.0, self.known - self.busy) * step_hours,
+            idle_gpu_hours=self.idle * step_hours,
             idle_held_gpu_hours=self.idle_held * step_hours,
             cost=self.cost,
             utilization_p50=self.utilization.quantile(0.50),

@@ -44,7 +44,7 @@ def _no_progress(what: str, done: int, total: int) -> None:
 @dataclass
 class Collected:
     workloads: dict[WorkloadKey, WorkloadTotals] = field(default_factory=dict)
-    namespaces: dict[str, list[float]] = field(default_factory=dict)  # held, known, busy GPU-steps
+    namespaces: dict[str, list[float]] = field(default_factory=dict)  # held, known, busy, idle GPU-steps
     models: dict[str, str] = field(default_factory=dict)  # uuid -> model
     gpu_memory: dict[str, float] = field(default_factory=dict)  # model -> framebuffer bytes
     owner_sources: Counter[str] = field(default_factory=Counter)
@@ -161,7 +161,7 @@ class HistoryReader:
         for series in held:
             by_pod[_pod(series.labels)].append(series)
         step_hours = self._window.step / 3600
-        totals = self.collected.namespaces.setdefault(namespace, [0.0, 0.0, 0.0])
+        totals = self.collected.namespaces.setdefault(namespace, [0.0, 0.0, 0.0, 0.0])
         for pod_key, edges in by_pod.items():
             steps = self._pod_steps(pod_key, edges, grid, util_by_edge, mem_by_edge, sm_by_pod.get(pod_key), first)
             cluster, _, pod = pod_key
@@ -175,6 +175,7 @@ class HistoryReader:
             totals[0] += float(np.nansum(steps.held))
             totals[1] += float(np.nansum(steps.known))
             totals[2] += float(np.nansum(steps.busy))
+            totals[3] += float(np.nansum(steps.idle))
 
     def _pod_steps(
         self,
@@ -234,6 +235,7 @@ class HistoryReader:
             held=np.where(any_held, held, nan),
             known=np.where(any_held, known, nan),
             busy=np.where(any_held, busy, nan),
+            idle=np.where(any_held, np.maximum(known - busy, 0.0), nan),
             idle_held=np.where(any_held, idle, nan),
             utilization=utilization,
             gpu_need=np.where((device_count == 1) & (util_count == 1), busy, nan),

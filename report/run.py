@@ -59,8 +59,8 @@ async def build_report(
         results.append(WorkloadResult(figures, recommend(figures, thresholds), utilization, memory))
     results.sort(key=lambda r: (-r.recommendation.saving_gpu_hours, -r.figures.idle_gpu_hours, str(r.figures.key)))
     namespaces = tuple(
-        (name, held * step_hours, busy * step_hours, max(0.0, known - busy) * step_hours)
-        for name, (held, known, busy) in sorted(collected.namespaces.items())
+        (name, held * step_hours, busy * step_hours, idle * step_hours)
+        for name, (held, _, busy, idle) in sorted(collected.namespaces.items())
     )
     sources = ", ".join(f"{name} ({count} pods)" for name, count in collected.owner_sources.most_common())
     notes = _notes(results)
