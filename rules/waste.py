@@ -32,7 +32,7 @@ from rules.series import PodEdge, device_series, plain_series, pod_series, selec
 
 GROUP = "gpu-pulse.waste.rules"
 INTERVAL = "5m"
-IDLE_UTILIZATION = Thresholds().idle_utilization
+IDLE_UTILIZATION = Thresholds.model_validate({}).idle_utilization
 BY_EDGE = "cluster, namespace, pod, uuid, gpu_instance"
 TABLE = "mig_profile:gpu_pulse_mig_gpu_share:ratio"
 PREFIX = "namespace_pod:gpu_pulse_pod_"
@@ -241,9 +241,7 @@ def waste_rules(vocab: Vocabulary) -> tuple[Recording, ...]:
                             tuple(
                                 Sample(selector(TABLE, {"mig_profile": name}), float(share))
                                 for name, share in sorted(PROFILE_GPU_FRACTIONS.items())
-                                if name in ("1g.10gb", "3g.40gb", "7g.80gb", "2g.12gb")
                             ),
-                            expr=f'{TABLE}{{mig_profile=~"1g.10gb|3g.40gb|7g.80gb|2g.12gb"}}',
                         ),
                     ),
                 ),
