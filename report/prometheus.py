@@ -1,10 +1,11 @@
 """The Prometheus HTTP API as the report uses it: range and instant queries, label values and series, each bounded.
 
 Works the same against Prometheus, Thanos Query and Mimir (the plain `/api/v1` API; a path prefix such as Mimir's
-`/prometheus` goes into the URL). Every request is a POST (long matchers do not fit in a URL), waits at most `timeout`
-seconds (sent to Prometheus as its own `timeout` too, so it stops working when we stop waiting), reads at most
-`max_response_bytes`, and at most `parallel` run at once. An answer of the wrong shape, an error status or a timeout is
-a PrometheusError naming the query: the report stops with that one line rather than print figures it could not read.
+`/prometheus` goes into the URL). Queries and series look-ups are POSTs (long matchers do not fit in a URL); label
+values are GETs (the only method Prometheus 2 takes there). Each request waits at most `timeout` seconds (sent to
+Prometheus as its own `timeout` too, so it stops working when we stop waiting), reads at most `max_response_bytes`,
+and at most `parallel` run at once. An answer of the wrong shape, an error status or a timeout is a PrometheusError
+naming the query: the report stops with that one line rather than print figures it could not read.
 """
 
 from __future__ import annotations
@@ -99,7 +100,7 @@ class PrometheusClient:
         if self._session is not None:
             await self._session.close()
 
-    async def _post(self, path: str, form: dict[str, str], what: str) -> bytes:
+    async def _post(self, path: str, form: dict[str, str], what: str, *, method: str = "POST") -> bytes:
         assert self._session is not None, "use the client as an async context manager"
         connection = self._connection
         headers = connection.token.headers() if connection.token is not None else {}
@@ -107,8 +108,14 @@ class PrometheusClient:
         timeout = aiohttp.ClientTimeout(total=connection.timeout)
         async with self._limit:
             try:
-                async with self._session.post(
-                    url, data=form, headers=headers, timeout=timeout, allow_redirects=False
+                async with self._session.request(
+                    method,
+                    url,
+                    data=form if method == "POST" else None,
+                    params=form if method == "GET" else None,
+                    headers=headers,
+                    timeout=timeout,
+                    allow_redirects=False,
                 ) as response:
                     body = await read_bounded(response, connection.max_response_bytes)
                     status = response.status
@@ -165,7 +172,7 @@ class PrometheusClient:
     async def label_values(self, label: str, match: str, start: float, end: float) -> list[str]:
         what = f"values of label {label} in {_short(match)}"
         form = {"match[]": match, "start": _time(start), "end": _time(end)}
-        body = await self._post(f"/api/v1/label/{label}/values", form, what)
+        body = await self._post(f"/api/v1/label/{label}/values", form, what, method="GET")  # GET only in 2.x
         try:
             return msgspec.json.decode(self._data(body, what), type=list[str])
         except msgspec.DecodeError as exc:
