@@ -64,7 +64,7 @@ def fraction_expr() -> str:
     """Per (pod, device): the share of a GPU the device is: 1 whole; a MIG profile's share from the table; a profile
     the table lacks, its GPU-instance slices out of 7, or 1 (report.migprofiles.gpu_fraction)."""
     whole = f'max by ({BY_EDGE}) ({POD_SHARING}{{mig_profile=""}} * 0 + 1)'
-    known = f'max by ({BY_EDGE}) ({POD_SHARING}{{mig_profile!=""}} * 0 + on (mig_profile) group_left {TABLE})'
+    known = f'max by ({BY_EDGE}) ({POD_SHARING}{{mig_profile!=""}} * 0 + on (mig_profile) group_left () {TABLE})'
     branches = [whole, known]
     slices = "|".join(str(n) for n in range(1, FALLBACK_COMPUTE_SLICES))
     for n in range(1, FALLBACK_COMPUTE_SLICES):

@@ -3,15 +3,13 @@ every recommendation, with workloads from kube-state-metrics' history and from t
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from report.cli import main
 from simulation.kubeconfig import write_kubeconfig
-from tests.report.conftest import KnownPrometheus
+from tests.report.conftest import KnownPrometheus, by_workload, run_report
 from tests.report.known_history import GIB, PODS, WINDOW_HOURS, KnownPod
 from tests.support.kubeapi import kube_api_on_a_thread
 
@@ -29,23 +27,6 @@ EXPECTED = {
 }
 
 
-def run_report(known: KnownPrometheus, output: Path, *extra: str) -> dict[str, Any]:
-    code = main(
-        [
-            *("--prometheus-url", known.url, "--window", known.window),
-            *("--end", str(known.end), "--output", str(output)),
-            *extra,
-        ]
-    )
-    assert code == 0
-    document: dict[str, Any] = json.loads((output / "report.json").read_text(encoding="utf-8"))
-    return document
-
-
-def by_workload(document: dict[str, Any]) -> dict[tuple[str, str, str], dict[str, Any]]:
-    return {(w["namespace"], w["kind"], w["name"]): w for w in document["workloads"]}
-
-
 def share_of(pod: KnownPod) -> float:
     """GPUs the pod holds: its MIG profile's share (3g of 7), 1/n of a GPU shared by n."""
     return (3 / 7 if pod.mig else 1.0) / pod.sharing
@@ -53,11 +34,6 @@ def share_of(pod: KnownPod) -> float:
 
 def busy_of(pod: KnownPod) -> float:
     return pod.utilization * (3 / 7 if pod.mig else 1.0)
-
-
-@pytest.fixture(scope="module")
-def document(known: KnownPrometheus, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    return run_report(known, tmp_path_factory.mktemp("report"))
 
 
 def test_every_workload_has_its_figures(document: dict[str, Any]) -> None:
