@@ -78,7 +78,8 @@ def _detail(result: WorkloadResult, report: Report) -> str:
     return (
         f'<div class="workload"><h3>{escape(str(f.key))}: <span class="{rec.action}">{rec.action}'
         f"{' to ' + escape(rec.profile) if rec.profile else ''}</span></h3>"
-        f'<p class="meta">{f.pods} pods on {escape(f.model)} ({f.placement}, {f.gpu_share:.3g} GPU per device, up to '
+        f'<p class="meta">{f.pods} pod{"" if f.pods == 1 else "s"} on {escape(f.model)} ({f.placement}, '
+        f"{f.gpu_share:.3g} GPU per device, up to "
         f"{f.devices_per_pod} per pod): held {f.held_gpu_hours:,.1f}, busy {f.busy_gpu_hours:,.1f}, idle "
         f"{f.idle_gpu_hours:,.1f} GPU-hours; cost {_money(f.cost, report)}{sm}</p>"
         f'<ul class="why">{why}</ul><figure>{plots.workload_distribution(result)}</figure></div>'

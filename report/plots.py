@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from datetime import UTC
 
 import matplotlib as mpl
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from report.model import Distribution, Timeline, WorkloadResult
@@ -68,24 +69,24 @@ def top_idle(results: Sequence[WorkloadResult], count: int = 15) -> str:
     axes.barh(labels, busy, color=BUSY_COLOR, label="busy GPU-hours")
     axes.barh(labels, idle, left=busy, color=IDLE_COLOR, label="idle GPU-hours")
     axes.set_xlabel("GPU-hours")
-    axes.set_title("Top idle holders")
+    axes.set_title("Top idle holders", loc="left")
     if top:
-        axes.legend(loc="lower right", frameon=False)
+        axes.legend(
+            loc="upper center", bbox_to_anchor=(0.5, -0.12 - 1.2 / figure.get_figheight()), ncol=2, frameon=False
+        )
     else:
         axes.text(0.5, 0.5, "no idle GPU-hours in the window", ha="center", va="center", transform=axes.transAxes)
     return _svg(figure)
 
 
-def _bars(axes: object, distribution: Distribution, scale: float) -> None:
-    from matplotlib.axes import Axes
-
-    assert isinstance(axes, Axes)
+def _bars(axes: Axes, distribution: Distribution, scale: float, span: float) -> None:
+    """Each bin a bar ending at its upper edge, at least 1% of the axis (`span`) wide so that a steady figure shows."""
     total = sum(distribution.counts) or 1
     edges = [e * scale for e in distribution.edges]
     shares = [c / total * 100 for c in distribution.counts]
     if edges:
-        widths = [max(e * 0.03, 0.002 * (max(edges) or 1)) for e in edges]
-        axes.bar(edges, shares, width=widths, align="edge", color=HELD_COLOR)
+        widths = [max(e * 0.03, span / 100) for e in edges]
+        axes.bar(edges, shares, width=[-w for w in widths], align="edge", color=HELD_COLOR)
     axes.set_ylabel("% of steps")
 
 
@@ -95,14 +96,15 @@ def workload_distribution(result: WorkloadResult) -> str:
     f, rec = result.figures, result.recommendation
     figure = Figure(figsize=(9, 2.4))
     left, right = figure.subplots(1, 2)
-    _bars(left, result.utilization, 100)
+    _bars(left, result.utilization, 100, 100)
     left.set_xlabel("device utilization (%)")
     left.set_xlim(0, 105)
     if rec.profile_gpu_share is not None:
         limit = rec.profile_gpu_share * 100 / (f.gpu_share if f.gpu_share > 0 else 1)
         left.axvline(min(limit, 104), color=LIMIT_COLOR, linestyle="--", label=f"{rec.profile} compute")
         left.legend(frameon=False, loc="upper right")
-    _bars(right, result.memory, 1 / 2**30)
+    limits = [f.gpu_memory_bytes or 0.0, rec.profile_memory_bytes or 0.0, *result.memory.edges]
+    _bars(right, result.memory, 1 / 2**30, max(limits) / 2**30 or 1.0)
     right.set_xlabel("pod memory (GiB)")
     if f.gpu_memory_bytes:
         right.axvline(f.gpu_memory_bytes / 2**30, color="#888888", linestyle=":", label="GPU memory")
