@@ -8,14 +8,13 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 from report.model import Report
 from report.owners import KubernetesOwners, OwnerSource
 from report.prices import Prices, load_prices
 from report.progress import TerminalProgress
 from report.prometheus import Connection, PrometheusClient, PrometheusError
-from report.run import build_report, write_outputs
 from report.settings import PROG, ReportSettings, load_settings
 from report.thresholds import Thresholds, load_thresholds
 from report.window import Window
@@ -47,7 +46,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         prices = load_prices(settings.prices)
         connection = Connection(
-            url=settings.prometheus_url,
+            url=settings.url,
             token=BearerToken(settings.prometheus_token_file) if settings.prometheus_token_file else None,
             ssl_context=client_ssl_context(settings.prometheus_ca_file),
             timeout=settings.prometheus_timeout,
@@ -59,10 +58,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(str(exc), 2)
     except ValueError as exc:  # InputError, InputFileError, KubeConnectionError, unreadable token or CA file
         return _fail(str(exc), 2)
+    try:
+        from report.run import build_report, write_outputs  # the plots need matplotlib: the `report` extra
+    except ImportError as exc:
+        return _fail(f"the report needs {exc.name or 'its plotting library'}: pip install 'gpu-pulse[report]'", 2)
     window = Window.ending(settings.end if settings.end is not None else time.time(), settings.window_seconds)
     progress = TerminalProgress(sys.stderr, enabled=settings.progress)
     try:
-        report = asyncio.run(_report(settings, connection, window, thresholds, prices, kube, progress))
+        report = asyncio.run(_report(build_report, settings, connection, window, thresholds, prices, kube, progress))
     except PrometheusError as exc:
         return _fail(str(exc), 1)
     try:
@@ -82,6 +85,7 @@ def _kube_owners(settings: ReportSettings) -> OwnerSource | None:
 
 
 async def _report(
+    build_report: Callable[..., Awaitable[Report]],
     settings: ReportSettings,
     connection: Connection,
     window: Window,
@@ -93,7 +97,7 @@ async def _report(
     async with PrometheusClient(connection) as client:
         return await build_report(
             client,
-            settings.prometheus_url,
+            settings.url,
             window,
             thresholds,
             prices,

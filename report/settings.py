@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BeforeValidator, field_validator
+from pydantic import BeforeValidator, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from report.window import MAX_WINDOW_SECONDS, parse_duration
@@ -22,8 +22,8 @@ class ReportSettings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, env_ignore_empty=True, extra="forbid", frozen=True)
 
-    prometheus_url: str = setting(
-        ...,
+    prometheus_url: str | None = setting(
+        None,
         "Base URL of the Prometheus HTTP API holding the history (Prometheus, Thanos Query, Mimir with its /prometheus "
         "prefix).",
         metavar="URL",
@@ -89,8 +89,8 @@ class ReportSettings(BaseSettings):
 
     @field_validator("prometheus_url")
     @classmethod
-    def _url(cls, value: str) -> str:
-        if not value.startswith(("http://", "https://")):
+    def _url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
             raise ValueError("must be an http:// or https:// URL")
         return value
 
@@ -100,6 +100,19 @@ class ReportSettings(BaseSettings):
         if parse_duration(value) > MAX_WINDOW_SECONDS:
             raise ValueError(f"at most {MAX_WINDOW_SECONDS // 86400}d")
         return value
+
+    @model_validator(mode="after")
+    def _required(self) -> ReportSettings:
+        if self.prometheus_url is None:
+            raise ValueError(
+                "--prometheus-url (or GPU_PULSE_REPORT_PROMETHEUS_URL) is required: the HTTP API to read from"
+            )
+        return self
+
+    @property
+    def url(self) -> str:
+        assert self.prometheus_url is not None  # _required
+        return self.prometheus_url
 
     @property
     def window_seconds(self) -> int:
