@@ -1,6 +1,7 @@
-"""Per-step figures of pods folded into per-workload totals and sketches, and into the fleet's timeline.
+"""Per-step figures of a slice's devices folded into per-pod figures, then into per-workload totals and sketches, and
+into the fleet's timeline: whole arrays at a time (rows: devices or pods; columns: the slice's steps).
 
-A pod's step figures come from its edges (one per device it holds) in one time slice:
+A pod's step figures come from its devices (the rows of its edges):
 - held: the GPU share of each device held in the step: 1 for a whole GPU, the profile's share for a MIG instance
   (report/migprofiles.py), divided by the pods sharing the device (time-slicing, MPS);
 - known: the held share of the devices whose utilization is known in the step;
@@ -14,7 +15,7 @@ with pods x steps.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -24,26 +25,68 @@ from report.model import Distribution, Placement, Timeline, WorkloadFigures, Wor
 from report.sketch import LogSketch, bytes_sketch, ratio_sketch
 
 FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+
+
+@dataclass(frozen=True, slots=True)
+class EdgeSteps:
+    """A slice's devices as pods held them: one row per (pod, device), the rows of a pod together, NaN where the
+    device was not held (sharing), not measured (utilization) or not read (memory)."""
+
+    pod_starts: IntArray  # the first row of each pod
+    sharing: FloatArray  # pods sharing the device
+    utilization: FloatArray
+    memory: FloatArray
+    fraction: FloatArray  # per row: the device's share of a GPU
 
 
 @dataclass(frozen=True, slots=True)
 class PodSteps:
-    """One pod's figures over the steps `first`.. of a slice; NaN where the pod held nothing."""
+    """Per pod (rows) and step (columns) of a slice; NaN where the pod held nothing."""
 
-    first: int
     held: FloatArray
     known: FloatArray
     busy: FloatArray
-    idle: FloatArray  # known - busy, at least 0
+    idle: FloatArray
     idle_held: FloatArray
     utilization: FloatArray  # the pod's mean device utilization
-    gpu_need: FloatArray  # busy, where the pod held one device (NaN elsewhere)
+    gpu_need: FloatArray  # busy, where the pod held one device
     memory: FloatArray
-    sm_active: FloatArray | None
-    devices: int
-    placements: frozenset[Placement]
-    profiles: frozenset[str]
-    models: dict[str, float]  # GPU-step shares per model, to weigh cost and name the model
+    devices: IntArray
+
+
+def pod_steps(edges: EdgeSteps, idle_utilization: float) -> PodSteps:
+    held_mask = ~np.isnan(edges.sharing) & (edges.sharing > 0)
+    share = np.where(held_mask, edges.fraction[:, None] / np.where(held_mask, edges.sharing, 1.0), 0.0)
+    measured = held_mask & ~np.isnan(edges.utilization)
+    util = np.nan_to_num(edges.utilization)
+    memory_seen = held_mask & ~np.isnan(edges.memory)
+
+    def per_pod(values: npt.NDArray[np.float64] | npt.NDArray[np.bool_]) -> FloatArray:
+        return np.add.reduceat(values.astype(np.float64), edges.pod_starts, axis=0)
+
+    devices = per_pod(held_mask)
+    held = per_pod(share)
+    known = per_pod(np.where(measured, share, 0.0))
+    busy = per_pod(np.where(measured, util * edges.fraction[:, None], 0.0))
+    idle_held = per_pod(np.where(measured & (util <= idle_utilization), share, 0.0))
+    util_sum, util_count = per_pod(np.where(measured, util, 0.0)), per_pod(measured)
+    memory = per_pod(np.where(memory_seen, np.nan_to_num(edges.memory), 0.0))
+    memory_count = per_pod(memory_seen)
+    nothing = devices == 0
+    with np.errstate(invalid="ignore", divide="ignore"):
+        utilization = np.where(util_count > 0, util_sum / util_count, np.nan)
+    return PodSteps(
+        held=np.where(nothing, np.nan, held),
+        known=np.where(nothing, np.nan, known),
+        busy=np.where(nothing, np.nan, busy),
+        idle=np.where(nothing, np.nan, np.maximum(known - busy, 0.0)),
+        idle_held=np.where(nothing, np.nan, idle_held),
+        utilization=utilization,
+        gpu_need=np.where((devices == 1) & (util_count == 1), busy, np.nan),
+        memory=np.where(memory_count > 0, memory, np.nan),
+        devices=devices.astype(np.int64),
+    )
 
 
 @dataclass
@@ -56,7 +99,7 @@ class WorkloadTotals:
     idle: float = 0.0
     idle_held: float = 0.0
     cost: float = 0.0  # price x GPU-hours
-    held_steps: int = 0  # pod-steps with something held
+    held_device_steps: int = 0  # (device, step) pairs held
     devices: int = 0
     placements: set[Placement] = field(default_factory=set)
     profiles: set[str] = field(default_factory=set)
@@ -66,29 +109,30 @@ class WorkloadTotals:
     memory: LogSketch = field(default_factory=bytes_sketch)
     sm_active: LogSketch | None = None
 
-    def add(self, pod: str, steps: PodSteps, step_hours: float, price_of: Callable[[str], float]) -> None:
-        self.pods.add(pod)
-        held = float(np.nansum(steps.held))
-        self.held += held
-        self.known += float(np.nansum(steps.known))
-        self.busy += float(np.nansum(steps.busy))
-        self.idle += float(np.nansum(steps.idle))
-        self.idle_held += float(np.nansum(steps.idle_held))
-        self.held_steps += int(np.count_nonzero(steps.held > 0))
-        total = sum(steps.models.values()) or 1.0
-        for model, share in steps.models.items():
-            self.models[model] = self.models.get(model, 0.0) + held * step_hours * share / total
-            self.cost += held * step_hours * share / total * price_of(model)
-        self.devices = max(self.devices, steps.devices)
-        self.placements |= steps.placements
-        self.profiles |= steps.profiles
-        self.utilization.add(steps.utilization)
-        self.gpu_need.add(steps.gpu_need)
-        self.memory.add(steps.memory)
-        if steps.sm_active is not None and not np.all(np.isnan(steps.sm_active)):
+    def add(self, names: Iterable[str], steps: PodSteps, rows: IntArray, sm_active: FloatArray | None) -> None:
+        """Fold the pods at `rows` of a slice's figures into the totals."""
+        self.pods.update(names)
+        self.held += float(np.nansum(steps.held[rows]))
+        self.known += float(np.nansum(steps.known[rows]))
+        self.busy += float(np.nansum(steps.busy[rows]))
+        self.idle += float(np.nansum(steps.idle[rows]))
+        self.idle_held += float(np.nansum(steps.idle_held[rows]))
+        devices = steps.devices[rows]
+        self.held_device_steps += int(devices.sum())
+        self.devices = max(self.devices, int(devices.max(initial=0)))
+        self.utilization.add(steps.utilization[rows].ravel())
+        self.gpu_need.add(steps.gpu_need[rows].ravel())
+        self.memory.add(steps.memory[rows].ravel())
+        if sm_active is not None and not np.all(np.isnan(sm_active)):
             if self.sm_active is None:
                 self.sm_active = ratio_sketch()
-            self.sm_active.add(steps.sm_active)
+            self.sm_active.add(sm_active.ravel())
+
+    def add_device(self, model: str, gpu_hours: float, price_of: Callable[[str], float], placement: Placement) -> None:
+        """One device's part of a slice: the GPU-hours it gave, on which model, held how."""
+        self.models[model] = self.models.get(model, 0.0) + gpu_hours
+        self.cost += gpu_hours * price_of(model)
+        self.placements.add(placement)
 
     def figures(self, step_hours: float, gpu_memory: dict[str, float]) -> WorkloadFigures:
         placement = next(iter(self.placements)) if len(self.placements) == 1 else Placement.MIXED
@@ -102,7 +146,7 @@ class WorkloadTotals:
             devices_per_pod=self.devices,
             placement=placement,
             profile=next(iter(self.profiles)) if len(self.profiles) == 1 and placement is Placement.MIG else None,
-            gpu_share=self.held / self.held_steps / max(1, self.devices) if self.held_steps else 0.0,
+            gpu_share=self.held / self.held_device_steps if self.held_device_steps else 0.0,
             held_gpu_hours=self.held * step_hours,
             known_gpu_hours=self.known * step_hours,
             busy_gpu_hours=self.busy * step_hours,
@@ -137,11 +181,11 @@ class FleetTimeline:
         self.known = np.zeros(steps)
         self.busy = np.zeros(steps)
 
-    def add(self, steps: PodSteps) -> None:
-        end = steps.first + steps.held.size
-        self.held[steps.first : end] += np.nan_to_num(steps.held)
-        self.known[steps.first : end] += np.nan_to_num(steps.known)
-        self.busy[steps.first : end] += np.nan_to_num(steps.busy)
+    def add(self, first: int, steps: PodSteps) -> None:
+        end = first + steps.held.shape[1]
+        self.held[first:end] += np.nansum(steps.held, axis=0)
+        self.known[first:end] += np.nansum(steps.known, axis=0)
+        self.busy[first:end] += np.nansum(steps.busy, axis=0)
 
     def timeline(self, times: list[int]) -> Timeline:
         def rounded(values: FloatArray) -> tuple[float, ...]:

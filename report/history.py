@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from report.accumulate import FleetTimeline, PodSteps, WorkloadTotals
+from report.accumulate import EdgeSteps, FleetTimeline, FloatArray, WorkloadTotals, pod_steps
 from report.migprofiles import gpu_fraction, mig_model
 from report.model import Placement, WorkloadKey
 from report.owners import Owner, OwnerSource, promql_string
@@ -152,100 +152,64 @@ class HistoryReader:
         memory: list[RangeSeries],
         sm_active: list[RangeSeries],
     ) -> None:
-        length = last - first + 1
-        grid = _Grid(self._window, first, length)
-        util_by_edge = {_edge(s.labels): grid.of(s) for s in utilization}
-        mem_by_edge = {_edge(s.labels): grid.of(s) for s in memory}
-        sm_by_pod = {_pod(s.labels): grid.of(s) for s in sm_active}
-        by_pod: dict[tuple[str, str, str], list[RangeSeries]] = defaultdict(list)
-        for series in held:
-            by_pod[_pod(series.labels)].append(series)
-        step_hours = self._window.step / 3600
-        totals = self.collected.namespaces.setdefault(namespace, [0.0, 0.0, 0.0, 0.0])
-        for pod_key, edges in by_pod.items():
-            steps = self._pod_steps(pod_key, edges, grid, util_by_edge, mem_by_edge, sm_by_pod.get(pod_key), first)
-            cluster, _, pod = pod_key
+        """One slice of one namespace: every device row at once (report/accumulate.py), then per workload."""
+        if not held:
+            return
+        grid = _Grid(self._window, first, last - first + 1)
+        rows = sorted(held, key=lambda s: (_pod(s.labels), _edge(s.labels)))
+        pods = [_pod(s.labels) for s in rows]
+        starts = [i for i, pod in enumerate(pods) if i == 0 or pod != pods[i - 1]]
+        util_by_edge = {_edge(s.labels): s for s in utilization}
+        mem_by_edge = {_edge(s.labels): s for s in memory}
+        profiles = [s.labels.get("mig_profile", "") for s in rows]
+        edges = EdgeSteps(
+            pod_starts=np.array(starts, dtype=np.int64),
+            sharing=grid.matrix(rows),
+            utilization=grid.matrix([util_by_edge.get(_edge(s.labels)) for s in rows]),
+            memory=grid.matrix([mem_by_edge.get(_edge(s.labels)) for s in rows]),
+            fraction=np.array([float(gpu_fraction(p)) if p else 1.0 for p in profiles]),
+        )
+        steps = pod_steps(edges, self._idle)
+        sm_by_pod = {_pod(s.labels): s for s in sm_active}
+        sm = grid.matrix([sm_by_pod.get(pods[i]) for i in starts]) if sm_by_pod else None
+        by_workload: dict[WorkloadKey, list[int]] = defaultdict(list)
+        for index, row in enumerate(starts):
+            cluster, _, pod = pods[row]
             kind, name = owners.get(pod, ("Pod", pod))
             key = WorkloadKey(namespace, name, kind, cluster)
-            workload = self.collected.workloads.get(key)
-            if workload is None:
-                workload = self.collected.workloads[key] = WorkloadTotals(key)
-            workload.add(pod, steps, step_hours, self._price_of)
-            self.timeline.add(steps)
-            totals[0] += float(np.nansum(steps.held))
-            totals[1] += float(np.nansum(steps.known))
-            totals[2] += float(np.nansum(steps.busy))
-            totals[3] += float(np.nansum(steps.idle))
-
-    def _pod_steps(
-        self,
-        pod_key: tuple[str, str, str],
-        edges: Iterable[RangeSeries],
-        grid: _Grid,
-        util_by_edge: Mapping[tuple[str, ...], np.ndarray],
-        mem_by_edge: Mapping[tuple[str, ...], np.ndarray],
-        sm_active: np.ndarray | None,
-        first: int,
-    ) -> PodSteps:
-        n = grid.length
-        held, known, busy, idle = (np.zeros(n) for _ in range(4))
-        util_sum, util_count, memory, device_count = np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(n)
-        mem_seen = np.zeros(n, dtype=bool)
-        placements: set[Placement] = set()
-        profiles: set[str] = set()
-        models: dict[str, float] = {}  # GPU-step shares by model
-        for series in edges:
-            key = _edge(series.labels)
-            profile = series.labels.get("mig_profile", "")
-            sharing = grid.of(series)
-            present = ~np.isnan(sharing) & (sharing > 0)
-            if not present.any():
-                continue
-            fraction = float(gpu_fraction(profile)) if profile else 1.0
-            share = np.where(present, fraction / np.where(present, sharing, 1.0), 0.0)
-            held += share
-            device_count += present
-            util = util_by_edge.get(key)
-            if util is not None:
-                measured = present & ~np.isnan(util)
-                known += np.where(measured, share, 0.0)
-                busy += np.where(measured, np.nan_to_num(util) * fraction, 0.0)
-                idle += np.where(measured & (np.nan_to_num(util) <= self._idle), share, 0.0)
-                util_sum += np.where(measured, np.nan_to_num(util), 0.0)
-                util_count += measured
-            mem = mem_by_edge.get(key)
-            if mem is not None:
-                seen = present & ~np.isnan(mem)
-                memory += np.where(seen, np.nan_to_num(mem), 0.0)
-                mem_seen |= seen
-            if profile:
-                placements.add(Placement.MIG)
-                profiles.add(profile)
-            if np.nanmax(sharing) > 1:
-                placements.add(Placement.SHARED)
-            elif not profile:
-                placements.add(Placement.WHOLE)
-            model = self.collected.models.get(series.labels.get("uuid", ""), "unknown")
-            models[model] = models.get(model, 0.0) + float(share.sum())
-        any_held = device_count > 0
-        nan = np.full(n, np.nan)
-        utilization = np.where(util_count > 0, util_sum / np.maximum(util_count, 1), nan)
-        return PodSteps(
-            first=first,
-            held=np.where(any_held, held, nan),
-            known=np.where(any_held, known, nan),
-            busy=np.where(any_held, busy, nan),
-            idle=np.where(any_held, np.maximum(known - busy, 0.0), nan),
-            idle_held=np.where(any_held, idle, nan),
-            utilization=utilization,
-            gpu_need=np.where((device_count == 1) & (util_count == 1), busy, nan),
-            memory=np.where(mem_seen, memory, nan),
-            sm_active=sm_active,
-            devices=int(device_count.max(initial=0)),
-            placements=frozenset(placements),
-            profiles=frozenset(profiles),
-            models=models,
+            by_workload[key].append(index)
+        totals_of: dict[WorkloadKey, WorkloadTotals] = {}
+        for key, indices in by_workload.items():
+            totals = self.collected.workloads.get(key)
+            if totals is None:
+                totals = self.collected.workloads[key] = WorkloadTotals(key)
+            totals_of[key] = totals
+            picked = np.array(indices, dtype=np.int64)
+            totals.add((pods[starts[i]][2] for i in indices), steps, picked, sm[picked] if sm is not None else None)
+        # per device row: GPU-hours by model (cost), placement and profile
+        step_hours = self._window.step / 3600
+        present = ~np.isnan(edges.sharing) & (edges.sharing > 0)
+        row_hours = (
+            np.where(present, edges.fraction[:, None] / np.where(present, edges.sharing, 1.0), 0.0).sum(axis=1)
+            * step_hours
         )
+        most_shared = np.nanmax(np.where(present, edges.sharing, 0.0), axis=1)
+        for row, series in enumerate(rows):
+            cluster, _, pod = pods[row]
+            kind, name = owners.get(pod, ("Pod", pod))
+            totals = totals_of[WorkloadKey(namespace, name, kind, cluster)]
+            profile = profiles[row]
+            if profile:
+                placement = Placement.MIG
+                totals.profiles.add(profile)
+            else:
+                placement = Placement.SHARED if most_shared[row] > 1 else Placement.WHOLE
+            model = self.collected.models.get(series.labels.get("uuid", ""), "unknown")
+            totals.add_device(model, float(row_hours[row]), self._price_of, placement)
+        self.timeline.add(first, steps)
+        namespace_totals = self.collected.namespaces.setdefault(namespace, [0.0, 0.0, 0.0, 0.0])
+        for i, figure in enumerate((steps.held, steps.known, steps.busy, steps.idle)):
+            namespace_totals[i] += float(np.nansum(figure))
 
 
 class _Grid:
@@ -256,7 +220,15 @@ class _Grid:
         self._first = first
         self.length = length
 
-    def of(self, series: RangeSeries) -> np.ndarray:
+    def matrix(self, rows: Sequence[RangeSeries | None]) -> FloatArray:
+        """One row per series (all NaN for None)."""
+        out = np.full((len(rows), self.length), np.nan)
+        for index, series in enumerate(rows):
+            if series is not None:
+                out[index] = self.of(series)
+        return out
+
+    def of(self, series: RangeSeries) -> FloatArray:
         out = np.full(self.length, np.nan)
         w = self._window
         index = np.rint((series.times - w.start) / w.step).astype(np.int64) - 1 - self._first
