@@ -62,8 +62,11 @@ def pod_steps(edges: EdgeSteps, idle_utilization: float) -> PodSteps:
     util = np.nan_to_num(edges.utilization)
     memory_seen = held_mask & ~np.isnan(edges.memory)
 
+    one_each = edges.pod_starts.size == edges.sharing.shape[0]  # every pod holds one device: rows are pods
+
     def per_pod(values: npt.NDArray[np.float64] | npt.NDArray[np.bool_]) -> FloatArray:
-        return np.add.reduceat(values.astype(np.float64), edges.pod_starts, axis=0)
+        numbers = values.astype(np.float64, copy=False)
+        return numbers if one_each else np.add.reduceat(numbers, edges.pod_starts, axis=0)
 
     devices = per_pod(held_mask)
     held = per_pod(share)

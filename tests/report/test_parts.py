@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from report.accumulate import EdgeSteps, pod_steps
 from report.migprofiles import MIG_MODELS, PROFILE_GPU_FRACTIONS, gpu_fraction, mig_model
 from report.model import Action, Placement, WorkloadFigures, WorkloadKey
 from report.recommend import recommend
@@ -133,3 +134,26 @@ def test_each_rule_of_the_recommendation() -> None:
         recommend(figures(held_gpu_hours=100.0, cost=250.0, gpu_need_p99=0.1, memory_p99=5e9), t).saving_cost,
         250 * 6 / 7,
     )
+
+
+def test_pod_steps_fold_devices_into_pods() -> None:
+    """Pod 0 holds two whole GPUs (one idle) for two steps; pod 1 half of a time-sliced GPU in the second step only;
+    pod 2 a 3g MIG instance whose utilization is unknown in the first step. The same example as rules/waste.py's."""
+    nan = np.nan
+    edges = EdgeSteps(
+        pod_starts=np.array([0, 2, 3]),
+        sharing=np.array([[1, 1], [1, 1], [nan, 2], [1, 1]], dtype=float),
+        utilization=np.array([[0.75, 0.75], [0.03125, 0.03125], [nan, 0.5], [nan, 0.5]]),
+        memory=np.array([[30e9, 30e9], [10e9, 10e9], [nan, 2e9], [5e9, nan]]),
+        fraction=np.array([1, 1, 1, 3 / 7]),
+    )
+    steps = pod_steps(edges, 0.05)
+    np.testing.assert_allclose(steps.held, [[2, 2], [nan, 0.5], [3 / 7, 3 / 7]])
+    np.testing.assert_allclose(steps.known, [[2, 2], [nan, 0.5], [0, 3 / 7]])
+    np.testing.assert_allclose(steps.busy, [[0.78125, 0.78125], [nan, 0.5], [0, 0.5 * 3 / 7]])
+    np.testing.assert_allclose(steps.idle, [[1.21875, 1.21875], [nan, 0], [0, 3 / 7 - 0.5 * 3 / 7]])
+    np.testing.assert_allclose(steps.idle_held, [[1, 1], [nan, 0], [0, 0]])
+    np.testing.assert_allclose(steps.utilization, [[0.390625, 0.390625], [nan, 0.5], [nan, 0.5]])
+    np.testing.assert_allclose(steps.gpu_need, [[nan, nan], [nan, 0.5], [nan, 0.5 * 3 / 7]])
+    np.testing.assert_allclose(steps.memory, [[40e9, 40e9], [nan, 2e9], [5e9, nan]])
+    assert steps.devices.tolist() == [[2, 2], [0, 1], [1, 1]]
