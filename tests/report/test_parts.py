@@ -157,3 +157,29 @@ def test_pod_steps_fold_devices_into_pods() -> None:
     np.testing.assert_allclose(steps.gpu_need, [[nan, nan], [nan, 0.5], [nan, 0.5 * 3 / 7]])
     np.testing.assert_allclose(steps.memory, [[40e9, 40e9], [nan, 2e9], [5e9, nan]])
     assert steps.devices.tolist() == [[2, 2], [0, 1], [1, 1]]
+
+
+@given(
+    st.dictionaries(
+        st.text(alphabet=st.characters(blacklist_categories=("Cs", "Cc")), min_size=1, max_size=30),
+        st.floats(min_value=0, max_value=1e6, allow_nan=False),
+        max_size=8,
+    ),
+    st.floats(min_value=0, max_value=1e6, allow_nan=False),
+)
+def test_a_prices_file_reads_back(per_hour: dict[str, float], default: float) -> None:
+    import tempfile
+    from pathlib import Path
+
+    import yaml
+
+    from report.prices import load_prices
+
+    with tempfile.TemporaryDirectory() as directory:
+        path = Path(directory) / "prices.yaml"
+        path.write_text(yaml.safe_dump({"currency": "EUR", "per_hour": per_hour, "default": default}), encoding="utf-8")
+        prices = load_prices(path)
+    assert dict(prices.per_hour) == per_hour and prices.default == default and prices.currency == "EUR"
+    for model, price in per_hour.items():
+        assert prices.of(model) == price
+    assert prices.of("\x00 not a model") == default
