@@ -11,9 +11,10 @@ from report.model import Report, WorkloadResult
 SCHEMA = "gpu-pulse.dev/report/v1"
 
 
-def _workload(result: WorkloadResult) -> dict[str, Any]:
+def _workload(result: WorkloadResult, hours: float) -> dict[str, Any]:
     f, rec = result.figures, result.recommendation
     figures = asdict(f)
+    figures["gpus_mean"] = f.held_gpu_hours / hours if hours > 0 else 0.0
     figures.pop("key")
     figures["models"] = [{"model": m, "gpu_hours": h} for m, h in f.models]
     figures["idle_share"] = f.idle_share
@@ -30,7 +31,8 @@ def _workload(result: WorkloadResult) -> dict[str, Any]:
 
 
 def report_document(report: Report) -> dict[str, Any]:
-    workloads = [_workload(r) for r in report.workloads]
+    hours = (report.end - report.start) / 3600
+    workloads = [_workload(r, hours) for r in report.workloads]
     totals = {
         "held_gpu_hours": sum(r.figures.held_gpu_hours for r in report.workloads),
         "busy_gpu_hours": sum(r.figures.busy_gpu_hours for r in report.workloads),

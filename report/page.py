@@ -48,12 +48,14 @@ def _time(t: float) -> str:
 
 def _row(result: WorkloadResult, report: Report) -> str:
     f, rec = result.figures, result.recommendation
+    hours = (report.end - report.start) / 3600
     action = f'<span class="{rec.action}">{rec.action}{" " + escape(rec.profile) if rec.profile else ""}</span>'
     cells = (
         f'<td class="text">{escape(f.key.namespace)}</td>',
         f'<td class="text">{escape(f.key.kind)}/{escape(f.key.name)}</td>',
         f'<td class="text">{escape(f.model)}{" " + escape(f.profile) if f.profile else ""}</td>',
         f"<td>{f.pods}</td>",
+        f"<td>{f.held_gpu_hours / hours if hours else 0:,.2f}</td>",
         f"<td>{f.held_gpu_hours:,.1f}</td>",
         f"<td>{f.busy_gpu_hours:,.1f}</td>",
         f"<td>{f.idle_gpu_hours:,.1f}</td>",
@@ -138,9 +140,9 @@ every {report.step} s) from {escape(report.prometheus_url)}; workloads from {esc
 <table><thead><tr><th>namespace</th><th>GPU-hours held</th><th>busy</th><th>idle</th><th>busy share</th></tr></thead>
 <tbody>{"".join(_namespaces(report))}</tbody></table>
 <h2>Workloads</h2>
-<table><thead><tr><th>namespace</th><th>workload</th><th>GPU</th><th>pods</th><th>held</th><th>busy</th>
-<th>idle</th><th>cost</th><th>util p50 / p95</th><th>memory p99 / peak</th><th>recommendation</th>
-<th>saving (GPU-h)</th><th>saving (cost)</th></tr></thead><tbody>{table}</tbody></table>{more}
+<table><thead><tr><th>namespace</th><th>workload</th><th>GPU</th><th>pods</th><th>GPUs (mean)</th>
+<th>held</th><th>busy</th><th>idle</th><th>cost</th><th>util p50 / p95</th><th>memory p99 / peak</th>
+<th>recommendation</th><th>saving (GPU-h)</th><th>saving (cost)</th></tr></thead><tbody>{table}</tbody></table>{more}
 <h2>Recommendations, with the figures behind them</h2>
 {"".join(_detail(r, report) for r in detailed) or "<p>Every workload is kept.</p>"}
 {f"<h2>Notes</h2><ul>{notes}</ul>" if notes else ""}

@@ -44,6 +44,7 @@ def test_every_workload_has_its_figures(document: dict[str, Any]) -> None:
         f = workloads[(pod.namespace, *pod.workload)]["figures"]
         held = share_of(pod) * HOURS
         assert f["pods"] == 1
+        assert f["gpus_mean"] == pytest.approx(share_of(pod), rel=1e-9)
         assert f["held_gpu_hours"] == pytest.approx(held, rel=1e-9)
         assert f["known_gpu_hours"] == pytest.approx(held, rel=1e-9)
         assert f["busy_gpu_hours"] == pytest.approx(busy_of(pod) * HOURS, rel=1e-9)
