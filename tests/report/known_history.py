@@ -29,6 +29,7 @@ class KnownPod:
     sharing: int = 1
     mig: tuple[int, str] | None = None  # (GPU instance, profile)
     model: str = H100
+    sm_active: float | None = None  # as the waste rules record it (Hopper's GPM)
 
     @property
     def uuid(self) -> str:
@@ -45,7 +46,7 @@ PODS = (
         "ml", "mid-infer-6c9d8b-fghij", ("ReplicaSet", "mid-infer-6c9d8b"), ("Deployment", "mid-infer"),
         "gpu-h1", 2, 0.30, 25,
     ),
-    KnownPod("ml", "train-0", ("Job", "train"), ("Job", "train"), "gpu-h1", 3, 0.90, 70),
+    KnownPod("ml", "train-0", ("Job", "train"), ("Job", "train"), "gpu-h1", 3, 0.90, 70, sm_active=0.625),
     KnownPod(
         "team", "chat-7f8e9d-klmno", ("ReplicaSet", "chat-7f8e9d"), ("Deployment", "chat"),
         "gpu-h1", 4, 0.20, 10, sharing=2,
@@ -77,6 +78,9 @@ def series_lines(pod: KnownPod) -> list[tuple[str, float]]:
         (f"gpu_pulse_pod_gpu_utilization_ratio{{{edge}}}", pod.utilization),
         (f"gpu_pulse_pod_gpu_memory_used_bytes{{{edge}}}", pod.memory_gib * GIB),
     ]
+    if pod.sm_active is not None:
+        recorded = _labels(namespace=pod.namespace, pod=pod.pod)
+        lines.append((f"namespace_pod:gpu_pulse_pod_sm_active_ratio:avg{{{recorded}}}", pod.sm_active))
     kind, name = pod.owner
     ksm = _labels(job="kube-state-metrics", namespace=pod.namespace, pod=pod.pod, uid=f"uid-{pod.pod}")
     controller = "<none>" if kind == "<none>" else "true"
