@@ -139,3 +139,16 @@ def test_without_matplotlib_it_says_which_extra_to_install() -> None:
     assert (
         result.stderr.strip() == "gpu-pulse-report: error: the report needs matplotlib: pip install 'gpu-pulse[report]'"
     )
+
+
+def test_the_prometheus_flags_are_the_adapters() -> None:
+    from adapter.settings import COMMAND_LINE as ADAPTER
+
+    for name in ("prometheus_url", "prometheus_token_file", "prometheus_ca_file", "prometheus_timeout", "kubeconfig"):
+        assert COMMAND_LINE.flag(name) == ADAPTER.flag(name)
+        assert COMMAND_LINE.env(name).removeprefix("GPU_PULSE_REPORT_") == ADAPTER.env(name).removeprefix(
+            "GPU_PULSE_ADAPTER_"
+        )
+    for name in ("prometheus_token_file", "prometheus_ca_file"):
+        ours, theirs = COMMAND_LINE.model.model_fields[name], ADAPTER.model.model_fields[name]
+        assert ours.description == theirs.description and ours.annotation == theirs.annotation
