@@ -30,9 +30,10 @@ th:first-child, td:first-child, td.text { text-align: left; }
 figure { margin: 1em 0; } figure svg { max-width: 100%; height: auto; }
 .workload { border-top: 1px solid #ddd; padding-top: .5em; margin-top: 1.2em; }
 ul.why { margin: .3em 0 .6em 1.2em; padding: 0; }
+tr.row td { border-bottom: none; } tr.why td { text-align: left; color: #555; font-size: 12px; padding-top: 0; }
 @media print {
   body { margin: 0; max-width: none; font-size: 10pt; }
-  h2 { break-after: avoid; } figure, .workload, tr, .card { break-inside: avoid; }
+  h2 { break-after: avoid; } figure, .workload, tr, .card { break-inside: avoid; } tr.row { break-after: avoid; }
   a { color: inherit; text-decoration: none; }
 }
 """
@@ -66,7 +67,8 @@ def _row(result: WorkloadResult, report: Report) -> str:
         f"<td>{rec.saving_gpu_hours:,.1f}</td>",
         f"<td>{_money(rec.saving_cost, report)}</td>",
     )
-    return "<tr>" + "".join(cells) + "</tr>"
+    why = escape("; ".join(rec.why))
+    return f'<tr class="row">{"".join(cells)}</tr><tr class="why"><td colspan="{len(cells)}">{why}</td></tr>'
 
 
 def _detail(result: WorkloadResult, report: Report) -> str:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import re
+from html import escape
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -47,8 +48,9 @@ def test_the_page_stands_alone(page: Path, document: dict[str, Any]) -> None:
     )  # the SVGs' clip paths are url(#id)
     assert html.count("<svg") >= 2 + 4  # the fleet plots and one per workload to act on
     assert "@media print" in html
-    for workload in document["workloads"]:
+    for workload in document["workloads"]:  # every recommendation says why, keep included
         assert workload["name"] in html
+        assert escape(workload["recommendation"]["why"][0]) in html, workload["name"]
     assert "1g.10gb" in html and "reclaim" in html and "share" in html
 
 
