@@ -4,8 +4,8 @@
 from __future__ import annotations
 
 import re
-from html import escape
 import subprocess
+from html import escape
 from pathlib import Path
 from typing import Any
 
