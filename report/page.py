@@ -13,6 +13,12 @@ from report.recommend import gib, percent
 
 DETAILED = 30  # workloads shown with their own distribution plot: the largest savings
 TABLE_ROWS = 500  # workloads listed in the table (report.json holds them all)
+_COLUMNS = (
+    ("namespace", True), ("workload", True), ("GPU", True), ("pods", False), ("GPUs (mean)", False),
+    ("held", False), ("busy", False), ("idle", False), ("cost", False), ("util p50 / p95", False),
+    ("memory p99 / peak", False), ("recommendation", True), ("saving (GPU-h)", False), ("saving (cost)", False),
+)  # fmt: skip
+HEADINGS = "".join(f'<th class="text">{t}</th>' if text else f"<th>{t}</th>" for t, text in _COLUMNS)
 
 STYLE = """
 body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; margin: 2em auto; max-width: 72em;
@@ -21,7 +27,7 @@ h1 { font-size: 1.6em; margin-bottom: .2em; } h2 { margin-top: 1.8em; border-bot
 .meta { color: #666; }
 table { border-collapse: collapse; width: 100%; font-size: 13px; }
 th, td { border-bottom: 1px solid #e4e4e4; padding: .3em .5em; text-align: right; vertical-align: top; }
-th:first-child, td:first-child, td.text { text-align: left; }
+th:first-child, td:first-child, td.text, th.text { text-align: left; }
 .cards { display: flex; flex-wrap: wrap; gap: 1em; }
 .card { border: 1px solid #ddd; border-radius: 6px; padding: .6em 1em; min-width: 10em; }
 .card b { display: block; font-size: 1.4em; }
@@ -142,9 +148,7 @@ every {report.step} s) from {escape(report.prometheus_url)}; workloads from {esc
 <table><thead><tr><th>namespace</th><th>GPU-hours held</th><th>busy</th><th>idle</th><th>busy share</th></tr></thead>
 <tbody>{"".join(_namespaces(report))}</tbody></table>
 <h2>Workloads</h2>
-<table><thead><tr><th>namespace</th><th>workload</th><th>GPU</th><th>pods</th><th>GPUs (mean)</th>
-<th>held</th><th>busy</th><th>idle</th><th>cost</th><th>util p50 / p95</th><th>memory p99 / peak</th>
-<th>recommendation</th><th>saving (GPU-h)</th><th>saving (cost)</th></tr></thead><tbody>{table}</tbody></table>{more}
+<table><thead><tr>{HEADINGS}</tr></thead><tbody>{table}</tbody></table>{more}
 <h2>Recommendations, with the figures behind them</h2>
 {"".join(_detail(r, report) for r in detailed) or "<p>Every workload is kept.</p>"}
 {f"<h2>Notes</h2><ul>{notes}</ul>" if notes else ""}
