@@ -21,7 +21,7 @@ class LogSketch:
     def __init__(self, low: float, high: float) -> None:
         self._low = low
         self._high = high
-        self._counts = np.zeros(self.bins(low, high) + 1, dtype=np.int64)  # bin 0: at or below `low`
+        self._counts = np.zeros(self.bins(low, high) + 1, dtype=np.int32)  # bin 0: at or below `low`
         self.count = 0
         self.peak = -math.inf
 
@@ -55,7 +55,7 @@ class LogSketch:
         index = int(np.searchsorted(np.cumsum(self._counts), rank))
         return 0.0 if index == 0 else min(self._low * GROWTH**index, max(self.peak, self._low))
 
-    def histogram(self) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.int64]]:
+    def histogram(self) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.int32]]:
         """(upper edge of each bin, count) for the bins that hold values: what the plots draw."""
         edges = self._low * GROWTH ** np.arange(self._counts.size, dtype=np.float64)
         edges[0] = 0.0
