@@ -60,7 +60,7 @@ class HistoryReader:
         price_of: Callable[[str], float],
         owners: Sequence[tuple[str, OwnerSource]],
         max_points: int,
-        progress: Progress = _no_progress,
+        progress: Progress | None = None,
     ) -> None:
         self._client = client
         self._window = window
@@ -68,7 +68,7 @@ class HistoryReader:
         self._price_of = price_of
         self._owners = owners
         self._max_points = max_points
-        self._progress = progress
+        self._progress = progress or _no_progress
         self.timeline = FleetTimeline(window.steps)
         self.collected = Collected()
 

@@ -48,7 +48,7 @@ async def build_report(
         price_of=prices.of,
         owners=owners,
         max_points=max_points,
-        **({"progress": progress} if progress is not None else {}),
+        progress=progress,
     )
     collected = await reader.read()
     step_hours = window.step / 3600
