@@ -183,3 +183,22 @@ def test_a_prices_file_reads_back(per_hour: dict[str, float], default: float) ->
     for model, price in per_hour.items():
         assert prices.of(model) == price
     assert prices.of("\x00 not a model") == default
+
+
+def test_hostile_names_are_escaped_in_the_page() -> None:
+    from report.model import Distribution, Recommendation, Report, Timeline, WorkloadResult
+    from report.page import report_html
+
+    hostile = '<script>alert("x")</script>'
+    f = figures(key=WorkloadKey(hostile, hostile, "Deployment"), models=((hostile, 100.0),))
+    rec = Recommendation(Action.RECLAIM, 100.0, 0.0, (f"because {hostile}",))
+    result = WorkloadResult(f, rec, Distribution((0.5,), (3,)), Distribution((2.0**30,), (3,)))
+    page = report_html(
+        Report(
+            prometheus_url=f"http://p/{hostile}", generated_at=0.0, start=0, end=3600, step=60, currency=hostile,
+            priced=True, thresholds={"headroom": 0.2}, owners=hostile,
+            timeline=Timeline((60, 120), (1, 1), (1, 1), (0.5, 0.5)),
+            workloads=(result,), namespaces=((hostile, 1.0, 0.5, 0.5),), queries=1, bytes_read=1, notes=(hostile,),
+        )
+    )  # fmt: skip
+    assert "<script" not in page and "&lt;script&gt;" in page
