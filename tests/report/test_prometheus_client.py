@@ -79,3 +79,18 @@ async def test_a_redirect_is_not_followed(aiohttp_server: Any) -> None:
     async with PrometheusClient(Connection(url)) as client:
         with pytest.raises(PrometheusError, match="HTTP 302"):
             await client.label_values("namespace", "up", 0, 60)
+
+
+async def test_a_path_prefix_is_kept_as_mimir_wants_it(aiohttp_server: Any) -> None:
+    paths: list[str] = []
+
+    async def handler(request: web.Request) -> web.Response:
+        paths.append(request.path)
+        if not request.path.startswith("/prometheus/api/v1/"):
+            return web.Response(status=404)
+        return web.json_response({"status": "success", "data": ["ml"]})
+
+    url = await serve(aiohttp_server, handler)
+    async with PrometheusClient(Connection(f"{url}/prometheus/")) as client:
+        assert await client.label_values("namespace", "up", 0, 60) == ["ml"]
+    assert paths == ["/prometheus/api/v1/label/namespace/values"]
