@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable, Mapping
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from report.prometheus import PrometheusClient
+if TYPE_CHECKING:
+    from report.prometheus import PrometheusClient
 
 PAGE = 500
 

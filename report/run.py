@@ -11,19 +11,59 @@ from pathlib import Path
 from report.document import report_json
 from report.history import HistoryReader, Progress
 from report.model import Report, WorkloadResult
-from report.owners import OwnerSource, PrometheusOwners
+from report.owners import KubernetesOwners, OwnerSource, PrometheusOwners
 from report.page import report_html
 from report.prices import Prices
-from report.prometheus import PrometheusClient
+from report.prometheus import Connection, PrometheusClient, PrometheusError
 from report.recommend import recommend
+from report.settings import ReportSettings
 from report.thresholds import Thresholds
 from report.window import Window
+from toolkit.credentials import BearerToken, client_ssl_context
+
+__all__ = ["PrometheusError", "connect", "report_from", "write_outputs"]
 
 
 @dataclass(frozen=True, slots=True)
 class Outputs:
     html: Path
     json: Path
+
+
+def connect(settings: ReportSettings) -> tuple[Connection, OwnerSource | None]:
+    """How to reach Prometheus (and the Kubernetes API, with --kubeconfig). ValueError (one line) when a file named by
+    a flag cannot be used."""
+    connection = Connection(
+        url=settings.url,
+        token=BearerToken(settings.prometheus_token_file) if settings.prometheus_token_file else None,
+        ssl_context=client_ssl_context(settings.prometheus_ca_file),
+        timeout=settings.prometheus_timeout,
+        max_response_bytes=settings.prometheus_max_response_bytes,
+        parallel=settings.prometheus_parallel,
+    )
+    if settings.kubeconfig is None:
+        return connection, None
+    from toolkit.kubeclient import api_client  # the kubernetes client is large: only with --kubeconfig
+
+    return connection, KubernetesOwners(api_client(kubeconfig=settings.kubeconfig))
+
+
+async def report_from(
+    connection: Connection,
+    window: Window,
+    thresholds: Thresholds,
+    prices: Prices,
+    *,
+    kube_owners: OwnerSource | None = None,
+    max_points: int = 500_000,
+    progress: Progress | None = None,
+) -> Report:
+    """The report over `window`, from the Prometheus `connection` reaches."""
+    async with PrometheusClient(connection) as client:
+        return await build_report(
+            client, connection.url, window, thresholds, prices, kube_owners=kube_owners, max_points=max_points,
+            progress=progress,
+        )  # fmt: skip
 
 
 async def build_report(

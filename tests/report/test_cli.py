@@ -126,19 +126,17 @@ def test_progress_shows_on_a_terminal_only() -> None:
     assert os.environ.get("GPU_PULSE_REPORT_PROGRESS") is None
 
 
-def test_without_matplotlib_it_says_which_extra_to_install() -> None:
+def test_without_the_extra_it_says_which_to_install() -> None:
     """The services' images install gpu-pulse without the `report` extra: the command is there, its plots are not."""
     code = (
-        "import sys; sys.modules['matplotlib'] = None; from report.cli import main; "
+        "import sys; sys.modules['matplotlib'] = sys.modules['numpy'] = None; from report.cli import main; "
         "sys.exit(main(['--prometheus-url', 'http://127.0.0.1:1']))"
     )
     result = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=REPO, env=clean_environment()
     )
     assert result.returncode == 2
-    assert (
-        result.stderr.strip() == "gpu-pulse-report: error: the report needs matplotlib: pip install 'gpu-pulse[report]'"
-    )
+    assert result.stderr.strip() == "gpu-pulse-report: error: the report needs numpy: pip install 'gpu-pulse[report]'"
 
 
 def test_the_prometheus_flags_are_the_adapters() -> None:
