@@ -34,7 +34,6 @@ from adapter.metrics_config import MetricsConfig, MetricsConfigError, default_me
 from adapter.podcache.cache import PodCache
 from adapter.selectors import parse_selector
 from adapter.settings import AdapterSettings
-from adapter.sources.credentials import BearerToken, client_ssl_context
 from adapter.sources.direct import DirectSource
 from adapter.sources.exporters import (
     ExporterLocator,
@@ -48,6 +47,7 @@ from adapter.sources.nodepods import NodePodsCache
 from adapter.sources.prometheus import PrometheusSource
 from toolkit.clientcerts import request_unverified_client_certificates
 from toolkit.connections import ConnectionGuard, ConnectionLimits, ensure_file_limit
+from toolkit.credentials import BearerToken, client_ssl_context
 from toolkit.kubeclient import api_client
 from toolkit.selfsigned import build_server_ssl_context
 from toolkit.serving import start_server

@@ -23,6 +23,7 @@ from dashboards.board import Board
 from dashboards.namespace import namespace_board
 from dashboards.node import node_board
 from dashboards.overview import overview_board
+from dashboards.waste import waste_board
 from exporter.catalogue import Dialect
 from rules import committed_files
 from rules.generate import recordings
@@ -49,6 +50,7 @@ def boards(jobs: Jobs | None = None) -> dict[str, tuple[Board, Dialect | None]]:
         "gpu-pulse-node-dcgm": (node_board(Dialect.DCGM, jobs), Dialect.DCGM),
         "gpu-pulse-namespace": (namespace_board(jobs), None),
         "gpu-pulse-autoscaling": (autoscaling_board(jobs), None),
+        "gpu-pulse-waste": (waste_board(jobs), None),
     }
 
 

@@ -195,7 +195,7 @@ COMMAND_LINE = CommandLine(
     description="Export NVIDIA GPU metrics, per pod, for Prometheus; each flag is also an environment variable.",
     env_prefix=ENV_PREFIX,
     aliases={"tls-key-file": "tls_private_key_file"},  # the name before 0.2, when it differed from the adapter's
-    foreign_env_prefixes=("GPU_PULSE_ADAPTER_",),
+    foreign_env_prefixes=("GPU_PULSE_ADAPTER_", "GPU_PULSE_REPORT_"),
 )
 
 

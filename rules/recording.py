@@ -12,6 +12,7 @@ from rules.devices import device_rules, node_rules
 from rules.dialect import Vocabulary
 from rules.model import Group
 from rules.pods import namespace_rules, pod_rules
+from rules.waste import waste_group
 from rules.workloads import workload_rules
 
 
@@ -20,4 +21,5 @@ def recording_groups(vocab: Vocabulary) -> tuple[Group, ...]:
         Group("gpu-pulse.device.rules", device_rules(vocab) + node_rules()),
         Group("gpu-pulse.pod.rules", pod_rules() + namespace_rules()),
         Group("gpu-pulse.workload.rules", workload_rules()),
+        waste_group(vocab),
     )

@@ -18,19 +18,20 @@ if ! command -v promtool >/dev/null 2>&1 || ! command -v prometheus >/dev/null 2
 fi
 
 # the image test (tests/deploy/test_images.py) builds and runs the images with buildah, its base made by mmdebstrap;
-# the end-to-end test runs one exporter on a node whose clock is a minute ahead, under faketime (libfaketime)
+# the end-to-end test runs one exporter on a node whose clock is a minute ahead, under faketime (libfaketime);
+# the report's page test opens the HTML in headless Chromium (tests/report/test_page.py)
 missing=""
-for tool in buildah mmdebstrap faketime; do
+for tool in buildah mmdebstrap faketime chromium; do
     command -v "$tool" >/dev/null 2>&1 || missing="$missing $tool"
 done
 if [ -n "$missing" ]; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-        echo "== installing the Debian packages buildah, mmdebstrap and faketime"
+        echo "== installing the Debian packages buildah, mmdebstrap, faketime and chromium"
         apt-get update -qq
         DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends buildah mmdebstrap faketime \
-            >/dev/null
+            chromium >/dev/null
     else
-        echo "== buildah/mmdebstrap/faketime missing and cannot install them (not root or no apt-get)"
+        echo "== buildah/mmdebstrap/faketime/chromium missing and cannot install them (not root or no apt-get)"
     fi
 fi
 

@@ -33,6 +33,14 @@ class Rule:
 RULES: list[Rule] = [
     Rule("exporter", ("adapter",), "the exporter never imports the adapter"),
     Rule("toolkit", ("exporter", "adapter", "simulation"), "the toolkit serves both services and knows neither"),
+    Rule("toolkit", ("report",), "the toolkit knows nothing of the report either"),
+    Rule("exporter", ("report",), "the services never import the report"),
+    Rule("adapter", ("report",), "the services never import the report"),
+    Rule(
+        "report",
+        ("exporter", "adapter", "simulation", "rules", "dashboards"),
+        "the report stands on the toolkit: it reads Prometheus and the Kubernetes API, never the services' code",
+    ),
     Rule(
         "exporter.snapshot",
         ("exporter.",),
@@ -153,7 +161,7 @@ def _imports(path: Path, module: str) -> set[str]:
 
 def _modules() -> list[tuple[str, Path]]:
     out = []
-    for top in ("exporter", "adapter", "toolkit", "simulation"):
+    for top in ("exporter", "adapter", "toolkit", "simulation", "report"):
         for path in sorted((ROOT / top).rglob("*.py")):
             if "proto" in path.parts and path.name.endswith(("_pb2.py", "_pb2_grpc.py")):
                 continue

@@ -41,7 +41,6 @@ import aiohttp
 from adapter.metrics_config import MetricDefinition
 from adapter.sources.figures import pod_sample, pod_values
 from adapter.sources.model import PodKey, PodSample, ServedValue
-from adapter.sources.responses import UpstreamAnswerError, read_bounded
 from exporter.pods_document import (
     ANSWERED_AT_HEADER,
     STREAM_CONTENT_TYPE,
@@ -51,6 +50,7 @@ from exporter.pods_document import (
     parse_node_pods,
     parse_stream_event,
 )
+from toolkit.responses import UpstreamAnswerError, read_bounded
 
 log = logging.getLogger(__name__)
 

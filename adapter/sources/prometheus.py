@@ -30,9 +30,9 @@ from adapter.metrics_config import MetricDefinition
 from adapter.quantity import QuantityError, decimal_from_float
 from adapter.sources.figures import within_bounds
 from adapter.sources.model import DeviceValue, PodKey, PodSample, ServedValue, SourceError, SourceUnavailableError
-from adapter.sources.responses import UpstreamAnswerError, decode_json, read_bounded
 from adapter.sources.values import pod_value
 from toolkit.pods import Pod
+from toolkit.responses import UpstreamAnswerError, decode_json, read_bounded
 
 QueryObserver = Callable[[str, float], None]  # (outcome "ok" | "error" | "timeout", seconds)
 DEFAULT_MAX_AGE = 60.0

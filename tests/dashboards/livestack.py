@@ -22,7 +22,7 @@ import yaml
 from exporter.catalogue import Dialect
 from tests.support.loopback import free_port, http_get
 from tests.support.processes import stop_process
-from tests.support.prometheus import PrometheusServer, rule_file
+from tests.support.prometheus import PrometheusServer, rule_file_evaluated_every_time
 from tests.support.waiting import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
@@ -143,7 +143,7 @@ class LiveStack:
     exporters: dict[tuple[Dialect, str], str]  # (dialect, node) -> base URL
 
 
-def _scrape_config(dialect: Dialect, exporters: list[tuple[str, str]], kube_port: int) -> dict[str, Any]:
+def _scrape_config(dialect: Dialect, exporters: list[tuple[str, str]], kube_port: int, rules: Path) -> dict[str, Any]:
     def job(name: str, targets: list[tuple[str, dict[str, str]]], path: str = "/metrics") -> dict[str, Any]:
         return {
             "job_name": name,
@@ -160,7 +160,7 @@ def _scrape_config(dialect: Dialect, exporters: list[tuple[str, str]], kube_port
     scrape.append(job("apiserver", [(f"127.0.0.1:{kube_port}", {})], "/apiserver"))
     return {
         "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
-        "rule_files": [str(rule_file(dialect))],
+        "rule_files": [str(rules)],
         "scrape_configs": scrape,
     }
 
@@ -202,7 +202,8 @@ def running_stack(prometheus_binary: str, workdir: Path) -> Iterator[LiveStack]:
             port = free_port()
             config = workdir / f"prometheus-{dialect}.yml"
             targets = [(node, url.removeprefix("http://")) for (d, node), url in exporter_urls.items() if d is dialect]
-            config.write_text(yaml.safe_dump(_scrape_config(dialect, targets, kube_port)), encoding="utf-8")
+            rules = rule_file_evaluated_every_time(dialect, workdir)
+            config.write_text(yaml.safe_dump(_scrape_config(dialect, targets, kube_port, rules)), encoding="utf-8")
             log = open(workdir / f"prometheus-{dialect}.log", "wb")
             logs.append(log)
             process = subprocess.Popen(

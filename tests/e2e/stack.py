@@ -47,7 +47,7 @@ from tests.support.kubeapi import kube_api_on_a_thread
 from tests.support.kubestate import ControlPlaneMetrics, DeclaredHpa
 from tests.support.loopback import free_port
 from tests.support.processes import ChildProcesses
-from tests.support.prometheus import PrometheusServer, rule_file, start_prometheus, wait_ready
+from tests.support.prometheus import PrometheusServer, rule_file_evaluated_every_time, start_prometheus, wait_ready
 from tests.support.waiting import wait_for
 
 INTERVAL = 1.0  # exporter poll interval, prometheus scrape and rule evaluation interval (seconds)
@@ -88,7 +88,7 @@ class E2EStack:
 
 
 def _scrape_config(
-    exporters: dict[str, ExporterProcess], adapters: dict[str, str], control_plane: str, ca_file: Path
+    exporters: dict[str, ExporterProcess], adapters: dict[str, str], control_plane: str, ca_file: Path, rules: Path
 ) -> dict[str, Any]:
     def job(name: str, targets: list[tuple[str, dict[str, str]]], **extra: Any) -> dict[str, Any]:
         static = [{"targets": [address], "labels": {"cluster": CLUSTER, **labels}} for address, labels in targets]
@@ -97,7 +97,7 @@ def _scrape_config(
     interval = f"{INTERVAL:g}s"
     return {
         "global": {"scrape_interval": interval, "scrape_timeout": interval, "evaluation_interval": interval},
-        "rule_files": [str(rule_file(Dialect.PROMETHEUS))],
+        "rule_files": [str(rules)],
         "scrape_configs": [
             job("gpu-pulse-exporter", [(e.address, {"node": node}) for node, e in exporters.items()]),
             job(
@@ -164,7 +164,8 @@ def running_e2e_stack(prometheus_binary: str, workdir: Path) -> Iterator[E2EStac
         cleanup.callback(control_plane.stop)
         control_plane_address = control_plane.start()
         adapters = {a.name: a.url.removeprefix("https://") for a in (direct, via_prometheus)}
-        config = _scrape_config(exporters, adapters, control_plane_address, trust.ca_file)
+        rules = rule_file_evaluated_every_time(Dialect.PROMETHEUS, workdir)  # the 5-minute waste group too
+        config = _scrape_config(exporters, adapters, control_plane_address, trust.ca_file, rules)
         prometheus = start_prometheus(
             prometheus_binary, config, workdir, processes, "prometheus", Dialect.PROMETHEUS, port=prometheus_port
         )

@@ -26,6 +26,17 @@ def rule_file(dialect: Dialect) -> Path:
     return RULES_ROOT / "dist" / str(dialect) / RULE_FILE
 
 
+def rule_file_evaluated_every_time(dialect: Dialect, directory: Path) -> Path:
+    """A copy of the shipped rule file whose groups all run at the global evaluation interval: groups with a slow
+    `interval:` (the waste rules run every 5 minutes) would record nothing in a test that lasts seconds."""
+    document = yaml.safe_load(rule_file(dialect).read_text(encoding="utf-8"))
+    for group in document["groups"]:
+        group.pop("interval", None)
+    copy = directory / f"{dialect}-every-evaluation.rules.yaml"
+    copy.write_text(yaml.safe_dump(document, sort_keys=False), encoding="utf-8")
+    return copy
+
+
 def shipped_rules(dialect: Dialect) -> list[dict[str, Any]]:
     """Every rule (recording and alerting) of the shipped rule file of `dialect`."""
     document = yaml.safe_load(rule_file(dialect).read_text(encoding="utf-8"))

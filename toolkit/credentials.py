@@ -1,4 +1,5 @@
-"""Credentials for talking to exporters and Prometheus: a bearer token re-read from its file, a CA bundle."""
+"""Credentials for an upstream (the adapter's exporters and Prometheus, the report's Prometheus): a bearer token
+re-read from its file, a CA bundle."""
 
 from __future__ import annotations
 

@@ -1,0 +1,5 @@
+import sys
+
+from report.cli import main
+
+sys.exit(main())

@@ -1,0 +1,133 @@
+"""MIG GPU-instance profiles per GPU model: what each profile holds of its GPU, from NVIDIA's Multi-Instance GPU User
+Guide, "Supported MIG Profiles" (docs.nvidia.com/datacenter/tesla/mig-user-guide, read for the R570/R580 drivers):
+per product, the profile name, its fraction of memory (memory slices) and its fraction of SMs (compute slices).
+
+- GA100, GH100 and GB100 GPUs (A100, H100, H200, B200) have 7 compute slices and 8 memory slices; A30 has 4 and 4.
+- The profile name says its compute slices and its memory: `3g.40gb` is 3 compute slices and 40 GB. The memory a
+  profile offers is taken as that number of gigabytes (10^9 bytes): a little under what the instance reports (the
+  guide's `nvidia-smi mig -lgip` listing gives 9.75 GiB, 10.47e9 bytes, for 1g.10gb on an H100 80GB), never over.
+- `+me` profiles add the media engines to a 1g (or, on A30, 2g) instance: the same slices as the profile without.
+- The user guide's A100-SXM4-40GB table lists 1g.10gb with 1/8 of the memory; its name, its 4 possible instances and
+  the `-lgip` listing (9.62 GiB) say 2/8, which is what this table records.
+
+A profile this table does not know (another model, a compute-instance profile such as `1c.3g.40gb`) counts its GPU
+instance's slices out of 7: `(Nc.)Mg.*` is M/7 of a GPU. The recording rules (rules/waste.py) make the same choice.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from fractions import Fraction
+from types import MappingProxyType
+
+GB = 10**9
+FALLBACK_COMPUTE_SLICES = 7
+
+
+@dataclass(frozen=True, slots=True)
+class MigProfile:
+    """One GPU-instance profile of one GPU model."""
+
+    name: str  # "3g.40gb"
+    compute_slices: int  # of the GPU's `compute_total`
+    memory_slices: int  # of the GPU's `memory_total`
+    compute_total: int
+    memory_total: int
+    memory_gb: int  # the name's gigabytes
+
+    @property
+    def gpu_fraction(self) -> Fraction:
+        """The share of the GPU an instance holds, counted in compute slices (7 x 1g.10gb make one whole H100)."""
+        return Fraction(self.compute_slices, self.compute_total)
+
+    @property
+    def memory_fraction(self) -> Fraction:
+        return Fraction(self.memory_slices, self.memory_total)
+
+    @property
+    def memory_bytes(self) -> int:
+        return self.memory_gb * GB
+
+
+@dataclass(frozen=True, slots=True)
+class MigModel:
+    """A GPU product's profiles; `pattern` matches the names NVML gives the product (nvmlDeviceGetName)."""
+
+    product: str
+    pattern: re.Pattern[str]
+    profiles: tuple[MigProfile, ...]  # smallest first
+
+    @property
+    def whole_gpu_bytes(self) -> int:
+        return max(p.memory_bytes for p in self.profiles)
+
+
+def _seven_slices(one: int, two: int, half: int, full: int) -> tuple[MigProfile, ...]:
+    """The profiles of a 7-compute, 8-memory-slice GPU: 1g (1/8 memory), 1g and 2g (2/8), 3g and 4g (4/8), 7g."""
+
+    def p(name: str, c: int, m: int, gb: int) -> MigProfile:
+        return MigProfile(name, c, m, 7, 8, gb)
+
+    return (
+        p(f"1g.{one}gb", 1, 1, one),
+        p(f"1g.{one}gb+me", 1, 1, one),
+        p(f"1g.{two}gb", 1, 2, two),
+        p(f"2g.{two}gb", 2, 2, two),
+        p(f"3g.{half}gb", 3, 4, half),
+        p(f"4g.{half}gb", 4, 4, half),
+        p(f"7g.{full}gb", 7, 8, full),
+    )
+
+
+def _a30() -> tuple[MigProfile, ...]:
+    def p(name: str, c: int, gb: int) -> MigProfile:
+        return MigProfile(name, c, c, 4, 4, gb)
+
+    return (p("1g.6gb", 1, 6), p("1g.6gb+me", 1, 6), p("2g.12gb", 2, 12), p("2g.12gb+me", 2, 12), p("4g.24gb", 4, 24))
+
+
+# Checked in order: the first product whose pattern matches the GPU's name gives its profiles.
+MIG_MODELS: tuple[MigModel, ...] = (
+    MigModel("A30 24GB", re.compile(r"\bA30\b"), _a30()),
+    MigModel("A100 40GB", re.compile(r"\bA100\b.*\b40GB\b"), _seven_slices(5, 10, 20, 40)),
+    MigModel("A100 80GB", re.compile(r"\bA100\b.*\b80GB\b"), _seven_slices(10, 20, 40, 80)),
+    MigModel("H100 94GB (NVL)", re.compile(r"\bH100 NVL\b"), _seven_slices(12, 24, 47, 94)),
+    MigModel("H100 80GB (SXM5, PCIe)", re.compile(r"\bH100\b"), _seven_slices(10, 20, 40, 80)),
+    MigModel("H200 141GB (SXM5, NVL)", re.compile(r"\bH200\b"), _seven_slices(18, 35, 71, 141)),
+    MigModel("B200 180GB", re.compile(r"\bB200\b"), _seven_slices(23, 45, 90, 180)),
+)
+
+_FALLBACK = re.compile(r"(?:\d+c\.)?(\d+)g\.")
+
+
+def mig_model(gpu_name: str) -> MigModel | None:
+    """The MIG profiles of the GPU model NVML names `gpu_name`, or None (not MIG-capable, or not in the table)."""
+    return next((m for m in MIG_MODELS if m.pattern.search(gpu_name)), None)
+
+
+def _fractions() -> Mapping[str, Fraction]:
+    found: dict[str, Fraction] = {}
+    for model in MIG_MODELS:
+        for profile in model.profiles:
+            if found.setdefault(profile.name, profile.gpu_fraction) != profile.gpu_fraction:
+                raise AssertionError(f"profile {profile.name} holds different shares of different GPUs")
+    return MappingProxyType(found)
+
+
+# Every profile name of the table and the share of its GPU it holds: the same for every model that has it, so the
+# recording rules can look a share up by the profile name alone (pod series carry no model).
+PROFILE_GPU_FRACTIONS: Mapping[str, Fraction] = _fractions()
+
+
+def gpu_fraction(profile: str) -> Fraction:
+    """The share of its GPU a MIG instance of `profile` holds: from the table, else its GPU-instance slices out of 7
+    (1 for a name that says neither)."""
+    known = PROFILE_GPU_FRACTIONS.get(profile)
+    if known is not None:
+        return known
+    match = _FALLBACK.match(profile)
+    if match is None:
+        return Fraction(1)
+    return min(Fraction(1), Fraction(int(match.group(1)), FALLBACK_COMPUTE_SLICES))
