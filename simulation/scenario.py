@@ -44,11 +44,19 @@ class HealthCounters(_Model):
 
     ecc_corrected_per_hour: float = Field(default=0.0, ge=0, description="volatile single-bit ECC errors, rate")
     ecc_uncorrected: int = Field(default=0, ge=0, description="volatile double-bit ECC errors, total")
+    ecc_lifetime_corrected: int = Field(
+        default=0, ge=0, description="single-bit ECC errors before this driver load (the aggregate counter adds them)"
+    )
+    ecc_lifetime_uncorrected: int = Field(default=0, ge=0, description="double-bit ECC errors before this driver load")
     pcie_replays_per_hour: float = Field(default=0.0, ge=0)
     remapped_correctable: int = Field(default=0, ge=0)
     remapped_uncorrectable: int = Field(default=0, ge=0)
     remap_pending: bool = False
     remap_failure: bool = False
+    retired_pages_sbe: int = Field(default=0, ge=0, description="pages retired (Volta, Turing only)")
+    retired_pages_dbe: int = Field(default=0, ge=0)
+    retired_pages_pending: bool = False
+    nvlink_crc_errors_per_hour: float = Field(default=0.0, ge=0, description="NVLink flow-control CRC errors, rate")
 
 
 class Gpu(_Model):
@@ -86,6 +94,11 @@ class Gpu(_Model):
         "nvmlDeviceGetMPSComputeRunningProcesses, and the compute list shows only the server",
     )
     counters: HealthCounters = HealthCounters()
+    ecc: bool = Field(
+        default=True,
+        description="ECC mode. Off: every ECC counter is NOT_SUPPORTED (nvml.h, nvmlDeviceGetTotalEccErrors: "
+        "'Requires ECC Mode to be enabled'; nvidia-smi -q shows them N/A)",
+    )
 
 
 class Process(_Model):

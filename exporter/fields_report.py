@@ -1,0 +1,128 @@
+"""What the exporter serves of what was asked for, said once at start-up.
+
+Two lines at most: the measurements added beyond a `--collectors` file because the shipped alerts read them, and,
+after the first poll, every requested field this node does not serve, with the reason each GPU gave (the same reasons
+`gpu_pulse_device_unavailable_info` publishes).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+
+from exporter.catalogue import ALWAYS_SERVED, BY_KEY, LABEL_BY_KEY, NEED_TEXT, NEVER_SERVED, Dialect
+from exporter.collectors_file import Selection
+from exporter.snapshot import MigIdentity, Snapshot
+
+log = logging.getLogger("exporter.fields")
+
+# reason -> what it means, grouped as the start-up line explains it
+REASONS: Mapping[str, str] = {
+    "not_in_nvml": "not in NVML at all (DCGM computes it)",
+    "not_provided": "not computed by gpu-pulse",
+    "not_supported": "not on this GPU generation (NVML: NOT_SUPPORTED)",
+    "driver_lacks_function": "not in this driver's NVML",
+    "gpm_needs_hopper": "not on this GPU generation (GPM is Hopper and newer)",
+    "ecc_disabled": "ECC is off on this GPU",
+    "no_permission": "needs a privilege this process lacks",
+    "needs_mig_monitor_privilege": "MIG: needs the MIG monitor privilege",
+    "mig_enabled": "MIG: not on a MIG-enabled GPU",
+    "per_mig_instance": "MIG: given per MIG instance instead",
+    "not_per_mig_instance": "MIG: not per MIG instance",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Requested:
+    """What was asked for: catalogue keys under the names the user gave them (a counters CSV's, or the dialect's)."""
+
+    names: Mapping[str, str]  # catalogue key or label-field key -> the name to say it by
+    never: Mapping[str, str]  # field name -> reason, for fields gpu-pulse never serves
+
+
+def requested(selection: Selection | None, dialect: Dialect, enabled: Iterable[str]) -> Requested:
+    """The names of the requested measurements: a CSV's spelling where it gave one, else the dialect's own."""
+    names: dict[str, str] = {}
+    csv = {family.key: family.name for family in selection.families} if selection is not None else {}
+    for key in enabled:
+        rendering = BY_KEY[key].rendering(dialect)
+        if rendering is None:
+            continue  # not published in this dialect (a companion of another measurement)
+        names[key] = csv.get(key, rendering.name)
+    if selection is not None:
+        for key, label in selection.labels:
+            names[key] = label
+    never = dict(selection.unserved) if selection is not None else {}
+    return Requested(names, never)
+
+
+def added_beyond(selection: Selection | None, dialect: Dialect) -> list[str]:
+    """The names of the always-served measurements a `--collectors` file leaves out (none without a file)."""
+    if selection is None:
+        return []
+    names = []
+    for key in sorted(ALWAYS_SERVED - selection.keys):
+        rendering = BY_KEY[key].rendering(dialect)
+        if rendering is not None and rendering.name not in names:
+            names.append(rendering.name)
+    return names
+
+
+def _why(key: str, reason: str) -> str:
+    text = REASONS.get(reason, reason)
+    measurement = BY_KEY.get(key)
+    needs = measurement.needs if measurement is not None else LABEL_BY_KEY[key].needs if key in LABEL_BY_KEY else ()
+    if reason == "not_supported" and needs:
+        text += f"; given on {', '.join(NEED_TEXT[need] for need in sorted(needs))}"
+    return text
+
+
+def unserved_line(snapshot: Snapshot, asked: Requested) -> str | None:
+    """One line naming every requested field this node does not serve, with the reason and the devices, or None."""
+    found: dict[tuple[str, str, str], list[str]] = {}  # (name, key, reason) -> devices
+    for reading in snapshot.devices:
+        ident = reading.identity
+        mig = f" MIG {ident.gpu_instance_id}" if isinstance(ident, MigIdentity) else ""
+        device = f"GPU {reading.gpu.index}{mig}"
+        for key, reason in reading.unavailable.items():
+            name = asked.names.get(key) or (key if key in asked.never else None)
+            if name is not None:
+                found.setdefault((name, key, reason), []).append(device)
+    if not found:
+        return None
+    gpus = sum(1 for reading in snapshot.devices if not reading.is_mig)
+    parts = []
+    for (name, key, reason), devices in sorted(found.items()):
+        why = _why(key, reason)
+        if name in NEVER_SERVED:
+            why += f": {NEVER_SERVED[name][1]}"
+        where = "every GPU" if len(devices) == gpus and not any(" MIG " in d for d in devices) else ", ".join(devices)
+        parts.append(f"{name} ({why}; {where})")
+    return "requested fields this node does not serve: " + "; ".join(parts)
+
+
+def log_added(selection: Selection | None, dialect: Dialect, origin: str) -> None:
+    added = added_beyond(selection, dialect)
+    if added:
+        log.warning("%s leaves out what the shipped alerts read; serving these too: %s", origin, ", ".join(added))
+
+
+class UnservedReport:
+    """Logs `unserved_line` once, for the first snapshot published (a PollLoop `on_publish` listener)."""
+
+    def __init__(self, asked: Requested, newest: Callable[[], Snapshot | None]) -> None:
+        self._asked = asked
+        self._newest = newest
+        self._done = False
+
+    def __call__(self) -> None:
+        if self._done:
+            return
+        snapshot = self._newest()
+        if snapshot is None:
+            return
+        self._done = True
+        line = unserved_line(snapshot, self._asked)
+        if line is not None:
+            log.warning("%s", line)
