@@ -19,11 +19,11 @@ log = logging.getLogger("exporter.fields")
 
 # reason -> what it means, grouped as the start-up line explains it
 REASONS: Mapping[str, str] = {
-    "not_in_nvml": "not in NVML at all (DCGM computes it)",
+    "not_in_nvml": "not in NVML at all, DCGM computes it",
     "not_provided": "not computed by gpu-pulse",
-    "not_supported": "not on this GPU generation (NVML: NOT_SUPPORTED)",
+    "not_supported": "not on this GPU generation, NVML says NOT_SUPPORTED",
     "driver_lacks_function": "not in this driver's NVML",
-    "gpm_needs_hopper": "not on this GPU generation (GPM is Hopper and newer)",
+    "gpm_needs_hopper": "not on this GPU generation: GPM is Hopper and newer",
     "ecc_disabled": "ECC is off on this GPU",
     "no_permission": "needs a privilege this process lacks",
     "needs_mig_monitor_privilege": "MIG: needs the MIG monitor privilege",
@@ -58,13 +58,18 @@ def requested(selection: Selection | None, dialect: Dialect, enabled: Iterable[s
 
 
 def added_beyond(selection: Selection | None, dialect: Dialect) -> list[str]:
-    """The names of the always-served measurements a `--collectors` file leaves out (none without a file)."""
+    """The names of the always-served families a `--collectors` file does not publish under that name itself (none
+    without a file): measurements it leaves out, and in the dcgm dialect ones it spells otherwise (a 1.x name)."""
     if selection is None:
         return []
+    spelled = {family.key: family.name for family in selection.families}
     names = []
-    for key in sorted(ALWAYS_SERVED - selection.keys):
+    for key in sorted(ALWAYS_SERVED):
         rendering = BY_KEY[key].rendering(dialect)
-        if rendering is not None and rendering.name not in names:
+        if rendering is None or rendering.name in names:
+            continue
+        renamed = dialect is Dialect.DCGM and spelled.get(key, rendering.name) != rendering.name
+        if key not in selection.keys or renamed:
             names.append(rendering.name)
     return names
 
@@ -92,14 +97,24 @@ def unserved_line(snapshot: Snapshot, asked: Requested) -> str | None:
     if not found:
         return None
     gpus = sum(1 for reading in snapshot.devices if not reading.is_mig)
+    instances = len(snapshot.devices) - gpus
     parts = []
     for (name, key, reason), devices in sorted(found.items()):
         why = _why(key, reason)
         if name in NEVER_SERVED:
             why += f": {NEVER_SERVED[name][1]}"
-        where = "every GPU" if len(devices) == gpus and not any(" MIG " in d for d in devices) else ", ".join(devices)
-        parts.append(f"{name} ({why}; {where})")
+        parts.append(f"{name} [{why}; {_where(devices, gpus, instances)}]")
     return "requested fields this node does not serve: " + "; ".join(parts)
+
+
+def _where(devices: list[str], gpus: int, instances: int) -> str:
+    mig = sum(1 for device in devices if " MIG " in device)
+    if mig == 0 and len(devices) == gpus:
+        return "every GPU"
+    if mig == len(devices) == instances:
+        return "every MIG instance"
+    shown = ", ".join(devices[:6])
+    return shown if len(devices) <= 6 else f"{shown} and {len(devices) - 6} more"
 
 
 def log_added(selection: Selection | None, dialect: Dialect, origin: str) -> None:

@@ -20,7 +20,7 @@ from exporter.nvml.device import NO_VECTORS, DeviceReader, GpuLostError
 from exporter.nvml.discovery import GpuDevice, MigDevice, SystemVersions, gpu_count, open_gpu, system_versions
 from exporter.nvml.errors import SIMULATE_HINT, Disposition, ErrorNames, NvmlUnavailable, disposition, status_code
 from exporter.nvml.faults import DeviceFaults
-from exporter.nvml.fields import FieldBatch, field_entries, link_count, wants_links
+from exporter.nvml.fields import FieldBatch, field_entries, link_count, links_missing, wants_links
 from exporter.nvml.gpm import METRICS, RATES, GpmSampler, gpm_supported
 from exporter.nvml.history import SampleHistory
 from exporter.nvml.layout import NOT_MIG_CAPABLE, layout_change
@@ -236,6 +236,7 @@ class NvmlCollector:
         links = link_count(self._nvml, gpu.handle) if wants_links(enabled) else 0
         fields = tuple(entry for entry in field_entries(enabled, links) if entry[0] not in faults.unsupported)
         cannot_give: dict[str, str] = self._labels_missing(gpu.identity)
+        cannot_give.update(dict.fromkeys(links_missing(enabled, links), "not_supported"))
         if gpm is None and gpm_keys:
             # GPM is Hopper and newer; where it is there, a MIG-enabled GPU's activity comes per instance
             cannot_give.update(dict.fromkeys(gpm_keys, "per_mig_instance" if has_gpm else "gpm_needs_hopper"))

@@ -65,6 +65,15 @@ def wants_links(enabled: frozenset[str]) -> bool:
     return any(key.startswith(LINK_RATE_PREFIX) for key in enabled) or bool(enabled & frozenset(LINK_VECTORS))
 
 
+def links_missing(enabled: frozenset[str], links: int) -> list[str]:
+    """The enabled per-link keys a GPU with `links` NVLinks cannot give (links it does not have; all on a PCIe
+    board, where NVML answers the link count NOT_SUPPORTED)."""
+    missing = [f"{LINK_RATE_PREFIX}{n}" for n in range(min(links, MAX_LINKS), MAX_LINKS)]
+    if links == 0:
+        missing += LINK_VECTORS
+    return [key for key in missing if key in enabled]
+
+
 def field_entries(enabled: frozenset[str], links: int = 0) -> tuple[tuple[str, int, int], ...]:
     """The (key, field id, scope id) entries to read: the enabled fields, NVLink tx/rx when only their rate is
     enabled, and each of `links` links' tx and rx when a per-link figure is enabled."""
