@@ -46,6 +46,14 @@ ALWAYS_LABELLED = frozenset({"driver_version"})
 # of these, the ones the prometheus dialect's `nvidia_gpu_inforom_info` carries; the others are on `nvidia_gpu_info`
 INFOROM_KEYS = ("inforom_image_version", "inforom_oem_version", "inforom_ecc_version", "inforom_power_version")
 
+# label fields not every board gives -> which do (docs/migration.md); the board's refusal names it at run time
+LABEL_UNAVAILABLE: Mapping[str, str] = MappingProxyType(
+    {
+        "inforom_power_version": "boards whose InfoROM has a power object; the V100, A100, A10, L4, H100 and H200 "
+        "boards have none (nvidia-smi -q: Power Management Object N/A)",
+    }
+)
+
 # nvmlBrandType_t (nvml.h) -> the string DCGM publishes for it (DcgmCacheManager, DCGM_FI_DEV_BRAND)
 BRAND_NAMES: Mapping[int, str] = MappingProxyType(
     {
