@@ -1,6 +1,6 @@
 """Node and GPU detail: every catalogue measurement of the chosen dialect, per GPU and MIG instance, in base units.
 
-Built from exporter/catalogue.py, one dashboard per dialect: the dcgm dialect's values are converted to base units in
+Built from exporter/catalogue/, one dashboard per dialect: the dcgm dialect's values are converted to base units in
 the queries (MiB to bytes, % to ratios, mJ to joules) and its clock-event bitmask is split into one 0/1 series per
 reason, so both dashboards read alike.
 """
