@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from exporter.catalogue import MEASUREMENTS, Dialect
 from exporter.exposition import ExpositionRenderer
@@ -171,6 +171,8 @@ def snapshot(
 def node_with_everything() -> Snapshot:
     """Two whole GPUs (one shared by two pods), a MIG GPU with two instances (one attributed), one lost GPU."""
     g0, g1, g2, g3 = gpu(0), gpu(1), gpu(2, mig=True), gpu(3)
+    # one GPU with InfoROM versions (as nvidia-smi -q prints them for an H100 SXM) so its info series is checked too
+    g0 = replace(g0, inforom_image_version="G520.0200.00.05", inforom_oem_version="2.1", inforom_ecc_version="7.16")
     m0, m1 = mig(g2, 0), mig(g2, 1, profile="3g.40gb")
     devices = (
         reading(g0),
