@@ -11,7 +11,7 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from exporter.catalogue import ALWAYS_SERVED, BY_KEY, LABEL_BY_KEY, NEED_TEXT, NEVER_SERVED, Dialect
+from exporter.catalogue import ALWAYS_SERVED, BY_KEY, LABEL_BY_KEY, NEED_TEXT, NEVER_SERVED, Dialect, Rendering
 from exporter.collectors_file import Selection
 from exporter.snapshot import MigIdentity, Snapshot
 
@@ -49,12 +49,21 @@ def requested(selection: Selection | None, dialect: Dialect, enabled: Iterable[s
         rendering = BY_KEY[key].rendering(dialect)
         if rendering is None:
             continue  # not published in this dialect (a companion of another measurement)
-        names[key] = csv.get(key, rendering.name)
+        names[key] = csv.get(key) or _series(rendering)
     if selection is not None:
         for key, label in selection.labels:
             names[key] = label
     never = dict(selection.unserved) if selection is not None else {}
     return Requested(names, never)
+
+
+def _series(rendering: Rendering) -> str:
+    """A family's name, with the constant labels that tell its measurements apart (several share a family in the
+    prometheus dialect: `nvidia_gpu_pipe_active_ratio{pipe="fp64"}`)."""
+    if not rendering.const_labels:
+        return rendering.name
+    pairs = ",".join(f'{name}="{value}"' for name, value in sorted(rendering.const_labels.items()))
+    return f"{rendering.name}{{{pairs}}}"
 
 
 def added_beyond(selection: Selection | None, dialect: Dialect) -> list[str]:

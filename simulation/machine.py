@@ -9,7 +9,6 @@ from __future__ import annotations
 import math
 import random
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
@@ -195,12 +194,19 @@ def _compile(curve: LoadCurve, key: str) -> Curve:
     return curve.compile(key)
 
 
+def real_sleep(seconds: float) -> None:
+    """Wait `seconds` of real time. Not time.sleep: under libfaketime with DONT_FAKE_MONOTONIC (how the tests run an
+    exporter on a node whose clock is off, tests/support/exporters.py) time.sleep fails with EINVAL, while a timed
+    wait on an event works."""
+    threading.Event().wait(seconds)
+
+
 class Node:
     """One simulated node built from a loaded Scenario; thread-safe. `sleep` is how a driver call that takes time
     (nvmlDeviceGetPcieThroughput's 20 ms) waits: real time by default, injected where a test steps the clock."""
 
     def __init__(
-        self, scenario: Scenario, clock: Callable[[], float], sleep: Callable[[float], None] = time.sleep
+        self, scenario: Scenario, clock: Callable[[], float], sleep: Callable[[float], None] = real_sleep
     ) -> None:
         self.scenario = scenario
         self.clock = clock

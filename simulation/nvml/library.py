@@ -17,7 +17,7 @@ from types import MappingProxyType
 from typing import Any
 
 from simulation.loader import load_scenario
-from simulation.machine import Node
+from simulation.machine import Node, real_sleep
 from simulation.nvml import cabi
 from simulation.nvml.calls.devices import DeviceCalls
 from simulation.nvml.calls.events import EventCalls
@@ -112,7 +112,7 @@ class Simulator:
         *,
         seed: int | None = None,
         clock: Callable[[], float] = time.time,
-        sleep: Callable[[float], None] = time.sleep,
+        sleep: Callable[[float], None] = real_sleep,
     ) -> None:
         if isinstance(scenario, str):
             scenario = load_scenario(scenario, seed=seed)

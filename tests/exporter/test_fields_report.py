@@ -54,3 +54,15 @@ def test_one_line_names_each_field_with_its_reason_and_devices() -> None:
     assert "DCGM_EXP_GPU_HEALTH_STATUS [not in NVML at all, DCGM computes it: DCGM's health watches" in line
     assert "fb_reserved" not in line and "FB_RESERVED" not in line  # not asked for: not named
     assert unserved_line(Snapshot(1.0, "n", (reading(gpu(1)),)), asked) is None
+
+
+def test_the_prometheus_dialect_names_a_shared_family_with_the_labels_that_tell_it_apart() -> None:
+    # fp64, fp32 and fp16 pipe activity are one family there, told apart by `pipe`: each is named on its own
+    keys = {"fp64_active", "fp32_active", "gpu_temp"}
+    unavailable = {"fp64_active": "gpm_needs_hopper", "fp32_active": "gpm_needs_hopper"}
+    devices = (replace(reading(gpu(0)), unavailable=unavailable),)
+    line = unserved_line(Snapshot(1.0, "n", devices), requested(None, Dialect.PROMETHEUS, keys))
+    assert line is not None
+    assert 'nvidia_gpu_pipe_active_ratio{pipe="fp64"} [not on this GPU generation: GPM is Hopper' in line
+    assert 'nvidia_gpu_pipe_active_ratio{pipe="fp32"} [' in line
+    assert line.count("nvidia_gpu_pipe_active_ratio") == 2

@@ -4,6 +4,8 @@ the vGPU license, and what a driver reload starts again."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -13,6 +15,8 @@ import pytest
 from simulation import Simulator, build_scenario, install
 from simulation.hardware import GPU_MODELS
 from tests.support.clocks import ManualClock
+from tests.support.processes import clean_environment
+from tests.support.tools import require_tool
 
 SUCCESS, NOT_SUPPORTED = pynvml.NVML_SUCCESS, pynvml.NVML_ERROR_NOT_SUPPORTED
 
@@ -186,3 +190,23 @@ def test_a_driver_reload_starts_energy_and_volatile_ecc_again(clock: ManualClock
         assert field(h, pynvml.NVML_FI_DEV_ECC_SBE_VOL_TOTAL)[1] == 10
         assert field(h, pynvml.NVML_FI_DEV_ECC_DBE_VOL_TOTAL)[1] == 0
         assert field(h, pynvml.NVML_FI_DEV_ECC_SBE_AGG_TOTAL)[1] == 100 + 110
+
+
+PCIE_UNDER_FAKETIME = """
+import pynvml
+from simulation import Simulator, install
+install(Simulator("l4x2"))
+pynvml.nvmlInit()
+handle = pynvml.nvmlDeviceGetHandleByIndex(0)
+print(pynvml.nvmlDeviceGetPcieThroughput(handle, pynvml.NVML_PCIE_UTIL_TX_BYTES))
+"""
+
+
+def test_the_pcie_call_waits_its_20_ms_on_a_node_whose_clock_is_off() -> None:
+    # the e2e node with a clock a minute ahead runs its exporter under libfaketime with DONT_FAKE_MONOTONIC, where
+    # time.sleep fails with EINVAL: the simulated 20 ms wait must not (it once failed every GPU's reading there)
+    command = [require_tool("faketime"), "-f", "+60s", sys.executable, "-c", PCIE_UNDER_FAKETIME]
+    env = clean_environment({"DONT_FAKE_MONOTONIC": "1"})
+    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 0, result.stderr
+    assert int(result.stdout) > 0
