@@ -39,6 +39,7 @@ class Requested:
 
     names: Mapping[str, str]  # catalogue key or label-field key -> the name to say it by
     never: Mapping[str, str]  # field name -> reason, for fields gpu-pulse never serves
+    chosen: bool = True  # a --collectors file chose them (else the default set: what is missing is no surprise)
 
 
 def requested(selection: Selection | None, dialect: Dialect, enabled: Iterable[str]) -> Requested:
@@ -54,7 +55,7 @@ def requested(selection: Selection | None, dialect: Dialect, enabled: Iterable[s
         for key, label in selection.labels:
             names[key] = label
     never = dict(selection.unserved) if selection is not None else {}
-    return Requested(names, never)
+    return Requested(names, never, chosen=selection is not None)
 
 
 def _series(rendering: Rendering) -> str:
@@ -113,7 +114,8 @@ def unserved_line(snapshot: Snapshot, asked: Requested) -> str | None:
         if name in NEVER_SERVED:
             why += f": {NEVER_SERVED[name][1]}"
         parts.append(f"{name} [{why}; {_where(devices, gpus, instances)}]")
-    return "requested fields this node does not serve: " + "; ".join(parts)
+    what = "requested fields" if asked.chosen else "fields of the default set"
+    return f"{what} this node does not serve: " + "; ".join(parts)
 
 
 def _where(devices: list[str], gpus: int, instances: int) -> str:
@@ -133,7 +135,8 @@ def log_added(selection: Selection | None, dialect: Dialect, origin: str) -> Non
 
 
 class UnservedReport:
-    """Logs `unserved_line` once, for the first snapshot published (a PollLoop `on_publish` listener)."""
+    """Logs `unserved_line` once, for the first snapshot published (a PollLoop `on_publish` listener): a warning
+    for fields a --collectors file asked for, information for the default set's."""
 
     def __init__(self, asked: Requested, newest: Callable[[], Snapshot | None]) -> None:
         self._asked = asked
@@ -149,4 +152,5 @@ class UnservedReport:
         self._done = True
         line = unserved_line(snapshot, self._asked)
         if line is not None:
-            log.warning("%s", line)
+            # a file that asks for what this node lacks deserves a warning; the default set's gaps are expected
+            log.log(logging.WARNING if self._asked.chosen else logging.INFO, "%s", line)

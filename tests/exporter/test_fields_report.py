@@ -46,6 +46,7 @@ def test_one_line_names_each_field_with_its_reason_and_devices() -> None:
     asked = requested(selection, Dialect.DCGM, selection.keys)
     line = unserved_line(Snapshot(1.0, "n", devices), asked)
     assert line is not None and "\n" not in line
+    assert line.startswith("requested fields this node does not serve: ")
     assert "DCGM_FI_DEV_RETIRED_SBE [not on this GPU generation, NVML says NOT_SUPPORTED; given on Volta" in line
     assert "GPU 1, GPU 0]" in line or "GPU 0, GPU 1]" in line
     assert "DCGM_FI_DEV_GPU_UTIL [MIG: not on a MIG-enabled GPU; GPU 0]" in line
@@ -66,3 +67,4 @@ def test_the_prometheus_dialect_names_a_shared_family_with_the_labels_that_tell_
     assert 'nvidia_gpu_pipe_active_ratio{pipe="fp64"} [not on this GPU generation: GPM is Hopper' in line
     assert 'nvidia_gpu_pipe_active_ratio{pipe="fp32"} [' in line
     assert line.count("nvidia_gpu_pipe_active_ratio") == 2
+    assert line.startswith("fields of the default set this node does not serve: ")  # no file asked for them
