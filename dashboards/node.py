@@ -1,6 +1,6 @@
 """Node and GPU detail: every catalogue measurement of the chosen dialect, per GPU and MIG instance, in base units.
 
-Built from exporter/catalogue.py, one dashboard per dialect: the dcgm dialect's values are converted to base units in
+Built from exporter/catalogue/, one dashboard per dialect: the dcgm dialect's values are converted to base units in
 the queries (MiB to bytes, % to ratios, mJ to joules) and its clock-event bitmask is split into one 0/1 series per
 reason, so both dashboards read alike.
 """
@@ -8,7 +8,7 @@ reason, so both dashboards read alike.
 from __future__ import annotations
 
 from dashboards.board import Board, Query, Variable, job_variable, matcher
-from exporter.catalogue import BY_KEY, CLOCK_EVENT_REASONS, PROM_INFO, Dialect, MetricType
+from exporter.catalogue import BY_KEY, CLOCK_EVENT_REASONS, MEASUREMENTS, PROM_INFO, Dialect, MetricType
 from rules.dialect import Vocabulary
 from rules.jobs import Jobs
 from rules.units import BASE
@@ -16,20 +16,51 @@ from rules.units import BASE
 SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Utilization", ("gpu_util", "mem_copy_util", "enc_util", "dec_util")),
     ("Activity (GPM: Hopper and newer, per GPU and MIG instance)", (
-        "sm_active", "tensor_active", "dram_active", "gr_engine_active",
+        "sm_active", "tensor_active", "dram_active", "gr_engine_active", "sm_occupancy", "fp64_active",
+        "fp32_active", "fp16_active",
     )),
     ("Framebuffer memory (GPUs and MIG instances)", ("fb_used", "fb_free", "fb_reserved", "fb_total")),
-    ("Power and temperature", ("power_usage", "power_limit", "total_energy", "gpu_temp", "memory_temp")),
+    ("Power and temperature", (
+        "power_usage", "power_limit", "total_energy", "gpu_temp", "memory_temp", "slowdown_temp", "shutdown_temp",
+        "max_operating_temp",
+    )),
     ("Clocks", ("sm_clock", "mem_clock", "pstate", "clock_event_reasons")),
-    ("Interconnect", ("pcie_tx", "pcie_rx", "pcie_replay", "nvlink_tx", "nvlink_rx", "nvlink_total")),
+    ("Clocks held down, by policy", (
+        "power_violation", "thermal_violation", "sync_boost_violation", "board_limit_violation",
+        "low_util_violation", "reliability_violation",
+    )),
+    ("Interconnect", (
+        "pcie_tx", "pcie_rx", "pcie_replay", "nvlink_tx", "nvlink_rx", "nvlink_total", "nvlink_crc_flit_errors",
+        "nvlink_crc_data_errors", "nvlink_replay_errors", "nvlink_recovery_errors",
+    )),
     ("Errors", (
-        "ecc_sbe_volatile", "ecc_dbe_volatile", "remapped_rows_correctable", "remapped_rows_uncorrectable",
-        "row_remap_pending", "row_remap_failure", "last_xid", "xid_errors",
+        "ecc_sbe_volatile", "ecc_dbe_volatile", "ecc_sbe_aggregate", "ecc_dbe_aggregate",
+        "remapped_rows_correctable", "remapped_rows_uncorrectable", "row_remap_pending", "row_remap_failure",
+        "retired_pages_sbe", "retired_pages_dbe", "retired_pages_pending", "last_xid", "xid_errors",
+        "vgpu_license_status",
     )),
 )  # fmt: skip
 
-# counters charted as a per-second rate; the other counters are charted as their running total
-RATE_KEYS = frozenset({"total_energy", "pcie_replay", "nvlink_tx", "nvlink_rx", "nvlink_total"})
+# counters charted as a per-second rate; the other counters are charted as their running total (a measurement whose
+# native unit is already a rate, DCGM's NVLink bandwidth, is charted as it is)
+RATE_KEYS = frozenset(
+    {
+        "total_energy",
+        "pcie_replay",
+        "nvlink_tx",
+        "nvlink_rx",
+        "power_violation",
+        "thermal_violation",
+        "sync_boost_violation",
+        "board_limit_violation",
+        "low_util_violation",
+        "reliability_violation",
+        "nvlink_crc_flit_errors",
+        "nvlink_crc_data_errors",
+        "nvlink_replay_errors",
+        "nvlink_recovery_errors",
+    }
+)
 
 TITLES = {
     "gpu_util": ("GPU utilization", "Fraction of the sample period a kernel ran on the GPU."),
@@ -44,7 +75,10 @@ TITLES = {
     "fb_free": ("Memory free", "Framebuffer bytes free."),
     "fb_reserved": ("Memory reserved", "Framebuffer bytes the driver reserves."),
     "fb_total": ("Memory total", "Framebuffer size."),
-    "power_usage": ("Power draw", "Power draw in watts (1 s average on Ampere and newer)."),
+    "power_usage": (
+        "Power draw",
+        "Power draw in watts: a 1 s average on Ampere and newer except A100, instantaneous on A100 and older.",
+    ),
     "power_limit": ("Power limit", "Enforced power limit."),
     "total_energy": ("Energy use", "Rate of the energy counter: average power over the interval."),
     "gpu_temp": ("GPU temperature", "GPU die temperature."),
@@ -58,7 +92,33 @@ TITLES = {
     "pcie_replay": ("PCIe replays", "Link-level PCIe retries per second."),
     "nvlink_tx": ("NVLink transmit", "NVLink data transmitted per second."),
     "nvlink_rx": ("NVLink receive", "NVLink data received per second."),
-    "nvlink_total": ("NVLink traffic", "NVLink data per second, all links and directions."),
+    "nvlink_total": (
+        "NVLink traffic (DCGM's rate)",
+        "NVLink data per second, all links and directions, as DCGM computes it between two readings.",
+    ),
+    "sm_occupancy": ("SM occupancy", "Warps resident on an SM as a fraction of the maximum (GPM)."),
+    "fp64_active": ("FP64 pipe active", "Fraction of time the SMs did non-tensor FP64 math (GPM)."),
+    "fp32_active": ("FP32 pipe active", "Fraction of time the SMs did non-tensor FP32 math (GPM)."),
+    "fp16_active": ("FP16 pipe active", "Fraction of time the SMs did non-tensor FP16 math (GPM)."),
+    "slowdown_temp": ("Slowdown temperature", "The board's hardware slowdown threshold."),
+    "shutdown_temp": ("Shutdown temperature", "The board's shutdown threshold."),
+    "max_operating_temp": ("Max operating temperature", "Above it the GPU may be throttled below base clock."),
+    "power_violation": ("Held down by power", "Fraction of time the power policy held the clocks down."),
+    "thermal_violation": ("Held down by temperature", "Fraction of time the thermal policy held the clocks down."),
+    "sync_boost_violation": ("Held down by sync boost", "Fraction of time sync boost held the clocks down."),
+    "board_limit_violation": ("Held down by the board limit", "Fraction of time the board limit held the clocks."),
+    "low_util_violation": ("Lowered for low utilization", "Fraction of time the clocks were lowered for low use."),
+    "reliability_violation": ("Held down for reliability", "Fraction of time the reliability policy held clocks."),
+    "nvlink_crc_flit_errors": ("NVLink flow-control CRC errors", "Flit CRC errors per second, all links."),
+    "nvlink_crc_data_errors": ("NVLink data CRC errors", "Data CRC errors per second, all links."),
+    "nvlink_replay_errors": ("NVLink replays", "Link-level retries per second, all links."),
+    "nvlink_recovery_errors": ("NVLink recoveries", "Link recoveries per second, all links."),
+    "ecc_sbe_aggregate": ("Correctable ECC errors, lifetime", "Single-bit ECC errors over the GPU's lifetime."),
+    "ecc_dbe_aggregate": ("Uncorrectable ECC errors, lifetime", "Double-bit ECC errors over the GPU's lifetime."),
+    "retired_pages_sbe": ("Pages retired (single-bit)", "Pages retired after single-bit errors (Volta, Turing)."),
+    "retired_pages_dbe": ("Pages retired (double-bit)", "Pages retired after double-bit errors (Volta, Turing)."),
+    "retired_pages_pending": ("Page retirement pending", "1 while pages wait to be retired (Volta, Turing)."),
+    "vgpu_license_status": ("vGPU licensed", "1 while the vGPU license is active; 0 on bare metal."),
     "ecc_sbe_volatile": ("Correctable ECC errors", "Single-bit ECC errors since the driver was loaded."),
     "ecc_dbe_volatile": ("Uncorrectable ECC errors", "Double-bit ECC errors since the driver was loaded."),
     "remapped_rows_correctable": ("Rows remapped (correctable)", "Rows remapped after correctable errors."),
@@ -72,6 +132,11 @@ TITLES = {
 
 def covered_keys(dialect: Dialect) -> frozenset[str]:
     return frozenset(k for _, keys in SECTIONS for k in keys if BY_KEY[k].rendering(dialect) is not None)
+
+
+# the measurements the node dashboard charts: the exporter's default set (the per-link NVLink figures, asked for
+# with --collectors, would be 18 panels or a label per link; they are left to ad-hoc queries)
+CHARTED = frozenset(m.key for m in MEASUREMENTS if m.default)
 
 
 class NodeBoard:
@@ -135,7 +200,7 @@ class NodeBoard:
         else:
             expr = self.vocab.to_base_unit(key, self.selector(key))
             queries = (Query(expr, legend + self._const_legend(key)),)
-        if rendering.type is MetricType.COUNTER and not rate:
+        if rendering.type is MetricType.COUNTER and not rate and not measurement.unit.endswith("/s"):
             description += " Running total."
         unit = base.grafana_rate if rate else base.grafana
         self.board.timeseries(

@@ -21,13 +21,17 @@ from contextlib import ExitStack
 from typing import TYPE_CHECKING, TextIO
 
 from exporter.attribution import PodsDocumentBuilder, build_pod_side
+from exporter.catalogue import ALWAYS_SERVED
 from exporter.collection import PodAttributor
 from exporter.collectors_file import Selection, SelectionError, load_selection
 from exporter.exposition import ExpositionRenderer
+from exporter.exposition.labels import DEFAULT_LABEL_FIELDS
+from exporter.fields_report import UnservedReport, log_added, requested
 from exporter.loop import PollLoop
-from exporter.nvml import NVML_MEASUREMENTS, NvmlCollector
+from exporter.nvml import NvmlCollector
 from exporter.server import Access, build_app, load_access
 from exporter.settings import PROG, ExporterSettings, load_settings
+from exporter.snapshot import Snapshot
 from toolkit.connections import ConnectionGuard, ConnectionLimits, ensure_file_limit
 from toolkit.logs import configure_logging
 from toolkit.serving import ListenError, start_server
@@ -49,16 +53,28 @@ class StartupError(Exception):
 
 
 def _selection(settings: ExporterSettings) -> Selection | None:
+    """The `--collectors` file, parsed; the measurements the shipped alerts read are added to it (and named)."""
     if settings.collectors is None:
         return None
     try:
         selection = load_selection(settings.collectors)
     except SelectionError as error:
         raise StartupError(str(error), 2) from None
-    missing = list(selection.unsupported) + sorted(selection.keys - NVML_MEASUREMENTS)
-    if missing:
-        log.warning("--collectors %s: cannot provide, left out: %s", settings.collectors, ", ".join(missing))
+    log_added(selection, settings.dialect, f"--collectors {settings.collectors}")
     return selection
+
+
+def label_fields(selection: Selection | None) -> tuple[tuple[str, str], ...]:
+    """The dcgm label fields on every series: the driver version always, and those the counters CSV asks for."""
+    fields = dict(DEFAULT_LABEL_FIELDS)
+    if selection is not None:
+        fields.update(selection.labels)
+    return tuple(fields.items())
+
+
+def _newest(poll_loop: PollLoop) -> Snapshot | None:
+    published = poll_loop.published
+    return published.snapshot if published is not None else None
 
 
 def _security(settings: ExporterSettings) -> tuple[Access | None, ssl.SSLContext | None]:
@@ -191,7 +207,7 @@ def _connection_limits(settings: ExporterSettings) -> ConnectionLimits:
 def run(settings: ExporterSettings) -> None:
     """Run the exporter until SIGTERM/SIGINT. Raises StartupError for failures before serving."""
     selection = _selection(settings)
-    keys = selection.keys if selection is not None else None
+    keys = selection.keys | ALWAYS_SERVED if selection is not None else None
     _security(settings)  # fail on bad TLS/auth files before touching NVML
     _connection_limits(settings)  # and on a connection cap the open-file limit cannot hold
     with ExitStack() as stack:
@@ -202,6 +218,8 @@ def run(settings: ExporterSettings) -> None:
             )
         collector = NvmlCollector(
             enabled=keys,
+            labels=(key for key, _ in selection.labels) if selection is not None else (),
+            unserved=dict(selection.unserved) if selection is not None else None,
             interval_seconds=settings.interval,
             pid_namespace=node.pid_namespace if node is not None else None,  # the scenario's, when simulating
         )
@@ -213,7 +231,9 @@ def run(settings: ExporterSettings) -> None:
             selection=keys,
             interval_seconds=settings.interval,
             version=package_version(),
-            types=selection.types if selection is not None else None,
+            families=selection.families if selection is not None else (),
+            canonical_too=ALWAYS_SERVED,
+            label_fields=label_fields(selection),
             hostname_label=settings.dcgm_hostname_label,
         )
         poll_loop = PollLoop(
@@ -224,6 +244,8 @@ def run(settings: ExporterSettings) -> None:
             attributor=attributor,
             pods_view=PodsDocumentBuilder(interval_seconds=settings.interval),
         )
+        asked = requested(selection, settings.dialect, collector.enabled)
+        poll_loop.on_publish(UnservedReport(asked, lambda: _newest(poll_loop)))
         asyncio.run(_serve(settings, poll_loop, collector))
         log.info("stopped")
 

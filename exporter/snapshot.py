@@ -31,6 +31,18 @@ class GpuIdentity:
     cuda_driver_version: str = ""  # "12.4"
     vbios_version: str | None = None
     mig_enabled: bool = False
+    # dcgm-exporter's label fields (exporter.catalogue.identity); None where the GPU refuses the call
+    nvml_version: str = ""
+    brand: str | None = None
+    inforom_image_version: str | None = None
+    inforom_oem_version: str | None = None
+    inforom_ecc_version: str | None = None
+    inforom_power_version: str | None = None
+
+    def label_value(self, key: str) -> str | None:
+        """The value of a label field (its catalogue key names the attribute), None or "" when there is none."""
+        value = getattr(self, key, None)
+        return value if isinstance(value, str) else None
 
 
 @dataclass(frozen=True, slots=True)

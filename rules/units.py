@@ -28,6 +28,7 @@ BASE: Mapping[str, BaseUnit] = MappingProxyType(
         "C": BaseUnit(Decimal(1), "celsius", "celsius"),
         "mW": BaseUnit(Decimal("0.001"), "watt", "watt"),
         "mJ": BaseUnit(Decimal("0.001"), "joule", "watt"),
+        "ns": BaseUnit(Decimal("0.000000001"), "s", "percentunit"),  # a time counter's rate: the fraction of time
         "MHz": BaseUnit(Decimal(1_000_000), "hertz", "hertz"),
         "count": BaseUnit(Decimal(1), "short", "cps"),
         "rows": BaseUnit(Decimal(1), "short", "cps"),

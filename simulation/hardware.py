@@ -1,7 +1,10 @@
-"""Facts about the GPU models the simulator can play: names, sizes, limits, clocks, PCI ids, MIG profiles.
+"""Facts about the GPU models the simulator can play: names, sizes, limits, clocks, PCI ids, MIG profiles, and what
+each generation's NVML gives or refuses.
 
 Figures are those a real board of the model reports through NVML (rounded where boards differ slightly); they make
-simulated series look like real ones, nothing in gpu-pulse depends on their exact values.
+simulated series look like real ones, nothing in gpu-pulse depends on their exact values. The temperature thresholds,
+InfoROM versions and brand are those of `nvidia-smi -q` captures of each board (cited at the model), which read them
+with the same NVML calls.
 """
 
 from __future__ import annotations
@@ -51,10 +54,36 @@ class GpuModel:
     mig_profiles: Mapping[str, MigProfile]  # empty: MIG not supported
     pcie_max_kb_per_s: int
     hbm: bool = True  # HBM memory reports its temperature (field 82); GDDR boards do not
+    # nvmlDeviceGetTemperatureThreshold: (shutdown, slowdown, GPU max operating) in C, as nvidia-smi -q shows them
+    thresholds_c: tuple[int, int, int] = (92, 89, 87)
+    architecture: str = "hopper"  # volta, ampere, ada, hopper
+    chip: str = ""  # GV100, GA100, GA102, AD104, GH100
+    brand: int = 14  # nvmlBrandType_t: NVML_BRAND_NVIDIA (14) for Ampere and newer boards, NVML_BRAND_TESLA (2) before
+    # nvmlDeviceGetInforomImageVersion, and nvmlDeviceGetInforomVersion of the OEM, ECC and power objects (None: the
+    # board has no such object, NVML says NOT_SUPPORTED; nvidia-smi prints N/A)
+    inforom: tuple[str, str, str, str | None] = ("", "", "", None)
 
     @property
     def mig_capable(self) -> bool:
         return bool(self.mig_profiles)
+
+    @property
+    def page_retirement(self) -> bool:
+        """Retired pages (NVML_FI_DEV_RETIRED_*): Volta and Turing. Ampere and newer remap rows instead, and
+        nvidia-smi -q shows their Retired Pages as N/A (the captures cited at the models)."""
+        return self.architecture == "volta"
+
+    @property
+    def row_remapping(self) -> bool:
+        """Remapped rows (nvml.h, nvmlDeviceGetRemappedRows: "For Ampere or newer"); a V100's nvidia-smi -q says
+        `Remapped Rows : N/A`."""
+        return self.architecture != "volta"
+
+    @property
+    def power_averaged(self) -> bool:
+        """nvml.h, nvmlDeviceGetPowerUsage: "On Ampere (except GA100) or newer GPUs, the API returns power averaged
+        over 1 sec interval. On GA100 and older architectures, instantaneous power is returned." """
+        return self.architecture != "volta" and self.chip != "GA100"
 
 
 def _profiles(*profiles: MigProfile) -> Mapping[str, MigProfile]:
@@ -104,6 +133,10 @@ GPU_MODELS: Mapping[str, GpuModel] = MappingProxyType(
     {
         m.key: m
         for m in (
+            # nvidia-smi -q of an NVIDIA H800 (the H100 SXM5 board, 692-2G520), driver 525.105.17: shutdown 92 C,
+            # slowdown 89 C, max operating 87 C; an NVIDIA H100 80GB HBM3 on 565.57.01 (thamada/nvidia-smi,
+            # nvsim/H100SXMx8_smi.py) gives the same slowdown and max operating as T.Limit offsets (-2 C, 0 C from a
+            # T.Limit of 87 C), InfoROM G520.0200.00.05 with OEM 2.1, ECC 7.16 and no power object
             GpuModel(
                 key="H100-SXM5-80GB",
                 name="NVIDIA H100 80GB HBM3",
@@ -127,7 +160,13 @@ GPU_MODELS: Mapping[str, GpuModel] = MappingProxyType(
                 gpm=True,
                 mig_profiles=_H100_80_PROFILES,
                 pcie_max_kb_per_s=55_000_000,
+                thresholds_c=(92, 89, 87),
+                architecture="hopper",
+                chip="GH100",
+                inforom=("G520.0200.00.05", "2.1", "7.16", None),
             ),
+            # nvidia-smi -q of an NVIDIA A100-SXM4-40GB, driver 535.129.03: 92/89/85 C, InfoROM G506.0200.00.04,
+            # OEM 2.0, ECC 6.16, no power object
             GpuModel(
                 key="A100-SXM4-40GB",
                 name="NVIDIA A100-SXM4-40GB",
@@ -151,7 +190,13 @@ GPU_MODELS: Mapping[str, GpuModel] = MappingProxyType(
                 gpm=False,
                 mig_profiles=_A100_40_PROFILES,
                 pcie_max_kb_per_s=26_000_000,
+                thresholds_c=(92, 89, 85),
+                architecture="ampere",
+                chip="GA100",
+                inforom=("G506.0200.00.04", "2.0", "6.16", None),
             ),
+            # thamada/nvidia-smi gls/A100SXMx4_smi.py, NVIDIA A100-SXM4-80GB, driver 555.42.02: 92/89/85 C, InfoROM
+            # G506.0212.00.01, OEM 2.0, ECC 6.16, no power object
             GpuModel(
                 key="A100-SXM4-80GB",
                 name="NVIDIA A100-SXM4-80GB",
@@ -175,7 +220,14 @@ GPU_MODELS: Mapping[str, GpuModel] = MappingProxyType(
                 gpm=False,
                 mig_profiles=_A100_80_PROFILES,
                 pcie_max_kb_per_s=26_000_000,
+                thresholds_c=(92, 89, 85),
+                architecture="ampere",
+                chip="GA100",
+                inforom=("G506.0212.00.01", "2.0", "6.16", None),
             ),
+            # thamada/gls gls/H200_smi.py, NVIDIA H200, driver 550.90.12, gives the thresholds as T.Limit offsets:
+            # T.Limit 59 C above the current 28 C (87 C), shutdown -8, slowdown -2, max operating 0: 95/89/87 C;
+            # InfoROM G520.0280.02.02, OEM 2.1, ECC 7.16, no power object
             GpuModel(
                 key="H200-SXM5-141GB",
                 name="NVIDIA H200",
@@ -199,7 +251,13 @@ GPU_MODELS: Mapping[str, GpuModel] = MappingProxyType(
                 gpm=True,
                 mig_profiles=_H200_PROFILES,
                 pcie_max_kb_per_s=55_000_000,
+                thresholds_c=(95, 89, 87),
+                architecture="hopper",
+                chip="GH100",
+                inforom=("G520.0280.02.02", "2.1", "7.16", None),
             ),
+            # thamada/gls gls/A10_smi.py, NVIDIA A10, driver 550.90.12: 101/98/91 C, InfoROM G133.0215.00.06, OEM
+            # 2.0, ECC 6.16, no power object; remapped rows, no retired pages
             GpuModel(
                 key="A10",
                 name="NVIDIA A10",
@@ -224,7 +282,14 @@ GPU_MODELS: Mapping[str, GpuModel] = MappingProxyType(
                 mig_profiles=_profiles(),
                 pcie_max_kb_per_s=26_000_000,
                 hbm=False,
+                thresholds_c=(101, 98, 91),
+                architecture="ampere",
+                chip="GA102",
+                inforom=("G133.0215.00.06", "2.0", "6.16", None),
             ),
+            # thamada/nvidia-smi gls/L4_smi.py, NVIDIA L4, driver 550.90.07, as T.Limit offsets: T.Limit 53 C above
+            # the current 33 C (86 C), shutdown -5, slowdown -2, max operating 0: 91/88/86 C; InfoROM
+            # G193.0200.00.01, OEM 2.1, ECC 6.16, no power object
             GpuModel(
                 key="L4",
                 name="NVIDIA L4",
@@ -249,6 +314,42 @@ GPU_MODELS: Mapping[str, GpuModel] = MappingProxyType(
                 mig_profiles=_profiles(),
                 pcie_max_kb_per_s=26_000_000,
                 hbm=False,
+                thresholds_c=(91, 88, 86),
+                architecture="ada",
+                chip="AD104",
+                inforom=("G193.0200.00.01", "2.1", "6.16", None),
+            ),
+            # thamada/gls gls/V100_x8_smi.py, Tesla V100-SXM2-16GB, driver 550.127.05: brand Tesla, 90/87/83 C,
+            # retired pages (0), Remapped Rows N/A, InfoROM G503.0201.00.03, OEM 1.1, ECC 5.0, no power object;
+            # 300 W, 16384 MiB (240 reserved), clocks up to 1530/877 MHz, PCIe gen 3
+            GpuModel(
+                key="V100-SXM2-16GB",
+                name="Tesla V100-SXM2-16GB",
+                memory_total_mib=16384,
+                memory_reserved_mib=240,
+                power_limit_mw=300_000,
+                idle_power_mw=41_000,
+                max_power_mw=295_000,
+                max_sm_clock_mhz=1530,
+                idle_sm_clock_mhz=135,
+                max_mem_clock_mhz=877,
+                idle_temp_c=36,
+                hot_temp_c=71,
+                pci_device_id=0x1DB110DE,
+                pci_subsystem_id=0x121210DE,
+                pci_bus_numbers=(0x06, 0x07, 0x0A, 0x0B, 0x85, 0x86, 0x89, 0x8A),
+                vbios_version="88.00.4F.00.09",
+                multiprocessors=80,
+                nvlink_links=6,
+                nvlink_kib_per_s_per_link=24_000_000,
+                gpm=False,
+                mig_profiles=_profiles(),
+                pcie_max_kb_per_s=15_000_000,
+                thresholds_c=(90, 87, 83),
+                architecture="volta",
+                chip="GV100",
+                brand=2,
+                inforom=("G503.0201.00.03", "1.1", "5.0", None),
             ),
         )
     }

@@ -130,10 +130,22 @@ class NodeMaintenance:
         return self._node.lifecycle
 
     def unload_driver(self, retry_every_s: float, due: float) -> float | None:
-        return None if self._driver.unload(due) else due + retry_every_s
+        before = self._driver.module_version
+        done = self._driver.unload(due)
+        self._loaded_since(before, due)
+        return None if done else due + retry_every_s
 
-    def load_driver(self, version: str) -> None:
+    def load_driver(self, version: str, due: float) -> None:
+        before = self._driver.module_version
         self._driver.load(version)
+        self._loaded_since(before, due)
+
+    def _loaded_since(self, before: str | None, due: float) -> None:
+        """Modules loaded anew at `due` (none before, or another version swapped in after a refused unload): what
+        NVML counts "since the driver was last reloaded" starts from 0 there (Node.reload_driver)."""
+        after = self._driver.module_version
+        if after is not None and after != before:
+            self._node.reload_driver(due)
 
     def unbind_gpu(self, index: int, due: float) -> None:
         if self._driver.holds_gpu(index):

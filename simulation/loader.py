@@ -45,6 +45,7 @@ BUILTIN_SCENARIOS: tuple[str, ...] = (
     "a100x8",
     "a10x4",
     "l4x2",
+    "v100x8",
     "dra",
 )
 _SUFFIXES = (".yaml", ".yml", ".json")

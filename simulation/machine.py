@@ -94,6 +94,12 @@ class SimGpu:
     bound: bool = True  # bound to the nvidia driver: NVML enumerates it
     epoch: int = 0  # bumped when its enumeration index moves: handles from before stop working
     pending_mig: bool | None = None  # a MIG mode set but not active yet (the GPU was not idle); None: none pending
+    # when the driver last loaded (scenario time; before 0: loaded before the scenario began) and the busy integral
+    # then: counters NVML keeps "since the driver was last reloaded" start there (nvml.h, NVML_FI_DEV_TOTAL_ENERGY_
+    # CONSUMPTION, nvmlEccCounterType_t NVML_VOLATILE_ECC)
+    loaded_at: float = 0.0
+    busy_at_load: float = 0.0
+    reloaded: bool = False  # the driver reloaded during the scenario: the energy counter starts again from 0
 
     @property
     def mig_enabled(self) -> bool:
@@ -118,10 +124,40 @@ class SimGpu:
         m = self.model
         return m.idle_power_mw + (m.max_power_mw - m.idle_power_mw) * load / 100.0
 
+    def busy_since_load(self, t: float) -> float:
+        """Seconds at full load since the driver loaded."""
+        return max(0.0, self.integral.at(t) - self.busy_at_load) / 100.0
+
+    def since_load(self, t: float) -> float:
+        return max(t - self.loaded_at, 0.0)
+
     def energy_mj(self, t: float) -> int:
         m = self.model
-        busy = self.integral.at(t) / 100.0  # seconds at full load
-        return int(self.energy_offset_mj + m.idle_power_mw * max(t, 0.0) + (m.max_power_mw - m.idle_power_mw) * busy)
+        busy = self.busy_since_load(t)
+        offset = 0.0 if self.reloaded else self.energy_offset_mj
+        return int(offset + m.idle_power_mw * self.since_load(t) + (m.max_power_mw - m.idle_power_mw) * busy)
+
+    def averaged_load(self, t: float) -> float:
+        """The load over the last second (four samples of it): what power averaged over 1 s follows."""
+        return sum(self.load(max(t - k * 0.25, 0.0)) for k in range(4)) / 4.0
+
+    def power_reading_mw(self, t: float) -> int:
+        """nvmlDeviceGetPowerUsage: a 1 s average on Ampere and newer except GA100, instantaneous on GA100 and older
+        (nvml.h); an instantaneous reading wobbles within the second, an average does not."""
+        if self.model.power_averaged:
+            return int(self.power_mw(self.averaged_load(t)))
+        return int(self.power_mw(self.load(t)) * (1.0 + 0.02 * math.sin(t * 41.0)))
+
+    def violation_ns(self, t: float, policy: int) -> int:
+        """NVML's perf-policy counters (NVML_FI_DEV_PERF_POLICY_*, ns since the driver loaded): a busy board spends a
+        little of its busy time at its power cap, an idle one has its clocks lowered for low utilization; the thermal,
+        sync-boost, board-limit and reliability policies do not engage on a healthy board."""
+        busy = self.busy_since_load(t)
+        if policy == 0:  # power
+            return int(busy * 0.03 * 1e9)
+        if policy == 4:  # low utilization
+            return int(max(self.since_load(t) - busy, 0.0) * 0.5 * 1e9)
+        return 0
 
     def temperature_c(self, t: float, load: float) -> int:
         m = self.model
@@ -169,20 +205,31 @@ class SimGpu:
         return self.model.memory_reserved_mib * MIB
 
     def nvlink_kib(self, t: float) -> float:
-        """NVLink data KiB moved per link (TX) since the start."""
-        return self.model.nvlink_kib_per_s_per_link * self.integral.at(t) / 100.0
+        """NVLink data KiB moved per link (TX) since the driver loaded."""
+        return self.model.nvlink_kib_per_s_per_link * self.busy_since_load(t)
 
 
 def _compile(curve: LoadCurve, key: str) -> Curve:
     return curve.compile(key)
 
 
-class Node:
-    """One simulated node built from a loaded Scenario; thread-safe."""
+def real_sleep(seconds: float) -> None:
+    """Wait `seconds` of real time. Not time.sleep: under libfaketime with DONT_FAKE_MONOTONIC (how the tests run an
+    exporter on a node whose clock is off, tests/support/exporters.py) time.sleep fails with EINVAL, while a timed
+    wait on an event works."""
+    threading.Event().wait(seconds)
 
-    def __init__(self, scenario: Scenario, clock: Callable[[], float]) -> None:
+
+class Node:
+    """One simulated node built from a loaded Scenario; thread-safe. `sleep` is how a driver call that takes time
+    (nvmlDeviceGetPcieThroughput's 20 ms) waits: real time by default, injected where a test steps the clock."""
+
+    def __init__(
+        self, scenario: Scenario, clock: Callable[[], float], sleep: Callable[[float], None] = real_sleep
+    ) -> None:
         self.scenario = scenario
         self.clock = clock
+        self.sleep = sleep
         self.t0 = clock()
         self.lock = threading.RLock()
         self.events = EventSets(self.lock)
@@ -293,7 +340,7 @@ class Node:
                 items.append((ev.at, n, partial(work.unload_driver, ev.retry_every_s)))
             elif isinstance(ev, LoadDriver):
                 version = ev.version or self.scenario.driver_version
-                items.append((ev.at, n, once(partial(work.load_driver, version))))
+                items.append((ev.at, n, partial(work.load_driver, version)))
             elif isinstance(ev, UnbindGpu):
                 items.append((ev.at, n, partial(work.unbind_gpu, ev.gpu)))
             elif isinstance(ev, BindGpu):
@@ -494,6 +541,18 @@ class Node:
         for n, g in enumerate(self.enumerated()):
             if before.get(g.index, n) != n:
                 g.epoch += 1
+
+    def reload_driver(self, at: float | None = None) -> None:
+        """The driver unloads and loads again (nothing holds the GPUs), now or at scenario time `at` (a timeline
+        event applied late): what NVML counts "since the driver was last reloaded" starts from 0 (nvml.h:
+        NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION "since the driver was last reloaded"; nvmlEccCounterType_t: "Volatile
+        counts are reset each time the driver loads"); aggregate ECC counts persist."""
+        with self.lock:
+            t = self.clock() - self.t0 if at is None else at
+            for gpu in self.gpus:
+                gpu.loaded_at = t
+                gpu.busy_at_load = gpu.integral.at(t)
+                gpu.reloaded = True
 
     def lost_indices(self) -> tuple[int, ...]:
         """Indices of the GPUs that are lost now."""

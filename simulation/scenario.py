@@ -44,11 +44,19 @@ class HealthCounters(_Model):
 
     ecc_corrected_per_hour: float = Field(default=0.0, ge=0, description="volatile single-bit ECC errors, rate")
     ecc_uncorrected: int = Field(default=0, ge=0, description="volatile double-bit ECC errors, total")
+    ecc_lifetime_corrected: int = Field(
+        default=0, ge=0, description="single-bit ECC errors before this driver load (the aggregate counter adds them)"
+    )
+    ecc_lifetime_uncorrected: int = Field(default=0, ge=0, description="double-bit ECC errors before this driver load")
     pcie_replays_per_hour: float = Field(default=0.0, ge=0)
     remapped_correctable: int = Field(default=0, ge=0)
     remapped_uncorrectable: int = Field(default=0, ge=0)
     remap_pending: bool = False
     remap_failure: bool = False
+    retired_pages_sbe: int = Field(default=0, ge=0, description="pages retired (Volta, Turing only)")
+    retired_pages_dbe: int = Field(default=0, ge=0)
+    retired_pages_pending: bool = False
+    nvlink_crc_errors_per_hour: float = Field(default=0.0, ge=0, description="NVLink flow-control CRC errors, rate")
 
 
 class Gpu(_Model):
@@ -97,6 +105,11 @@ class Gpu(_Model):
         default=True,
         description="False: the GPU is not bound to the nvidia driver at t=0 (vfio-pci, or removed): NVML does not "
         "enumerate it until a bind_gpu event",
+    )
+    ecc: bool = Field(
+        default=True,
+        description="ECC mode. Off: every ECC counter is NOT_SUPPORTED (nvml.h, nvmlDeviceGetTotalEccErrors: "
+        "'Requires ECC Mode to be enabled'; nvidia-smi -q shows them N/A)",
     )
 
 

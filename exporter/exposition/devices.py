@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field, replace
 
-from exporter.catalogue import DCGM_UP, KEPT_WHILE_DOWN, PROM_INFO, PROM_UP, Dialect, MetricType
-from exporter.exposition.labels import dcgm_pod_pairs, device_pairs, info_pairs
+from exporter.catalogue import DCGM_UP, KEPT_WHILE_DOWN, PROM_INFO, PROM_INFOROM_INFO, PROM_UP, Dialect, MetricType
+from exporter.exposition.labels import DEFAULT_LABEL_FIELDS, dcgm_pod_pairs, device_pairs, info_pairs, inforom_pairs
 from exporter.exposition.plan import FamilyHeader, FamilyPlan, MemberPlan
 from exporter.exposition.textformat import escape_label_value, format_value, label_pairs
 from exporter.exposition.xid_names import xid_name
@@ -21,7 +21,11 @@ Families = list[tuple[FamilyHeader, list[str]]]
 _Cache = dict[Hashable, "DeviceLabels"]
 
 UP_HELP = "1 while the GPU answers NVML, 0 after it was lost (its other series are then absent, except its XIDs)."
-INFO_HELP = "Identity of a GPU or MIG instance (value 1): PCI bus, device node, driver, CUDA, serial, VBIOS, MIG mode."
+INFO_HELP = (
+    "Identity of a GPU or MIG instance (value 1): PCI bus, device node, driver, CUDA and NVML versions, brand, serial, "
+    "VBIOS, MIG mode."
+)
+INFOROM_HELP = "InfoROM versions of a GPU (value 1): the image and the OEM, ECC and power objects (empty: not given)."
 
 
 @dataclass(slots=True)
@@ -32,6 +36,7 @@ class DeviceLabels:
     plain: str  # the device labels without pod labels (up series)
     prefixes: dict[int, tuple[str, ...]] = field(default_factory=dict)
     info: str | None = None  # the whole `nvidia_gpu_info` line (prometheus dialect)
+    inforom: str | None = None  # the whole `nvidia_gpu_inforom_info` line ("" when the GPU gives no version)
 
     def prefix(self, member: MemberPlan) -> tuple[str, ...]:
         """`name{labels,const} ` for each variant (bitmask members: for each variant and each bit)."""
@@ -61,28 +66,38 @@ def _pods_on_devices(pods: tuple[PodDeviceUse, ...]) -> dict[str, tuple[Holder, 
 class DeviceSeries:
     """Renders the device families of a dialect; keeps the label cache between snapshots."""
 
-    def __init__(self, dialect: Dialect, plan: tuple[FamilyPlan, ...], hostname_label: str = "Hostname") -> None:
+    def __init__(
+        self,
+        dialect: Dialect,
+        plan: tuple[FamilyPlan, ...],
+        hostname_label: str = "Hostname",
+        label_fields: tuple[tuple[str, str], ...] = DEFAULT_LABEL_FIELDS,
+    ) -> None:
         self._dialect = dialect
         self._hostname_label = hostname_label
+        self._label_fields = tuple(sorted(label_fields, key=lambda field: field[1]))
         self._plan = plan
         self._node = ""
         self._cache: dict[Hashable, DeviceLabels] = {}
         up_name = DCGM_UP if dialect is Dialect.DCGM else PROM_UP
         self._up = FamilyHeader.of(up_name, MetricType.GAUGE, UP_HELP)
         self._info = FamilyHeader.of(PROM_INFO, MetricType.GAUGE, INFO_HELP)
-        # catalogue key -> (position of its family in the plan, member)
-        self._scalar: dict[str, tuple[int, MemberPlan]] = {}
-        self._vector: dict[str, tuple[int, MemberPlan]] = {}
+        self._inforom = FamilyHeader.of(PROM_INFOROM_INFO, MetricType.GAUGE, INFOROM_HELP)
+        # catalogue key -> (position of its family in the plan, member) for each family it is published in (a
+        # counters CSV may name a family otherwise than the catalogue, and the catalogue's name is then kept too)
+        self._scalar: dict[str, tuple[tuple[int, MemberPlan], ...]] = {}
+        self._vector: dict[str, tuple[tuple[int, MemberPlan], ...]] = {}
         for position, family in enumerate(plan):
             for member in family.members:
                 target = self._scalar if member.vector_label is None else self._vector
-                target[member.key] = (position, member)
+                target[member.key] = (*target.get(member.key, ()), (position, member))
 
     def _labels(self, ident: GpuIdentity | MigIdentity, holders: tuple[Holder, ...], new: _Cache) -> DeviceLabels:
         key: Hashable = (ident, tuple((p.namespace, p.name, p.container, c) for p, c in holders))
         entry = new.get(key) or self._cache.get(key)
         if entry is None:
-            base = label_pairs(device_pairs(ident, self._node, self._dialect, self._hostname_label))
+            pairs = device_pairs(ident, self._node, self._dialect, self._hostname_label, self._label_fields)
+            base = label_pairs(pairs)
             variants = tuple(f"{base},{label_pairs(dcgm_pod_pairs(p, c))}" for p, c in holders) or (base,)
             entry = DeviceLabels(variants, base)
         new[key] = entry
@@ -140,27 +155,27 @@ class DeviceSeries:
         scalar, vector = self._scalar, self._vector
         for reading, labels in rows:
             for key, native in reading.values.items():
-                hit = scalar.get(key)
-                if hit is None:
+                hits = scalar.get(key)
+                if hits is None:
                     continue
-                lines, member = buckets[hit[0]], hit[1]
-                if member.bits:
-                    _render_bits(member, native, labels, lines)
-                    continue
-                if member.xid_labels:
-                    _render_xid(member, native, labels, lines)
-                    continue
-                text = format_value(native) if member.gauge_as_is else member.publish(native)
-                if text is None:
-                    continue
-                prefixes = labels.prefixes.get(member.index) or labels.prefix(member)
-                for prefix in prefixes:
-                    lines.append(f"{prefix}{text}\n")
+                for position, member in hits:
+                    lines = buckets[position]
+                    if member.bits:
+                        _render_bits(member, native, labels, lines)
+                        continue
+                    if member.xid_labels:
+                        _render_xid(member, native, labels, lines)
+                        continue
+                    text = format_value(native) if member.gauge_as_is else member.publish(native)
+                    if text is None:
+                        continue
+                    prefixes = labels.prefixes.get(member.index) or labels.prefix(member)
+                    for prefix in prefixes:
+                        lines.append(f"{prefix}{text}\n")
             if reading.vectors:
                 for key, values in reading.vectors.items():
-                    hit = vector.get(key)
-                    if hit is not None:
-                        _render_vector(hit[1], values, labels, buckets[hit[0]])
+                    for position, member in vector.get(key, ()):
+                        _render_vector(member, values, labels, buckets[position])
         for family, lines in zip(self._plan, buckets, strict=True):
             if lines:
                 out.append((family.header, lines))
@@ -169,13 +184,20 @@ class DeviceSeries:
 
     def _render_info(self, rows: list[tuple[DeviceReading, DeviceLabels]], out: Families) -> int:
         lines: list[str] = []
+        inforom: list[str] = []
         for reading, labels in rows:
             if labels.info is None:
                 labels.info = f"{PROM_INFO}{{{label_pairs(info_pairs(reading.identity, self._node))}}} 1\n"
+                pairs = None if reading.is_mig else inforom_pairs(reading.gpu, self._node)
+                labels.inforom = "" if pairs is None else f"{PROM_INFOROM_INFO}{{{label_pairs(pairs)}}} 1\n"
             lines.append(labels.info)
+            if labels.inforom:
+                inforom.append(labels.inforom)
         if lines:
             out.append((self._info, lines))
-        return len(lines)
+        if inforom:
+            out.append((self._inforom, inforom))
+        return len(lines) + len(inforom)
 
 
 def _kept_while_down(reading: DeviceReading) -> DeviceReading:

@@ -52,9 +52,10 @@ STALLED = FamilyHeader.of(
 UNAVAILABLE = FamilyHeader.of(
     SELF_UNAVAILABLE,
     G,
-    "A measurement (catalogue key) this GPU or MIG instance cannot give, and why (value 1): gpm_needs_hopper, "
-    "per_mig_instance, not_per_mig_instance, mig_enabled, needs_mig_monitor_privilege, not_supported, "
-    "driver_lacks_function, no_permission.",
+    "A measurement (catalogue key, or the dcgm field name of one gpu-pulse never serves) this GPU or MIG instance "
+    "cannot give, and why (value 1): gpm_needs_hopper, per_mig_instance, not_per_mig_instance, mig_enabled, "
+    "needs_mig_monitor_privilege, ecc_disabled, not_supported, driver_lacks_function, no_permission, not_in_nvml, "
+    "not_provided.",
 )
 VISIBILITY = FamilyHeader.of(
     SELF_PROCESS_VISIBILITY,

@@ -20,6 +20,8 @@ from exporter.catalogue import (
     DCGM_MIG_LABELS,
     DCGM_POD_LABELS,
     DCGM_TRAILING_LABELS,
+    INFOROM_KEYS,
+    LABEL_BY_KEY,
     POD_CLAIM_LABELS,
     POD_LABELS,
     PROM_DEVICE_LABELS,
@@ -43,11 +45,21 @@ def device_node(gpu: GpuIdentity) -> str:
     return f"nvidia{gpu.minor_number}"
 
 
+# dcgm label fields on every series: (GpuIdentity attribute, label name); the driver version is always there
+DEFAULT_LABEL_FIELDS: tuple[tuple[str, str], ...] = (("driver_version", DCGM_TRAILING_LABELS[1]),)
+
+
 def device_pairs(
-    identity: GpuIdentity | MigIdentity, node: str, dialect: Dialect, hostname_label: str = DCGM_TRAILING_LABELS[0]
+    identity: GpuIdentity | MigIdentity,
+    node: str,
+    dialect: Dialect,
+    hostname_label: str = DCGM_TRAILING_LABELS[0],
+    label_fields: tuple[tuple[str, str], ...] = DEFAULT_LABEL_FIELDS,
 ) -> Pairs:
     """The labels of every series of one GPU or MIG instance (without pod labels). `hostname_label` spells the dcgm
-    dialect's node-name label (`Hostname`, or `hostname` as dcgm-exporter after 4.5.3-4.8.2 does)."""
+    dialect's node-name label (`Hostname`, or `hostname` as dcgm-exporter after 4.5.3-4.8.2 does); `label_fields`
+    are the dcgm label fields to add after it, (attribute, label name), in label-name order as dcgm-exporter's
+    template ranges over them; one the GPU has no value for is left out, as dcgm-exporter skips a blank value."""
     gpu = identity.parent if isinstance(identity, MigIdentity) else identity
     if dialect is Dialect.DCGM:
         values: list[str] = [str(gpu.index), gpu.uuid, gpu.pci_bus_id, device_name(gpu), gpu.model]
@@ -55,8 +67,13 @@ def device_pairs(
         if isinstance(identity, MigIdentity):
             names += DCGM_MIG_LABELS
             values += [identity.profile, str(identity.gpu_instance_id)]
-        names += (hostname_label, *DCGM_TRAILING_LABELS[1:])
-        values += [node, gpu.driver_version]
+        names.append(hostname_label)
+        values.append(node)
+        for key, name in label_fields:
+            value = gpu.label_value(key)
+            if value or key == "driver_version":  # the driver version label is there even when NVML said nothing
+                names.append(name)
+                values.append(value or "")
         return tuple(zip(names, values, strict=True))
     pairs: list[tuple[str, str]] = list(
         zip(PROM_DEVICE_LABELS, (str(gpu.index), gpu.uuid, gpu.model, node), strict=True)
@@ -87,6 +104,8 @@ def info_pairs(identity: GpuIdentity | MigIdentity, node: str) -> Pairs:
         ("device", device_node(gpu)),
         ("driver_version", gpu.driver_version),
         ("cuda_version", gpu.cuda_driver_version),
+        ("nvml_version", gpu.nvml_version),
+        ("brand", gpu.brand or ""),
         ("serial", gpu.serial or ""),
         ("vbios_version", gpu.vbios_version or ""),
         ("mig_mode", "enabled" if gpu.mig_enabled else "disabled"),
@@ -98,6 +117,15 @@ def info_pairs(identity: GpuIdentity | MigIdentity, node: str) -> Pairs:
             ("mig_uuid", identity.uuid),
         ]
     return tuple(pairs)
+
+
+def inforom_pairs(gpu: GpuIdentity, node: str) -> Pairs | None:
+    """Labels of `nvidia_gpu_inforom_info` (prometheus dialect): the InfoROM versions DCGM's label fields give, or
+    None when the GPU gives none."""
+    versions = [(LABEL_BY_KEY[key].prometheus_label, gpu.label_value(key) or "") for key in INFOROM_KEYS]
+    if not any(value for _, value in versions):
+        return None
+    return (("gpu", str(gpu.index)), ("uuid", gpu.uuid), ("model", gpu.model), ("node", node), *versions)
 
 
 def pod_label_name(key: str) -> str:

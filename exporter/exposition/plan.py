@@ -11,7 +11,7 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
-from exporter.catalogue import MEASUREMENTS, Dialect, Measurement, MetricType, Rendering
+from exporter.catalogue import MEASUREMENTS, DcgmFamily, Dialect, Measurement, MetricType, Rendering
 from exporter.exposition.textformat import counter_value_is_valid, escape_label_value, family_headers, format_value
 
 
@@ -109,37 +109,62 @@ def _plain_member(index: int, measurement: Measurement, rendering: Rendering) ->
     )
 
 
+def _renderings(
+    measurement: Measurement,
+    dialect: Dialect,
+    named: Mapping[str, DcgmFamily],
+    canonical_too: frozenset[str],
+) -> list[Rendering]:
+    """The families one measurement is published in: in the dcgm dialect under the name, type and help a counters CSV
+    gives it (and also under the catalogue's own name when `canonical_too` holds it), else the catalogue's."""
+    rendering = measurement.rendering(dialect)
+    if rendering is None or (measurement.vector and rendering.vector_label is None):
+        return []
+    if dialect is not Dialect.DCGM:
+        return [rendering]
+    family = named.get(measurement.key)
+    if family is None:
+        return [rendering]
+    renamed = replace(rendering, name=family.name, type=family.type, help=family.help)
+    if family.name != rendering.name and measurement.key in canonical_too:
+        return [renamed, rendering]
+    return [renamed]
+
+
 def plan_families(
     dialect: Dialect,
     selection: Iterable[str] | None = None,
     measurements: tuple[Measurement, ...] = MEASUREMENTS,
-    types: Mapping[str, MetricType] | None = None,
+    families: Iterable[DcgmFamily] = (),
+    canonical_too: Iterable[str] = (),
 ) -> tuple[FamilyPlan, ...]:
     """Families of the catalogue measurements this dialect renders, in catalogue order.
 
-    `selection` (catalogue keys) restricts the measurements; None means all. `types` (catalogue key -> type) overrides
-    the dcgm dialect's types, as the type column of dcgm-exporter's counters CSV does there. Raises ValueError if two
-    measurements share a family name but disagree on its type or help: that is a catalogue defect, found at start.
+    `selection` (catalogue keys) restricts the measurements; None means all. `families` are a counters CSV's names,
+    types and help texts of dcgm families (dcgm dialect only); a measurement in `canonical_too` is published under the
+    catalogue's dcgm name as well when the CSV names it otherwise (the series the shipped alerts read). Raises
+    ValueError if two measurements share a family name but disagree on its type or help: that is a catalogue defect,
+    found at start.
     """
     chosen = None if selection is None else frozenset(selection)
+    named = {family.key: family for family in families}
+    also = frozenset(canonical_too)
     grouped: dict[str, tuple[Rendering, list[MemberPlan]]] = {}
     index = 0
     for measurement in measurements:
         if chosen is not None and measurement.key not in chosen:
             continue
-        rendering = measurement.rendering(dialect)
-        if rendering is None or (measurement.vector and rendering.vector_label is None):
-            continue
-        if types and dialect is Dialect.DCGM and measurement.key in types:
-            rendering = replace(rendering, type=types[measurement.key])
-        first = grouped.get(rendering.name)
-        if first is None:
-            grouped[rendering.name] = (rendering, [_member(index, measurement, rendering)])
-        else:
-            if (first[0].type, first[0].help) != (rendering.type, rendering.help):
-                raise ValueError(f"catalogue: family {rendering.name} is declared with different types or help texts")
-            first[1].append(_member(index, measurement, rendering))
-        index += 1
+        for rendering in _renderings(measurement, dialect, named, also):
+            first = grouped.get(rendering.name)
+            if first is None:
+                grouped[rendering.name] = (rendering, [_member(index, measurement, rendering)])
+            else:
+                if (first[0].type, first[0].help) != (rendering.type, rendering.help):
+                    raise ValueError(
+                        f"catalogue: family {rendering.name} is declared with different types or help texts"
+                    )
+                first[1].append(_member(index, measurement, rendering))
+            index += 1
     return tuple(
         FamilyPlan(FamilyHeader.of(name, rendering.type, rendering.help), rendering.type, tuple(members))
         for name, (rendering, members) in grouped.items()

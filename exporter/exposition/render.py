@@ -6,12 +6,13 @@ sample lines per family, and two joins produce the two documents: OpenMetrics co
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 
-from exporter.catalogue import DCGM_HOSTNAME_LABELS, Dialect, MetricType
+from exporter.catalogue import DCGM_HOSTNAME_LABELS, DcgmFamily, Dialect
 from exporter.exposition.devices import DeviceSeries, Families
 from exporter.exposition.health import HealthSeries
+from exporter.exposition.labels import DEFAULT_LABEL_FIELDS
 from exporter.exposition.plan import plan_families
 from exporter.exposition.pods import PodSeries
 from exporter.exposition.textformat import OPENMETRICS_EOF
@@ -32,7 +33,9 @@ class ExpositionRenderer:
 
     `selection` holds the catalogue keys to export (None: all). Up, identity, per-pod and self series are always
     rendered. `version` and `interval_seconds` feed the build-info and poll-interval self-metrics. In the dcgm dialect,
-    `types` overrides metric types (the counters CSV's type column) and `hostname_label` spells the node-name label.
+    `families` are the names, types and help texts a counters CSV gives (`canonical_too`: measurements also published
+    under the catalogue's name), `label_fields` the label fields on every series ((attribute, label name); the driver
+    version by default) and `hostname_label` spells the node-name label.
     """
 
     def __init__(
@@ -42,13 +45,16 @@ class ExpositionRenderer:
         selection: Iterable[str] | None = None,
         interval_seconds: float = 1.0,
         version: str = "unknown",
-        types: Mapping[str, MetricType] | None = None,
+        families: Iterable[DcgmFamily] = (),
+        canonical_too: Iterable[str] = (),
+        label_fields: tuple[tuple[str, str], ...] = DEFAULT_LABEL_FIELDS,
         hostname_label: str = DCGM_HOSTNAME_LABELS[0],
     ) -> None:
         if hostname_label not in DCGM_HOSTNAME_LABELS:
             raise ValueError(f"the dcgm node-name label is one of {', '.join(DCGM_HOSTNAME_LABELS)}")
         self.dialect = dialect
-        self._devices = DeviceSeries(dialect, plan_families(dialect, selection, types=types), hostname_label)
+        plan = plan_families(dialect, selection, families=families, canonical_too=canonical_too)
+        self._devices = DeviceSeries(dialect, plan, hostname_label, label_fields)
         self._pods = PodSeries()
         self._health = HealthSeries(dialect, version, interval_seconds)
 

@@ -21,12 +21,13 @@ from exporter.nvml.device import NO_VECTORS, DeviceReader, GpuLostError
 from exporter.nvml.discovery import GpuDevice, MigDevice, SystemVersions, gpu_count, open_gpu, system_versions
 from exporter.nvml.errors import GPU_IS_LOST, Disposition, ErrorNames, disposition, status_code
 from exporter.nvml.faults import DeviceFaults
-from exporter.nvml.fields import FieldBatch, field_keys_for
+from exporter.nvml.fields import FieldBatch, field_entries, link_count, links_missing, wants_links
 from exporter.nvml.gpm import METRICS, RATES, GpmSampler, gpm_supported
 from exporter.nvml.history import SampleHistory
 from exporter.nvml.layout import NOT_MIG_CAPABLE, layout_change
+from exporter.nvml.pcie import pcie_sampler
 from exporter.nvml.pidspace import PidNamespace, own_pid_namespace
-from exporter.nvml.probes import probes_for
+from exporter.nvml.probes import PCIE_PROBES, probes_for
 from exporter.nvml.processes import ProcessSampler
 from exporter.nvml.slot import GpuSlot, SlotReading
 from exporter.nvml.status import CycleStatus
@@ -49,13 +50,16 @@ class NvmlCollector:
     """Reads every GPU and MIG instance once per `collect()`; XID events on their own thread.
 
     `nvml` is the pynvml module (or an object with its API). `enabled` is the set of catalogue keys to read (see
-    `enabled_measurements`); None reads all. `clock` is monotonic seconds (backoff, GPM spacing, durations),
-    `wall_clock` is epoch seconds (sample times, history windows). A lost GPU is probed again after `lost_backoff`
-    delays, jittered by `draw`. `pid_namespace` is where the exporter runs (default: read from /proc/self/ns/pid); it
-    decides whether per-process samples can be matched to the listed processes (see pidspace.py). Without a usable
-    NVML (no driver yet, a driver/library version mismatch) it keeps returning empty collections that say why, and
-    tries nvmlInit again after `driver_backoff` delays (`availability.py`); `driver_files` are where the node says its
-    driver versions, for that message.
+    `enabled_measurements`); None reads the default set. `labels` are the dcgm label fields asked for (catalogue keys
+    of `exporter.catalogue.identity`): a GPU that has no value for one says so in its `unavailable`, as it does for
+    `unserved` (field name -> reason: fields gpu-pulse never serves that were asked for). `clock` is monotonic seconds
+    (backoff, GPM spacing, durations), `wall_clock` is epoch seconds (sample times, history windows). A lost GPU is
+    probed again after `lost_backoff` delays, jittered by `draw`. Board constants (temperature thresholds) are read
+    every `constant_period_seconds`. `pid_namespace` is where the exporter runs (default: read from
+    /proc/self/ns/pid); it decides whether per-process samples can be matched to the listed processes (see
+    pidspace.py). Without a usable NVML (no driver yet, a driver/library version mismatch) it keeps returning empty
+    collections that say why, and tries nvmlInit again after `driver_backoff` delays (`availability.py`);
+    `driver_files` are where the node says its driver versions, for that message.
     """
 
     def __init__(
@@ -63,9 +67,12 @@ class NvmlCollector:
         nvml: Any = None,
         *,
         enabled: Iterable[str] | None = None,
+        labels: Iterable[str] = (),
+        unserved: Mapping[str, str] | None = None,
         interval_seconds: float = 1.0,
         history_seconds: float = 900.0,
         pcie_period_seconds: float = 5.0,
+        constant_period_seconds: float = 60.0,
         processes: bool = True,
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
@@ -86,7 +93,10 @@ class NvmlCollector:
         self._layout_check_seconds = layout_check_seconds
         self._nvml = nvml if nvml is not None else _default_nvml()
         self._enabled = enabled_measurements(enabled)
+        self._labels = frozenset(labels)
+        self._unserved = dict(unserved or {})
         self._pcie_every = max(1, math.ceil(pcie_period_seconds / interval_seconds))
+        self._constant_every = max(1, math.ceil(constant_period_seconds / interval_seconds))
         self._processes = processes
         self._pid_namespace = pid_namespace if pid_namespace is not None else own_pid_namespace()
         self._samples_match = True
@@ -275,8 +285,19 @@ class NvmlCollector:
             # PCIe throughput from GPM is the mean over the poll interval; without GPM it is NVML's 20 ms sample
             gpm = GpmSampler(self._nvml, gpu.handle, gpm_keys + rate_keys, self._clock)
             probe_keys = enabled - frozenset(rate_keys)
-        fields = tuple(key for key in field_keys_for(enabled) if key not in faults.unsupported)
-        cannot_give: dict[str, str] = {}
+        probes = probes_for(probe_keys, mig=False, constant_every=self._constant_every)
+        pcie, probes = pcie_sampler(
+            self._nvml,
+            gpu.handle,
+            probes,
+            self._pcie_every,
+            f"gpu-pulse-pcie-{gpu.identity.index}",
+            PCIE_PROBES.__contains__,
+        )
+        links = link_count(self._nvml, gpu.handle) if wants_links(enabled) else 0
+        fields = tuple(entry for entry in field_entries(enabled, links) if entry[0] not in faults.unsupported)
+        cannot_give: dict[str, str] = self._labels_missing(gpu.identity)
+        cannot_give.update(dict.fromkeys(links_missing(enabled, links), "not_supported"))
         if gpm is None and gpm_keys:
             # GPM is Hopper and newer; where it is there, a MIG-enabled GPU's activity comes per instance
             cannot_give.update(dict.fromkeys(gpm_keys, "per_mig_instance" if has_gpm else "gpm_needs_hopper"))
@@ -286,14 +307,22 @@ class NvmlCollector:
             gpu.handle,
             faults,
             self._clock,
-            probes=probes_for(probe_keys, mig=False, pcie_every=self._pcie_every),
+            probes=probes,
             fields=FieldBatch(fields) if fields else None,
             # on a MIG-enabled GPU the processes are listed per instance
             processes=self._process_sampler() if not gpu.identity.mig_enabled else None,
             gpm=gpm,
+            pcie=pcie,
             enabled=enabled,
             cannot_give=cannot_give,
+            ecc_enabled=gpu.ecc_enabled,
         )
+
+    def _labels_missing(self, identity: GpuIdentity) -> dict[str, str]:
+        """Why this GPU will not have the label fields and the fields asked for that it cannot give at all."""
+        missing = {key: "not_supported" for key in sorted(self._labels) if not identity.label_value(key)}
+        missing.update(self._unserved)
+        return missing
 
     def _process_sampler(self) -> ProcessSampler | None:
         if not self._processes:
@@ -307,7 +336,12 @@ class NvmlCollector:
         gpm_keys = tuple(key for key in METRICS if key in enabled)
         if gpm_keys and gpm_supported(self._nvml, gpu.handle, self._faults_for(gpu.identity)):
             gpm = GpmSampler(
-                self._nvml, gpu.handle, gpm_keys, self._clock, gpu_instance_id=mig.identity.gpu_instance_id
+                self._nvml,
+                gpu.handle,
+                gpm_keys,
+                self._clock,
+                gpu_instance_id=mig.identity.gpu_instance_id,
+                mig_handle=mig.handle,
             )
         # NVML gives no utilization per MIG instance (nvml.h: utilization is NOT_SUPPORTED in MIG mode); GPM activity
         # is the only per-instance figure, and GPM is Hopper and newer

@@ -12,17 +12,25 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any
 
+from exporter.catalogue import MEASUREMENTS, Need
 from exporter.nvml.errors import Disposition, status_code
 from exporter.nvml.faults import DeviceFaults
-from exporter.nvml.fields import NVLINK_TOTAL, FieldBatch
+from exporter.nvml.fields import LINK_RATE_PREFIX, LINK_VECTORS, NVLINK_TOTAL, FieldBatch
 from exporter.nvml.gpm import GpmSampler
+from exporter.nvml.pcie import GpuLost, PcieSampler
 from exporter.nvml.probes import Probe
 from exporter.nvml.processes import ProcessSampler
+from exporter.nvml.rates import NvlinkRates
 from exporter.nvml.status import CycleStatus
 from exporter.snapshot import EMPTY_REASONS, DeviceReading, GpuIdentity, MigIdentity, ProcessUsage
 
 NO_VECTORS: Mapping[str, Mapping[str, float]] = MappingProxyType({})
 MIG_MONITOR = "needs_mig_monitor_privilege"
+ECC_DISABLED = "ecc_disabled"
+# what a device's refusal means, from what the catalogue says a measurement needs: nvml.h, nvmlDeviceGetTotalEccErrors
+# "Requires ECC Mode to be enabled"; the calls nvml.h says are not supported on a MIG-enabled GPU's own handle
+ECC_KEYS = frozenset(m.key for m in MEASUREMENTS if Need.ECC in m.needs)
+NOT_WITH_MIG = frozenset(m.key for m in MEASUREMENTS if Need.NO_MIG in m.needs)
 
 log = logging.getLogger("exporter.nvml")
 
@@ -50,8 +58,10 @@ class DeviceReader:
         fields: FieldBatch | None = None,
         processes: ProcessSampler | None = None,
         gpm: GpmSampler | None = None,
+        pcie: PcieSampler | None = None,
         enabled: frozenset[str] = frozenset(),
         cannot_give: Mapping[str, str] | None = None,
+        ecc_enabled: bool = True,
     ) -> None:
         self.nvml = nvml
         self.identity = identity
@@ -62,8 +72,11 @@ class DeviceReader:
         self._fields = fields
         self._processes = processes
         self.gpm = gpm
+        self._pcie = pcie
         self._enabled = enabled
-        self._nvlink_total = NVLINK_TOTAL in enabled
+        self._rates = NvlinkRates(enabled) if fields is not None else None
+        self._link_vectors = tuple(key for key in LINK_VECTORS if key in enabled)
+        self._ecc_enabled = ecc_enabled
         self._mig_parent = isinstance(identity, GpuIdentity) and identity.mig_enabled
         self._last_xid = "last_xid" in enabled
         self._xid_errors = "xid_errors" in enabled
@@ -71,7 +84,16 @@ class DeviceReader:
         self.current_call = ""  # what `read` is asking NVML now (read by the collector when a call hangs)
         # catalogue key -> what the device is asked for it (probe name or field key), to explain a refusal
         self._asked_by: dict[str, str] = {key: probe.name for probe, keep in probes for _, key in keep}
-        self._asked_by.update((key, key) for key in (fields.keys if fields is not None else ()))
+        if pcie is not None:
+            self._asked_by.update((key, f"pcie_{key.removeprefix('pcie_')}_throughput") for key in pcie.keys)
+        for key in fields.keys if fields is not None else ():
+            entry = key.partition(":")[0]
+            self._asked_by[entry] = entry
+        if NVLINK_TOTAL in enabled:
+            self._asked_by[NVLINK_TOTAL] = "nvlink_tx"
+        for key in enabled:
+            if key.startswith(LINK_RATE_PREFIX) or key in LINK_VECTORS:
+                self._asked_by[key] = "nvlink_link_tx"
         self._cannot_give = dict(cannot_give or {})  # known before asking (GPM on Ampere, MIG)
         self._unavailable: Mapping[str, str] = EMPTY_REASONS
         self._reasons_seen = -1
@@ -113,18 +135,28 @@ class DeviceReader:
                 if probe.every > 1:
                     self._held[probe.name] = got
             for position, key in keep:
-                values[key] = got[position]
+                if position < len(got):  # a probe may have no value this time (the vGPU license of some GPUs)
+                    values[key] = got[position]
         if dropped:
             self._probes = [entry for entry in self._probes if entry[0] not in dropped]
+        if self._pcie is not None:
+            self.current_call = "pcie_throughput"
+            try:
+                failures += self._pcie.read(faults, values)
+            except GpuLost as lost:
+                raise GpuLostError(lost.code) from lost
         now = clock()
         status.spent("nvml", now - started)
         if failures:
             status.failed("nvml", failures)
 
+        vectors = NO_VECTORS
         if self._fields is not None:
             started = now
             self.current_call = "field_values"
-            self._read_fields(values, status)
+            links = self._read_fields(values, status, now)
+            if links:
+                vectors = MappingProxyType(links)
             now = clock()
             status.spent("fields", now - started)
 
@@ -156,13 +188,12 @@ class DeviceReader:
             status.spent("gpm", clock() - started)
 
         self.current_call = ""
-        vectors = NO_VECTORS
         if xid is not None:
             counts, last = xid
             if self._last_xid:
                 values["last_xid"] = float(last)
             if self._xid_errors:
-                vectors = MappingProxyType({"xid_errors": counts})
+                vectors = MappingProxyType({**vectors, "xid_errors": counts})
         return DeviceReading(
             identity=self.identity,
             up=True,
@@ -181,7 +212,9 @@ class DeviceReader:
             for key, asked in self._asked_by.items():
                 reason = reasons.get(asked)
                 if reason is not None and key in self._enabled:
-                    if self._mig_parent and reason == "not_supported":
+                    if not self._ecc_enabled and reason == "not_supported" and key in ECC_KEYS:
+                        reason = ECC_DISABLED
+                    elif self._mig_parent and reason == "not_supported" and key in NOT_WITH_MIG:
                         reason = "mig_enabled"
                     elif self._mig_parent and reason == "no_permission":
                         reason = MIG_MONITOR
@@ -202,28 +235,38 @@ class DeviceReader:
             self._reasons_seen = len(reasons)
         return self._unavailable
 
-    def _read_fields(self, values: dict[str, float], status: CycleStatus) -> None:
+    def _read_fields(self, values: dict[str, float], status: CycleStatus, now: float) -> dict[str, dict[str, float]]:
+        """Read the field batch into `values`, the per-link counters into vectors (returned: {key: {link: value}})."""
         assert self._fields is not None
         if "field_values" in self.faults.unsupported:
-            return
+            return {}
         nvml = self.nvml
         counted: dict[str, float] = {}
+        stamps: dict[str, int] = {}
         try:
-            self._fields.read(nvml, self.handle, self.faults, counted)
+            self._fields.read(nvml, self.handle, self.faults, counted, stamps)
         except nvml.NVMLError as exc:
             kind = self.faults.record("field_values", exc)
             if kind is Disposition.LOST:
                 raise GpuLostError(status_code(exc)) from exc
             if kind is Disposition.FAILED:
                 status.failed("fields")
-            return
-        if self._nvlink_total and "nvlink_tx" in counted and "nvlink_rx" in counted:
-            values[NVLINK_TOTAL] = counted["nvlink_tx"] + counted["nvlink_rx"]
+            return {}
+        if self._rates is not None:
+            self._rates.add(counted, stamps, int(now * 1e6), values)
         enabled = self._enabled
+        links: dict[str, dict[str, float]] = {}
         for key, value in counted.items():
             if key in enabled:
                 values[key] = value
+            elif self._link_vectors and ":" in key:
+                vector, _, link = key.partition(":")
+                if vector in enabled:
+                    links.setdefault(vector, {})[link] = value
+        return links
 
     def close(self) -> None:
         if self.gpm is not None:
             self.gpm.close()
+        if self._pcie is not None:
+            self._pcie.close()

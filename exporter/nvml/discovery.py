@@ -7,6 +7,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+from exporter.catalogue import BRAND_NAMES, UNKNOWN_BRAND
 from exporter.nvml.errors import Disposition, disposition, status_code
 from exporter.nvml.profiles import profile_from_attributes, profile_from_name
 from exporter.snapshot import GpuIdentity, MigIdentity
@@ -14,6 +15,8 @@ from exporter.snapshot import GpuIdentity, MigIdentity
 log = logging.getLogger("exporter.nvml")
 
 MIG_ENABLED = 1  # NVML_DEVICE_MIG_ENABLE
+ECC_ENABLED = 1  # NVML_FEATURE_ENABLED
+INFOROM_OEM, INFOROM_ECC, INFOROM_POWER = 0, 1, 2  # nvmlInforomObject_t
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,12 +30,14 @@ class GpuDevice:
     identity: GpuIdentity
     handle: Any
     migs: tuple[MigDevice, ...] = ()
+    ecc_enabled: bool = True  # nvmlDeviceGetEccMode's current mode; True where NVML will not say
 
 
 @dataclass(frozen=True, slots=True)
 class SystemVersions:
     driver: str
     cuda: str
+    nvml: str = ""
 
 
 def cuda_version_string(version: int) -> str:
@@ -64,14 +69,36 @@ def read_uuid(nvml: Any, handle: Any) -> str:
     return _text(nvml.nvmlDeviceGetUUID(handle))
 
 
-def _optional(nvml: Any, call: str, handle: Any) -> str | None:
-    """An identity detail some boards cannot give (serial, VBIOS): None when NVML refuses."""
+def _optional(nvml: Any, call: str, handle: Any, *args: Any) -> str | None:
+    """An identity detail some boards cannot give (serial, VBIOS, InfoROM versions): None when NVML refuses."""
     try:
-        return _text(getattr(nvml, call)(handle)) or None
+        return _text(getattr(nvml, call)(handle, *args)) or None
     except nvml.NVMLError as exc:
         if disposition(status_code(exc)) is Disposition.LOST:
             raise
         return None
+
+
+def _brand(nvml: Any, handle: Any) -> str | None:
+    """nvmlDeviceGetBrand, named as DCGM names it (DCGM_FI_DEV_BRAND); None when NVML refuses."""
+    try:
+        brand = int(nvml.nvmlDeviceGetBrand(handle))
+    except nvml.NVMLError as exc:
+        if disposition(status_code(exc)) is Disposition.LOST:
+            raise
+        return None
+    return BRAND_NAMES.get(brand, UNKNOWN_BRAND)
+
+
+def _ecc_enabled(nvml: Any, handle: Any) -> bool:
+    """Whether ECC is on now (nvmlDeviceGetEccMode's current mode); True for a board that will not say (the ECC
+    counters then explain themselves)."""
+    try:
+        return int(nvml.nvmlDeviceGetEccMode(handle)[0]) == ECC_ENABLED
+    except nvml.NVMLError as exc:
+        if disposition(status_code(exc)) is Disposition.LOST:
+            raise
+        return True
 
 
 def system_versions(nvml: Any) -> SystemVersions:
@@ -83,7 +110,11 @@ def system_versions(nvml: Any) -> SystemVersions:
         cuda = cuda_version_string(int(nvml.nvmlSystemGetCudaDriverVersion_v2()))
     except (nvml.NVMLError, ValueError):
         cuda = ""
-    return SystemVersions(driver, cuda)
+    try:
+        version = _text(nvml.nvmlSystemGetNVMLVersion())
+    except nvml.NVMLError:
+        version = ""
+    return SystemVersions(driver, cuda, version)
 
 
 def gpu_count(nvml: Any) -> int:
@@ -119,9 +150,15 @@ def open_gpu(nvml: Any, index: int, versions: SystemVersions) -> GpuDevice:
         cuda_driver_version=versions.cuda,
         vbios_version=_optional(nvml, "nvmlDeviceGetVbiosVersion", handle),
         mig_enabled=mig_enabled,
+        nvml_version=versions.nvml,
+        brand=_brand(nvml, handle),
+        inforom_image_version=_optional(nvml, "nvmlDeviceGetInforomImageVersion", handle),
+        inforom_oem_version=_optional(nvml, "nvmlDeviceGetInforomVersion", handle, INFOROM_OEM),
+        inforom_ecc_version=_optional(nvml, "nvmlDeviceGetInforomVersion", handle, INFOROM_ECC),
+        inforom_power_version=_optional(nvml, "nvmlDeviceGetInforomVersion", handle, INFOROM_POWER),
     )
     migs = mig_devices(nvml, identity, handle) if mig_enabled else ()
-    return GpuDevice(identity, handle, migs)
+    return GpuDevice(identity, handle, migs, _ecc_enabled(nvml, handle))
 
 
 def mig_devices(nvml: Any, parent: GpuIdentity, handle: Any) -> tuple[MigDevice, ...]:

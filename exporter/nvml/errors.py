@@ -55,6 +55,7 @@ BUILTIN_SCENARIO_NAMES = (
     "a100-mig",
     "a10x4",
     "l4x2",
+    "v100x8",
     "shared",
     "faulty",
     "dra",

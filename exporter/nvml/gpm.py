@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any
 
-from exporter.nvml.errors import SUCCESS, Disposition
+from exporter.nvml.errors import SUCCESS, Disposition, disposition, status_code
 from exporter.nvml.faults import DeviceFaults
 
 MIN_SPACING_SECONDS = 0.1  # NVML needs the two samples more than 100 ms apart
@@ -23,8 +23,12 @@ METRICS: Mapping[str, int] = MappingProxyType(
     {
         "gr_engine_active": 1,  # NVML_GPM_METRIC_GRAPHICS_UTIL
         "sm_active": 2,  # NVML_GPM_METRIC_SM_UTIL
+        "sm_occupancy": 3,  # NVML_GPM_METRIC_SM_OCCUPANCY
         "tensor_active": 5,  # NVML_GPM_METRIC_ANY_TENSOR_UTIL
         "dram_active": 10,  # NVML_GPM_METRIC_DRAM_BW_UTIL
+        "fp64_active": 11,  # NVML_GPM_METRIC_FP64_UTIL
+        "fp32_active": 12,  # NVML_GPM_METRIC_FP32_UTIL
+        "fp16_active": 13,  # NVML_GPM_METRIC_FP16_UTIL
     }
 )
 
@@ -51,7 +55,12 @@ def gpm_supported(nvml: Any, handle: Any, faults: DeviceFaults) -> bool:
 
 
 class GpmSampler:
-    """GPM activity of one GPU (`gpu_instance_id` None) or one MIG instance of it."""
+    """GPM activity of one GPU, or of one MIG instance of it (`mig_handle` and `gpu_instance_id` given).
+
+    A MIG instance is sampled through its own handle (nvml.h, nvmlGpmSampleGet: "The device handle or MIG device
+    handle to get samples for"); a driver that refuses that gets nvmlGpmMigSampleGet on the parent with the instance's
+    GPU instance id instead, from then on.
+    """
 
     def __init__(
         self,
@@ -61,10 +70,12 @@ class GpmSampler:
         clock: Callable[[], float],
         *,
         gpu_instance_id: int | None = None,
+        mig_handle: Any = None,
     ) -> None:
         self._nvml = nvml
         self._handle = parent_handle
         self._gpu_instance_id = gpu_instance_id
+        self._mig_handle = mig_handle  # None: sample the parent (a whole GPU, or per instance through the parent)
         self._clock = clock
         self._keys = tuple(key for key in (*METRICS, *RATES) if key in keys)
         self._samples: list[Any] = []
@@ -105,14 +116,25 @@ class GpmSampler:
         if self._previous_at is not None and now - self._previous_at <= MIN_SPACING_SECONDS:
             return  # too soon for a new difference: report the last one again
         current = self._samples[1]
-        if self._gpu_instance_id is None:
-            nvml.nvmlGpmSampleGet(self._handle, current)
-        else:
-            nvml.nvmlGpmMigSampleGet(self._handle, self._gpu_instance_id, current)
+        self._take(nvml, current)
         if self._previous_at is not None:
             self._last = self._difference(nvml, self._samples[0], current)
         self._samples.reverse()  # the sample just taken becomes the previous one
         self._previous_at = now
+
+    def _take(self, nvml: Any, sample: Any) -> None:
+        if self._mig_handle is not None:
+            try:
+                nvml.nvmlGpmSampleGet(self._mig_handle, sample)
+                return
+            except nvml.NVMLError as exc:
+                if disposition(status_code(exc)) is Disposition.LOST or self._gpu_instance_id is None:
+                    raise
+                self._mig_handle = None  # an older driver: sample the instance through its parent from now on
+        if self._gpu_instance_id is None:
+            nvml.nvmlGpmSampleGet(self._handle, sample)
+        else:
+            nvml.nvmlGpmMigSampleGet(self._handle, self._gpu_instance_id, sample)
 
     def _difference(self, nvml: Any, earlier: Any, later: Any) -> dict[str, float]:
         request = self._request

@@ -2,13 +2,14 @@
 
 The table is built once per device at discovery (no per-cycle rebuilding); a probe the device says NOT_SUPPORTED for is
 removed from that device's table for good. Counters that NVML exposes as field values are read in one batch instead
-(see `fields.py`).
+(see `fields.py`). Board constants (temperature thresholds, the vGPU license) are read once a minute, and PCIe
+throughput, which blocks in the driver, off the poll's path (`pcie.py`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from exporter.nvml.errors import FUNCTION_NOT_FOUND, status_code
@@ -19,6 +20,11 @@ _CLOCK_SM = 1
 _CLOCK_MEM = 2
 _PCIE_TX = 0
 _PCIE_RX = 1
+# nvmlTemperatureThresholds_t
+_THRESHOLD_SHUTDOWN = 0
+_THRESHOLD_SLOWDOWN = 1
+_THRESHOLD_GPU_MAX = 3
+_LICENSE_FEATURE_VGPU = 1  # NVML_GRID_LICENSE_FEATURE_CODE_VGPU
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,6 +35,7 @@ class Probe:
     keys: tuple[str, ...]
     read: Callable[[Any, Any], tuple[float, ...]]  # (nvml module, handle) -> values
     every: int = 1  # read every Nth cycle; the last values are reported in between
+    constant: bool = False  # a board constant: read once a minute
 
 
 def _utilization(nvml: Any, handle: Any) -> tuple[float, ...]:
@@ -87,6 +94,26 @@ def _clock_event_reasons(nvml: Any, handle: Any) -> tuple[float, ...]:
     return (float(nvml.nvmlDeviceGetCurrentClocksThrottleReasons(handle)),)
 
 
+def _threshold(kind: int) -> Callable[[Any, Any], tuple[float, ...]]:
+    def read(nvml: Any, handle: Any) -> tuple[float, ...]:
+        return (float(nvml.nvmlDeviceGetTemperatureThreshold(handle, kind)),)
+
+    return read
+
+
+def _vgpu_license(nvml: Any, handle: Any) -> tuple[float, ...]:
+    """As DCGM (DcgmCacheManager, DCGM_FI_DEV_VGPU_LICENSE_STATUS): 0 where the GPU has no vGPU licensing (bare metal),
+    else whether the vGPU feature is licensed; no value when the GPU lists no vGPU feature."""
+    features = nvml.nvmlDeviceGetGridLicensableFeatures(handle)
+    if not int(features.isGridLicenseSupported):
+        return (0.0,)
+    for i in range(min(int(features.licensableFeaturesCount), len(features.gridLicensableFeatures))):
+        feature = features.gridLicensableFeatures[i]
+        if int(feature.featureCode) == _LICENSE_FEATURE_VGPU:
+            return (1.0 if int(feature.featureState) > 0 else 0.0,)
+    return ()
+
+
 def _pcie_tx(nvml: Any, handle: Any) -> tuple[float, ...]:
     return (float(nvml.nvmlDeviceGetPcieThroughput(handle, _PCIE_TX)),)
 
@@ -112,6 +139,10 @@ GPU_PROBES: tuple[Probe, ...] = (
     Probe("clock_event_reasons", ("clock_event_reasons",), _clock_event_reasons),
     Probe("pcie_tx_throughput", ("pcie_tx",), _pcie_tx),
     Probe("pcie_rx_throughput", ("pcie_rx",), _pcie_rx),
+    Probe("slowdown_threshold", ("slowdown_temp",), _threshold(_THRESHOLD_SLOWDOWN), constant=True),
+    Probe("shutdown_threshold", ("shutdown_temp",), _threshold(_THRESHOLD_SHUTDOWN), constant=True),
+    Probe("gpu_max_threshold", ("max_operating_temp",), _threshold(_THRESHOLD_GPU_MAX), constant=True),
+    Probe("vgpu_license", ("vgpu_license_status",), _vgpu_license, constant=True),
 )
 
 MIG_PROBES: tuple[Probe, ...] = (MEMORY,)
@@ -122,12 +153,12 @@ PROBE_KEYS: frozenset[str] = frozenset(key for probe in GPU_PROBES for key in pr
 
 
 def probes_for(
-    enabled: frozenset[str], *, mig: bool, pcie_every: int = 1
+    enabled: frozenset[str], *, mig: bool, pcie_every: int = 1, constant_every: int = 1
 ) -> list[tuple[Probe, tuple[tuple[int, str], ...]]]:
     """The probes one device runs, each with the (position, key) pairs of its values that are enabled.
 
     A probe none of whose keys is enabled is left out: it is never called. PCIe throughput blocks 20 ms per call inside
-    the driver, so it runs every `pcie_every` cycles.
+    the driver, so it runs every `pcie_every` cycles; board constants every `constant_every`.
     """
     table = MIG_PROBES if mig else GPU_PROBES
     chosen: list[tuple[Probe, tuple[tuple[int, str], ...]]] = []
@@ -135,7 +166,8 @@ def probes_for(
         keep = tuple((i, key) for i, key in enumerate(probe.keys) if key in enabled)
         if not keep:
             continue
-        if probe.name in PCIE_PROBES and pcie_every > 1:
-            probe = Probe(probe.name, probe.keys, probe.read, every=pcie_every)
+        every = pcie_every if probe.name in PCIE_PROBES else constant_every if probe.constant else 1
+        if every > 1:
+            probe = replace(probe, every=every)
         chosen.append((probe, keep))
     return chosen

@@ -18,7 +18,7 @@ from typing import Any
 
 from simulation.lifecycle import DriverLifecycle
 from simulation.loader import load_scenario
-from simulation.machine import Node
+from simulation.machine import Node, real_sleep
 from simulation.nvml import cabi
 from simulation.nvml.calls.devices import DeviceCalls
 from simulation.nvml.calls.events import EventCalls
@@ -33,7 +33,7 @@ MIG_HANDLE_CALLS = (
     DeviceCalls.MIG_HANDLE_CALLS
     | TelemetryCalls.MIG_HANDLE_CALLS
     | ProcessCalls.MIG_HANDLE_CALLS
-    | frozenset({"nvmlDeviceGetFieldValues", "nvmlGpmQueryDeviceSupport"})
+    | frozenset({"nvmlDeviceGetFieldValues", "nvmlGpmQueryDeviceSupport", "nvmlGpmSampleGet"})
 )
 
 
@@ -105,18 +105,24 @@ class Simulator:
     """A simulated libnvidia-ml for one scenario (a node).
 
     `Simulator("h100x8")` or `Simulator(load_scenario(path, seed=3), clock=fake_clock)`. Every value is a function of
-    `clock()` (wall-clock seconds; scenario time 0 is when the simulator was created) and the scenario's seed.
-    Install it with `simulation.nvml.install(sim)` so the real pynvml calls it.
+    `clock()` (wall-clock seconds; scenario time 0 is when the simulator was created) and the scenario's seed. A call
+    a real driver spends time in (nvmlDeviceGetPcieThroughput, 20 ms) waits with `sleep`. Install it with
+    `simulation.nvml.install(sim)` so the real pynvml calls it.
     """
 
     def __init__(
-        self, scenario: Scenario | str, *, seed: int | None = None, clock: Callable[[], float] = time.time
+        self,
+        scenario: Scenario | str,
+        *,
+        seed: int | None = None,
+        clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], None] = real_sleep,
     ) -> None:
         if isinstance(scenario, str):
             scenario = load_scenario(scenario, seed=seed)
         elif seed is not None and seed != scenario.seed:
             raise ValueError("pass the seed to load_scenario: identities are derived when a scenario is loaded")
-        self.node = Node(scenario, clock)
+        self.node = Node(scenario, clock, sleep)
         self._system = SystemCalls(self.node)
         functions: dict[str, CFunction] = {}
         for name, impl in self._system.before_init().items():
@@ -197,6 +203,10 @@ class Simulator:
     def lifecycle(self) -> DriverLifecycle:
         """The node's kernel driver: loaded version, holders, and what it refused (`refusals`)."""
         return self.node.lifecycle
+
+    def reload_driver(self) -> None:
+        """The driver unloads and loads again: the energy counter and the volatile ECC counts start from 0."""
+        self.node.reload_driver()
 
     def fail_init(self, code: int | None = cabi.DRIVER_NOT_LOADED) -> None:
         """Make nvmlInit fail with `code` (default DRIVER_NOT_LOADED, as on a host without the driver); None: work."""

@@ -126,7 +126,8 @@ WHOLE = {
 
 MIG = {
     "description": "an H100 with two 3g.40gb MIG instances (GPM gives per-instance utilization) for embed, and an "
-    "A100 with a 3g.20gb instance (no utilization on A100 MIG) for finetune",
+    "A100 with a 3g.20gb instance (no utilization on A100 MIG) for finetune; an idle V100 beside them (the one "
+    "generation that retires pages, so the node dashboard's page retirement panels have data)",
     "node": "e2e-mig",
     "gpus": [
         {
@@ -137,6 +138,7 @@ MIG = {
             ],
         },
         {"model": "A100-SXM4-40GB", "mig": [{"profile": "3g.20gb", "load": _flat(60)}, {"profile": "2g.10gb"}]},
+        {"model": "V100-SXM2-16GB"},
     ],
     "processes": [
         {"pid": 21001, "gpu": 0, "mig": 0, "memory_mib": 30000},

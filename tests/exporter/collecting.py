@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -13,10 +13,17 @@ from simulation import Simulator, install
 from tests.support.clocks import ManualClock
 
 
+def no_wait(seconds: float) -> None:
+    """The simulated driver's waits (nvmlDeviceGetPcieThroughput's 20 ms) take no time: the clock is the test's."""
+
+
 @contextmanager
-def collecting(scenario: Any, clock: ManualClock, **options: Any) -> Iterator[tuple[Simulator, NvmlCollector]]:
-    """A started collector over `scenario` (a name, file or Scenario); closed and uninstalled on exit."""
-    sim = Simulator(scenario, clock=clock)
+def collecting(
+    scenario: Any, clock: ManualClock, *, sleep: Callable[[float], None] = no_wait, **options: Any
+) -> Iterator[tuple[Simulator, NvmlCollector]]:
+    """A started collector over `scenario` (a name, file or Scenario); closed and uninstalled on exit. `sleep` is how
+    the simulated driver waits."""
+    sim = Simulator(scenario, clock=clock, sleep=sleep)
     with install(sim):
         collector = NvmlCollector(pynvml, clock=clock, wall_clock=clock, **options)
         collector.start()

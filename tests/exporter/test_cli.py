@@ -78,6 +78,16 @@ def test_malformed_collectors_file_exits_2(tmp_path: Path) -> None:
     assert error.code == 2 and "line 1" in str(error)
 
 
+def test_a_name_that_is_no_dcgm_field_exits_2_with_the_nearest_spelling(tmp_path: Path) -> None:
+    """dcgm-exporter refuses it ("could not find DCGM field"); so does gpu-pulse, and says what was meant."""
+    path = tmp_path / "c.csv"
+    path.write_text("DCGM_FI_DEV_GPU_TEMP, gauge, t\nDCGM_FI_DEV_GPU_UTILL, gauge, GPU utilization (in %).\n")
+    error = _startup_error(["--collectors", str(path), "--simulate", "h100x8"])
+    assert error.code == 2
+    assert "line 2: 'DCGM_FI_DEV_GPU_UTILL' is no dcgm field" in str(error)
+    assert "(did you mean DCGM_FI_DEV_GPU_UTIL?)" in str(error)
+
+
 def test_unknown_scenario_exits_2() -> None:
     error = _startup_error(["--simulate", "no-such-scenario"])
     assert error.code == 2 and str(error).startswith("--simulate: ")

@@ -10,7 +10,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
-from exporter.catalogue import DCGM_DEFAULT_SET, Dialect, MetricType
+from exporter.catalogue import DCGM_DEFAULT_SET, DcgmFamily, Dialect, MetricType
 from exporter.exposition import ExpositionRenderer, render_exposition
 from exporter.snapshot import DeviceReading, ShareMethod, StalledCall
 from tests.support.snapshots import NATIVE, gpu, mig, node_with_everything, pod, reading, snapshot, use
@@ -34,7 +34,9 @@ DCGM_DEFAULTS: list[tuple[str, str, str, float]] = [
     ("DCGM_FI_DEV_FB_FREE", "gauge", "fb_free", 9000),  # MiB, integer
     ("DCGM_FI_DEV_FB_USED", "gauge", "fb_used", 71234),  # MiB, integer (71234 MiB + 123 B floors)
     ("DCGM_FI_DEV_FB_RESERVED", "gauge", "fb_reserved", 512),  # MiB, integer
-    ("DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", "counter", "nvlink_total", 3000),
+    # DCGM's rate (KiB/s / 1000, truncated), typed counter as dcgm-exporter's CSV does (its pull request 658)
+    ("DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", "counter", "nvlink_total", 3),
+    ("DCGM_FI_DEV_VGPU_LICENSE_STATUS", "gauge", "vgpu_license_status", 0),
     ("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", "counter", "remapped_rows_uncorrectable", 0),
     ("DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", "counter", "remapped_rows_correctable", 1),
     ("DCGM_FI_DEV_ROW_REMAP_FAILURE", "gauge", "row_remap_failure", 0),
@@ -55,6 +57,26 @@ DCGM_EXTRAS: list[tuple[str, str, str, float]] = [
     ("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "counter", "ecc_dbe_volatile", 0),
     ("DCGM_FI_DEV_FB_TOTAL", "gauge", "fb_total", 81559),  # MiB
     ("DCGM_FI_DEV_ROW_REMAP_PENDING", "gauge", "row_remap_pending", 0),
+    ("DCGM_FI_DEV_SLOWDOWN_TEMP", "gauge", "slowdown_temp", 89),  # C
+    ("DCGM_FI_DEV_SHUTDOWN_TEMP", "gauge", "shutdown_temp", 92),  # C
+    ("DCGM_FI_DEV_GPU_MAX_OP_TEMP", "gauge", "max_operating_temp", 87),  # C
+    ("DCGM_FI_DEV_ECC_SBE_AGG_TOTAL", "counter", "ecc_sbe_aggregate", 312),
+    ("DCGM_FI_DEV_ECC_DBE_AGG_TOTAL", "counter", "ecc_dbe_aggregate", 1),
+    ("DCGM_FI_DEV_RETIRED_SBE", "counter", "retired_pages_sbe", 2),
+    ("DCGM_FI_DEV_RETIRED_DBE", "counter", "retired_pages_dbe", 0),
+    ("DCGM_FI_DEV_RETIRED_PENDING", "counter", "retired_pages_pending", 1),  # counter, as the CSV types it
+    ("DCGM_FI_DEV_POWER_VIOLATION", "counter", "power_violation", 1_500_000_000),  # ns
+    ("DCGM_FI_DEV_LOW_UTIL_VIOLATION", "counter", "low_util_violation", 42_000_000_000),  # ns
+    ("DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL", "counter", "nvlink_crc_flit_errors", 3),
+    ("DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL", "counter", "nvlink_crc_data_errors", 1),
+    ("DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL", "counter", "nvlink_replay_errors", 3),
+    ("DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL", "counter", "nvlink_recovery_errors", 0),
+    ("DCGM_FI_DEV_NVLINK_BANDWIDTH_L0", "counter", "nvlink_bandwidth_l0", 2),  # 2500 KiB/s / 1000, truncated
+    ("DCGM_FI_DEV_NVLINK_BANDWIDTH_L17", "counter", "nvlink_bandwidth_l17", 2),
+    ("DCGM_FI_PROF_SM_OCCUPANCY", "gauge", "sm_occupancy", 0.445),  # ratio 0-1
+    ("DCGM_FI_PROF_PIPE_FP64_ACTIVE", "gauge", "fp64_active", 0.0),
+    ("DCGM_FI_PROF_PIPE_FP32_ACTIVE", "gauge", "fp32_active", 0.255),
+    ("DCGM_FI_PROF_PIPE_FP16_ACTIVE", "gauge", "fp16_active", 0.0725),
 ]
 GPU_LABELS = ["gpu", "UUID", "pci_bus_id", "device", "modelName", "Hostname", "DCGM_FI_DRIVER_VERSION"]
 MIG_LABELS = ["gpu", "UUID", "pci_bus_id", "device", "modelName", "GPU_I_PROFILE", "GPU_I_ID", "Hostname"]
@@ -126,8 +148,51 @@ def test_the_hostname_label_can_be_spelled_as_later_releases_do() -> None:
 
 def test_the_csv_type_column_sets_the_type() -> None:
     """dcgm-exporter writes `# TYPE` from its counters CSV: a field listed as counter is a counter."""
-    text = ExpositionRenderer(Dialect.DCGM, types={"last_xid": MetricType.COUNTER}).render(snapshot((reading(gpu(0)),)))
+    family = DcgmFamily("last_xid", "DCGM_FI_DEV_XID_ERRORS", MetricType.COUNTER, "XIDs.")
+    text = ExpositionRenderer(Dialect.DCGM, families=(family,)).render(snapshot((reading(gpu(0)),)))
     assert "# TYPE DCGM_FI_DEV_XID_ERRORS counter" in text.text.decode().splitlines()
+    assert "# HELP DCGM_FI_DEV_XID_ERRORS XIDs." in text.text.decode().splitlines()
+
+
+def test_a_field_is_published_under_the_name_the_csv_spells_it() -> None:
+    """dcgm-exporter's rendermetrics writes the counter's FieldName, the CSV's record[0]: a former spelling or a 1.x
+    name is published as it is listed. A measurement the shipped alerts read is published under the catalogue's name
+    too; others only under the CSV's."""
+    families = (
+        DcgmFamily("clock_event_reasons", "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", MetricType.GAUGE, "Throttle."),
+        DcgmFamily("sm_clock", "dcgm_sm_clock", MetricType.GAUGE, "SM clock frequency (in MHz)."),
+    )
+    renderer = ExpositionRenderer(Dialect.DCGM, families=families, canonical_too={"clock_event_reasons"})
+    text = renderer.render(snapshot((reading(gpu(0)),))).text
+    names = set(_families(text))
+    assert {"DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", "DCGM_FI_DEV_CLOCKS_EVENT_REASONS", "dcgm_sm_clock"} <= names
+    assert "DCGM_FI_DEV_SM_CLOCK" not in names
+    (legacy,) = _series(text, "dcgm_sm_clock")
+    assert list(legacy.labels) == GPU_LABELS and legacy.value == 1980
+
+
+def test_label_fields_follow_the_node_name_in_name_order_and_skip_what_the_gpu_lacks() -> None:
+    """dcgm-exporter's template ranges over a counter's Labels map (sorted keys) after Hostname; a field whose value
+    is blank (DCGM could not read it) gives no label."""
+    g = dataclasses.replace(gpu(0), brand="NVIDIA", inforom_image_version="G520.0200.00.05", inforom_power_version=None)
+    fields = (
+        ("serial", "DCGM_FI_DEV_SERIAL"),
+        ("driver_version", "DCGM_FI_DRIVER_VERSION"),
+        ("brand", "DCGM_FI_DEV_BRAND"),
+        ("inforom_power_version", "DCGM_FI_DEV_POWER_INFOROM_VER"),
+        ("inforom_image_version", "DCGM_FI_DEV_INFOROM_IMAGE_VER"),
+    )
+    text = ExpositionRenderer(Dialect.DCGM, label_fields=fields).render(snapshot((reading(g),))).text
+    (sample,) = _series(text, "DCGM_FI_DEV_GPU_TEMP")
+    assert list(sample.labels)[5:] == [
+        "Hostname",
+        "DCGM_FI_DEV_BRAND",
+        "DCGM_FI_DEV_INFOROM_IMAGE_VER",
+        "DCGM_FI_DEV_SERIAL",
+        "DCGM_FI_DRIVER_VERSION",
+    ]
+    assert sample.labels["DCGM_FI_DEV_SERIAL"] == g.serial
+    assert sample.labels["DCGM_FI_DEV_INFOROM_IMAGE_VER"] == "G520.0200.00.05"
 
 
 def test_an_xid_outside_the_table_is_an_unknown_error() -> None:

@@ -55,6 +55,24 @@ BASE_UNITS: list[tuple[str, dict[str, str], float]] = [
     ("nvidia_gpu_dram_active_ratio", {}, 0.33),
     ("nvidia_gpu_graphics_engine_active_ratio", {}, 0.915),
     ("nvidia_gpu_power_watts", {}, 612.345),
+    ("nvidia_gpu_slowdown_temperature_celsius", {}, 89),
+    ("nvidia_gpu_shutdown_temperature_celsius", {}, 92),
+    ("nvidia_gpu_max_operating_temperature_celsius", {}, 87),
+    ("nvidia_gpu_ecc_aggregate_errors_total", {"type": "correctable"}, 312),
+    ("nvidia_gpu_ecc_aggregate_errors_total", {"type": "uncorrectable"}, 1),
+    ("nvidia_gpu_retired_pages_total", {"cause": "multiple_single_bit_ecc"}, 2),
+    ("nvidia_gpu_retired_pages_total", {"cause": "double_bit_ecc"}, 0),
+    ("nvidia_gpu_retired_pages_pending", {}, 1),
+    ("nvidia_gpu_violation_seconds_total", {"policy": "power"}, 1.5),
+    ("nvidia_gpu_violation_seconds_total", {"policy": "low_utilization"}, 42),
+    ("nvidia_gpu_nvlink_errors_total", {"type": "crc_flit"}, 3),
+    ("nvidia_gpu_nvlink_errors_total", {"type": "replay"}, 3),
+    ("nvidia_gpu_nvlink_link_bytes_total", {"direction": "transmit", "link": "3"}, 300 * 1024),
+    ("nvidia_gpu_nvlink_link_bytes_total", {"direction": "receive", "link": "17"}, 90 * 17 * 1024),
+    ("nvidia_gpu_vgpu_licensed", {}, 0),
+    ("nvidia_gpu_sm_occupancy_ratio", {}, 0.445),
+    ("nvidia_gpu_pipe_active_ratio", {"pipe": "fp32"}, 0.255),
+    ("nvidia_gpu_pipe_active_ratio", {"pipe": "fp16"}, 0.0725),
 ]
 
 
@@ -116,6 +134,8 @@ def test_identity_lives_in_the_info_series() -> None:
         "device": "nvidia2",
         "driver_version": parent.driver_version,
         "cuda_version": "12.4",
+        "nvml_version": "",
+        "brand": "",
         "serial": parent.serial,
         "vbios_version": parent.vbios_version,
         "mig_mode": "enabled",
@@ -126,6 +146,23 @@ def test_identity_lives_in_the_info_series() -> None:
     memory = _one(text, "nvidia_gpu_memory_used_bytes", gpu_instance="9")
     assert list(memory.labels) == [*DEVICE_LABELS, "gpu_instance", "mig_profile"]
     assert memory.labels["uuid"] == parent.uuid
+
+
+def test_inforom_versions_live_in_their_own_info_series() -> None:
+    versions = {"inforom_image_version": "G520.0200.00.05", "inforom_oem_version": "2.1"}
+    g = dataclasses.replace(gpu(0), inforom_ecc_version="7.16", **versions)
+    text = render_exposition(snapshot((reading(g), reading(gpu(1)))), Dialect.PROMETHEUS)
+    (sample,) = [s for s in samples(text) if s.name == "nvidia_gpu_inforom_info"]  # GPU 1 gives no version: none
+    assert sample.labels == {
+        "gpu": "0",
+        "uuid": g.uuid,
+        "model": g.model,
+        "node": "gpu-node-1",
+        "image_version": "G520.0200.00.05",
+        "oem_version": "2.1",
+        "ecc_version": "7.16",
+        "power_version": "",
+    }
 
 
 def test_device_series_carry_no_pod_labels_pod_series_do() -> None:

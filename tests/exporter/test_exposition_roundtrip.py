@@ -178,6 +178,8 @@ def expected(snapshot: Snapshot, dialect: Dialect, selection: frozenset[str] | N
                 "device": f"nvidia{gpu.minor_number}",
                 "driver_version": gpu.driver_version,
                 "cuda_version": gpu.cuda_driver_version,
+                "nvml_version": gpu.nvml_version,
+                "brand": gpu.brand or "",
                 "serial": gpu.serial or "",
                 "vbios_version": gpu.vbios_version or "",
                 "mig_mode": "enabled" if gpu.mig_enabled else "disabled",

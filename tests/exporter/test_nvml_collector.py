@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -16,6 +17,7 @@ from simulation import install
 from simulation.hardware import GPU_MODELS
 from tests.exporter.collecting import collecting
 from tests.support.clocks import ManualClock
+from tests.support.waiting import holds_within
 
 MIB = 1024 * 1024
 
@@ -83,8 +85,38 @@ ORACLE: dict[str, Callable[[Any], float]] = {
     "row_remap_failure": _field(pynvml.NVML_FI_DEV_REMAPPED_FAILURE),
     "nvlink_tx": _nvlink(pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX),
     "nvlink_rx": _nvlink(pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX),
+    "ecc_sbe_aggregate": _field(pynvml.NVML_FI_DEV_ECC_SBE_AGG_TOTAL),
+    "ecc_dbe_aggregate": _field(pynvml.NVML_FI_DEV_ECC_DBE_AGG_TOTAL),
+    "retired_pages_sbe": _field(pynvml.NVML_FI_DEV_RETIRED_SBE),
+    "retired_pages_dbe": _field(pynvml.NVML_FI_DEV_RETIRED_DBE),
+    "retired_pages_pending": _field(pynvml.NVML_FI_DEV_RETIRED_PENDING),
+    "nvlink_crc_flit_errors": _field(pynvml.NVML_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL),
+    "nvlink_crc_data_errors": _field(pynvml.NVML_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL),
+    "nvlink_replay_errors": _field(pynvml.NVML_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL),
+    "nvlink_recovery_errors": _field(pynvml.NVML_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL),
+    "power_violation": _field(pynvml.NVML_FI_DEV_PERF_POLICY_POWER),
+    "thermal_violation": _field(pynvml.NVML_FI_DEV_PERF_POLICY_THERMAL),
+    "sync_boost_violation": _field(pynvml.NVML_FI_DEV_PERF_POLICY_SYNC_BOOST),
+    "board_limit_violation": _field(pynvml.NVML_FI_DEV_PERF_POLICY_BOARD_LIMIT),
+    "low_util_violation": _field(pynvml.NVML_FI_DEV_PERF_POLICY_LOW_UTILIZATION),
+    "reliability_violation": _field(pynvml.NVML_FI_DEV_PERF_POLICY_RELIABILITY),
+    "slowdown_temp": lambda h: pynvml.nvmlDeviceGetTemperatureThreshold(h, pynvml.NVML_TEMPERATURE_THRESHOLD_SLOWDOWN),
+    "shutdown_temp": lambda h: pynvml.nvmlDeviceGetTemperatureThreshold(h, pynvml.NVML_TEMPERATURE_THRESHOLD_SHUTDOWN),
+    "max_operating_temp": lambda h: pynvml.nvmlDeviceGetTemperatureThreshold(
+        h, pynvml.NVML_TEMPERATURE_THRESHOLD_GPU_MAX
+    ),
+    "vgpu_license_status": lambda h: pynvml.nvmlDeviceGetGridLicensableFeatures(h).isGridLicenseSupported,
 }
-GPM_KEYS = {"gr_engine_active", "sm_active", "tensor_active", "dram_active"}
+GPM_KEYS = {
+    "gr_engine_active",
+    "sm_active",
+    "sm_occupancy",
+    "tensor_active",
+    "dram_active",
+    "fp64_active",
+    "fp32_active",
+    "fp16_active",
+}
 XID_KEYS = {"last_xid"}
 
 
@@ -100,7 +132,7 @@ def test_every_value_is_what_nvml_says_in_the_native_unit(scenario: str) -> None
                 if key in GPM_KEYS | XID_KEYS:
                     continue
                 if key == "nvlink_total":
-                    expected = ORACLE["nvlink_tx"](handle) + ORACLE["nvlink_rx"](handle)
+                    expected = 0.0  # a rate: DCGM's first reading is 0, and so is ours
                 else:
                     expected = float(ORACLE[key](handle))
                 assert value == expected, f"{scenario} GPU {reading.gpu.index} {key}"
@@ -125,7 +157,10 @@ def test_units_are_nvml_native_bytes_milliwatts_megahertz_and_millijoules() -> N
     mean_power_mw = (first["power_usage"] + second["power_usage"]) / 2
     assert 0.8 < grown / (mean_power_mw * 10) < 1.25
     assert 0 < second["pcie_tx"] <= model.pcie_max_kb_per_s  # KB/s (from GPM: from the second cycle on)
-    assert first["nvlink_total"] == first["nvlink_tx"] + first["nvlink_rx"]
+    # NVLink as DCGM publishes it: the rate of the tx + rx counters between two readings, KiB/s
+    moved = (second["nvlink_tx"] + second["nvlink_rx"]) - (first["nvlink_tx"] + first["nvlink_rx"])
+    assert first["nvlink_total"] == 0
+    assert second["nvlink_total"] == pytest.approx(moved / 10.0)
 
 
 def test_identity_is_read_once_with_every_detail() -> None:
@@ -368,18 +403,35 @@ def test_counters_are_read_in_one_field_values_call_per_gpu() -> None:
         assert sim.call_counts["nvmlDeviceGetFieldValues"] - before == 8
 
 
-def test_pcie_throughput_is_sampled_every_few_cycles_and_held_in_between() -> None:
-    """Without GPM (A100): nvmlDeviceGetPcieThroughput, a 20 ms sample that blocks that long, every few cycles."""
+def test_pcie_throughput_is_read_off_the_poll_path_every_few_cycles() -> None:
+    """Without GPM (A100): nvmlDeviceGetPcieThroughput blocks for its 20 ms window (nvml.h), twice per GPU. The first
+    reading is taken in the first poll; later ones run on a thread of the GPU's own every few cycles, and a poll never
+    waits for one: it reports the last finished reading."""
     clock = ManualClock()
-    with collecting("a100x8", clock, interval_seconds=1.0, pcie_period_seconds=3.0) as (sim, collector):
+    gate = threading.Event()
+    waits: list[float] = []
+
+    def driver_wait(seconds: float) -> None:  # the simulated driver's 20 ms, held by the test after the first poll
+        waits.append(seconds)
+        if len(waits) > 16:
+            gate.wait(10.0)
+
+    with collecting("a100x8", clock, sleep=driver_wait, interval_seconds=1.0, pcie_period_seconds=3.0) as (
+        sim,
+        collector,
+    ):
+        first = gpus(collector.collect())[0].values["pcie_tx"]
+        assert waits == [0.020] * 16  # tx and rx of 8 GPUs, 20 ms each, in the first poll
         seen = []
-        counts = []
-        for _ in range(4):
-            seen.append(gpus(collector.collect())[0].values["pcie_tx"])
-            counts.append(sim.call_counts["nvmlDeviceGetPcieThroughput"])
+        for _ in range(4):  # cycle 3 starts a background run; it blocks in the driver, the polls go on
             clock.advance(1.0)
-    assert counts == [16, 16, 16, 32]  # tx and rx of 8 GPUs, on cycles 1 and 4
-    assert seen[0] == seen[1] == seen[2]
+            seen.append(gpus(collector.collect())[0].values["pcie_tx"])
+        assert seen == [first] * 4, "the last finished reading is held while a run is in flight"
+        clock.advance(30.0)  # the running calls will answer for this moment: another load, another figure
+        gate.set()
+        assert holds_within(lambda: sim.call_counts["nvmlDeviceGetPcieThroughput"] == 32 and len(waits) == 32)
+        # the run's result is taken by the first poll after it finished
+        assert holds_within(lambda: gpus(collector.collect())[0].values["pcie_tx"] != first)
 
 
 def test_pcie_throughput_on_hopper_is_gpms_interval_mean() -> None:

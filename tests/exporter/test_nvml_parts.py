@@ -9,12 +9,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from exporter.catalogue import BY_KEY
+from exporter.catalogue import BY_KEY, DEFAULT_MEASUREMENTS
 from exporter.collection import HistoryPoint
 from exporter.nvml import NVML_MEASUREMENTS, enabled_measurements
 from exporter.nvml.discovery import as_flag, cuda_version_string
 from exporter.nvml.errors import Disposition, ErrorNames, disposition
-from exporter.nvml.fields import FIELDS, field_keys_for, field_value
+from exporter.nvml.fields import FIELDS, MAX_LINKS, field_entries, field_value
 from exporter.nvml.history import SampleHistory
 from exporter.nvml.probes import probes_for
 from exporter.nvml.profiles import profile_from_attributes, profile_from_name
@@ -177,7 +177,13 @@ def test_history_readers_get_consistent_copies_while_a_writer_appends() -> None:
 
 def test_every_catalogue_measurement_is_read_from_nvml() -> None:
     assert NVML_MEASUREMENTS == frozenset(BY_KEY)
-    assert enabled_measurements(None) == NVML_MEASUREMENTS
+    # by default all but the per-link NVLink figures (18 links x 8 GPUs of series)
+    assert enabled_measurements(None) == DEFAULT_MEASUREMENTS
+    assert NVML_MEASUREMENTS - DEFAULT_MEASUREMENTS == {
+        *(f"nvlink_bandwidth_l{link}" for link in range(MAX_LINKS)),
+        "nvlink_link_tx",
+        "nvlink_link_rx",
+    }
 
 
 @given(st.sets(st.sampled_from(sorted(BY_KEY))))
@@ -198,16 +204,30 @@ def test_unselected_measurements_are_not_read() -> None:
     assert probes_for(frozenset({"gpu_util"}), mig=True) == []  # MIG instances give memory only
 
 
-def test_pcie_throughput_is_read_every_nth_cycle() -> None:
-    chosen = {probe.name: probe.every for probe, _ in probes_for(NVML_MEASUREMENTS, mig=False, pcie_every=5)}
+def test_pcie_throughput_and_board_constants_are_read_every_nth_cycle() -> None:
+    table = probes_for(NVML_MEASUREMENTS, mig=False, pcie_every=5, constant_every=60)
+    chosen = {probe.name: probe.every for probe, _ in table}
     assert chosen["pcie_tx_throughput"] == chosen["pcie_rx_throughput"] == 5
+    assert chosen["slowdown_threshold"] == chosen["vgpu_license"] == 60
     assert chosen["utilization"] == 1
 
 
+def _keys(entries: tuple[tuple[str, int, int], ...]) -> tuple[str, ...]:
+    return tuple(key for key, _, _ in entries)
+
+
 def test_nvlink_total_needs_both_directions_read() -> None:
-    assert field_keys_for(frozenset({"nvlink_total"})) == ("nvlink_tx", "nvlink_rx")
-    assert field_keys_for(frozenset({"memory_temp"})) == ("memory_temp",)
-    assert set(field_keys_for(NVML_MEASUREMENTS)) == set(FIELDS)
+    assert _keys(field_entries(frozenset({"nvlink_total"}))) == ("nvlink_tx", "nvlink_rx")
+    assert _keys(field_entries(frozenset({"memory_temp"}))) == ("memory_temp",)
+    assert set(_keys(field_entries(DEFAULT_MEASUREMENTS, links=18))) == set(FIELDS)
+
+
+def test_per_link_figures_read_each_link_in_both_directions_up_to_dcgms_18() -> None:
+    entries = field_entries(frozenset({"nvlink_bandwidth_l0"}), links=24)
+    links = [(field, scope) for key, field, scope in entries if ":" in key]
+    assert len(links) == 2 * MAX_LINKS
+    assert (138, 0) in links and (139, 17) in links and (138, 18) not in links
+    assert field_entries(frozenset({"nvlink_bandwidth_l0"}), links=0) == ()
 
 
 # ---- field values, decoded from the real pynvml structure ----------------------------------------------------------

@@ -64,6 +64,23 @@ def test_a_driver_upgraded_without_reloading_the_modules_is_a_version_mismatch(c
     assert sim.lifecycle.refusals == []  # nothing held the driver: the reload went through at once
 
 
+def test_the_energy_counter_starts_again_when_the_modules_are_loaded_again(clock: ManualClock) -> None:
+    """nvml.h: the total energy is counted "since the driver was last reloaded": an unload and load on the timeline
+    (a driver container restarted) starts it from 0, as Simulator.reload_driver does."""
+    data = scenario(
+        gpus=[{"model": "H100-SXM5-80GB", "load": {"baseline": 50}}],
+        timeline=[{"at": 100, "action": "unload_driver"}, {"at": 101, "action": "load_driver"}],
+    )
+    with install(Simulator(data, clock=clock)):
+        clock.at(99)
+        with initialized():
+            before = pynvml.nvmlDeviceGetTotalEnergyConsumption(pynvml.nvmlDeviceGetHandleByIndex(0))
+        clock.at(111)  # nothing held the driver: it was unloaded at 100 s and loaded at 101 s
+        with initialized():
+            after = pynvml.nvmlDeviceGetTotalEnergyConsumption(pynvml.nvmlDeviceGetHandleByIndex(0))
+    assert 0 < after < before / 5, (before, after)  # about 10 s of draw, counted from the load
+
+
 def test_the_driver_cannot_be_unloaded_while_nvml_holds_it(clock: ManualClock) -> None:
     """k8s-driver-manager's unload fails ("driver is in use") while a process holds the driver; its pod restarts
     and tries again. The new driver is installed only once the old one is gone."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from exporter.catalogue import MEASUREMENTS, Dialect
 from exporter.exposition import ExpositionRenderer
@@ -58,13 +58,41 @@ NATIVE: Mapping[str, float] = {
     "last_xid": 79,
     "nvlink_tx": 1000,
     "nvlink_rx": 2000,
-    "nvlink_total": 3000,
+    "nvlink_total": 3000,  # KiB/s: DCGM publishes 3 ("MiB/s": / 1000, truncated)
     "gr_engine_active": 91.5,
     "sm_active": 80.25,
+    "sm_occupancy": 44.5,
     "tensor_active": 55.5,
     "dram_active": 33.0,
+    "fp64_active": 0.0,
+    "fp32_active": 25.5,
+    "fp16_active": 7.25,
+    "slowdown_temp": 89,
+    "shutdown_temp": 92,
+    "max_operating_temp": 87,
+    "ecc_sbe_aggregate": 312,
+    "ecc_dbe_aggregate": 1,
+    "retired_pages_sbe": 2,
+    "retired_pages_dbe": 0,
+    "retired_pages_pending": 1,
+    "power_violation": 1_500_000_000,
+    "thermal_violation": 0,
+    "sync_boost_violation": 0,
+    "board_limit_violation": 0,
+    "low_util_violation": 42_000_000_000,
+    "reliability_violation": 0,
+    "nvlink_crc_flit_errors": 3,
+    "nvlink_crc_data_errors": 1,
+    "nvlink_replay_errors": 3,
+    "nvlink_recovery_errors": 0,
+    "vgpu_license_status": 0,
+    **{f"nvlink_bandwidth_l{link}": 2500.0 + link for link in range(18)},
 }
-VECTORS: Mapping[str, Mapping[str, float]] = {"xid_errors": {"79": 2, "13": 1}}
+VECTORS: Mapping[str, Mapping[str, float]] = {
+    "xid_errors": {"79": 2, "13": 1},
+    "nvlink_link_tx": {str(link): 100.0 * link for link in range(18)},
+    "nvlink_link_rx": {str(link): 90.0 * link for link in range(18)},
+}
 MIG_KEYS = frozenset(m.key for m in MEASUREMENTS if m.mig)
 
 
@@ -143,6 +171,8 @@ def snapshot(
 def node_with_everything() -> Snapshot:
     """Two whole GPUs (one shared by two pods), a MIG GPU with two instances (one attributed), one lost GPU."""
     g0, g1, g2, g3 = gpu(0), gpu(1), gpu(2, mig=True), gpu(3)
+    # one GPU with InfoROM versions (as nvidia-smi -q prints them for an H100 SXM) so its info series is checked too
+    g0 = replace(g0, inforom_image_version="G520.0200.00.05", inforom_oem_version="2.1", inforom_ecc_version="7.16")
     m0, m1 = mig(g2, 0), mig(g2, 1, profile="3g.40gb")
     devices = (
         reading(g0),

@@ -35,6 +35,11 @@ class DeviceCalls:
             "nvmlDeviceGetGpuInstanceId": self.gpu_instance_id,
             "nvmlDeviceGetComputeInstanceId": self.compute_instance_id,
             "nvmlDeviceGetAttributes_v2": self.attributes,
+            "nvmlDeviceGetBrand": self.brand,
+            "nvmlDeviceGetInforomVersion": self.inforom_version,
+            "nvmlDeviceGetInforomImageVersion": self.inforom_image_version,
+            "nvmlDeviceGetEccMode": self.ecc_mode,
+            "nvmlDeviceGetGridLicensableFeatures_v4": self.grid_licensable_features,
         }
 
     # calls that also answer for a MIG device handle (the others say NOT_SUPPORTED for one)
@@ -87,6 +92,37 @@ class DeviceCalls:
         target(out).value = gpu.spec.minor_number if gpu.spec.minor_number is not None else gpu.index
         return cabi.SUCCESS
 
+    def brand(self, t: float, gpu: SimGpu, mig: SimMig | None, out: Any) -> int:
+        target(out).value = gpu.model.brand
+        return cabi.SUCCESS
+
+    def inforom_version(self, t: float, gpu: SimGpu, mig: SimMig | None, obj: Any, buf: Any, length: Any) -> int:
+        """nvmlInforomObject_t: OEM 0, ECC 1, POWER 2; a board without the object says NOT_SUPPORTED."""
+        which = as_int(obj)
+        if not 0 <= which <= 2:
+            return cabi.INVALID_ARGUMENT
+        version = gpu.model.inforom[1 + which]
+        if version is None:
+            return cabi.NOT_SUPPORTED
+        return write_string(buf, length, version)
+
+    def inforom_image_version(self, t: float, gpu: SimGpu, mig: SimMig | None, buf: Any, length: Any) -> int:
+        return write_string(buf, length, gpu.model.inforom[0])
+
+    def ecc_mode(self, t: float, gpu: SimGpu, mig: SimMig | None, current: Any, pending: Any) -> int:
+        mode = 1 if gpu.spec.ecc else 0  # NVML_FEATURE_ENABLED / DISABLED
+        target(current).value = mode
+        target(pending).value = mode
+        return cabi.SUCCESS
+
+    def grid_licensable_features(self, t: float, gpu: SimGpu, mig: SimMig | None, out: Any) -> int:
+        """Bare metal and passthrough: no vGPU software licensing (isGridLicenseSupported 0), which DCGM publishes as
+        DCGM_FI_DEV_VGPU_LICENSE_STATUS 0 (real dcgm-exporter output on bare-metal T4, A100, RTX 4000 Ada shows 0)."""
+        features = target(out)
+        features.isGridLicenseSupported = 0
+        features.licensableFeaturesCount = 0
+        return cabi.SUCCESS
+
     # --- MIG -------------------------------------------------------------------------------------------------
 
     def mig_mode(self, t: float, gpu: SimGpu, mig: SimMig | None, current: Any, pending: Any) -> int:
@@ -100,8 +136,7 @@ class DeviceCalls:
         return cabi.SUCCESS
 
     def max_mig_device_count(self, t: float, gpu: SimGpu, mig: SimMig | None, out: Any) -> int:
-        if not gpu.model.mig_capable:
-            return cabi.NOT_SUPPORTED
+        # nvml.h: "Returns zero if MIG is not supported or enabled" (and lists no NOT_SUPPORTED)
         target(out).value = MAX_MIG_DEVICES if gpu.mig_enabled else 0
         return cabi.SUCCESS
 

@@ -116,8 +116,8 @@ class GpmCalls:
     def sample_get(self, t: float, gpu: SimGpu, mig: SimMig | None, sample: Any) -> int:
         if not gpu.model.gpm:
             return cabi.NOT_SUPPORTED
-        if mig is not None:
-            return cabi.INVALID_ARGUMENT  # per-instance samples go through nvmlGpmMigSampleGet on the parent
+        if mig is not None:  # nvml.h, nvmlGpmSampleGet: "The device handle or MIG device handle to get samples for"
+            return self._record(sample, _Sample(gpu.index, mig.index, t, mig.integral.at(t)))
         return self._record(sample, _Sample(gpu.index, None, t, gpu.integral.at(t)))
 
     def mig_sample_get(self, t: float, gpu: SimGpu, mig: SimMig | None, gpu_instance_id: Any, sample: Any) -> int:

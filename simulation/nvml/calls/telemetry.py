@@ -14,6 +14,10 @@ DeviceCall = Callable[..., int]
 NVML_TEMPERATURE_GPU = 0
 NVML_CLOCK_GRAPHICS, NVML_CLOCK_SM, NVML_CLOCK_MEM, NVML_CLOCK_VIDEO = 0, 1, 2, 3
 NVML_PCIE_UTIL_TX_BYTES, NVML_PCIE_UTIL_RX_BYTES = 0, 1
+# nvml.h, nvmlDeviceGetPcieThroughput: "querying a byte counter over a 20ms interval": each call blocks that long
+PCIE_SAMPLE_SECONDS = 0.020
+# nvmlTemperatureThresholds_t
+THRESHOLD_SHUTDOWN, THRESHOLD_SLOWDOWN, THRESHOLD_MEM_MAX, THRESHOLD_GPU_MAX = 0, 1, 2, 3
 NVML_MEMORY_V2 = 0x02000028
 NVML_TEMPERATURE_V1 = 0x100000C
 UTILIZATION_SAMPLE_PERIOD_US = 1_000_000
@@ -33,6 +37,7 @@ class TelemetryCalls:
             "nvmlDeviceGetMemoryInfo_v2": self.memory_info_v2,
             "nvmlDeviceGetTemperature": self.temperature,
             "nvmlDeviceGetTemperatureV": self.temperature_v,
+            "nvmlDeviceGetTemperatureThreshold": self.temperature_threshold,
             "nvmlDeviceGetPowerUsage": self.power_usage,
             "nvmlDeviceGetEnforcedPowerLimit": self.power_limit,
             "nvmlDeviceGetPowerManagementLimit": self.power_limit,
@@ -125,8 +130,27 @@ class TelemetryCalls:
         v.temperature = gpu.temperature_c(t, gpu.load(t))
         return cabi.SUCCESS
 
+    def temperature_threshold(self, t: float, gpu: SimGpu, mig: SimMig | None, kind: Any, out: Any) -> int:
+        """The board's thresholds (hardware.py cites each board's); the memory threshold only on HBM boards."""
+        shutdown, slowdown, gpu_max = gpu.model.thresholds_c
+        which = as_int(kind)
+        if which == THRESHOLD_SHUTDOWN:
+            value = shutdown
+        elif which == THRESHOLD_SLOWDOWN:
+            value = slowdown
+        elif which == THRESHOLD_GPU_MAX:
+            value = gpu_max
+        elif which == THRESHOLD_MEM_MAX and gpu.model.hbm:
+            value = 95  # nvidia-smi -q "Memory Max Operating Temp : 95 C" on the A100 and H100 captures
+        elif 0 <= which < 8:
+            return cabi.NOT_SUPPORTED  # the acoustic and GPS thresholds: not on these data-center boards
+        else:
+            return cabi.INVALID_ARGUMENT
+        target(out).value = value
+        return cabi.SUCCESS
+
     def power_usage(self, t: float, gpu: SimGpu, mig: SimMig | None, out: Any) -> int:
-        target(out).value = int(gpu.power_mw(gpu.load(t)))
+        target(out).value = gpu.power_reading_mw(t)
         return cabi.SUCCESS
 
     def power_limit(self, t: float, gpu: SimGpu, mig: SimMig | None, out: Any) -> int:
@@ -180,6 +204,8 @@ class TelemetryCalls:
         kind = as_int(counter)
         if kind not in (NVML_PCIE_UTIL_TX_BYTES, NVML_PCIE_UTIL_RX_BYTES):
             return cabi.INVALID_ARGUMENT
+        self.node.sleep(PCIE_SAMPLE_SECONDS)  # the driver counts bytes for 20 ms before it answers
+        t = self.node.now()
         target(out).value = gpu.pcie_kb_per_s(t, gpu.load(t), receive=kind == NVML_PCIE_UTIL_RX_BYTES)
         return cabi.SUCCESS
 
