@@ -87,7 +87,7 @@ def test_an_idle_workload_goes_inactive_and_stays_so_at_zero(stack: E2EStack, cl
     assert client.is_active(trigger, timeout=10).result is False
     busy = keda.scaled_object("serving", metadata(CHAT, activationTarget="10"))
     assert client.is_active(busy, timeout=10).result is True
-    # KEDA scales the notebook to zero: its pod goes away (and comes back afterwards: the stack is the session's)
+    # KEDA scales the notebook to zero: its pod goes away (and comes back afterwards, for the tests after this one)
     pod = stack.kube.get_object("pods", NOTEBOOK.namespace, "notebook-dana")
     assert pod is not None
     stack.kube.delete_pod(NOTEBOOK.namespace, "notebook-dana")

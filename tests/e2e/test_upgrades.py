@@ -1,4 +1,4 @@
-"""Node maintenance the GPU Operator's way, on one node of the running cluster (after test_pipeline.py): a driver
+"""Node maintenance the GPU Operator's way, on one node of a cluster of its own: a driver
 upgrade without a reboot, then a MIG mode change, while the other nodes keep serving.
 
 What the operator does, and what this test does in its place: its driver manager and mig-manager set the node's
