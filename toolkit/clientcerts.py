@@ -33,7 +33,15 @@ _VerifyCallback = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.c_void_p)
 
 
 def _accept_every_chain(preverify_ok: int, store: int | None) -> int:
+    if not preverify_ok and _clear_errors is not None:
+        # OpenSSL leaves the reason on its thread's error queue (a signature that does not verify: "[ASN1] EVP lib");
+        # ignored here, it would fail the next read of the connection, and the client would see it dropped instead of
+        # answered 401 (issue 21, item 9)
+        _clear_errors()
     return 1  # the chain is verified by the authenticators, against the CA bundles they hold right now
+
+
+_clear_errors: Any = None  # OpenSSL's ERR_clear_error, once the callback is installed
 
 
 _ACCEPT = _VerifyCallback(_accept_every_chain)  # kept for the life of the process: OpenSSL calls it
@@ -47,6 +55,8 @@ def _openssl() -> Any:
     library.SSL_CTX_get_options.restype = ctypes.c_uint64
     library.SSL_CTX_set_verify.argtypes = [ctypes.c_void_p, ctypes.c_int, _VerifyCallback]
     library.SSL_CTX_set_verify.restype = None
+    library.ERR_clear_error.argtypes = []
+    library.ERR_clear_error.restype = None
     return library
 
 
@@ -67,6 +77,8 @@ def request_unverified_client_certificates(context: ssl.SSLContext) -> bool:
         ):
             log.warning("cannot reach this Python's OpenSSL context: client certificates are verified in the handshake")
             return False
+        global _clear_errors
+        _clear_errors = library.ERR_clear_error
         library.SSL_CTX_set_verify(pointer, _SSL_VERIFY_PEER, _ACCEPT)
     except (OSError, AttributeError, ValueError) as error:
         log.warning("client certificates are verified in the handshake (%s: %s)", type(error).__name__, error)

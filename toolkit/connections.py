@@ -1,31 +1,41 @@
-"""Connections as a bounded resource: a cap, a deadline for each request head, an idle timeout, counted.
+"""Connections as a bounded resource: a cap on the sockets held, a deadline and a size bound for each request head, an
+idle timeout, a bound on how long an answer may wait for its reader, counted.
 
 aiohttp gives part of this and is used for it: `keepalive_timeout` (since 3.x it also runs from the moment a
 connection is made, aiohttp's web_protocol.py), `max_line_size`/`max_field_size`/`max_headers` on request heads, the
 listen `backlog`. It has no cap on connections, no deadline for a request head that arrives a byte at a time (its
-keep-alive timer does not restart on partial data and ends only on a whole request), and nothing in metrics. So a
-`ConnectionGuard` stands between asyncio's accept and aiohttp's protocol (`GuardedSite`, an aiohttp `BaseSite` like
-`TCPSite`) and knows each connection's state:
+keep-alive timer does not restart on partial data and ends only on a whole request), no bound on the whole head (128
+fields of 8 KiB, never finished, cost it 2 MiB a connection), no bound on how long a response waits for a client that
+does not read it, and nothing in metrics. So a `ConnectionGuard` stands between asyncio's accept and aiohttp's
+protocol (`GuardedSite`, an aiohttp `BaseSite` like `TCPSite`) and knows each connection's state
+(toolkit/connection.py):
 
+- *handshaking* (TLS only): accepted, the handshake under way: ended after `header_read_timeout`;
 - *waiting*: connected (or done with a response) and no byte of the next request yet: closed after `idle_timeout`;
 - *reading*: part of a request head arrived: closed when the head is not whole `header_read_timeout` after its first
-  byte (a fresh connection gets `header_read_timeout` from the moment it is made, for its first request);
-- *busy*: a handler runs for it: never closed by the guard;
-- *handshaking* (TLS only): counted as open from accept; asyncio closes it after `ssl_handshake_timeout`, which the
-  site sets to `header_read_timeout`. A handshake cannot be refused before it ends (asyncio hands the protocol
-  nothing to close until then), so handshakes are bounded by that time, not by the cap.
+  byte (a fresh connection gets `header_read_timeout` from the moment it is made, for its first request), or as soon
+  as more than `max_head_bytes` arrived that no handler has taken (`431`);
+- *busy*: a handler runs for it: never closed by the guard.
 
-When a connection is made and the established connections (waiting, reading, busy) already fill the cap, it takes the
-place of the one that has waited longest (waiting or reading): stalled clients cannot keep a scrape or an HPA query
-out, because whoever sends a request at once is busy, not waiting, and is never the oldest waiter. Only when every
-established connection is busy is the new one refused (503 and closed). Everything is counted (`ConnectionStats`) for
-the services' self-metrics.
+Whatever the state, a connection whose answers wait for a reader that does not read them (the transport's writes
+paused) for `header_read_timeout` is aborted: the client is gone or hostile.
+
+The cap counts every socket the process holds for a client, from `accept()` until its file descriptor is released:
+TLS handshakes, and connections being closed, too. A connection closed by the server (by the guard, or by aiohttp
+after an answer) whose peer does not take the close (a TLS shutdown that waits for the peer, a response it does not
+read) is aborted `CLOSE_GRACE_SECONDS` later, and a connection dropped to make room is aborted at once: no descriptor
+outlives its connection by more than that.
+
+When a connection is accepted at the cap, it takes the place of the one that has waited longest (handshaking, waiting,
+reading, closing, or busy with an answer its reader does not take): stalled clients cannot keep a scrape or an HPA
+query out, because whoever sends a request at once is busy, not waiting, and is never the oldest waiter. Only when
+every connection is busy is the new one refused (a plain `503` and closed; a TLS connection is reset, as it has no
+HTTP yet). Everything is counted (`ConnectionStats`) for the services' self-metrics.
 """
 
 from __future__ import annotations
 
 import asyncio
-import enum
 import logging
 import resource
 import ssl
@@ -36,25 +46,31 @@ from typing import Any
 from aiohttp import web
 from aiohttp.web_request import BaseRequest
 
+from toolkit.connection import CLOSE_GRACE_SECONDS, GuardedConnection, State
+
 log = logging.getLogger(__name__)
 
 # File descriptors the process needs besides its connections (listeners, the event loop, logs, NVML, kubelet, ...).
 OTHER_FILES = 128
-_REFUSAL_BODY = b"too many open connections\n"
-_REFUSAL = (
-    b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nConnection: close\r\nContent-Type: text/plain\r\n"
-    + f"Content-Length: {len(_REFUSAL_BODY)}\r\n\r\n".encode()
-    + _REFUSAL_BODY
-)
+# The listen backlog, which is also how many connections asyncio accepts in one pass of its loop: at the cap, each of
+# them replaces a connection whose socket is closed at the end of that pass, so for that moment the process holds up to
+# this many sockets more than the cap.
+ACCEPT_BATCH = 128
+# The most a request head may take, all fields together: twice the largest field aiohttp accepts from the adapter's
+# clients (16 KiB), sixteen times a scrape's head with a bearer token. At the default cap of 512 connections, heads
+# held at once stay within 16 MiB (aiohttp's parser holds about twice what it is sent).
+MAX_HEAD_BYTES = 32 * 1024
 
 
 @dataclass(frozen=True, slots=True)
 class ConnectionLimits:
-    """The limits of one server: `--max-connections`, `--header-read-timeout`, `--idle-timeout`."""
+    """The limits of one server: `--max-connections`, `--header-read-timeout`, `--idle-timeout`, and the size bound of
+    a request head."""
 
     max_connections: int = 512
     header_read_timeout: float = 10.0
     idle_timeout: float = 60.0
+    max_head_bytes: int = MAX_HEAD_BYTES
 
     def __post_init__(self) -> None:
         if self.max_connections < 1:
@@ -63,77 +79,42 @@ class ConnectionLimits:
             raise ValueError("--header-read-timeout: must be more than 0 and at most 3600 seconds")
         if not 0 < self.idle_timeout <= 86_400:
             raise ValueError("--idle-timeout: must be more than 0 and at most 86400 seconds")
+        if self.max_head_bytes < 1024:
+            raise ValueError("max_head_bytes: must be at least 1024")
 
 
 @dataclass(frozen=True, slots=True)
 class ConnectionStats:
     """Counts since the server started, and the connections open now."""
 
-    open: int
+    open: int  # sockets held for clients: handshaking, established, and closing
     limit: int
     accepted: int
-    refused: int  # at the cap with every connection busy: answered 503 and closed
+    refused: int  # at the cap with every connection busy: answered 503 (reset, for TLS) and closed
     evicted: int  # closed at the cap to make room for a new connection
-    header_timeouts: int  # closed because a request head was not whole in time
+    header_timeouts: int  # closed because a request head (or a TLS handshake) was not whole in time
     idle_timeouts: int  # closed after idle_timeout without a request
+    heads_too_large: int = 0  # closed because more than max_head_bytes arrived before a handler took them
+    write_timeouts: int = 0  # closed because an answer waited header_read_timeout for its reader to read
+    aborted_closes: int = 0  # closed by the server, not taken by the peer within CLOSE_GRACE_SECONDS: aborted
+
+    def closed_by_reason(self) -> tuple[tuple[str, int], ...]:
+        """The `reason` label values of the services' `..._connections_closed_total` and their counts."""
+        return (
+            ("refused", self.refused),
+            ("evicted", self.evicted),
+            ("header_timeout", self.header_timeouts),
+            ("idle_timeout", self.idle_timeouts),
+            ("head_too_large", self.heads_too_large),
+            ("write_timeout", self.write_timeouts),
+        )
 
 
-class _State(enum.Enum):
-    HANDSHAKING = "handshaking"
-    WAITING = "waiting"
-    READING = "reading"
-    BUSY = "busy"
-
-
-class _Connection(asyncio.Protocol):
-    """Between the transport and aiohttp's protocol: forwards everything, tells the guard what the client does."""
-
-    def __init__(self, guard: ConnectionGuard, inner: asyncio.Protocol) -> None:
-        self.guard = guard
-        self.inner = inner
-        self.transport: asyncio.Transport | None = None
-        self.state = _State.HANDSHAKING
-        self.since = guard.now()
-        self.admitted = False
-        self.first_request = True
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
-        self.state, self.since = _State.WAITING, self.guard.now()
-        if not self.guard.admit(self):
-            transport.write(_REFUSAL)
-            transport.close()
-            return
-        self.admitted = True
-        self.inner.connection_made(transport)
-
-    def data_received(self, data: bytes) -> None:
-        if not self.admitted:
-            return
-        if self.state is _State.WAITING:
-            self.state = _State.READING
-            if not self.first_request:  # a fresh connection's deadline runs from when it was made
-                self.since = self.guard.now()
-        self.inner.data_received(data)
-
-    def eof_received(self) -> bool | None:
-        return self.inner.eof_received() if self.admitted else None
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.guard.forget(self)
-        if self.admitted:
-            self.inner.connection_lost(exc)
-
-    def pause_writing(self) -> None:
-        self.inner.pause_writing()
-
-    def resume_writing(self) -> None:
-        self.inner.resume_writing()
-
-    def close(self) -> None:
-        if self.transport is not None and not self.transport.is_closing():
-            self.transport.close()
+CLOSED_REASONS_HELP = (
+    "refused (at the cap, all busy), evicted (at the cap, to make room), header_timeout (no whole request head or "
+    "TLS handshake in time), idle_timeout, head_too_large (a request head past its bound), write_timeout (an answer "
+    "its client did not read)"
+)
 
 
 class ConnectionGuard:
@@ -142,10 +123,13 @@ class ConnectionGuard:
     def __init__(self, limits: ConnectionLimits, *, clock: Callable[[], float] | None = None) -> None:
         self.limits = limits
         self._clock = clock
-        self._connections: dict[_Connection, None] = {}  # in order of arrival
-        self._by_transport: dict[asyncio.BaseTransport, _Connection] = {}
+        self._connections: dict[GuardedConnection, None] = {}  # every socket held, in order of arrival
+        self._by_transport: dict[asyncio.BaseTransport, GuardedConnection] = {}  # established: aiohttp's transport
         self._accepted = self._refused = self._evicted = self._header_timeouts = self._idle_timeouts = 0
+        self._heads_too_large = self._write_timeouts = self._aborted_closes = 0
         self._sweeper: asyncio.Task[None] | None = None
+        self.handshakes: set[asyncio.Task[None]] = set()  # TLS handshakes under way (a task holds no reference)
+        self.ssl_context: ssl.SSLContext | None = None  # set by the site: handshakes then run under the guard
 
     def now(self) -> float:
         return self._clock() if self._clock is not None else asyncio.get_running_loop().time()
@@ -159,14 +143,15 @@ class ConnectionGuard:
             evicted=self._evicted,
             header_timeouts=self._header_timeouts,
             idle_timeouts=self._idle_timeouts,
+            heads_too_large=self._heads_too_large,
+            write_timeouts=self._write_timeouts,
+            aborted_closes=self._aborted_closes,
         )
 
     # ---- wiring ----------------------------------------------------------------------------------------------------
     def protocol_factory(self, make: Callable[[], asyncio.Protocol]) -> Callable[[], asyncio.Protocol]:
         def factory() -> asyncio.Protocol:
-            connection = _Connection(self, make())
-            self._connections[connection] = None
-            return connection
+            return GuardedConnection(self, make())
 
         return factory
 
@@ -180,11 +165,11 @@ class ConnectionGuard:
             connection = self._by_transport.get(transport) if transport is not None else None
             if connection is None:
                 return await handler(request)
-            connection.state, connection.first_request = _State.BUSY, False
+            connection.handler_started()
             try:
                 return await handler(request)
             finally:
-                connection.state, connection.since = _State.WAITING, self.now()
+                connection.handler_finished(self.now())
 
         return handle
 
@@ -193,63 +178,89 @@ class ConnectionGuard:
             self._sweeper = asyncio.create_task(self._sweep_forever(), name="gpu-pulse-connection-sweeper")
 
     async def stop(self) -> None:
-        if self._sweeper is not None:
-            self._sweeper.cancel()
-            await asyncio.gather(self._sweeper, return_exceptions=True)
-            self._sweeper = None
+        tasks = [*self.handshakes, *([self._sweeper] if self._sweeper is not None else [])]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._sweeper = None
 
     # ---- what connections report -----------------------------------------------------------------------------------
-    def admit(self, connection: _Connection) -> bool:
-        """Whether a connection that has just been made may stay; at the cap, make room or refuse."""
-        assert connection.transport is not None
-        if len(self._by_transport) >= self.limits.max_connections:  # the established ones: this one is not yet
-            oldest = self._oldest_waiter(other_than=connection)
+    def accept(self, connection: GuardedConnection) -> bool:
+        """Whether a socket just accepted may stay; at the cap, make room (the oldest waiter goes) or refuse."""
+        if len(self._connections) >= self.limits.max_connections:
+            oldest = self._oldest_waiter()
             if oldest is None:
                 self._refused += 1
                 return False
             self._evicted += 1
-            self._drop(oldest)
+            self._abort(oldest)
+        self._connections[connection] = None
         self._accepted += 1
-        self._by_transport[connection.transport] = connection
         return True
 
-    def forget(self, connection: _Connection) -> None:
+    def established(self, connection: GuardedConnection, transport: asyncio.BaseTransport) -> None:
+        """The connection speaks HTTP on `transport` (aiohttp's): TCP accepted, or the TLS handshake done."""
+        if connection in self._connections:
+            self._by_transport[transport] = connection
+
+    def forget(self, connection: GuardedConnection) -> None:
+        """The connection's socket is released."""
         self._connections.pop(connection, None)
         if connection.transport is not None:
             self._by_transport.pop(connection.transport, None)
 
+    def head_too_large(self, connection: GuardedConnection) -> None:
+        self._heads_too_large += 1
+        connection.refuse_head()
+
     # ---- housekeeping ----------------------------------------------------------------------------------------------
-    def _oldest_waiter(self, other_than: _Connection) -> _Connection | None:
-        oldest: _Connection | None = None
+    def _oldest_waiter(self) -> GuardedConnection | None:
+        """The connection to drop for a new one: one being closed, else the one that has waited longest."""
+        oldest: GuardedConnection | None = None
         for connection in self._connections:
-            if connection is other_than or connection.state not in (_State.WAITING, _State.READING):
-                continue
-            if connection.transport is None or not connection.admitted:
+            if connection.closing_since is not None:
+                return connection
+            if not connection.waits_for_client():
                 continue
             if oldest is None or connection.since < oldest.since:
                 oldest = connection
         return oldest
 
-    def _drop(self, connection: _Connection) -> None:
-        self.forget(connection)
-        connection.close()
+    def _abort(self, connection: GuardedConnection) -> None:
+        self.forget(connection)  # its socket is closed at once, in this loop iteration or the next
+        connection.abort()
 
     def sweep(self) -> None:
-        """Close the connections past their deadline; forget TLS handshakes that asyncio has given up on."""
+        """Close the connections past their deadline; abort those closed and not let go within the grace."""
         now = self.now()
         header, idle = self.limits.header_read_timeout, self.limits.idle_timeout
         for connection in list(self._connections):
-            age, first = now - connection.since, connection.first_request
-            if connection.state is _State.HANDSHAKING:
-                if age > header + 1.0:  # asyncio closed it (ssl_handshake_timeout) without telling the protocol
-                    self.forget(connection)
-            elif connection.state is _State.READING or (first and connection.state is _State.WAITING):
+            if connection.closing_since is None and connection.is_closing():
+                connection.closing_since = now  # closed by aiohttp (an answer with `Connection: close`, a 400)
+            if connection.closing_since is not None:
+                if now - connection.closing_since > CLOSE_GRACE_SECONDS:
+                    self._aborted_closes += 1
+                    self._abort(connection)
+                continue
+            if not connection.writes_blocked():
+                connection.blocked_since = None
+            elif connection.blocked_since is None:
+                connection.blocked_since = now
+            age, state = now - connection.since, connection.state
+            if connection.blocked_since is not None and now - connection.blocked_since > header:
+                self._write_timeouts += 1  # an answer its client does not read, whatever the client does besides
+                self._abort(connection)
+            elif state is State.HANDSHAKING:
                 if age > header:
                     self._header_timeouts += 1
-                    self._drop(connection)
-            elif connection.state is _State.WAITING and age > idle:
+                    self._abort(connection)
+            elif state is State.READING or (connection.first_request and state is State.WAITING):
+                if age > header:
+                    self._header_timeouts += 1
+                    connection.close(now)
+            elif state is State.WAITING and age > idle:
                 self._idle_timeouts += 1
-                self._drop(connection)
+                connection.close(now)
 
     async def _sweep_forever(self) -> None:
         period = max(0.05, min(1.0, self.limits.header_read_timeout / 4, self.limits.idle_timeout / 4))
@@ -259,7 +270,8 @@ class ConnectionGuard:
 
 
 class GuardedSite(web.BaseSite):
-    """aiohttp's `TCPSite`, with its connections going through a `ConnectionGuard`."""
+    """aiohttp's `TCPSite`, with its connections going through a `ConnectionGuard` (TLS handshakes included: the guard
+    runs them, so that it holds every socket from its accept)."""
 
     __slots__ = ("_guard", "_host", "_port", "_reuse_address")
 
@@ -271,7 +283,7 @@ class GuardedSite(web.BaseSite):
         guard: ConnectionGuard,
         *,
         ssl_context: ssl.SSLContext | None = None,
-        backlog: int = 128,
+        backlog: int = ACCEPT_BATCH,
         reuse_address: bool = True,
     ) -> None:
         super().__init__(runner, ssl_context=ssl_context, backlog=backlog)
@@ -288,19 +300,15 @@ class GuardedSite(web.BaseSite):
         server = self._runner.server
         assert server is not None
         server.request_handler = self._guard.request_handler(server.request_handler)
+        self._guard.ssl_context = self._ssl_context
         self._guard.start()
         loop = asyncio.get_running_loop()
-        options: dict[str, Any] = {}
-        if self._ssl_context is not None:
-            options["ssl_handshake_timeout"] = self._guard.limits.header_read_timeout
         self._server = await loop.create_server(
             self._guard.protocol_factory(server),
             self._host,
             self._port,
-            ssl=self._ssl_context,
             backlog=self._backlog,
             reuse_address=self._reuse_address,
-            **options,
         )
 
     async def stop(self) -> None:
@@ -314,10 +322,16 @@ def runner_options(limits: ConnectionLimits) -> dict[str, Any]:
     return {"keepalive_timeout": limits.idle_timeout + 1.0}
 
 
+def files_needed(limits: ConnectionLimits) -> int:
+    """The open files a server under `limits` may hold at once: the cap, the connections one pass of accepts replaces
+    (ACCEPT_BATCH), and the files the process needs besides (OTHER_FILES)."""
+    return limits.max_connections + ACCEPT_BATCH + OTHER_FILES
+
+
 def ensure_file_limit(limits: ConnectionLimits) -> None:
     """Raise the soft limit on open files (RLIMIT_NOFILE) so that `max_connections` fit with room to spare, as far as
     the hard limit allows; ValueError naming the flag when they cannot fit."""
-    needed = limits.max_connections + OTHER_FILES
+    needed = files_needed(limits)
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft == resource.RLIM_INFINITY or soft >= needed:
         return

@@ -1,14 +1,33 @@
 """How both services reach the Kubernetes API: an `ApiClient` from a base URL (tests, demo), a kubeconfig, or the
 in-cluster service account, in that order of preference. Importing this module imports the `kubernetes` client (tens
-of megabytes): the exporter imports it only when its pod watch is on."""
+of megabytes): the exporter imports it only when it talks to the API.
+
+A kubeconfig, and the certificate, key and token files it names, are read here through the bounded reader
+(toolkit/inputfiles.py) and handed to the client inline: the client itself would open a FIFO and wait forever, or read
+`/dev/zero` until memory runs out.
+"""
 
 from __future__ import annotations
 
+import base64
 from pathlib import Path
+from typing import Any
 
 import yaml
 from kubernetes import config as kube_config
 from kubernetes.client import ApiClient, Configuration
+
+from toolkit.inputfiles import InputFileError, read_input_file
+
+# Fields of a kubeconfig that name a file, and the field that holds the same content inline (kubectl's names).
+_FILE_FIELDS = {
+    "clusters": (("certificate-authority", "certificate-authority-data", True),),
+    "users": (
+        ("client-certificate", "client-certificate-data", True),
+        ("client-key", "client-key-data", True),
+        ("tokenFile", "token", False),
+    ),
+}
 
 
 class KubeConnectionError(ValueError):
@@ -34,12 +53,14 @@ def api_client(
     configuration = Configuration()
     try:
         if kubeconfig is not None:
-            kube_config.load_kube_config(  # type: ignore[no-untyped-call]
-                config_file=str(kubeconfig), context=context, client_configuration=configuration, persist_config=False
+            kube_config.load_kube_config_from_dict(  # type: ignore[no-untyped-call]
+                kubeconfig_dict(kubeconfig), context=context, client_configuration=configuration, persist_config=False
             )
         elif base_url is None:
             kube_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-    except UnicodeDecodeError:  # the kubernetes client reads a binary file without an error of its own
+    except InputFileError as e:
+        raise KubeConnectionError(str(e)) from None
+    except UnicodeDecodeError:
         raise KubeConnectionError(f"--kubeconfig {kubeconfig}: not UTF-8 text") from None
     except OSError as e:
         if kubeconfig is not None:
@@ -74,6 +95,28 @@ def api_client(
     if verify_tls is not None:
         configuration.verify_ssl = verify_tls
     return ApiClient(configuration)
+
+
+def kubeconfig_dict(path: Path) -> dict[str, Any]:
+    """The kubeconfig at `path` as the client loads it, every file it names read (bounded) into the field that holds
+    the same content inline; relative paths are relative to the kubeconfig's directory, as kubectl reads them.
+    InputFileError (naming --kubeconfig and the file), UnicodeDecodeError, yaml.YAMLError, ValueError."""
+    config = yaml.safe_load(read_input_file(path, "--kubeconfig").decode("utf-8"))
+    if not isinstance(config, dict):
+        raise ValueError("not a kubeconfig (a YAML mapping)")
+    for section, fields in _FILE_FIELDS.items():
+        for entry in config.get(section) or ():
+            inner = entry.get(section[:-1]) if isinstance(entry, dict) else None
+            if not isinstance(inner, dict):
+                continue
+            for named, inline, encoded in fields:
+                name = inner.get(named)
+                if not isinstance(name, str) or not name or inner.get(inline):
+                    continue
+                data = read_input_file(path.parent / name, f"--kubeconfig {path}: {named}")
+                inner[inline] = base64.b64encode(data).decode() if encoded else data.decode("utf-8").strip()
+                del inner[named]
+    return config
 
 
 def _first_line(error: Exception) -> str:

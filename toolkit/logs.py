@@ -8,6 +8,8 @@ import sys
 from datetime import UTC, datetime
 from typing import Literal, TextIO
 
+from toolkit.logthrottle import RepeatThrottle
+
 LogFormat = Literal["text", "json"]
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
@@ -37,6 +39,8 @@ def configure_logging(level: str = "info", log_format: LogFormat = "text", strea
     """Route every logger to one handler on `stream` (stderr by default), replacing handlers set before."""
     handler = logging.StreamHandler(stream if stream is not None else sys.stderr)
     handler.setFormatter(JsonFormatter() if log_format == "json" else logging.Formatter(TEXT_FORMAT))
+    # warnings and errors, from any logger: at most one line a second per kind, with a count of those left out
+    handler.addFilter(RepeatThrottle(min_level=logging.WARNING))
     root = logging.getLogger()
     for old in list(root.handlers):
         root.removeHandler(old)

@@ -6,6 +6,10 @@ handling request" with a traceback for each), a client gone before its answer, `
 traceback. Every record of the loggers the filter is installed on (`install_log_throttle`) is limited the same way: one
 record per `period` for each kind (logger, message template, exception type); the next one that gets through says
 how many were left out since.
+
+Both services also put one on their log handler for every record of level WARNING and above (toolkit.logs): whatever
+logger an error comes from (a TokenReview that fails on each request while the API server is away, a source that
+fails on each query), it is one line a second at most.
 """
 
 from __future__ import annotations
@@ -34,14 +38,19 @@ class _Seen:
 class RepeatThrottle(logging.Filter):
     """A logging filter: at most one record per `period` seconds for each kind of record."""
 
-    def __init__(self, period: float = 1.0, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, period: float = 1.0, clock: Callable[[], float] = time.monotonic, *, min_level: int = logging.NOTSET
+    ) -> None:
         super().__init__()
         self._period = period
         self._clock = clock
+        self._min_level = min_level  # records below pass untouched
         self._seen: OrderedDict[tuple[str, str, str], _Seen] = OrderedDict()
         self.suppressed_total = 0  # records left out since the filter was made
 
     def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno < self._min_level:
+            return True
         error = record.exc_info[1] if record.exc_info else None
         template = str(record.msg).partition("\n")[0]
         key = (record.name, template, type(error).__name__ if error is not None else "")

@@ -9,6 +9,7 @@ recursion limit is "not JSON" like any other bad body, not a RecursionError.
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable
 
 import aiohttp
 
@@ -19,8 +20,11 @@ class UpstreamAnswerError(ValueError):
     """An answer that cannot be used (too large, not JSON), as one line."""
 
 
-async def read_bounded(response: aiohttp.ClientResponse, limit: int) -> bytes:
-    """The whole body, or UpstreamAnswerError once more than `limit` bytes have arrived (or are announced)."""
+async def read_bounded(
+    response: aiohttp.ClientResponse, limit: int, grown: Callable[[int], Awaitable[None]] | None = None
+) -> bytes:
+    """The whole body, or UpstreamAnswerError once more than `limit` bytes have arrived (or are announced). `grown`,
+    when given, is awaited with the size read so far after each chunk (it may wait before more is read)."""
     if response.content_length is not None and response.content_length > limit:
         raise UpstreamAnswerError(f"the answer announces {response.content_length} bytes, more than {limit}")
     body = bytearray()
@@ -28,6 +32,8 @@ async def read_bounded(response: aiohttp.ClientResponse, limit: int) -> bytes:
         body += chunk
         if len(body) > limit:
             raise UpstreamAnswerError(f"the answer is larger than {limit} bytes")
+        if grown is not None:
+            await grown(len(body))
     return bytes(body)
 
 

@@ -12,6 +12,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
 from toolkit.certs import CertificateAuthority
+from toolkit.inputfiles import read_input_file
 from toolkit.tls import CERT_FLAG, KEY_FLAG, TLSConfigError, reason, server_context
 
 Clock = Callable[[], datetime]
@@ -67,8 +68,8 @@ def ensure_self_signed(
 
 def _reusable(cert_path: Path, key_path: Path, hostnames: Sequence[str], now: datetime) -> bool:
     try:
-        certificate = x509.load_pem_x509_certificates(cert_path.read_bytes())[0]
-        key = serialization.load_pem_private_key(key_path.read_bytes(), password=None)
+        certificate = x509.load_pem_x509_certificates(read_input_file(cert_path, "--cert-dir"))[0]
+        key = serialization.load_pem_private_key(read_input_file(key_path, "--cert-dir"), password=None)
         sans = certificate.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     except (OSError, ValueError, TypeError, x509.ExtensionNotFound):
         return False

@@ -15,10 +15,11 @@ from __future__ import annotations
 import logging
 import ssl
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
-from toolkit.inputfiles import InputFileError, refuse_passphrase
+from toolkit.inputfiles import InputFileError, read_input_file, read_input_text, refuse_passphrase
 from toolkit.periodic import Periodic
 
 log = logging.getLogger(__name__)
@@ -44,7 +45,7 @@ def server_context(
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     try:
-        context.load_cert_chain(cert_file, key_file, password=refuse_passphrase(KEY_FLAG, key_file))
+        load_pair(context, cert_file, key_file)
     except InputFileError as e:
         raise TLSConfigError(str(e)) from None
     except (OSError, ssl.SSLError) as e:
@@ -53,8 +54,10 @@ def server_context(
         ) from None
     for ca_file in client_ca_files:
         try:
-            context.load_verify_locations(cafile=ca_file)
-        except (OSError, ssl.SSLError) as e:
+            context.load_verify_locations(cadata=read_input_text(ca_file, "--client-ca-file"))
+        except InputFileError as e:
+            raise TLSConfigError(str(e)) from None
+        except (ValueError, ssl.SSLError) as e:
             raise TLSConfigError(f"cannot load the client CA file {ca_file}: {reason(e)}") from None
     for ca in client_ca_data:
         try:
@@ -63,6 +66,27 @@ def server_context(
             raise TLSConfigError(f"cannot load a client CA bundle: {reason(e)}") from None
     context.verify_mode = ssl.CERT_OPTIONAL if client_ca_files or client_ca_data else ssl.CERT_NONE
     return context
+
+
+def load_pair(context: ssl.SSLContext, cert_file: Path, key_file: Path) -> None:
+    """Load `cert_file` and `key_file` into `context` from a private copy (`private_copy`), the key refused if it asks
+    for a passphrase. InputFileError, OSError or ssl.SSLError when the pair cannot be used."""
+    with private_copy(cert_file, key_file) as (cert, key):
+        context.load_cert_chain(cert, key, password=refuse_passphrase(KEY_FLAG, key_file))
+
+
+@contextmanager
+def private_copy(cert_file: Path, key_file: Path) -> Iterator[tuple[Path, Path]]:
+    """The pair, each file read once through the bounded reader (OpenSSL would open a FIFO and wait, or read a device
+    without end) into a private directory that lives as long as the context."""
+    cert_pem = read_input_file(cert_file, CERT_FLAG)
+    key_pem = read_input_file(key_file, KEY_FLAG)
+    with tempfile.TemporaryDirectory(prefix="gpu-pulse-tls-") as scratch:
+        cert, key = Path(scratch) / "tls.crt", Path(scratch) / "tls.key"
+        cert.write_bytes(cert_pem)
+        key.touch(mode=0o600)
+        key.write_bytes(key_pem)
+        yield cert, key
 
 
 def reason(e: Exception) -> str:
@@ -104,11 +128,7 @@ class CertificateReloader:
         if stamp is None or stamp == self._seen:
             return False
         try:
-            with tempfile.TemporaryDirectory(prefix="gpu-pulse-tls-") as scratch:
-                cert, key = Path(scratch) / "tls.crt", Path(scratch) / "tls.key"
-                cert.write_bytes(self._cert_file.read_bytes())
-                key.touch(mode=0o600)
-                key.write_bytes(self._key_file.read_bytes())
+            with private_copy(self._cert_file, self._key_file) as (cert, key):
                 trial = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
                 trial.load_cert_chain(cert, key, password=refuse_passphrase(KEY_FLAG, self._key_file))
                 self._context.load_cert_chain(cert, key)

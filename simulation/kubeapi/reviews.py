@@ -58,12 +58,32 @@ def _wild(pattern: str, value: str) -> bool:
 AuthorizationPolicy = Callable[[Mapping[str, Any]], bool]
 
 
+# The audience of tokens made for the API server itself: kube-apiserver's --api-audiences defaults to its service
+# account issuer, https://kubernetes.default.svc.cluster.local on most clusters (kubernetes/kubernetes,
+# pkg/controlplane/apiserver/options: the issuer; TokenRequest's default audiences are the API audiences).
+API_AUDIENCE = "https://kubernetes.default.svc.cluster.local"
+
+
 @dataclass(frozen=True, slots=True)
 class TokenUser:
     username: str
     uid: str = ""
     groups: tuple[str, ...] = ()
     extra: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # the audiences the token is bound to (a projected token's `audience`); a TokenReview naming none of them fails
+    audiences: tuple[str, ...] = (API_AUDIENCE,)
+
+
+def reviewed_audiences(user: TokenUser, asked: Iterable[str]) -> tuple[str, ...]:
+    """The audiences a TokenReview reports for a token of `user`: those asked (the API server's own when none are)
+    that the token is bound to; empty means the token is not valid for them.
+
+    kube-apiserver (kubernetes/kubernetes pkg/registry/authentication/tokenreview/storage.go `Create`) authenticates
+    the token for `spec.audiences`, or its own API audiences when the spec names none, and reports the intersection
+    in `status.audiences`; a service account token bound to other audiences does not authenticate.
+    """
+    wanted = tuple(asked) or (API_AUDIENCE,)
+    return tuple(a for a in wanted if a in user.audiences)
 
 
 def policy_of(policy: AuthorizationPolicy | Iterable[AccessGrant] | None) -> AuthorizationPolicy:

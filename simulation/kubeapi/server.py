@@ -36,6 +36,7 @@ from simulation.kubeapi.reviews import (
     json_body,
     policy_of,
     review_reply,
+    reviewed_audiences,
 )
 from simulation.kubeapi.selectors import SelectorError, field_predicate, label_predicate
 from simulation.kubeapi.store import Clock, ExpiredError, Store, translate
@@ -459,15 +460,18 @@ class KubeApiServer:
         spec = review.get("spec") or {}
         with self._control:
             user = self._tokens.get(str(spec.get("token", "")))
-        status: JsonObject = {"authenticated": user is not None}
-        if user is not None:
+        audiences = reviewed_audiences(user, spec.get("audiences") or ()) if user is not None else ()
+        status: JsonObject = {"authenticated": bool(audiences)}
+        if user is not None and audiences:
             status["user"] = {
                 "username": user.username,
                 "uid": user.uid,
                 "groups": list(user.groups),
                 "extra": {k: list(v) for k, v in user.extra.items()},
             }
-            status["audiences"] = list(spec.get("audiences") or [])
+            status["audiences"] = list(audiences)
+        elif user is not None:
+            status["error"] = "token audiences are invalid for the target audiences"
         else:
             status["error"] = "invalid bearer token"
         return web.json_response(review_reply(review, "authentication.k8s.io/v1", "TokenReview", status))

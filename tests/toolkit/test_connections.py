@@ -6,7 +6,7 @@ import resource
 
 import pytest
 
-from toolkit.connections import OTHER_FILES, ConnectionLimits, ensure_file_limit
+from toolkit.connections import ConnectionLimits, ensure_file_limit, files_needed
 
 
 @pytest.mark.parametrize(
@@ -32,9 +32,11 @@ def test_a_cap_the_open_file_limit_cannot_hold_names_the_flag() -> None:
 
 def test_the_soft_limit_is_raised_to_fit_the_cap() -> None:
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    wanted = min(soft + 64, hard if hard != resource.RLIM_INFINITY else soft + 64) - OTHER_FILES
+    room = files_needed(ConnectionLimits(max_connections=1)) - 1  # what the process holds besides its connections
+    wanted = min(soft + 64, hard if hard != resource.RLIM_INFINITY else soft + 64) - room
     try:
-        ensure_file_limit(ConnectionLimits(max_connections=max(1, wanted)))
-        assert resource.getrlimit(resource.RLIMIT_NOFILE)[0] >= max(1, wanted) + OTHER_FILES
+        limits = ConnectionLimits(max_connections=max(1, wanted))
+        ensure_file_limit(limits)
+        assert resource.getrlimit(resource.RLIMIT_NOFILE)[0] >= files_needed(limits) == max(1, wanted) + room
     finally:
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

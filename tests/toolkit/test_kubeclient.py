@@ -3,10 +3,12 @@ that names the flag to fix."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
+from toolkit.certs import CertificateAuthority
 from toolkit.kubeclient import KubeConnectionError, api_client
 
 
@@ -61,10 +63,43 @@ def test_an_unusable_kubeconfig_is_one_line_naming_the_flag_and_file(tmp_path: P
     with pytest.raises(KubeConnectionError) as error:
         api_client(kubeconfig=path)
     message = str(error.value)
-    assert message.startswith(f"--kubeconfig {path}: cannot use it: ")
+    problem = "cannot read: No such file" if content is None else "cannot use it: "
+    assert message.startswith(f"--kubeconfig {path}: {problem}")
     assert "\n" not in message
 
 
 def test_a_directory_as_kubeconfig(tmp_path: Path) -> None:
-    with pytest.raises(KubeConnectionError, match=rf"^--kubeconfig {tmp_path}: cannot read: Is a directory"):
+    with pytest.raises(KubeConnectionError, match=rf"^--kubeconfig {tmp_path}: not a regular file \(a directory\)"):
         api_client(kubeconfig=tmp_path)
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("special", ["fifo", "/dev/zero"])
+def test_a_kubeconfig_that_is_no_regular_file_is_one_line_never_a_hang(tmp_path: Path, special: str) -> None:
+    path = tmp_path / "kubeconfig" if special == "fifo" else Path(special)
+    if special == "fifo":
+        os.mkfifo(path)  # opened the ordinary way, it would wait for a writer forever
+    with pytest.raises(KubeConnectionError, match=rf"^--kubeconfig {path}: not a regular file"):
+        api_client(kubeconfig=path)
+
+
+@pytest.mark.timeout(30)
+def test_files_a_kubeconfig_names_are_read_bounded_and_relative_to_it(tmp_path: Path) -> None:
+    ca = CertificateAuthority.create("cluster")
+    (tmp_path / "ca.crt").write_bytes(ca.cert_pem)
+    (tmp_path / "token").write_text("from-a-token-file\n")
+    path = tmp_path / "kubeconfig"
+    path.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: test\n"
+        "clusters: [{name: test, cluster: {server: 'https://kube.example:6443', certificate-authority: ca.crt}}]\n"
+        "users: [{name: test, user: {tokenFile: token}}]\n"
+        "contexts: [{name: test, context: {cluster: test, user: test}}]\n"
+    )
+    configuration = api_client(kubeconfig=path).configuration
+    assert configuration.api_key == {"BearerToken": "Bearer from-a-token-file"}
+    assert Path(configuration.ssl_ca_cert).read_bytes() == ca.cert_pem
+    (tmp_path / "token").unlink()
+    os.mkfifo(tmp_path / "token")
+    with pytest.raises(KubeConnectionError) as error:
+        api_client(kubeconfig=path)
+    assert str(error.value).startswith(f"--kubeconfig {path}: tokenFile {tmp_path / 'token'}: not a regular file")

@@ -68,3 +68,29 @@ def test_unexpected_errors_keep_their_traceback_but_are_throttled_too() -> None:
 def test_different_kinds_are_counted_apart(kinds: int) -> None:
     throttle = RepeatThrottle(clock=Clock())
     assert all(throttle.filter(record(f"message {kind}")) for kind in range(kinds))
+
+
+def test_every_warning_of_any_logger_is_throttled_on_the_services_handler() -> None:
+    """Issue 21, item 6: a failure on each request (a TokenReview while the API server is away, 300 requests) made a
+    line, or a traceback, per request. configure_logging throttles every WARNING and above, whatever its logger;
+    INFO lines pass as they are."""
+    import io
+
+    from toolkit.logs import configure_logging
+
+    stream = io.StringIO()
+    root = logging.getLogger()
+    saved = (list(root.handlers), root.level)
+    try:
+        configure_logging("info", "text", stream)
+        log = logging.getLogger("gpu_pulse.test.anywhere")
+        for number in range(300):
+            log.warning("cannot check a bearer token, answering 401: %s", f"attempt {number}")
+        for number in range(3):
+            log.info("serving %d", number)
+    finally:
+        root.handlers[:] = saved[0]
+        root.setLevel(saved[1])
+    lines = stream.getvalue().splitlines()
+    assert len([line for line in lines if "answering 401" in line]) == 1
+    assert len([line for line in lines if "serving" in line]) == 3
