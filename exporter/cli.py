@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack
 from typing import TYPE_CHECKING, TextIO
 
+from exporter.access import Access, load_access, load_reviewed_access
 from exporter.attribution import PodsDocumentBuilder, build_pod_side
 from exporter.catalogue import ALWAYS_SERVED
 from exporter.collection import PodAttributor
@@ -29,7 +30,7 @@ from exporter.exposition.labels import DEFAULT_LABEL_FIELDS
 from exporter.fields_report import UnservedReport, log_added, requested
 from exporter.loop import PollLoop
 from exporter.nvml import NvmlCollector
-from exporter.server import Access, build_app, load_access
+from exporter.server import build_app
 from exporter.settings import PROG, ExporterSettings, load_settings
 from exporter.snapshot import Snapshot
 from toolkit.connections import ConnectionGuard, ConnectionLimits, ensure_file_limit
@@ -79,7 +80,12 @@ def _newest(poll_loop: PollLoop) -> Snapshot | None:
 
 def _security(settings: ExporterSettings) -> tuple[Access | None, ssl.SSLContext | None]:
     try:
-        access = load_access(settings.auth_bearer_token_file, settings.auth_basic_file)
+        if settings.auth_allowed_users is not None:
+            access: Access | None = load_reviewed_access(
+                settings.auth_allowed_users, settings.auth_token_audience, settings.kubeconfig
+            )
+        else:
+            access = load_access(settings.auth_bearer_token_file, settings.auth_basic_file)
         context = None
         if settings.tls_cert_file is not None and settings.tls_private_key_file is not None:
             context = server_context(settings.tls_cert_file, settings.tls_private_key_file)

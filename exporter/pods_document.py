@@ -44,6 +44,10 @@ POWER_WATTS_BOUNDS = (0.0, MAX_WATTS)
 # day.
 INTERVAL_SECONDS_BOUNDS = (0.05, 3600.0)
 MAX_WINDOW_SECONDS = 86_400.0
+# What a reader believes of a node's interval: a reader derives how long figures stay fresh from it (direct source: 3
+# intervals + 2 s), so a node claiming an hour would stretch that to three. Read as at most this; an exporter that
+# really polls less often has its figures count as stale sooner, never later.
+MAX_CLAIMED_INTERVAL_SECONDS = 30.0
 # A pod's figures cannot be newer than the snapshot they are part of; this much is allowed for rounding.
 SAMPLED_AFTER_GENERATED_TOLERANCE = timedelta(seconds=1)
 
@@ -131,6 +135,7 @@ class NodePods(_Frozen):
     @model_validator(mode="after")
     def _pods_sampled_by_generation(self) -> Self:
         check_sampled_by_generation(self.generated_at, self.pods)
+        check_each_pod_once(self.pods)
         return self
 
 
@@ -149,6 +154,25 @@ def check_sampled_by_generation(generated_at: datetime, pods: Iterable[_Sampled]
                 f"pods.{index}.sampled_at {pod.sampled_at.isoformat()} is after the document's generated_at "
                 f"{generated_at.isoformat()}"
             )
+
+
+class _Named(Protocol):
+    @property
+    def namespace(self) -> str: ...
+
+    @property
+    def name(self) -> str: ...
+
+
+def check_each_pod_once(pods: Iterable[_Named]) -> None:
+    """ValueError naming the first pod the document lists twice: both forms refuse the document (a reader would have
+    to pick one of the two sets of figures, and nothing says which is right)."""
+    seen: set[tuple[str, str]] = set()
+    for index, pod in enumerate(pods):
+        key = (pod.namespace, pod.name)
+        if key in seen:
+            raise ValueError(f"pods.{index}: {pod.namespace}/{pod.name} is listed twice")
+        seen.add(key)
 
 
 class PodsDocumentError(ValueError):
@@ -205,7 +229,7 @@ class ReceivedPod(_Received, frozen=True, kw_only=True):
 
 
 class ReceivedNodePods(_Received, frozen=True, kw_only=True):
-    """NodePods as a reader receives it."""
+    """NodePods as a reader receives it; `interval_seconds` read as at most MAX_CLAIMED_INTERVAL_SECONDS."""
 
     api_version: Literal["gpu-pulse.dev/v1"] = SCHEMA_VERSION
     node: str
@@ -216,6 +240,9 @@ class ReceivedNodePods(_Received, frozen=True, kw_only=True):
 
     def __post_init__(self) -> None:
         check_sampled_by_generation(self.generated_at, self.pods)
+        check_each_pod_once(self.pods)
+        if self.interval_seconds > MAX_CLAIMED_INTERVAL_SECONDS:
+            msgspec.structs.force_setattr(self, "interval_seconds", MAX_CLAIMED_INTERVAL_SECONDS)
 
 
 _NODE_PODS = msgspec.json.Decoder(ReceivedNodePods)

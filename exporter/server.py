@@ -9,22 +9,16 @@ application (`cleanup_ctx`), so `AppRunner.cleanup()` stops it gracefully.
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
-import hashlib
-import hmac
 import logging
 import math
 import random
 import re
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Protocol
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 from aiohttp import web
 
+from exporter.access import Access
 from exporter.exposition import CONTENT_TYPE_OPENMETRICS, CONTENT_TYPE_TEXT
 from exporter.loop import PollLoop, Published
 from exporter.page import render_page
@@ -39,9 +33,11 @@ from exporter.pods_document import (
 
 log = logging.getLogger("exporter.server")
 
-PROTECTED_PATHS = frozenset({"/metrics", "/pods", "/"})
 _NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 MAX_NAMESPACES_ASKED = 256  # namespaces one /pods request may name
+# /pods streams one client address may hold of the MAX_STREAMS: an adapter replica follows a node with one stream (two
+# for a moment while it replaces one), so a single client, whatever it is, can never take every slot
+MAX_STREAMS_PER_CLIENT = 4
 _PAGE_HEADERS = {
     "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; img-src 'self'",
     "X-Content-Type-Options": "nosniff",
@@ -104,92 +100,6 @@ class Compressor:
         return await asyncio.shield(job)
 
 
-# ---- authentication ------------------------------------------------------------------------------------------------
-class Access(Protocol):
-    @property
-    def challenge(self) -> str:
-        """The WWW-Authenticate value of a 401."""
-        ...
-
-    def allows(self, authorization: str | None) -> bool: ...
-
-
-def _digest(secret: str) -> bytes:
-    return hashlib.sha256(secret.encode()).digest()
-
-
-@dataclass(frozen=True, slots=True)
-class BearerAccess:
-    token_digest: bytes
-    challenge: str = 'Bearer realm="gpu-pulse"'
-
-    def allows(self, authorization: str | None) -> bool:
-        scheme, _, token = (authorization or "").partition(" ")
-        return scheme.lower() == "bearer" and hmac.compare_digest(_digest(token.strip()), self.token_digest)
-
-
-@dataclass(frozen=True, slots=True)
-class BasicAccess:
-    users: Mapping[str, bytes]  # user -> sha256 digest of the password
-    challenge: str = 'Basic realm="gpu-pulse", charset="UTF-8"'
-
-    def allows(self, authorization: str | None) -> bool:
-        scheme, _, encoded = (authorization or "").partition(" ")
-        if scheme.lower() != "basic":
-            return False
-        try:
-            user, sep, password = base64.b64decode(encoded.strip(), validate=True).decode().partition(":")
-        except (binascii.Error, UnicodeDecodeError):
-            return False
-        expected = self.users.get(user)
-        # compare even for an unknown user, so the time taken does not tell which users exist
-        matches = hmac.compare_digest(_digest(password), expected if expected is not None else _digest("\0" + user))
-        return bool(sep) and expected is not None and matches
-
-
-def _read_secret_file(path: Path, flag: str) -> str:
-    try:
-        return path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:
-        raise ValueError(f"{flag} {path}: cannot read: {getattr(error, 'strerror', None) or error}") from None
-
-
-def load_access(bearer_token_file: Path | None, basic_file: Path | None) -> Access | None:
-    """The access check from `--auth-bearer-token-file` or `--auth-basic-file` (None: no auth). ValueError: one line."""
-    if bearer_token_file is not None:
-        token = _read_secret_file(bearer_token_file, "--auth-bearer-token-file").strip()
-        if not token:
-            raise ValueError(f"--auth-bearer-token-file {bearer_token_file}: the file is empty")
-        return BearerAccess(_digest(token))
-    if basic_file is None:
-        return None
-    users: dict[str, bytes] = {}
-    for number, raw in enumerate(_read_secret_file(basic_file, "--auth-basic-file").splitlines(), start=1):
-        line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
-        user, _, rest = line.partition(":")
-        scheme, _, secret = rest.partition(":")
-        where = f"--auth-basic-file {basic_file} line {number}"
-        if not user or not secret:
-            raise ValueError(f"{where}: expected user:sha256:<hex digest> or user:plain:<password>")
-        if scheme == "sha256":
-            try:
-                digest = bytes.fromhex(secret)
-            except ValueError:
-                digest = b""
-            if len(digest) != 32:
-                raise ValueError(f"{where}: a sha256 digest is 64 hexadecimal digits")
-            users[user] = digest
-        elif scheme == "plain":
-            users[user] = _digest(secret)
-        else:
-            raise ValueError(f"{where}: unknown scheme {scheme!r} (expected sha256 or plain)")
-    if not users:
-        raise ValueError(f"--auth-basic-file {basic_file}: no users in the file")
-    return BasicAccess(users)
-
-
 # ---- the application -----------------------------------------------------------------------------------------------
 POLL_LOOP = web.AppKey("poll_loop", PollLoop)
 COMPRESSOR = web.AppKey("compressor", Compressor)
@@ -227,6 +137,7 @@ class Publications:
         self._event = asyncio.Event()
         self.streams = 0  # open /pods streams
         self.closing = False  # the server stops: streams end now instead of holding the shutdown up
+        self.by_client: dict[str, int] = {}  # open /pods streams by the client's address
 
     def attach(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
@@ -299,6 +210,13 @@ async def _pods_stream(request: web.Request, namespaces: list[str] | None, every
     """One line per published snapshot, at most one per `every` seconds, until about STREAM_SECONDS have passed (or
     the reader hangs up). Each line is the bytes the snapshot's document was serialized to once, for every reader."""
     publications = request.app[PUBLICATIONS]
+    client = request.remote or ""
+    if publications.by_client.get(client, 0) >= MAX_STREAMS_PER_CLIENT:
+        return web.Response(
+            status=429,
+            text=f"at most {MAX_STREAMS_PER_CLIENT} /pods streams per client\n",
+            headers={"Retry-After": "10"},
+        )
     if publications.streams >= MAX_STREAMS:
         return web.Response(
             status=429, text=f"at most {MAX_STREAMS} /pods streams at once\n", headers={"Retry-After": "10"}
@@ -306,6 +224,7 @@ async def _pods_stream(request: web.Request, namespaces: list[str] | None, every
     poll_loop, clock = request.app[POLL_LOOP], request.app[CLOCK]
     response = web.StreamResponse(headers={"Content-Type": STREAM_CONTENT_TYPE, "Cache-Control": "no-store"})
     publications.streams += 1
+    publications.by_client[client] = publications.by_client.get(client, 0) + 1
     try:
         await response.prepare(request)
         ends = time.monotonic() + STREAM_SECONDS * random.uniform(0.9, 1.1)  # spread the readers' reconnects
@@ -329,6 +248,9 @@ async def _pods_stream(request: web.Request, namespaces: list[str] | None, every
         pass  # the reader went away
     finally:
         publications.streams -= 1
+        left = publications.by_client.pop(client) - 1
+        if left:
+            publications.by_client[client] = left
     return response
 
 
@@ -360,9 +282,12 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 @web.middleware
 async def authenticate(request: web.Request, handler: Handler) -> web.StreamResponse:
     access = request.app.get(ACCESS)
-    if access is not None and request.path in PROTECTED_PATHS:
-        if not access.allows(request.headers.get("Authorization")):
+    if access is not None and request.path in access.protected:
+        decision = await access.decide(request.headers.get("Authorization"))
+        if decision.status == 401:
             return web.Response(status=401, text="unauthorized\n", headers={"WWW-Authenticate": access.challenge})
+        if decision.status != 200:
+            return web.Response(status=403, text=f"forbidden: {decision.user} may not read {request.path}\n")
     return await handler(request)
 
 

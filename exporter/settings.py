@@ -11,6 +11,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BeforeValidator, model_validator
 from pydantic_settings import NoDecode, SettingsConfigDict
 
+from exporter.access import DEFAULT_TOKEN_AUDIENCE
 from exporter.catalogue import Dialect
 from exporter.nvml.errors import BUILTIN_SCENARIO_NAMES
 from toolkit.settings import (
@@ -120,6 +121,22 @@ class ExporterSettings(ConnectionSettings):
         metavar="FILE",
         accepts="a credentials file",
     )
+    auth_allowed_users: str | None = setting(
+        None,
+        "Require on /pods a bearer token that the cluster (TokenReview) says belongs to one of these users, comma-"
+        "separated; the adapter's ServiceAccount is system:serviceaccount:<namespace>:gpu-pulse-adapter. /metrics and "
+        "/ stay open. Uses the in-cluster service account (or --kubeconfig) and needs create on tokenreviews.",
+        metavar="USERS",
+        accepts="comma-separated user names",
+        min_length=1,
+    )
+    auth_token_audience: str = setting(
+        DEFAULT_TOKEN_AUDIENCE,
+        "With --auth-allowed-users: the audience the tokens must be bound to (a projected ServiceAccount token made "
+        "for it); '' accepts tokens for the API server's own audience.",
+        metavar="AUDIENCE",
+        accepts="an audience name, or ''",
+    )
     # ---- the pod side: kubelet pod-resources, the proc tree, the pod watch ----
     pod_attribution: bool = setting(
         True,
@@ -169,7 +186,8 @@ class ExporterSettings(ConnectionSettings):
     )
     kubeconfig: Path | None = setting(
         None,
-        "Kubeconfig for the pod and ResourceSlice watches (implies --kubernetes).",
+        "Kubeconfig for the Kubernetes API instead of the in-cluster service account: the pod and ResourceSlice "
+        "watches (implies --kubernetes) and the TokenReviews of --auth-allowed-users.",
         metavar="FILE",
         accepts="a kubeconfig file",
     )
@@ -183,8 +201,17 @@ class ExporterSettings(ConnectionSettings):
     @model_validator(mode="after")
     def _pairs(self) -> ExporterSettings:
         check_tls_pair(self.tls_cert_file, self.tls_private_key_file)
-        if self.auth_bearer_token_file is not None and self.auth_basic_file is not None:
-            raise ValueError("--auth-bearer-token-file and --auth-basic-file exclude each other: give one")
+        given = [
+            flag
+            for flag, value in (
+                ("--auth-bearer-token-file", self.auth_bearer_token_file),
+                ("--auth-basic-file", self.auth_basic_file),
+                ("--auth-allowed-users", self.auth_allowed_users),
+            )
+            if value is not None
+        ]
+        if len(given) > 1:
+            raise ValueError(f"{' and '.join(given)} exclude each other: give one")
         return self
 
 

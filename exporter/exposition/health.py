@@ -31,7 +31,7 @@ from exporter.exposition.devices import Families
 from exporter.exposition.plan import FamilyHeader
 from exporter.exposition.textformat import counter_value_is_valid, format_value, label_pairs
 from exporter.snapshot import CollectorStatus, MigIdentity, Snapshot
-from toolkit.connections import ConnectionStats
+from toolkit.connections import CLOSED_REASONS_HELP, ConnectionStats
 
 G, C = MetricType.GAUGE, MetricType.COUNTER
 BUILD_INFO = FamilyHeader.of(SELF_BUILD_INFO, G, "gpu-pulse exporter build information (value 1).")
@@ -77,8 +77,7 @@ CONNECTIONS_ACCEPTED = FamilyHeader.of(SELF_CONNECTIONS_ACCEPTED, C, "HTTP conne
 CONNECTIONS_CLOSED = FamilyHeader.of(
     SELF_CONNECTIONS_CLOSED,
     C,
-    "HTTP connections the server closed on its own, by reason: refused (at the cap, all busy), evicted (at the cap, "
-    "to make room), header_timeout, idle_timeout.",
+    f"HTTP connections the server closed on its own, by reason: {CLOSED_REASONS_HELP}.",
 )
 
 
@@ -123,12 +122,7 @@ class HealthSeries:
 
 
 def _connection_families(stats: ConnectionStats) -> list[tuple[FamilyHeader, list[str]]]:
-    closed = (
-        ("refused", stats.refused),
-        ("evicted", stats.evicted),
-        ("header_timeout", stats.header_timeouts),
-        ("idle_timeout", stats.idle_timeouts),
-    )
+    closed = stats.closed_by_reason()
     return [
         (CONNECTIONS, [f"{SELF_CONNECTIONS} {stats.open}\n"]),
         (CONNECTIONS_MAX, [f"{SELF_CONNECTIONS_MAX} {stats.limit}\n"]),

@@ -397,3 +397,26 @@ def test_a_passphrase_protected_tls_key_exits_2_naming_the_flag(tmp_path: Path) 
         ]
     )
     assert error.code == 2 and "--tls-private-key-file" in str(error) and "passphrase" in str(error)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("special", ["fifo", "/dev/zero"])
+@pytest.mark.parametrize(
+    "flag", ["--auth-bearer-token-file", "--auth-basic-file", "--kubeconfig", "--tls-cert-file", "--tls-key-file"]
+)
+def test_start_up_files_that_are_no_regular_file_exit_2_never_hang(tmp_path: Path, flag: str, special: str) -> None:
+    """Issue 21, item 5: every file a flag names goes through the bounded reader (a FIFO hung start-up, `/dev/zero` as
+    --auth-basic-file grew the exporter to 9.5 GB)."""
+    path = tmp_path / "special" if special == "fifo" else Path(special)
+    if special == "fifo":
+        os.mkfifo(path)
+    issued = CertificateAuthority.create("ca").issue_server(["localhost"])
+    issued.write(tmp_path / "tls.crt", tmp_path / "tls.key")
+    argv = ["--simulate", "shared", flag, str(path)]  # shared: a node with pods, so --kubeconfig is read
+    if flag == "--tls-cert-file":
+        argv += ["--tls-key-file", str(tmp_path / "tls.key")]
+    elif flag == "--tls-key-file":
+        argv += ["--tls-cert-file", str(tmp_path / "tls.crt")]
+    error = _startup_error(argv)
+    shown = "--tls-private-key-file" if flag == "--tls-key-file" else flag
+    assert error.code == 2 and shown in str(error) and f"{path}: not a regular file" in str(error), str(error)

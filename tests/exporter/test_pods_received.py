@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from pydantic_core import PydanticUndefined
 
 from exporter.pods_document import (
+    MAX_CLAIMED_INTERVAL_SECONDS,
     ContainerView,
     DeviceFigures,
     NodePods,
@@ -269,3 +270,33 @@ def test_every_document_the_exporter_builds_reads_back_the_same(
     )
     document = NodePods(node="n", generated_at=generated, interval_seconds=interval, kubelet_up=None, pods=(pod,))
     _verdict(document, parse_node_pods(document.model_dump_json()))
+
+
+# ---- what a node may not claim (issue 21, item 9) --------------------------------------------------------------------
+@pytest.mark.parametrize("other_namespace", [False, True])
+def test_a_pod_listed_twice_is_refused_by_both_forms(other_namespace: bool) -> None:
+    """A document listing one pod twice was read as the last of the two: which figures are right, nothing says."""
+    document = _sound()
+    twin = json.loads(json.dumps(document["pods"][0]))
+    twin["containers"][0]["devices"][0]["utilization_percent"] = 99.0
+    if other_namespace:
+        twin["namespace"] = "other"  # the same name in another namespace is another pod
+    document["pods"].append(twin)
+    text = json.dumps(document)
+    if other_namespace:
+        assert len(parse_node_pods(text).pods) == 2 and len(NodePods.model_validate_json(text).pods) == 2
+        return
+    with pytest.raises(PodsDocumentError, match=r"pods\.1: ml/train-0 is listed twice"):
+        parse_node_pods(text)
+    with pytest.raises(pydantic.ValidationError, match="listed twice"):
+        NodePods.model_validate_json(text)
+
+
+@given(_bounded(0.05, 3600))
+def test_a_reader_believes_at_most_max_claimed_interval(interval: float) -> None:
+    """`interval_seconds: 3600` stretched a reader's default max-age (3 intervals + 2 s) to three hours."""
+    document = _sound()
+    document["interval_seconds"] = interval
+    received = parse_node_pods(json.dumps(document))
+    assert received.interval_seconds == min(interval, MAX_CLAIMED_INTERVAL_SECONDS)
+    assert NodePods.model_validate(document).interval_seconds == interval  # the exporter states what it does

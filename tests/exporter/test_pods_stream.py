@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import aiohttp
 import msgspec
 import pytest
 from hypothesis import given
@@ -29,7 +30,7 @@ from exporter.pods_document import (
     parse_stream_event,
     stream_event,
 )
-from exporter.server import build_app
+from exporter.server import MAX_STREAMS_PER_CLIENT, build_app
 from tests.support.snapshots import SimulatedNode
 
 Client = Any  # aiohttp's TestClient
@@ -111,19 +112,40 @@ async def test_a_stream_ends_at_once_when_the_server_stops(node: SimulatedNode, 
     assert await asyncio.wait_for(response.read(), 2) == b""  # the stream ended: no more lines
 
 
-async def test_streams_are_bounded_in_number(node: SimulatedNode, client: Client) -> None:
+@pytest.fixture
+async def from_address(client: Client) -> AsyncIterator[Callable[[str], aiohttp.ClientSession]]:
+    """Sessions to the app from other loopback addresses (Linux routes all of 127.0.0.0/8 to the loopback device):
+    clients the exporter tells apart by address."""
+    sessions: list[aiohttp.ClientSession] = []
+
+    def session(address: str) -> aiohttp.ClientSession:
+        opened = aiohttp.ClientSession(
+            base_url=str(client.make_url("/")), connector=aiohttp.TCPConnector(local_addr=(address, 0))
+        )
+        sessions.append(opened)
+        return opened
+
+    yield session
+    for opened in sessions:
+        await opened.close()
+
+
+async def test_streams_are_bounded_in_number(
+    node: SimulatedNode, client: Client, from_address: Callable[[str], aiohttp.ClientSession]
+) -> None:
     publish(node)
-    streams = [await client.get("/pods", params=WATCH) for _ in range(MAX_STREAMS)]
+    addresses = [f"127.0.0.{2 + i // MAX_STREAMS_PER_CLIENT}" for i in range(MAX_STREAMS)]
+    streams = [await from_address(address).get("/pods", params=WATCH) for address in addresses]
     assert all(s.status == 200 for s in streams)
-    refused = await client.get("/pods", params=WATCH)
-    assert refused.status == 429
+    refused = await from_address("127.0.0.100").get("/pods", params=WATCH)
+    assert refused.status == 429 and "at once" in await refused.text()
     assert refused.headers["Retry-After"] == "10"
-    plain = await client.get("/pods")  # a plain answer is never refused for that
+    plain = await from_address("127.0.0.100").get("/pods")  # a plain answer is never refused for that
     assert plain.status == 200
     streams[0].close()
     for _ in range(50):  # the closed stream's place is freed when its handler notices
         publish(node)
-        again = await client.get("/pods", params=WATCH)
+        again = await from_address("127.0.0.100").get("/pods", params=WATCH)
         if again.status == 200:
             again.close()
             break
@@ -131,6 +153,25 @@ async def test_streams_are_bounded_in_number(node: SimulatedNode, client: Client
     else:
         pytest.fail("a closed stream's place was never freed")
     for stream in streams[1:]:
+        stream.close()
+
+
+async def test_one_client_cannot_take_every_stream(
+    node: SimulatedNode, client: Client, from_address: Callable[[str], aiohttp.ClientSession]
+) -> None:
+    """Issue 21, item 1: a client that takes each slot the adapter frees blinded the adapter. Whatever one client
+    address does, it holds at most MAX_STREAMS_PER_CLIENT streams: the others, the adapter's, stay free."""
+    publish(node)
+    hog = from_address("127.0.0.2")
+    held = [await hog.get("/pods", params=WATCH) for _ in range(MAX_STREAMS)]
+    assert [s.status for s in held].count(200) == MAX_STREAMS_PER_CLIENT
+    refused = next(s for s in held if s.status == 429)
+    assert "per client" in await refused.text() and refused.headers["Retry-After"] == "10"
+    adapter = await from_address("127.0.0.3").get("/pods", params=WATCH)
+    assert adapter.status == 200
+    _, document = parse_stream_event(await next_line(adapter))
+    assert document.node == "sim-node"
+    for stream in (*held, adapter):
         stream.close()
 
 

@@ -22,8 +22,9 @@ from cryptography.x509.oid import NameOID
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as parse_openmetrics
 from prometheus_client.parser import text_string_to_metric_families
 
+from exporter.access import load_access
 from exporter.pods_document import ANSWERED_AT_HEADER, parse_answered_at
-from exporter.server import accepts_gzip, build_app, load_access, wants_openmetrics
+from exporter.server import accepts_gzip, build_app, wants_openmetrics
 from tests.support.snapshots import SimulatedNode
 from toolkit.serving import start_server
 from toolkit.settings import ListenAddress
@@ -266,9 +267,12 @@ async def test_tls(node: SimulatedNode, tmp_path: Path) -> None:
 
 def test_bad_tls_files_are_one_clear_line(tmp_path: Path) -> None:
     (tmp_path / "c").write_text("not a certificate")
+    with pytest.raises(ValueError, match=r"^--tls-private-key-file .*/k: cannot read: No such file") as missing:
+        server_context(tmp_path / "c", tmp_path / "k")
+    (tmp_path / "k").write_text("not a key")
     with pytest.raises(ValueError, match=r"^--tls-cert-file .* / --tls-private-key-file .*: cannot load") as error:
         server_context(tmp_path / "c", tmp_path / "k")
-    assert "\n" not in str(error.value)
+    assert "\n" not in str(error.value) and "\n" not in str(missing.value)
 
 
 async def test_the_app_runs_and_stops_the_poll_loop(node: SimulatedNode) -> None:
