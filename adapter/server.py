@@ -139,11 +139,12 @@ def build_source(settings: AdapterSettings, pods: PodDirectory, metrics: Adapter
     """The number source the settings ask for (raises ValueError with one line on unusable credentials)."""
     if settings.source == "prometheus":
         assert settings.prometheus_url is not None  # checked by the settings
-        token = BearerToken(settings.prometheus_token_file) if settings.prometheus_token_file else None
+        token_file = settings.prometheus_token_file
+        token = BearerToken(token_file, "--prometheus-token-file") if token_file else None
         return PrometheusSource(
             settings.prometheus_url,
             headers=token.headers if token else None,
-            ssl_context=client_ssl_context(settings.prometheus_ca_file),
+            ssl_context=client_ssl_context(settings.prometheus_ca_file, "--prometheus-ca-file"),
             timeout=settings.prometheus_timeout,
             max_age=settings.max_age,
             observe=metrics.observe_source_call,
@@ -162,11 +163,11 @@ def build_source(settings: AdapterSettings, pods: PodDirectory, metrics: Adapter
             settings.exporter_scheme,
             settings.exporter_namespace,
         )
-    token = BearerToken(settings.exporter_token_file) if settings.exporter_token_file else None
+    token = BearerToken(settings.exporter_token_file, "--exporter-token-file") if settings.exporter_token_file else None
     cache = NodePodsCache(
         timeout=settings.exporter_timeout,
         headers=token.headers if token else None,
-        ssl_context=client_ssl_context(settings.exporter_ca_file),
+        ssl_context=client_ssl_context(settings.exporter_ca_file, "--exporter-ca-file"),
         keep_warm_seconds=settings.keep_warm,
         refresh=settings.exporter_refresh,
         observe=metrics.observe_source_call,
@@ -247,7 +248,7 @@ class Adapter:
             if settings.tls_cert_file is None or settings.tls_private_key_file is None
             else CertificateReloader(ssl_context, settings.tls_cert_file, settings.tls_private_key_file)
         )
-        # the ConfigMap is followed unless both CAs come from flags (auth/reload.py)
+        # the ConfigMap is followed unless both CAs come from flags (auth/reload.py); either way some CA may change
         follow = settings.client_ca_file is None or settings.requestheader_client_ca_file is None
         if auth_config.ca_bundles() or follow:  # a certificate from an unknown CA is a 401, as kube-apiserver answers
             request_unverified_client_certificates(ssl_context)
@@ -271,15 +272,15 @@ class Adapter:
             pod_cache_lifecycle=pod_cache,
             freeze_gc=True,
         )
-        if follow:
 
-            def trust(changed: AuthenticationConfig) -> None:
-                authenticator.reconfigure(changed)
-                for bundle in changed.ca_bundles():  # where the handshake still verifies (clientcerts.py fallback)
-                    ssl_context.load_verify_locations(cadata=bundle)
+        def trust(changed: AuthenticationConfig) -> None:
+            authenticator.reconfigure(changed)
+            for bundle in changed.ca_bundles():  # where the handshake still verifies (clientcerts.py fallback)
+                ssl_context.load_verify_locations(cadata=bundle)
 
-            reloader = TrustReloader(client, flags, trust, on_error=metrics.trust_reload_errors.inc)
-            app.cleanup_ctx.append(_running(reloader))
+        # the ConfigMap, the CA files given by flag, or both, re-read while the adapter runs (auth/reload.py)
+        reloader = TrustReloader(client, flags, trust, current=auth_config, on_error=metrics.trust_reload_errors.inc)
+        app.cleanup_ctx.append(_running(reloader))
         if certificate is not None:  # a renewed certificate (cert-manager, a rotated Secret) serves without a restart
             app.cleanup_ctx.append(_running(certificate))
         keda = None

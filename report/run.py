@@ -35,8 +35,12 @@ def connect(settings: ReportSettings) -> tuple[Connection, OwnerSource | None]:
     a flag cannot be used."""
     connection = Connection(
         url=settings.url,
-        token=BearerToken(settings.prometheus_token_file) if settings.prometheus_token_file else None,
-        ssl_context=client_ssl_context(settings.prometheus_ca_file),
+        token=(
+            BearerToken(settings.prometheus_token_file, "--prometheus-token-file")
+            if settings.prometheus_token_file
+            else None
+        ),
+        ssl_context=client_ssl_context(settings.prometheus_ca_file, "--prometheus-ca-file"),
         timeout=settings.prometheus_timeout,
         max_response_bytes=settings.prometheus_max_response_bytes,
         parallel=settings.prometheus_parallel,

@@ -14,7 +14,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector
 
-from toolkit.connections import ConnectionStats
+from toolkit.connections import CLOSED_REASONS_HELP, ConnectionStats
 
 _LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 _AGE_BUCKETS = (0.5, 1.0, 2.0, 3.0, 5.0, 10.0, 15.0, 30.0, 60.0, 120.0, 300.0)
@@ -77,14 +77,11 @@ class _Connections(Collector):
         )
         closed = CounterMetricFamily(
             "gpu_pulse_adapter_http_connections_closed",
-            "HTTP connections the server closed on its own, by reason: refused (at the cap, all busy), evicted (at "
-            "the cap, to make room), header_timeout, idle_timeout.",
+            f"HTTP connections the server closed on its own, by reason: {CLOSED_REASONS_HELP}.",
             labels=["reason"],
         )
-        closed.add_metric(["refused"], stats.refused)
-        closed.add_metric(["evicted"], stats.evicted)
-        closed.add_metric(["header_timeout"], stats.header_timeouts)
-        closed.add_metric(["idle_timeout"], stats.idle_timeouts)
+        for reason, count in stats.closed_by_reason():
+            closed.add_metric([reason], count)
         yield closed
 
 

@@ -76,9 +76,9 @@ class CertificatePool:
     def _issued_here(self, der: bytes) -> x509.Certificate | None:
         try:
             certificate = x509.load_der_x509_certificate(der)
-        except ValueError:
-            return None
-        if not _allows_client_auth(certificate):
+            if not _allows_client_auth(certificate):  # reads every extension: a duplicated one raises here
+                return None
+        except (ValueError, x509.DuplicateExtension):  # a certificate we cannot read is none the CA issued: a 401
             return None
         now = self._clock()
         for issuer in self._issuers:

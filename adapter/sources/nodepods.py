@@ -11,9 +11,12 @@ need, once per node and not once per namespace or per query, and an exporter see
 streams end after about five minutes and are opened again) instead of one per document.
 
 An exporter that answers a plain document instead of a stream (one without streams) is asked again each `refresh`
-seconds (at least its interval). A node that does not answer (refused, timeout, HTTP error, bad document, stalled
-stream) has no document until it answers again: its pods drop out, and it is asked again after a delay that doubles
-with each failure in a row (`failure_ttl` up to `max_failure_ttl`), so neither queries nor the feed hammer it.
+seconds (at least its interval). So is one that refuses the stream with `429` (every stream slot taken, perhaps by
+another client, exporter/server.py): the feed asks a plain `/pods` at once, which the exporter never refuses for that,
+and tries a stream again after `STREAM_REFUSED_SECONDS`; a node is never left unread for want of a stream slot. A
+node that does not answer (refused, timeout, HTTP error, bad document, stalled stream) has no document until it
+answers again: its pods drop out, and it is asked again after a delay that doubles with each failure in a row
+(`failure_ttl` up to `max_failure_ttl`), so neither queries nor the feed hammer it.
 
 An exporter's answer is not trusted: redirects are not followed, a document (or a stream's line) is read up to
 `max_document_bytes` (chunked or not, see responses), and each document is validated number by number
@@ -35,6 +38,7 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from email.utils import parsedate_to_datetime
+from http import HTTPStatus
 
 import aiohttp
 
@@ -68,6 +72,8 @@ GATHER_SECONDS = 0.02
 # A node whose pods are asked about in this many namespaces is followed whole: each further namespace would cost a
 # reconnect (and a wait for the query that brings it), and by then most of the document is wanted anyway.
 WHOLE_DOCUMENT_NAMESPACES = 3
+# after an exporter refused a stream (429: its slots are taken), plain documents for this long before a stream again
+STREAM_REFUSED_SECONDS = 30.0
 FetchObserver = Callable[[str, float], None]  # (outcome "ok" | "error" | "timeout", seconds)
 
 
@@ -144,6 +150,7 @@ class _Feed:
     error: str | None = None
     failures: int = 0  # in a row
     interval: float = 1.0  # the exporter's, from its latest document
+    plain_until: float = -math.inf  # a stream was refused (429): plain documents until then
     task: asyncio.Task[None] | None = None
     reconnect: asyncio.TimerHandle | None = None
     waiters: list[tuple[str | None, asyncio.Future[None]]] = field(default_factory=list)
@@ -335,7 +342,8 @@ class NodePodsCache:
         session = self._session
         if session is None:
             raise _FeedError("the node cache is not started")
-        params: list[tuple[str, str]] = [("watch", "1"), ("every", f"{self._refresh:g}")]
+        stream = self._clock() >= feed.plain_until
+        params: list[tuple[str, str]] = [("watch", "1"), ("every", f"{self._refresh:g}")] if stream else []
         if carried is not None:
             params.extend(("namespace", namespace) for namespace in sorted(carried))
         headers = dict(self._headers()) if self._headers is not None else None
@@ -347,6 +355,10 @@ class NodePodsCache:
                 request = session.get(url, params=params, headers=headers, allow_redirects=False, timeout=timeout)
                 response = await request  # connected, and the answer's head read
             async with response:
+                if stream and response.status == HTTPStatus.TOO_MANY_REQUESTS:
+                    feed.plain_until = self._clock() + STREAM_REFUSED_SECONDS
+                    log.info("%s refused a stream (429): plain documents for %g s", url, STREAM_REFUSED_SECONDS)
+                    return 0.0  # a plain request at once
                 if response.status != 200:
                     raise _FeedError(f"{url} answered HTTP {response.status}")
                 if response.content_type == STREAM_CONTENT_TYPE:

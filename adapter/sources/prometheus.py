@@ -8,9 +8,10 @@ served is the one the query averages over (`prometheus.window_seconds`: 60 for `
 sources agree after a load step.
 
 Prometheus' answer is not trusted: redirects are not followed, the body is read up to `max_response_bytes` (see
-responses), an answer of the wrong shape is "source unavailable" (503), and each number is checked before it is used:
-values finite and within their figure's unit (figures.FIGURE_BOUNDS), sample times finite and not in the future by more
-than `FUTURE_TOLERANCE_SECONDS`.
+responses), decoded in bounded steps, large ones two at a time and off the event loop (promanswers), an answer of the
+wrong shape is "source unavailable" (503), and each number is checked before it is used: values finite and within
+their figure's unit (figures.FIGURE_BOUNDS), sample times finite and not in the future by more than
+`FUTURE_TOLERANCE_SECONDS`.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import math
 import ssl
 import time
 from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from decimal import Decimal
 from types import MappingProxyType
 
@@ -30,14 +31,16 @@ from adapter.metrics_config import MetricDefinition
 from adapter.quantity import QuantityError, decimal_from_float
 from adapter.sources.figures import within_bounds
 from adapter.sources.model import DeviceValue, PodKey, PodSample, ServedValue, SourceError, SourceUnavailableError
+from adapter.sources.promanswers import SERIES_PER_BYTE, LargeAnswers, PodSeries
 from adapter.sources.values import pod_value
 from toolkit.pods import Pod
-from toolkit.responses import UpstreamAnswerError, decode_json, read_bounded
+from toolkit.responses import UpstreamAnswerError, read_bounded
 
 QueryObserver = Callable[[str, float], None]  # (outcome "ok" | "error" | "timeout", seconds)
 DEFAULT_MAX_AGE = 60.0
-# An instant query's answer for a namespace is about 250 bytes per pod and device: 16 MiB is some 60,000 series. With at
-# most MAX_PARALLEL_QUERIES answers read at once, bodies take at most 16 x 16 MiB.
+# An instant query's answer for a namespace is about 250 bytes per pod and device: 16 MiB is some 60,000 series. At most
+# MAX_PARALLEL_QUERIES answers are read at once, and of them at most two past 1 MiB (promanswers.LargeAnswers): bodies
+# take at most 14 x 1 MiB + 2 x 16 MiB.
 MAX_RESPONSE_BYTES = 16 * 1024 * 1024
 MAX_PARALLEL_QUERIES = 16
 # How far after the adapter's "now" a sample may be stamped (clocks of Prometheus and adapter differ a little).
@@ -45,7 +48,6 @@ FUTURE_TOLERANCE_SECONDS = 5.0
 # Past this many namespaces one query selects every namespace and the adapter filters: a matcher stays short.
 _MAX_NAMESPACES_IN_MATCHER = 20
 _HIDDEN_LABELS = ("__name__", "namespace", "pod")
-_TEXT = frozenset({str})
 
 
 def promql_string(text: str) -> str:
@@ -85,48 +87,6 @@ def _seconds(text: str) -> float | None:
     return seconds if math.isfinite(seconds) else None
 
 
-Series = tuple[Mapping[str, str], str]  # (labels, sample value as the API writes it)
-
-
-def vector_series(body: object, promql: str) -> list[Series]:
-    """The series of a successful instant-vector answer, each as (labels, value text).
-
-    SourceUnavailableError (the source cannot be used) when the answer is not shaped as the HTTP API documents it:
-    `{"status": "success", "data": {"resultType": "vector", "result": [{"metric": {str: str}, "value": [time, str]}]}}`.
-    SourceError when it is well formed but the query gives another type of result (a configuration problem).
-    """
-    if not isinstance(body, dict):
-        raise SourceUnavailableError("prometheus answered with something else than a JSON object")
-    data = body.get("data")
-    if not isinstance(data, dict):
-        raise SourceUnavailableError("prometheus answered without a data object")
-    result_type = data.get("resultType")
-    if result_type != "vector":
-        if isinstance(result_type, str) and result_type in ("matrix", "scalar", "string"):
-            raise SourceError(f"the query {promql!r} returns a {result_type}, not an instant vector")
-        raise SourceUnavailableError("prometheus answered with an unknown resultType")
-    result = data.get("result")
-    if result is None:
-        return []
-    if not isinstance(result, list):
-        raise SourceUnavailableError("prometheus answered with a vector result that is not a list")
-    series: list[Series] = []
-    for index, item in enumerate(result):
-        labels = item.get("metric") if isinstance(item, dict) else None
-        value = item.get("value") if isinstance(item, dict) else None
-        if (
-            not isinstance(labels, dict)
-            or not set(map(type, labels.values())) <= _TEXT  # every label value a string (checked per series)
-            or not isinstance(value, list)
-            or len(value) != 2
-            or not isinstance(value[0], int | float)
-            or not isinstance(value[1], str)
-        ):
-            raise SourceUnavailableError(f"prometheus answered with a malformed series (result[{index}])")
-        series.append((labels, value[1]))
-    return series
-
-
 class PrometheusSource:
     name = "prometheus"
 
@@ -145,6 +105,8 @@ class PrometheusSource:
     ) -> None:
         self._endpoint = url.rstrip("/") + "/api/v1/query"
         self._max_bytes = max_response_bytes
+        self._max_series = max(1000, int(max_response_bytes * SERIES_PER_BYTE))
+        self._large = LargeAnswers()
         self._max_parallel = max_parallel
         self._headers = headers
         self._ssl = ssl_context
@@ -173,26 +135,24 @@ class PrometheusSource:
         if not wanted:
             return {}
         query, time_query = metric.prometheus.render(namespace_matcher([ns for ns, _ in wanted]))
-        value_series, time_series = await asyncio.gather(self.query(query), self.query(time_query))
+        value_series, time_series = await asyncio.gather(
+            self.query(query, wanted, labels=True), self.query(time_query, wanted, labels=False)
+        )
         now = self._clock()
         latest = now + FUTURE_TOLERANCE_SECONDS
         sampled_at: dict[PodKey, float] = {}
-        for labels, text in time_series:
-            key = (labels.get("namespace", ""), labels.get("pod", ""))
-            when = _seconds(text)
-            if key in wanted and when is not None:
-                sampled_at[key] = max(sampled_at.get(key, -math.inf), when)
+        for series in time_series:
+            when = _seconds(series.value)
+            if when is not None:
+                sampled_at[series.pod] = max(sampled_at.get(series.pod, -math.inf), when)
         devices: dict[PodKey, list[DeviceValue]] = defaultdict(list)
-        for labels, text in value_series:
-            key = (labels.get("namespace", ""), labels.get("pod", ""))
-            if key not in wanted:
-                continue
-            value = _number(text)
+        for series in value_series:
+            value = _number(series.value)
             if value is not None and within_bounds(metric.figure, value):
-                shown = dict(labels)
+                shown = dict(series.labels or {})
                 for hidden in _HIDDEN_LABELS:
                     shown.pop(hidden, None)
-                devices[key].append(DeviceValue(value, MappingProxyType(shown)))
+                devices[series.pod].append(DeviceValue(value, MappingProxyType(shown)))
         window = None if metric.prometheus.window_seconds is None else float(metric.prometheus.window_seconds)
         found: dict[PodKey, PodSample] = {}
         for key, values in devices.items():
@@ -209,9 +169,10 @@ class PrometheusSource:
             for pod in pods
         ]
 
-    async def query(self, promql: str) -> list[Series]:
-        """An instant query; its vector result. SourceUnavailableError when Prometheus cannot be reached or is failing,
-        SourceError when it rejects the query."""
+    async def query(self, promql: str, wanted: Collection[PodKey], *, labels: bool = True) -> list[PodSeries]:
+        """An instant query; the series of its vector result that belong to the pods in `wanted` (see promanswers).
+        SourceUnavailableError when Prometheus cannot be reached or is failing, SourceError when it rejects the
+        query."""
         session = self._session
         if session is None:
             raise SourceUnavailableError("the prometheus source is not started")
@@ -219,22 +180,20 @@ class PrometheusSource:
         started = time.perf_counter()
         outcome = "error"
         try:
-            async with session.get(
-                self._endpoint, params={"query": promql}, headers=headers, allow_redirects=False
-            ) as response:
+            async with (
+                session.get(
+                    self._endpoint, params={"query": promql}, headers=headers, allow_redirects=False
+                ) as response,
+                self._large.admission() as admission,
+            ):
                 status = response.status
                 try:
-                    body = decode_json(await read_bounded(response, self._max_bytes))
+                    body = await read_bounded(response, self._max_bytes, admission.grown)
                 except UpstreamAnswerError as exc:
                     raise SourceUnavailableError(f"{self._endpoint} answered HTTP {status}: {exc}") from None
-            if not isinstance(body, dict):
-                raise SourceUnavailableError(f"{self._endpoint} answered HTTP {status} without a JSON object")
-            if body.get("status") != "success":
-                problem = f"{_text(body.get('errorType'), 'error')}: {_text(body.get('error'), 'no error message')}"
-                if status in (400, 422):
-                    raise SourceError(f"prometheus rejected the query {promql!r}: {problem}")
-                raise SourceUnavailableError(f"prometheus answered HTTP {status}: {problem}")
-            series = vector_series(body, promql)
+                series = await admission.decode(
+                    body, status, promql, wanted, max_series=self._max_series, labels=labels
+                )
             outcome = "ok"
             return series
         except TimeoutError:
@@ -245,8 +204,3 @@ class PrometheusSource:
         finally:
             if self._observe is not None:
                 self._observe(outcome, time.perf_counter() - started)
-
-
-def _text(value: object, otherwise: str) -> str:
-    """A string field of an answer, shortened for a log line or a Status message."""
-    return value[:200] if isinstance(value, str) else otherwise

@@ -92,6 +92,7 @@ class SimulatedNode:
     exposition_time: float | None = None  # give /metrics samples this explicit timestamp (Unix seconds)
     pods: dict[tuple[str, str], _Pod] = field(default_factory=dict)
     streams: bool = True  # answer watch=1 with a stream (an exporter with streams)
+    streams_taken: bool = False  # every stream slot held by others: watch=1 is 429, as exporter/server.py answers
     stream_seconds: float = 300.0  # how long a stream lasts before this node ends it
     pace: float | None = None  # real seconds between two streamed documents (default: the interval, or `every`)
     requests: int = 0
@@ -195,6 +196,9 @@ class SimulatedNode:
         if self.delay:
             await asyncio.sleep(self.delay)
         if self.streams and request.query.get("watch") in ("1", "true"):
+            if self.streams_taken:
+                refused = "at most 16 /pods streams at once\n"
+                return web.Response(status=429, text=refused, headers={"Retry-After": "10"})
             return await self._stream(request, namespaces)
         if self.broken is not None:
             return web.Response(text=self.broken, content_type="application/json")

@@ -16,6 +16,7 @@ from adapter.api.selfmetrics import AdapterMetrics
 from adapter.metrics_config import default_metrics_config
 from adapter.quantity import parse_quantity
 from adapter.selectors import parse_selector
+from adapter.sources import nodepods
 from adapter.sources.direct import DirectSource
 from adapter.sources.exporters import PodExporters, StaticExporters
 from adapter.sources.nodepods import Miss, NodePodsCache
@@ -173,6 +174,25 @@ async def test_an_exporter_without_streams_is_asked_each_interval(
     started, requests = time.monotonic(), gpu1.requests
     await asyncio.sleep(0.5)
     assert gpu1.requests - requests <= (time.monotonic() - started) / 0.2 + 1  # not more often than its interval
+
+
+async def test_a_node_whose_stream_slots_are_taken_is_read_by_plain_documents(
+    make_adapter: AdapterFactory, cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another client holds every stream slot of gpu-1's exporter (429 to watch=1): its pods are served from plain
+    documents asked each interval, and the feed takes a stream again once a slot is free."""
+    monkeypatch.setattr(nodepods, "STREAM_REFUSED_SECONDS", 0.5)
+    gpu1 = cluster.nodes["gpu-1"]
+    gpu1.streams_taken, gpu1.interval = True, 0.2
+    client = await make_adapter()
+    assert set(await served(client)) == {"infer-a", "infer-b", "train-0"}
+    documents = gpu1.documents
+    await eventually(lambda: gpu1.documents >= documents + 3, "plain documents asked again")
+    assert gpu1.open_streams == 0
+    assert set(await served(client)) == {"infer-a", "infer-b", "train-0"}
+    gpu1.streams_taken = False
+    await eventually(lambda: gpu1.open_streams == 1, "a stream again once a slot is free")
+    assert set(await served(client)) == {"infer-a", "infer-b", "train-0"}
 
 
 async def test_followed_nodes_are_dropped_when_nobody_asks(cluster: Cluster) -> None:

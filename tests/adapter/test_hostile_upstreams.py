@@ -24,6 +24,7 @@ from adapter.sources import nodepods
 from adapter.sources.direct import DirectSource
 from adapter.sources.exporters import StaticExporters
 from adapter.sources.nodepods import MISS, NodePodsCache, exporter_clock_offset
+from adapter.sources.promanswers import SERIES_PER_BYTE, LargeAnswers
 from adapter.sources.prometheus import PrometheusSource
 from exporter.pods_document import STREAM_CONTENT_TYPE, NodePods, PodView, stream_event
 from tests.adapter.simcluster import AdapterFactory, Cluster
@@ -440,3 +441,87 @@ async def test_a_node_that_answered_too_late_many_times_is_followed_once_it_answ
         assert hostile.requests > 8
     finally:
         await cache.close()
+
+
+# ---- prometheus answers that cost memory (issue 21, items 4 and 9) ---------------------------------------------------
+def minimal_series(count: int) -> bytes:
+    """`count` series of 30-odd bytes each: sound in shape, far more than any real answer of that size holds."""
+    one = b'{"metric":{},"value":[1,"1"]}'
+    return b'{"status":"success","data":{"resultType":"vector","result":[' + b",".join([one] * count) + b"]}}"
+
+
+def raw_answer(body: bytes) -> Handler:
+    async def handler(request: web.Request) -> web.Response:
+        return web.Response(body=body, content_type="application/json")
+
+    return handler
+
+
+async def test_an_answer_of_empty_lists_is_refused_before_it_is_built(
+    make_adapter: AdapterFactory, upstreams: Callable[[Handler], Awaitable[Upstream]]
+) -> None:
+    """15 MiB of `"result":[[],[],...]` was decoded into 5 million lists (885 MiB for one query): the first `[]` where
+    a series belongs ends the decoding now."""
+    body = b'{"status":"success","data":{"resultType":"vector","result":[' + b",".join([b"[]"] * 5_000_000) + b"]}}"
+    prometheus = await upstreams(raw_answer(body))
+    client = await prometheus_client(make_adapter, prometheus.url, timeout=30.0)
+    response = await client.get(PODS)
+    status = await response.json()
+    assert response.status == 503 and "malformed vector" in status["message"], status
+
+
+async def test_an_answer_with_more_series_than_its_size_allows_is_refused(
+    make_adapter: AdapterFactory, upstreams: Callable[[Handler], Awaitable[Upstream]]
+) -> None:
+    """Sound series, but more than one per 160 bytes of the cap (a real series is 250 bytes or more): the decoder
+    stops at the bound instead of building them all (520,000 series peaked at 575 MiB)."""
+    cap = 256 * 1024
+    limit = max(1000, int(cap * SERIES_PER_BYTE))
+    prometheus = await upstreams(raw_answer(minimal_series(limit + 1)))
+    client = await prometheus_client(make_adapter, prometheus.url, max_response_bytes=cap)
+    response = await client.get(PODS)
+    status = await response.json()
+    assert response.status == 503 and f"more than {limit} series" in status["message"], status
+
+
+async def test_large_answers_are_read_and_decoded_two_at_a_time() -> None:
+    answers = LargeAnswers(at_once=2, threshold=1000)
+    async with answers.admission() as first, answers.admission() as second, answers.admission() as third:
+        await first.grown(500)
+        assert not first.large, "below the threshold: no slot taken"
+        await first.grown(2000)
+        await second.grown(2000)
+        waiting = asyncio.create_task(third.grown(2000))
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert not waiting.done(), "a third large answer waits for a slot"
+        answers.slots.release()  # as `first` would on leaving
+        first.large = False
+        await asyncio.wait_for(waiting, 5)
+        assert third.large
+    assert not answers.slots.locked()
+
+
+async def test_a_pod_whose_series_repeat_a_label_set_is_left_out(
+    make_adapter: AdapterFactory, upstreams: Callable[[Handler], Awaitable[Upstream]]
+) -> None:
+    """A vector never holds one label set twice (Prometheus' engine refuses to build one); two such series for a pod
+    were averaged into a figure nobody measured. The pod is left out, the others are served."""
+    now = time.time()
+    series = [
+        ({"namespace": "ml", "pod": "infer-a", "gpu": "0"}, "10"),
+        ({"namespace": "ml", "pod": "infer-a", "gpu": "0"}, "90"),
+        ({"namespace": "ml", "pod": "infer-b", "gpu": "0"}, "42"),
+        ({"namespace": "ml", "pod": "infer-b", "gpu": "1"}, "44"),  # two devices of one pod: a mean, as ever
+    ]
+
+    def body(query: str) -> object:
+        if "timestamp(" in query:
+            return prometheus_answer([{"metric": labels, "value": [now, str(now - 1)]} for labels, _ in series])
+        return prometheus_answer([{"metric": labels, "value": [now, value]} for labels, value in series])
+
+    prometheus = await upstreams(answering(body))
+    client = await prometheus_client(make_adapter, prometheus.url)
+    items = await served(client)
+    assert set(items) == {"infer-b"}
+    assert parse_quantity(items["infer-b"]["value"]) == Decimal("43")

@@ -14,16 +14,22 @@ import shutil
 import ssl
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
 from aiohttp import web
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from hypothesis import given
 from hypothesis import strategies as st
 from multidict import CIMultiDict
 
+from adapter.auth.clientcert import ClientCertAuthenticator
 from adapter.auth.config import AuthenticationFlags, load_authentication_config
 from adapter.auth.reload import TrustReloader
 from adapter.auth.requests import (
@@ -152,6 +158,7 @@ async def start_stack(
     allowed_names: list[str] | None = None,
     always_allow: tuple[str, ...] = (),
     reload_period: float | None = None,
+    flags: AuthenticationFlags | None = None,
 ) -> AsyncIterator[Stack]:
     reviews: list[Mapping[str, Any]] = []
 
@@ -177,7 +184,8 @@ async def start_stack(
         }
     )
     client = api_client(base_url=kube.url)
-    config = await load_authentication_config(client, AuthenticationFlags())
+    flags = flags if flags is not None else AuthenticationFlags()
+    config = await load_authentication_config(client, flags)
     cert_dir = tmp_path / "serving"
     context = build_server_ssl_context(None, None, cert_dir, [], client_ca_data=config.ca_bundles())
     assert request_unverified_client_certificates(context), "as adapter.server does"
@@ -185,7 +193,7 @@ async def start_stack(
     access = SubjectAccessReviewer(client)
     errors: list[str] = []
     authenticator = DelegatingAuthenticator.from_config(config, tokens)
-    reloader = TrustReloader(client, AuthenticationFlags(), authenticator.reconfigure, period=reload_period or 1.0)
+    reloader = TrustReloader(client, flags, authenticator.reconfigure, current=config, period=reload_period or 1.0)
     app = web.Application(
         middlewares=[
             auth_middleware(
@@ -324,6 +332,22 @@ async def test_bearer_tokens_are_reviewed_once_then_cached(stack: Stack) -> None
         assert status == 401 and body["kind"] == "Status"
     assert stack.kube.request_count("create", "tokenreviews") == 2  # one yes, one no, each cached
     assert stack.kube.request_count("create", "subjectaccessreviews") == 1  # the allow is cached too
+
+
+async def test_a_token_that_is_not_ascii_is_401_and_never_reviewed(stack: Stack) -> None:
+    """Issue 21, item 6: `Authorization: Bearer \\xe9` (aiohttp decodes it with a surrogate) gave a 500 and a
+    traceback per request."""
+    host, port = stack.url.removeprefix("https://").rsplit(":", 1)
+    for _ in range(3):
+        reader, writer = await asyncio.open_connection(host, int(port), ssl=stack.client_context())
+        writer.write(
+            f"GET {METRICS}/namespaces/ml/pods/x/gpu_utilization HTTP/1.1\r\nHost: x\r\nConnection: close\r\n".encode()
+            + b"Authorization: Bearer \xe9\xff\r\n\r\n"
+        )
+        answer = await asyncio.wait_for(reader.read(), 10)
+        writer.close()
+        assert answer.startswith(b"HTTP/1.1 401 "), answer[:80]
+    assert stack.kube.request_count("create", "tokenreviews") == 0
 
 
 async def test_concurrent_requests_with_one_new_token_make_one_review(stack: Stack) -> None:
@@ -469,7 +493,6 @@ async def test_a_rotated_requestheader_ca_is_used_without_a_restart(pki: Pki, re
     assert reloader is not None
     path = f"{METRICS}/namespaces/ml/pods/x/gpu_utilization"
     assert (await stack.get(path, cert=pki.files["proxy"], headers=AS_ALICE))[0] == 200
-    await eventually(lambda: reloader.reloads >= 1, "the first read")
     rotated = CertificateAuthority.create("front-proxy-ca-2")
     rotated.issue_client("front-proxy-client").write(tmp_path / "p2.crt", tmp_path / "p2.key")
     new_proxy = (tmp_path / "p2.crt", tmp_path / "p2.key")
@@ -478,7 +501,7 @@ async def test_a_rotated_requestheader_ca_is_used_without_a_restart(pki: Pki, re
     assert configmap is not None
     data = {**configmap["data"], "requestheader-client-ca-file": rotated.cert_pem.decode()}
     stack.kube.set_authentication_configmap(data)
-    await eventually(lambda: reloader.reloads >= 2, "the ConfigMap re-read")
+    await eventually(lambda: reloader.reloads >= 1, "the ConfigMap re-read")
     status, body = await stack.get(path, cert=new_proxy, headers=AS_ALICE)
     assert status == 200 and body["user"] == "alice", body
     assert (await stack.get(path, cert=pki.files["proxy"], headers=AS_ALICE))[0] == 401, "the old CA is gone"
@@ -488,8 +511,82 @@ async def test_an_unusable_configmap_keeps_the_trust_in_use(pki: Pki, reloading:
     stack = reloading
     reloader = stack.reloader
     assert reloader is not None
-    await eventually(lambda: reloader.reloads >= 1, "the first read")
     stack.kube.set_authentication_configmap({"requestheader-client-ca-file": "not a certificate"})
     assert not await reloader.check()
     path = f"{METRICS}/namespaces/ml/pods/x/gpu_utilization"
     assert (await stack.get(path, cert=pki.files["proxy"], headers=AS_ALICE))[0] == 200
+
+
+@pytest.fixture
+async def flag_files(pki: Pki, tmp_path: Path) -> AsyncIterator[tuple[Stack, Path, Path]]:
+    client_ca_file, proxy_ca_file = tmp_path / "client-ca.crt", tmp_path / "front-proxy-ca.crt"
+    client_ca_file.write_bytes(pki.client_ca.cert_pem)
+    proxy_ca_file.write_bytes(pki.front_proxy_ca.cert_pem)
+    flags = AuthenticationFlags(client_ca_file=client_ca_file, requestheader_client_ca_file=proxy_ca_file)
+    async for stack in start_stack(pki, tmp_path, reload_period=0.05, flags=flags):
+        yield stack, client_ca_file, proxy_ca_file
+
+
+async def test_ca_files_given_by_flag_are_read_again(pki: Pki, flag_files: tuple[Stack, Path, Path]) -> None:
+    """Issue 21, item 7: a CA removed from --client-ca-file still authenticated 25 s later. The files are re-read as
+    the ConfigMap is (never read here: both CAs come from flags), and a removed CA stops authenticating."""
+    stack, client_ca_file, proxy_ca_file = flag_files
+    reloader = stack.reloader
+    assert reloader is not None
+    path = f"{METRICS}/namespaces/ml/pods/x/gpu_utilization"
+    assert (await stack.get(path, cert=pki.files["bob"]))[0] == 200
+    assert (await stack.get(path, cert=pki.files["proxy"], headers=AS_ALICE))[0] == 200
+    client_ca_file.write_bytes(CertificateAuthority.create("another-ca").cert_pem)  # bob's CA removed
+    await eventually(lambda: reloader.reloads >= 1, "the CA file re-read")
+    assert (await stack.get(path, cert=pki.files["bob"]))[0] == 401
+    assert (await stack.get(path, cert=pki.files["proxy"], headers=AS_ALICE))[0] == 200, "the other CA stays"
+    proxy_ca_file.write_text("not a certificate any more")  # a broken file keeps the trust in use
+    assert not await reloader.check()
+    assert (await stack.get(path, cert=pki.files["proxy"], headers=AS_ALICE))[0] == 200
+    assert stack.kube.request_count("get", "configmaps") == 0
+
+
+def impostor(ca: CertificateAuthority, common_name: str, directory: Path) -> tuple[Path, Path]:
+    """A client certificate that names `ca` as its issuer, by name and by key identifier (so that OpenSSL picks the
+    real CA to check it), signed by another key of the same type."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    now = datetime.now(UTC)
+    certificate = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)]))
+        .issuer_name(ca.certificate.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - timedelta(minutes=5))
+        .not_valid_after(now + timedelta(days=1))
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca.key.public_key()), critical=False)
+        .sign(key, hashes.SHA256())
+    )
+    paths = (directory / f"{common_name}-impostor.crt", directory / f"{common_name}-impostor.key")
+    IssuedCertificate(certificate, key).write(*paths)
+    return paths
+
+
+async def test_a_certificate_in_a_cas_name_signed_by_another_key_is_401(pki: Pki, stack: Stack, tmp_path: Path) -> None:
+    """Issue 21, item 9: a client certificate naming a trusted CA as its issuer but signed by another key dropped the
+    connection (OpenSSL left the failed signature on its error queue, which failed the connection's next read)
+    instead of answering 401."""
+    path = f"{METRICS}/namespaces/ml/pods/x/gpu_utilization"
+    for ca, name, headers in ((pki.client_ca, "bob", {}), (pki.front_proxy_ca, "front-proxy-client", AS_ALICE)):
+        status, body = await stack.get(path, cert=impostor(ca, name, tmp_path), headers=headers)
+        assert status == 401 and body["kind"] == "Status", name
+    assert (await stack.get(path, cert=pki.files["bob"]))[0] == 200, "the connection after them is served"
+
+
+def test_a_certificate_with_a_duplicated_extension_is_refused_not_an_error(pki: Pki) -> None:
+    """Issue 21, item 9: a duplicated extension raised out of the authenticator (no answer) instead of a 401."""
+    der = pki.bob.certificate.public_bytes(serialization.Encoding.DER)
+    key_usage, basic_constraints = bytes.fromhex("0603551d0f"), bytes.fromhex("0603551d13")  # OIDs 2.5.29.15, .19
+    assert der.count(key_usage) == 1
+    duplicated = der.replace(key_usage, basic_constraints)  # two BasicConstraints extensions
+    with pytest.raises(x509.DuplicateExtension):
+        _ = x509.load_der_x509_certificate(duplicated).extensions
+    authenticator = ClientCertAuthenticator(pki.client_ca.cert_pem.decode())
+    assert authenticator.authenticate(duplicated) is None
+    assert authenticator.authenticate(der) is not None

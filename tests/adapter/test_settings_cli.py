@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -10,6 +11,7 @@ import pytest
 
 from adapter.cli import main
 from adapter.settings import COMMAND_LINE, AdapterSettings, load_settings
+from toolkit.certs import CertificateAuthority
 from toolkit.settings import SettingsError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -143,3 +145,51 @@ def test_the_demo_refuses_a_kubeconfig_in_a_missing_directory_and_creates_nothin
     lines = capsys.readouterr().err.splitlines()
     assert len(lines) == 1 and "--demo-kubeconfig" in lines[0] and "does not exist" in lines[0], lines
     assert not (tmp_path / "new").exists()
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("special", ["fifo", "/dev/zero"])
+@pytest.mark.parametrize(
+    "flag",
+    [
+        "--kubeconfig",
+        "--exporter-token-file",
+        "--exporter-ca-file",
+        "--prometheus-token-file",
+        "--prometheus-ca-file",
+        "--tls-cert-file",
+        "--tls-private-key-file",
+    ],
+)
+def test_start_up_files_that_are_no_regular_file_exit_2_never_hang(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], flag: str, special: str
+) -> None:
+    """Issue 21, item 5: a FIFO hung the adapter's start on each of these flags; every file a flag names goes through
+    the bounded reader. Both CAs come from flags, so no API server is asked before the file is read."""
+    path = tmp_path / "special" if special == "fifo" else Path(special)
+    if special == "fifo":
+        os.mkfifo(path)
+    ca = CertificateAuthority.create("clients")
+    (tmp_path / "ca.crt").write_bytes(ca.cert_pem)
+    ca.issue_server(["localhost"]).write(tmp_path / "tls.crt", tmp_path / "tls.key")
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: t\nclusters: [{name: t, cluster: {server: 'http://127.0.0.1:9'}}]\n"
+        "users: [{name: t, user: {token: x}}]\ncontexts: [{name: t, context: {cluster: t, user: t}}]\n"
+    )
+    files = {
+        "--kubeconfig": kubeconfig,
+        "--client-ca-file": tmp_path / "ca.crt",
+        "--requestheader-client-ca-file": tmp_path / "ca.crt",
+        "--tls-cert-file": tmp_path / "tls.crt",
+        "--tls-private-key-file": tmp_path / "tls.key",
+    }
+    files[flag] = path
+    argv = [f"{name}={value}" for name, value in files.items()]
+    if flag.startswith("--prometheus-"):
+        argv += ["--source=prometheus", "--prometheus-url=http://127.0.0.1:9", f"{flag}={path}"]
+    elif flag.startswith("--exporter-"):
+        argv += [f"{flag}={path}"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{flag} {path}: not a regular file" in err, err

@@ -32,7 +32,7 @@ async def test_the_bearer_token_is_sent_and_posts_carry_the_query(aiohttp_server
     token = tmp_path / "token"
     token.write_text("s3cret\n", encoding="utf-8")
     url = await serve(aiohttp_server, handler)
-    async with PrometheusClient(Connection(url, token=BearerToken(token))) as client:
+    async with PrometheusClient(Connection(url, token=BearerToken(token, "--prometheus-token-file"))) as client:
         assert await client.instant_query("up" * 3000, 1.0) == []  # longer than any URL may be
     assert seen == [("POST", "Bearer s3cret", "up" * 3000)]
 
