@@ -1,5 +1,6 @@
-"""What every rendering of gpu-pulse must hold, kustomize overlay or Helm chart alike: the security contexts, least
-privilege RBAC, verified APIServices, and command-line flags the real programs know."""
+"""What every rendering of gpu-pulse must hold, kustomize overlay or Helm chart alike: the security contexts, the Pod
+Security level each namespace allows and its workloads meet, least privilege RBAC, the exporters' /pods for the
+adapter only, verified APIServices, and command-line flags the real programs know."""
 
 from __future__ import annotations
 
@@ -24,7 +25,11 @@ ALLOWED_RULES: dict[tuple[str, frozenset[str], frozenset[str]], frozenset[str]] 
     ("gpu-pulse-exporter-dra", frozenset({"resource.k8s.io"}), frozenset({"resourceslices"})): READ,
     ("gpu-pulse-metrics-reader", frozenset({"custom.metrics.k8s.io"}), frozenset({"*"})): READ,
     ("gpu-pulse-metrics-reader", frozenset({"custom.metrics.k8s.io", "external.metrics.k8s.io"}), ALL): READ,
+    ("gpu-pulse-exporter-tokenreview", frozenset({"authentication.k8s.io"}), frozenset({"tokenreviews"})): frozenset(
+        {"create"}
+    ),
 }
+EXPORTER_NAMESPACE = "gpu-pulse-exporter"
 # Bindings to roles gpu-pulse does not define: only these, for the adapter's service account.
 BUILT_IN_ROLES = {
     ("ClusterRoleBinding", "system:auth-delegator", None),
@@ -59,12 +64,105 @@ def check_security_contexts(objects: list[dict[str, Any]]) -> None:
     if mig:
         assert container["securityContext"]["capabilities"]["add"] == ["SYS_ADMIN"]
     kubernetes = "--kubernetes" in container["args"]  # shared GPUs (pod watch) or DRA (pod and ResourceSlice watches)
-    assert exporter["automountServiceAccountToken"] is kubernetes, "an API token exactly when the API is used"
+    reviews = any(a.startswith("--auth-allowed-users=") for a in container["args"])  # TokenReviews of /pods callers
+    assert exporter["automountServiceAccountToken"] is (kubernetes or reviews), "an API token exactly when it is used"
     if exporter.get("hostPID", False):  # only for shared GPUs, which name the pods of processes through the API
         assert kubernetes, "hostPID only with shared GPUs attributed by process"
     # the adapter: never root, no added capability
     assert adapter["securityContext"]["runAsNonRoot"] is True and adapter["securityContext"]["runAsUser"] != 0
     assert "add" not in adapter["containers"][0]["securityContext"]["capabilities"]
+
+
+# The Pod Security Standards (kubernetes.io/docs/concepts/security/pod-security-standards, as the PodSecurity
+# admission of Kubernetes 1.25+ enforces them): what the restricted level allows of a pod, beyond baseline.
+RESTRICTED_VOLUMES = frozenset(
+    {"configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "persistentVolumeClaim", "projected", "secret"}
+)
+
+
+def restricted_violations(pod: dict[str, Any]) -> list[str]:
+    """What of a pod spec the restricted level refuses (empty: it runs under restricted)."""
+    found = [f"volume {v['name']}" for v in pod.get("volumes", []) if not set(v) - {"name"} <= RESTRICTED_VOLUMES]
+    found += [f"{key}" for key in ("hostNetwork", "hostPID", "hostIPC") if pod.get(key)]
+    pod_context = pod.get("securityContext", {})
+    for container in pod["containers"] + pod.get("initContainers", []):
+        context = {**pod_context, **container.get("securityContext", {})}
+        name = container["name"]
+        if context.get("privileged"):
+            found.append(f"{name}: privileged")
+        if context.get("allowPrivilegeEscalation") is not False:
+            found.append(f"{name}: allowPrivilegeEscalation is not false")
+        if context.get("runAsNonRoot") is not True or context.get("runAsUser") == 0:
+            found.append(f"{name}: may run as root")
+        if context.get("seccompProfile", {}).get("type") not in ("RuntimeDefault", "Localhost"):
+            found.append(f"{name}: no RuntimeDefault or Localhost seccomp profile")
+        capabilities = context.get("capabilities", {})
+        if "ALL" not in capabilities.get("drop", []) or set(capabilities.get("add", [])) - {"NET_BIND_SERVICE"}:
+            found.append(f"{name}: capabilities beyond NET_BIND_SERVICE")
+        if any(port.get("hostPort") for port in container.get("ports", [])):
+            found.append(f"{name}: a host port")
+    return found
+
+
+def check_pod_security(objects: list[dict[str, Any]], namespace: str, exporter_namespace: str) -> None:
+    """The adapter runs under restricted, in its namespace; the exporter, which needs privileged, in one of its own (or
+    in the release's, which then must allow it). Namespaces a rendering creates are labelled for what runs in them."""
+    adapter = one(objects, "Deployment", "gpu-pulse-adapter")
+    exporter = one(objects, "DaemonSet", "gpu-pulse-exporter")
+    assert adapter["metadata"]["namespace"] == namespace
+    assert exporter["metadata"]["namespace"] == exporter_namespace
+    assert restricted_violations(adapter["spec"]["template"]["spec"]) == []
+    assert restricted_violations(exporter["spec"]["template"]["spec"]), "the exporter needs more than restricted"
+    levels = {
+        ns["metadata"]["name"]: ns["metadata"].get("labels", {}).get("pod-security.kubernetes.io/enforce")
+        for ns in find(objects, "Namespace")
+    }
+    if exporter_namespace in levels:
+        assert levels[exporter_namespace] == "privileged"
+    if namespace in levels and namespace != exporter_namespace:
+        assert levels[namespace] == "restricted", "the adapter's namespace enforces restricted"
+    for workload in find(objects, "Deployment") + find(objects, "DaemonSet"):
+        if workload["metadata"]["namespace"] == namespace and namespace != exporter_namespace:
+            assert restricted_violations(workload["spec"]["template"]["spec"]) == [], workload["metadata"]["name"]
+
+
+def check_exporter_access(objects: list[dict[str, Any]], namespace: str, exporter_namespace: str) -> None:
+    """The exporters serve /pods to the adapter's ServiceAccount only, whose token for them is made for their audience;
+    they reach the API for TokenReviews; and only the adapter and Prometheus reach them, each from its namespace."""
+    exporter = one(objects, "DaemonSet", "gpu-pulse-exporter")["spec"]["template"]["spec"]
+    adapter = one(objects, "Deployment", "gpu-pulse-adapter")["spec"]["template"]["spec"]
+    args = exporter["containers"][0]["args"]
+    users = [a.split("=", 1)[1] for a in args if a.startswith("--auth-allowed-users=")]
+    assert users == [f"system:serviceaccount:{namespace}:gpu-pulse-adapter"]
+    (audience,) = [a.split("=", 1)[1] for a in args if a.startswith("--auth-token-audience=")]
+    adapter_args = adapter["containers"][0]["args"]
+    if "--source=direct" in adapter_args:
+        (token_file,) = [a.split("=", 1)[1] for a in adapter_args if a.startswith("--exporter-token-file=")]
+        mounts = {m["mountPath"]: m["name"] for m in adapter["containers"][0]["volumeMounts"]}
+        volumes = {v["name"]: v for v in adapter["volumes"]}
+        directory, _, file_name = token_file.rpartition("/")
+        (source,) = volumes[mounts[directory]]["projected"]["sources"]
+        token = source["serviceAccountToken"]
+        assert token["audience"] == audience and token["path"] == file_name
+        assert 600 <= token["expirationSeconds"] <= 86_400
+        assert f"--exporter-namespace={exporter_namespace}" in adapter_args
+    reviewers = [
+        b for b in find(objects, "ClusterRoleBinding") if b["roleRef"]["name"] == "gpu-pulse-exporter-tokenreview"
+    ]
+    assert [b["subjects"] for b in reviewers] == [
+        [{"kind": "ServiceAccount", "name": "gpu-pulse-exporter", "namespace": exporter_namespace}]
+    ]
+    for policy in find(objects, "NetworkPolicy", "gpu-pulse-exporter"):
+        assert policy["metadata"]["namespace"] == exporter_namespace
+        peers = [peer for rule in policy["spec"]["ingress"] for peer in rule["from"]]
+        assert peers and all(
+            peer.get("namespaceSelector", {}).get("matchLabels") and peer.get("podSelector", {}).get("matchLabels")
+            for peer in peers
+        ), "every peer is named by namespace and by pod labels"
+        (adapter_peer,) = [
+            p for p in peers if p["podSelector"]["matchLabels"] == {"app.kubernetes.io/name": "gpu-pulse-adapter"}
+        ]
+        assert adapter_peer["namespaceSelector"]["matchLabels"] == {"kubernetes.io/metadata.name": namespace}
 
 
 def check_rbac(objects: list[dict[str, Any]], namespace: str) -> None:
@@ -148,8 +246,17 @@ def check_flags(objects: list[dict[str, Any]]) -> None:
         assert unknown == set(), f"flags gpu-pulse-{program} does not know: {sorted(unknown)}"
 
 
-def check_all(objects: list[dict[str, Any]], namespace: str = "gpu-pulse") -> None:
+def check_all(
+    objects: list[dict[str, Any]],
+    namespace: str = "gpu-pulse",
+    exporter_namespace: str = EXPORTER_NAMESPACE,
+    *,
+    exporter_auth: bool = True,
+) -> None:
     check_security_contexts(objects)
+    check_pod_security(objects, namespace, exporter_namespace)
+    if exporter_auth:  # the default everywhere; a chart user may turn it off (exporter.auth.enabled)
+        check_exporter_access(objects, namespace, exporter_namespace)
     check_rbac(objects, namespace)
     check_api_services(objects, namespace)
     check_flags(objects)

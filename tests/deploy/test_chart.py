@@ -22,7 +22,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
-from tests.deploy.invariants import check_all
+from tests.deploy.invariants import EXPORTER_NAMESPACE, check_all, restricted_violations
 from tests.deploy.rendering import (
     CHART,
     CRD_KINDS,
@@ -51,6 +51,8 @@ VALUES: dict[str, dict[str, Any]] = {
     "without-gpu-operator": {"gpuOperator": {"deployLabel": ""}},
     "prometheus-operator": {"serviceMonitor": {"enabled": True}, "prometheusRule": {"enabled": True}},
     "prometheus-source": {"adapter": {"source": "prometheus", "prometheusUrl": "http://prometheus-operated.mon:9090"}},
+    "exporter-in-the-release-namespace": {"exporter": {"namespace": ""}},
+    "exporter-auth-off": {"exporter": {"auth": {"enabled": False}}},
     "everything": {
         "exporter": {"dialect": "prometheus", "nodeSelector": {"gpu": "yes"}},
         "sharedGpus": {"enabled": True},
@@ -113,16 +115,59 @@ def test_every_rendered_object_validates(renders: dict[str, list[dict[str, Any]]
         else:
             assert obj["kind"] not in CRD_KINDS
             kubernetes_validate.validate(obj, version, strict=True)
-        if obj["kind"] not in {"ClusterRole", "ClusterRoleBinding", "APIService"}:
+        if obj["kind"] not in {"ClusterRole", "ClusterRoleBinding", "APIService", "Namespace"}:
             expected = "kube-system" if obj["kind"] == "RoleBinding" else NAMESPACE
+            if obj["metadata"]["name"] == "gpu-pulse-exporter" and obj["kind"] != "ServiceMonitor":
+                expected = _exporter_namespace(VALUES[name])  # its own, for the privileged Pod Security level
             assert obj["metadata"]["namespace"] == expected, f"{obj['kind']}/{obj['metadata']['name']}"
     keys = [(o["kind"], o["metadata"]["name"]) for o in objects]
     assert len(keys) == len(set(keys)), "no object twice"
 
 
+def _exporter_namespace(values: dict[str, Any]) -> str:
+    return values.get("exporter", {}).get("namespace", EXPORTER_NAMESPACE) or NAMESPACE
+
+
 @pytest.mark.parametrize("name", list(VALUES))
 def test_invariants_shared_with_kustomize(renders: dict[str, list[dict[str, Any]]], name: str) -> None:
-    check_all(renders[name], NAMESPACE)
+    auth = VALUES[name].get("exporter", {}).get("auth", {}).get("enabled", True)
+    check_all(renders[name], NAMESPACE, _exporter_namespace(VALUES[name]), exporter_auth=auth)
+
+
+def test_without_exporter_auth_nothing_of_it_is_rendered(renders: dict[str, list[dict[str, Any]]]) -> None:
+    objects = renders["exporter-auth-off"]
+    exporter = one(objects, "DaemonSet", "gpu-pulse-exporter")["spec"]["template"]["spec"]
+    adapter = one(objects, "Deployment", "gpu-pulse-adapter")["spec"]["template"]["spec"]
+    assert not [a for a in exporter["containers"][0]["args"] if a.startswith("--auth-")]
+    assert exporter["automountServiceAccountToken"] is False, "no API token the exporter does not use"
+    assert not find(objects, "ClusterRole", "gpu-pulse-exporter-tokenreview")
+    assert not [a for a in adapter["containers"][0]["args"] if a.startswith("--exporter-token-file")]
+    assert "exporter-token" not in {v["name"] for v in adapter["volumes"]}
+
+
+def test_the_exporter_namespace_is_made_privileged_only_when_it_is_its_own(
+    renders: dict[str, list[dict[str, Any]]],
+) -> None:
+    (namespace,) = find(renders["defaults"], "Namespace")
+    assert namespace["metadata"]["name"] == EXPORTER_NAMESPACE
+    assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "privileged"
+    assert not find(renders["exporter-in-the-release-namespace"], "Namespace"), "Helm's namespace is the user's"
+    assert not find(helm_render({"exporter": {"createNamespace": False}}), "Namespace")
+    exporter = one(renders["exporter-in-the-release-namespace"], "DaemonSet", "gpu-pulse-exporter")
+    assert exporter["metadata"]["namespace"] == NAMESPACE
+
+
+def test_the_restricted_check_is_a_live_referee(renders: dict[str, list[dict[str, Any]]]) -> None:
+    """The check that the adapter runs under restricted finds what restricted refuses."""
+    exporter = one(renders["defaults"], "DaemonSet", "gpu-pulse-exporter")["spec"]["template"]["spec"]
+    problems = restricted_violations(exporter)
+    assert "volume pod-resources" in problems and any("may run as root" in p for p in problems)
+    adapter = json.loads(json.dumps(one(renders["defaults"], "Deployment", "gpu-pulse-adapter")))
+    pod = adapter["spec"]["template"]["spec"]
+    assert restricted_violations(pod) == []
+    pod["containers"][0]["securityContext"]["capabilities"]["add"] = ["SYS_ADMIN"]
+    pod["securityContext"]["runAsUser"] = 0
+    assert len(restricted_violations(pod)) == 2
 
 
 @pytest.mark.parametrize("name", list(VALUES))
@@ -137,7 +182,10 @@ def test_the_values_a_user_sets_take_effect(renders: dict[str, list[dict[str, An
     shared = values.get("sharedGpus", {}).get("enabled", False)
     kubernetes = shared or values.get("dra", {}).get("enabled", False)  # the watches of the node's pods and slices
     assert bool(find(objects, "ClusterRole", "gpu-pulse-exporter")) == kubernetes
-    assert ("--kubernetes" in args) == kubernetes and exporter["automountServiceAccountToken"] == kubernetes
+    auth = values.get("exporter", {}).get("auth", {}).get("enabled", True)
+    assert ("--auth-allowed-users=system:serviceaccount:gpu-pulse:gpu-pulse-adapter" in args) == auth, "on by default"
+    assert ("--kubernetes" in args) == kubernetes
+    assert exporter["automountServiceAccountToken"] == (auth or kubernetes)
     assert exporter.get("hostPID", False) == shared
     volumes = {v["name"]: v for v in exporter["volumes"]}
     kubelet = values.get("kubeletPath", "/var/lib/kubelet/pod-resources")
@@ -163,7 +211,7 @@ def test_the_values_a_user_sets_take_effect(renders: dict[str, list[dict[str, An
         assert f"--prometheus-url={values['adapter']['prometheusUrl']}" in adapter_args
         assert not any(a.startswith("--exporter-") for a in adapter_args)
     else:
-        assert f"--exporter-namespace={NAMESPACE}" in adapter_args
+        assert f"--exporter-namespace={_exporter_namespace(values)}" in adapter_args
     registry = values.get("image", {}).get("registry", "")
     tag = values.get("image", {}).get("tag", _version())
     for pod, image in ((exporter, "gpu-pulse-exporter"), (adapter, "gpu-pulse-adapter")):

@@ -131,7 +131,7 @@ def test_exporter_daemonset(rendered: dict[str, list[dict[str, Any]]], overlay: 
     volumes = {v["name"]: v for v in pod["volumes"]}
     socket_dir = mounts["pod-resources"]
     assert socket_dir["mountPath"] == "/var/lib/kubelet/pod-resources"
-    assert not socket_dir.get("readOnly", False), "the socket directory must be writable to connect"
+    assert socket_dir["readOnly"] is True, "connect() writes nothing: the socket directory is mounted read-only"
     assert volumes["pod-resources"]["hostPath"] == {"path": "/var/lib/kubelet/pod-resources", "type": "Directory"}
     env = {e["name"]: e for e in container["env"]}
     assert env["NODE_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName"
@@ -154,7 +154,8 @@ def test_exporter_daemonset(rendered: dict[str, list[dict[str, Any]]], overlay: 
         assert pod["hostPID"] is True and "--kubernetes" in container["args"]
         assert not any(a.startswith("--proc-root") for a in container["args"]), "the default /proc is the host's"
     else:
-        assert "hostPID" not in pod and pod["automountServiceAccountToken"] is False
+        assert "hostPID" not in pod and "--kubernetes" not in container["args"]
+    assert pod["automountServiceAccountToken"] is True, "TokenReviews of who calls /pods"
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
@@ -230,11 +231,12 @@ def test_plain_scrape_config_loads_in_prometheus(rendered: dict[str, list[dict[s
     jobs = {job["job_name"]: job for job in snippet["scrape_configs"]}
     assert set(jobs) == {"gpu-pulse-exporter", "gpu-pulse-adapter"}, "the shipped alerts select these job names"
     assert jobs["gpu-pulse-exporter"]["honor_labels"] is True
-    for job in jobs.values():
+    for name, job in jobs.items():
         # Debian's prometheus is built without Kubernetes service discovery, so promtool cannot parse
         # kubernetes_sd_configs: check its shape here and let promtool check the rest with a static target
         (discovery,) = job.pop("kubernetes_sd_configs")
-        assert discovery == {"role": "pod", "namespaces": {"names": ["gpu-pulse"]}}
+        namespace = "gpu-pulse-exporter" if name == "gpu-pulse-exporter" else "gpu-pulse"
+        assert discovery == {"role": "pod", "namespaces": {"names": [namespace]}}
         job["static_configs"] = [{"targets": ["127.0.0.1:9400"]}]
     config = {
         "global": {"scrape_interval": "15s"},

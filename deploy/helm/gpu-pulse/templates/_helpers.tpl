@@ -64,12 +64,26 @@ Deployment's checksum all hold the same pair.
 {{- toJson (get .Values "__generatedTls") -}}
 {{- end }}
 
+{{/* The exporter's namespace: its own (Pod Security privileged), or the release's. */}}
+{{- define "gpu-pulse.exporter.namespace" -}}
+{{- .Values.exporter.namespace | default .Release.Namespace -}}
+{{- end }}
+
+{{/* The adapter's ServiceAccount as a Kubernetes user name: the one identity the exporters serve /pods to. */}}
+{{- define "gpu-pulse.adapter.user" -}}
+{{- printf "system:serviceaccount:%s:gpu-pulse-adapter" .Release.Namespace -}}
+{{- end }}
+
 {{/* The exporter's command line. */}}
 {{- define "gpu-pulse.exporter.args" -}}
 - --listen=0.0.0.0:{{ .Values.exporter.port }}
 - --dialect={{ .Values.exporter.dialect }}
 - --interval={{ .Values.exporter.interval }}
 - --log-format=json
+{{- if .Values.exporter.auth.enabled }}
+- --auth-allowed-users={{ include "gpu-pulse.adapter.user" . }}
+- --auth-token-audience={{ .Values.exporter.auth.audience }}
+{{- end }}
 {{- if include "gpu-pulse.exporter.kubernetes" . }}
 - --kubernetes
 {{- end }}
@@ -81,4 +95,14 @@ Deployment's checksum all hold the same pair.
 {{/* The exporter talks to the Kubernetes API (its node's pods and ResourceSlices) for shared GPUs and for DRA. */}}
 {{- define "gpu-pulse.exporter.kubernetes" -}}
 {{- if or .Values.sharedGpus.enabled .Values.dra.enabled }}true{{ end }}
+{{- end }}
+
+{{/* The exporter needs an API token for its TokenReviews (auth) or its watches (shared GPUs, DRA). */}}
+{{- define "gpu-pulse.exporter.apiToken" -}}
+{{- if or .Values.exporter.auth.enabled (include "gpu-pulse.exporter.kubernetes" .) }}true{{ end }}
+{{- end }}
+
+{{/* The adapter reads the exporters (source direct) and shows them a token (exporter.auth). */}}
+{{- define "gpu-pulse.adapter.exporterToken" -}}
+{{- if and .Values.exporter.auth.enabled (ne .Values.adapter.source "prometheus") }}true{{ end }}
 {{- end }}
