@@ -47,6 +47,11 @@ def node_name(index: int) -> str:
     return f"gpu-{index:04d}"
 
 
+def bench_pod_name(index: int) -> str:
+    """The name of pod `index` of Deployment `infer` in namespace `bench`."""
+    return f"infer-6b7f9-{index:05d}"
+
+
 def populate(kube: KubeApiServer, pods: int, namespace_pods: int) -> dict[str, list[str]]:
     """Create the pods; return the bench namespace's pods by node."""
     kube.put_replica_set(NAMESPACE, "infer-6b7f9", deployment="infer", labels={"app": "infer"})
@@ -55,7 +60,7 @@ def populate(kube: KubeApiServer, pods: int, namespace_pods: int) -> dict[str, l
     by_node: dict[str, list[str]] = {}
     for i in range(namespace_pods):
         node = node_name(i // GPUS_PER_NODE)
-        name = f"infer-6b7f9-{i:05d}"
+        name = bench_pod_name(i)
         ip = f"10.{i // 65536}.{(i // 256) % 256}.{i % 256}"
         kube.put_pod(NAMESPACE, name, node=node, labels=labels, pod_ip=ip, owner=owner, gpus_per_container=1)
         by_node.setdefault(node, []).append(name)
@@ -137,20 +142,25 @@ class ExporterEndpoints:
             await runner.cleanup()
 
 
-async def serve(pods: int, namespace_pods: int, ready: Path) -> None:
-    kube = KubeApiServer()
-    await kube.start()
-    by_node = populate(kube, pods, namespace_pods)
-    exporters = ExporterEndpoints(by_node)
-    await exporters.start()
+async def serve_until_terminated(ready: Path, info: dict[str, object]) -> None:
+    """Write `info` to `ready` (atomically: a reader never sees half of it), then wait for SIGTERM or SIGINT."""
     tmp = ready.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"kube": kube.url, "exporters": exporters.urls}))
+    tmp.write_text(json.dumps(info))
     tmp.replace(ready)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, stop.set)
     loop.add_signal_handler(signal.SIGINT, stop.set)
     await stop.wait()
+
+
+async def serve(pods: int, namespace_pods: int, ready: Path) -> None:
+    kube = KubeApiServer()
+    await kube.start()
+    by_node = populate(kube, pods, namespace_pods)
+    exporters = ExporterEndpoints(by_node)
+    await exporters.start()
+    await serve_until_terminated(ready, {"kube": kube.url, "exporters": exporters.urls})
     await exporters.stop()
     await kube.stop()
 

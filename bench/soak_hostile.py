@@ -2,25 +2,37 @@
 
     PYTHONPATH=. python bench/soak_hostile.py [--minutes 10]
 
-What runs: an exporter (`python -m exporter --simulate h100x8`), and the adapter CLI over a simulated cluster
-(bench/adapter_cluster.py: the Kubernetes API stand-in, 2,000 pods, exporter endpoints for the nodes of namespace
-`bench`), both with `--max-connections 128`. Four of the adapter's exporter endpoints are hostile: one streams an
-endless chunked body, one answers garbage, one answers after 30 s, one redirects to a counter that must never be asked.
+What runs, each service with `--max-connections 128` and the open-file limit it would raise itself to for that cap
+(toolkit.connections.files_needed: 384; a descriptor the cap does not count shows as failed scrapes, as in issue 21):
+- an exporter (`python -m exporter --simulate h100x8`) serving `/pods` to the adapter's ServiceAccount only
+  (`--auth-allowed-users`, tokens reviewed by a Kubernetes API stand-in, bench/soak_upstreams.py);
+- the adapter CLI over a simulated cluster (bench/adapter_cluster.py: the Kubernetes API stand-in, 2,000 pods,
+  exporter endpoints for the nodes of namespace `bench`), direct source; four of its exporter endpoints are hostile
+  (endless, garbage, slow, a redirect to a counter that must never be asked);
+- a second adapter on the same cluster with `--source prometheus`, reading a Prometheus stand-in that answers soundly
+  for `bench` and pathologically for every other namespace (15 MiB of empty lists, more series than the size allows,
+  100,000 levels of nesting, a 1 MiB label set, an endless body); it and the API stand-in run in a process of their
+  own (bench/soak_upstreams.py).
 
-What attacks, all the time: 200 clients per service that send half a request head and stall (each reopened when the
-server closes it), 10 malformed requests a second per service, 20 connections a second per service opened and closed
-at once (churn), and 5 adapter queries a second each with a label selector never seen before.
+What attacks, all the time (bench/soak_attacks.py): per service 200 clients that send half a request head and stall,
+10 malformed requests a second and 20 connections a second opened and closed at once, 30 connections sending request
+heads that never end, 32 connections every 5 s that pipeline 20 requests and never read; on the adapters 20 TLS
+connections a second that never start their handshake; on the direct adapter 5 queries a second with a label
+selector never seen before; on the exporter 24 `/pods` stream hogs (no token, or a tenant's); on the prometheus
+adapter 2 queries a second that make Prometheus answer pathologically.
 
-What is measured: a scrape of the exporter's `/metrics` and an HPA query of the adapter every second (lost: anything
-but a 200 with the expected content), first for `BASELINE_SECONDS` without any attack (the baseline of their
-latency), then under attack; each service's RSS every 15 s, and the size of each service's log. The legitimate
-clients run in a process of their own, apart from the attackers, but share this machine's cores with the attackers and
-both services: latency under attack includes the attackers' own CPU. The exit code is 1 when a stated bound is missed:
+What is measured: in a process of their own, a scrape of the exporter's `/metrics`, an HPA query of each adapter and
+the adapter's feed (a `/pods` stream of the exporter, opened with the adapter's token) every second, first for
+`BASELINE_SECONDS` without attack, then under attack (lost: anything but the expected answer); each service's RSS
+every 15 s and its open descriptors every second; the size of each service's log. The exit code is 1 when a stated
+bound is missed:
 
-- lost scrapes and lost HPA answers: at most 1 % each (a scrape may meet the cap while stalled clients are evicted);
+- lost scrapes, HPA answers and feed documents: none (issue 21: at 100 % through the soak);
 - RSS: at most 16 MiB growth per service between the end of the first quarter (warm) and the end;
+- open descriptors: never more than the open-file limit, and their median over the last quarter at most 16 above
+  their median over the second (they rise and fall with the attackers' rounds);
 - log: at most 64 KiB per minute per service (a repeated error is one line a second, toolkit.logthrottle);
-- the redirect target: never asked.
+- the redirect target never asked; no stream hog ever served a stream.
 """
 
 from __future__ import annotations
@@ -33,42 +45,41 @@ import multiprocessing
 import multiprocessing.queues
 import multiprocessing.synchronize
 import os
-import random
+import resource
 import signal
 import ssl
-import string
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import aiohttp
-from aiohttp import web
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from adapter_cluster import REPO, Launched, free_port, launch
+import soak_attacks as attacks
+from adapter_cluster import REPO, AdapterCredentials, Launched, launch, wait_adapter_ready, wait_for_ready_file
+from soak_upstreams import ADAPTER_TOKEN, AUDIENCE, TENANT_TOKEN, HostileExporters
+
+from simulation.kubeconfig import write_kubeconfig
+from tests.support.loopback import free_port
+from toolkit.connections import ConnectionLimits, files_needed
 
 CAP = 128
-STALLED = 200
-GARBAGE_PER_SECOND = 10
-CHURN_PER_SECOND = 20
-SELECTORS_PER_SECOND = 5
-RSS_EVERY = 15.0
+FILE_LIMIT = files_needed(ConnectionLimits(max_connections=CAP))  # as the services raise their own limit to
+SAMPLE_EVERY = 15.0
 BASELINE_SECONDS = 20.0
-BOUND_LOST = 0.01
+BOUND_LOST = 0.0
 BOUND_RSS_GROWTH = 16 * 2**20
+BOUND_FD_GROWTH = 16
 BOUND_LOG_PER_MINUTE = 64 * 1024
-GARBAGE = (
-    b"GET /metrics HTTP/1.1\r\nHost: x\r\nBad Header\x00: 1\r\n\r\n",
-    b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03garbage-tls-to-a-plain-port\r\n\r\n",
-    b"GET /" + b"a" * 20_000 + b" HTTP/1.1\r\nHost: x\r\n\r\n",
-    b"BREW /pot HTTP/9.9\r\n\r\n",
-)
+BENCH_PODS = 200
+HPA_PATH = "/apis/custom.metrics.k8s.io/v1beta2/namespaces/bench/pods/*/gpu_utilization?labelSelector=app%3Dinfer"
+TEAMS = [f"team-{i:02d}" for i in range(18)]  # bench/adapter_cluster.py: the 1,800 other pods, 100 a namespace
 
 
 def loopback(url: str) -> str:
@@ -99,197 +110,147 @@ class Tally:
         return self.lost / max(1, self.ok + self.lost)
 
 
-# ---- hostile exporter endpoints --------------------------------------------------------------------------------------
-class HostileExporters:
-    """Loopback endpoints that answer `/pods` badly, and a redirect target that counts what reaches it."""
-
-    def __init__(self) -> None:
-        self.redirected = 0
-        self._runners: list[web.AppRunner] = []
-        self.urls: dict[str, str] = {}
-
-    async def _serve(self, name: str, handler: Callable[[web.Request], object]) -> str:
-        app = web.Application()
-        app.router.add_route("*", "/{tail:.*}", handler)  # type: ignore[arg-type]
-        runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=0.1)
-        await runner.setup()
-        port = free_port()
-        await web.TCPSite(runner, "127.0.0.1", port).start()
-        self._runners.append(runner)
-        self.urls[name] = f"http://127.0.0.1:{port}"
-        return self.urls[name]
-
-    async def start(self) -> None:
-        async def endless(request: web.Request) -> web.StreamResponse:
-            response = web.StreamResponse(headers={"Content-Type": "application/json"})
-            chunk = b" " * 65_536
-            try:
-                await response.prepare(request)
-                while True:
-                    await response.write(chunk)
-            except ConnectionError:  # the adapter hung up, as it should
-                return response
-
-        async def garbage(request: web.Request) -> web.Response:
-            return web.Response(
-                text='{"api_version": "gpu-pulse.dev/v1", "pods": [[[[', content_type="application/json"
-            )
-
-        async def slow(request: web.Request) -> web.Response:
-            await asyncio.sleep(30)
-            return web.Response(text="{}", content_type="application/json")
-
-        async def counted(request: web.Request) -> web.Response:
-            self.redirected += 1
-            return web.Response(text="{}", content_type="application/json")
-
-        target = await self._serve("target", counted)
-
-        async def redirect(request: web.Request) -> web.Response:
-            raise web.HTTPTemporaryRedirect(f"{target}/pods")
-
-        for name, handler in (("endless", endless), ("garbage", garbage), ("slow", slow), ("redirect", redirect)):
-            await self._serve(name, handler)
-
-    def replace_four(self, exporters: dict[str, str]) -> dict[str, str]:
-        """The adapter's exporter map with the first four nodes' endpoints made hostile."""
-        changed = dict(exporters)
-        for node, name in zip(sorted(exporters)[:4], ("endless", "garbage", "slow", "redirect"), strict=True):
-            changed[node] = self.urls[name]
-        return {node: loopback(url) for node, url in changed.items()}
-
-    async def stop(self) -> None:
-        for runner in self._runners:
-            await runner.cleanup()
-
-
-# ---- attackers -------------------------------------------------------------------------------------------------------
-async def stalled_clients(host: str, port: int, ssl_context: ssl.SSLContext | None, stop: asyncio.Event) -> None:
-    """Keep STALLED connections open that each sent half a request head; reopen one whenever the server closes it."""
-
-    async def one() -> None:
-        while not stop.is_set():
-            try:
-                reader, writer = await asyncio.open_connection(host, port, ssl=ssl_context)
-                writer.write(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")
-                await writer.drain()
-                while await reader.read(4096):
-                    pass
-                writer.close()
-            except (OSError, ssl.SSLError, asyncio.IncompleteReadError):
-                await asyncio.sleep(0.5)
-            await asyncio.sleep(0.1)
-
-    await asyncio.gather(*(one() for _ in range(STALLED)))
-
-
-async def garbage_and_churn(host: str, port: int, ssl_context: ssl.SSLContext | None, stop: asyncio.Event) -> None:
-    while not stop.is_set():
-        for payload in random.choices(GARBAGE, k=GARBAGE_PER_SECOND):
-            try:
-                reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port, ssl=ssl_context), 5)
-                writer.write(payload)
-                await asyncio.wait_for(reader.read(1024), 5)
-                writer.close()
-            except (OSError, ssl.SSLError, TimeoutError):
-                pass
-        for _ in range(CHURN_PER_SECOND):
-            try:
-                _, writer = await asyncio.wait_for(asyncio.open_connection(host, port), 5)
-                writer.close()
-            except (OSError, TimeoutError):
-                pass
-        await asyncio.sleep(1.0)
-
-
-async def distinct_selectors(session: aiohttp.ClientSession, launched: Launched, stop: asyncio.Event) -> None:
-    path = "/apis/custom.metrics.k8s.io/v1beta2/namespaces/bench/pods/*/gpu_utilization"
-    while not stop.is_set():
-        for _ in range(SELECTORS_PER_SECOND):
-            label = "".join(random.choices(string.ascii_lowercase, k=12))
-            try:
-                async with session.get(
-                    f"{launched.url}{path}", params={"labelSelector": f"app=infer,{label}=x"}, ssl=launched.client_ssl
-                ) as response:
-                    await response.read()
-            except (aiohttp.ClientError, TimeoutError):
-                pass
-        await asyncio.sleep(1.0)
-
-
 # ---- the legitimate clients ------------------------------------------------------------------------------------------
-async def scrapes(session: aiohttp.ClientSession, url: str, tally: Tally, stop: asyncio.Event) -> None:
+async def every_second(check: object, tally: Tally, stop: asyncio.Event) -> None:
+    """Run `check()` (a coroutine function giving "" for a good answer, else why it was lost) once a second."""
+    assert callable(check)
     while not stop.is_set():
         started = time.perf_counter()
         try:
-            async with session.get(f"{url}/metrics", timeout=aiohttp.ClientTimeout(total=5)) as response:
-                body = await response.read()
-                tally.seconds.append(time.perf_counter() - started)
-                if response.status == 200 and b"gpu_pulse_exporter_build_info" in body:
-                    tally.ok += 1
-                else:
-                    tally.lose(f"HTTP {response.status}")
-        except (aiohttp.ClientError, TimeoutError) as error:
-            tally.lose(type(error).__name__)
-        await asyncio.sleep(1.0)
-
-
-async def hpa_queries(
-    session: aiohttp.ClientSession, url: str, client_ssl: ssl.SSLContext, tally: Tally, stop: asyncio.Event
-) -> None:
-    path = "/apis/custom.metrics.k8s.io/v1beta2/namespaces/bench/pods/*/gpu_utilization?labelSelector=app%3Dinfer"
-    while not stop.is_set():
-        started = time.perf_counter()
-        try:
-            async with session.get(f"{url}{path}", ssl=client_ssl, timeout=aiohttp.ClientTimeout(total=5)) as response:
-                body = await response.json()
-                tally.seconds.append(time.perf_counter() - started)
-                if response.status == 200 and body.get("items"):
-                    tally.ok += 1
-                else:
-                    tally.lose(f"HTTP {response.status}")
+            problem = await check()
+            tally.seconds.append(time.perf_counter() - started)
         except (aiohttp.ClientError, TimeoutError, ValueError) as error:
-            tally.lose(type(error).__name__)
+            problem = type(error).__name__
+        if problem:
+            tally.lose(problem)
+        else:
+            tally.ok += 1
         await asyncio.sleep(1.0)
 
 
-def rss(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * 1024
-    return 0
+async def legitimate_clients(urls: dict[str, str], contexts: dict[str, ssl.SSLContext], seconds: float) -> list[Tally]:
+    """A scraper, an HPA per adapter and the adapter's feed of the exporter, each asking once a second."""
+    stop = asyncio.Event()
+    tallies = [Tally() for _ in range(4)]
+    limit = aiohttp.ClientTimeout(total=5)
+    async with aiohttp.ClientSession() as session:
+
+        async def scrape() -> str:
+            async with session.get(f"{urls['exporter']}/metrics", timeout=limit) as response:
+                body = await response.read()
+                good = response.status == 200 and b"gpu_pulse_exporter_build_info" in body
+                return "" if good else f"HTTP {response.status}"
+
+        def hpa(name: str) -> object:
+            async def ask() -> str:
+                async with session.get(f"{urls[name]}{HPA_PATH}", ssl=contexts[name], timeout=limit) as response:
+                    body = await response.json()
+                    return "" if response.status == 200 and body.get("items") else f"HTTP {response.status}"
+
+            return ask
+
+        async def feed() -> str:
+            headers = {"Authorization": f"Bearer {ADAPTER_TOKEN}"}
+            async with session.get(
+                f"{urls['exporter']}/pods", params={"watch": "1"}, headers=headers, timeout=limit
+            ) as response:
+                if response.status != 200:
+                    return f"HTTP {response.status}"
+                line = await response.content.readline()
+                return "" if line.startswith(b'{"answered_at"') else "no document"
+
+        checks = (scrape, hpa("adapter"), hpa("prometheus-adapter"), feed)
+        tasks = [asyncio.create_task(every_second(c, t, stop)) for c, t in zip(checks, tallies, strict=True)]
+        await asyncio.sleep(seconds)
+        stop.set()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    return tallies
 
 
-async def sample_rss(pids: dict[str, int], samples: dict[str, list[tuple[float, int]]], stop: asyncio.Event) -> None:
-    started = time.monotonic()
-    while not stop.is_set():
-        for name, pid in pids.items():
-            samples[name].append((time.monotonic() - started, rss(pid)))
-        try:
-            await asyncio.wait_for(stop.wait(), RSS_EVERY)
-        except TimeoutError:
-            pass
+def probe(
+    urls: dict[str, str],
+    credentials: dict[str, str],
+    attack_seconds: float,
+    attack: multiprocessing.synchronize.Event,
+    results: multiprocessing.queues.Queue[list[dict[str, object]]],
+) -> None:
+    """The legitimate clients, in a process of their own (the attackers' work does not slow them): first alone for
+    BASELINE_SECONDS, then (having set `attack`) for `attack_seconds`; their tallies go to `results`."""
+    contexts = {}
+    for name, workdir in credentials.items():
+        context = ssl.create_default_context(cafile=str(Path(workdir) / "client-ca.crt"))
+        context.load_cert_chain(Path(workdir) / "client.crt", Path(workdir) / "client.key")
+        contexts[name] = context
+    quiet = asyncio.run(legitimate_clients(urls, contexts, BASELINE_SECONDS))
+    attack.set()
+    loud = asyncio.run(legitimate_clients(urls, contexts, attack_seconds))
+    results.put([vars(tally) for tally in (*quiet, *loud)])  # plain data: this module is __mp_main__ here
 
 
-# ---- the run ---------------------------------------------------------------------------------------------------------
-def start_exporter(workdir: Path) -> tuple[subprocess.Popen[bytes], str, Path]:
+# ---- the services --------------------------------------------------------------------------------------------------
+def _limited_files() -> None:
+    """In a child before it runs a service: the open-file limit the soak holds it to."""
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (FILE_LIMIT, hard))
+
+
+def _environment() -> dict[str, str]:
+    return {**{k: v for k, v in os.environ.items() if not k.startswith("GPU_PULSE_")}, "PYTHONPATH": str(REPO)}
+
+
+def _service(program: str, flags: list[str], log: Path) -> subprocess.Popen[bytes]:
+    """`python -m <program> <flags>`, its log in `log`, under the soak's open-file limit."""
+    return subprocess.Popen(
+        [sys.executable, "-m", program, f"--max-connections={CAP}", *flags],
+        cwd=REPO,
+        env=_environment(),
+        stderr=log.open("wb"),
+        preexec_fn=_limited_files,
+    )
+
+
+def start_exporter(workdir: Path, kubeconfig: Path) -> tuple[subprocess.Popen[bytes], str, Path]:
     port = free_port()
     log = workdir / "exporter.log"
+    flags = [
+        "--simulate=h100x8",
+        f"--listen=127.0.0.1:{port}",
+        "--log-level=warning",
+        "--auth-allowed-users=system:serviceaccount:gpu-pulse:gpu-pulse-adapter",
+        f"--auth-token-audience={AUDIENCE}",
+        f"--kubeconfig={kubeconfig}",
+    ]
+    return _service("exporter", flags, log), loopback(f"http://127.0.0.1:{port}"), log
+
+
+def start_upstreams(workdir: Path) -> tuple[subprocess.Popen[bytes], dict[str, str]]:
+    """The hostile Prometheus and the API stand-in of the exporter's token reviews, in a process of their own."""
+    ready = workdir / "upstreams.json"
+    script = Path(__file__).parent / "soak_upstreams.py"
     process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "exporter",
-            "--simulate=h100x8",
-            f"--listen=127.0.0.1:{port}",
-            f"--max-connections={CAP}",
-            "--log-level=warning",
-        ],
-        cwd=REPO,
-        env={**{k: v for k, v in os.environ.items() if not k.startswith("GPU_PULSE_")}, "PYTHONPATH": str(REPO)},
-        stderr=log.open("wb"),
+        [sys.executable, str(script), f"--ready={ready}", f"--bench-pods={BENCH_PODS}"], cwd=REPO, env=_environment()
     )
-    return process, loopback(f"http://127.0.0.1:{port}"), log
+    info = wait_for_ready_file(process, ready, "the soak's upstreams")
+    return process, {name: loopback(str(url)) for name, url in info.items()}
+
+
+async def pathological_answers(prometheus_url: str) -> int:
+    async with aiohttp.ClientSession() as session, session.get(f"{prometheus_url}/soak/pathological") as response:
+        count: int = (await response.json())["pathological"]
+        return count
+
+
+def start_prometheus_adapter(
+    workdir: Path, kube_url: str, prometheus_url: str
+) -> tuple[subprocess.Popen[bytes], str, Path, AdapterCredentials]:
+    """A second adapter on the simulated cluster, reading the hostile Prometheus."""
+    workdir.mkdir()
+    credentials = AdapterCredentials.write(workdir, kube_url)
+    port = free_port()
+    log = workdir / "adapter.log"
+    flags = [*credentials.flags(port), "--source=prometheus", f"--prometheus-url={loopback(prometheus_url)}"]
+    process = _service("adapter.cli", flags, log)
+    return process, loopback(f"https://127.0.0.1:{port}"), log, credentials
 
 
 async def wait_serving(url: str) -> None:
@@ -305,82 +266,103 @@ async def wait_serving(url: str) -> None:
     raise SystemExit("the exporter never became ready")
 
 
-async def legitimate_clients(
-    exporter_url: str, adapter_url: str, client_ssl: ssl.SSLContext, seconds: float
-) -> tuple[Tally, Tally]:
-    """A scraper and an HPA, each asking once a second for `seconds`."""
-    stop = asyncio.Event()
-    scraped, answered = Tally(), Tally()
-    async with aiohttp.ClientSession() as session:
-        tasks = [
-            asyncio.create_task(scrapes(session, exporter_url, scraped, stop)),
-            asyncio.create_task(hpa_queries(session, adapter_url, client_ssl, answered, stop)),
-        ]
-        await asyncio.sleep(seconds)
-        stop.set()
-        await asyncio.gather(*tasks, return_exceptions=True)
-    return scraped, answered
+# ---- what is measured of the services --------------------------------------------------------------------------------
+def rss(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    return 0
 
 
-def probe(
-    exporter_url: str,
-    adapter_url: str,
-    workdir: str,
-    attack_seconds: float,
-    attack: multiprocessing.synchronize.Event,
-    results: multiprocessing.queues.Queue[list[dict[str, object]]],
-) -> None:
-    """The legitimate clients, in a process of their own (the attackers' work does not slow them): first alone for
-    BASELINE_SECONDS, then (having set `attack`) for `attack_seconds`; their tallies go to `results`."""
-    client_ssl = ssl.create_default_context(cafile=str(Path(workdir) / "client-ca.crt"))
-    client_ssl.load_cert_chain(Path(workdir) / "client.crt", Path(workdir) / "client.key")
-    quiet = asyncio.run(legitimate_clients(exporter_url, adapter_url, client_ssl, BASELINE_SECONDS))
-    attack.set()
-    loud = asyncio.run(legitimate_clients(exporter_url, adapter_url, client_ssl, attack_seconds))
-    results.put([vars(tally) for tally in (*quiet, *loud)])  # plain data: this module is __mp_main__ here
+def descriptors(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/fd"))
 
 
+@dataclass
+class Sampled:
+    """What is measured of one service: RSS every SAMPLE_EVERY seconds, open descriptors every second."""
+
+    rss: list[tuple[float, int]] = field(default_factory=list)  # (seconds into the attack, bytes)
+    descriptors: list[tuple[float, int]] = field(default_factory=list)
+
+    def descriptors_between(self, start: float, end: float) -> list[int]:
+        return [count for at, count in self.descriptors if start <= at < end] or [c for _, c in self.descriptors]
+
+
+async def sample(pids: dict[str, int], samples: dict[str, Sampled], stop: asyncio.Event) -> None:
+    started = time.monotonic()
+    ticks = 0
+    while not stop.is_set():
+        at = time.monotonic() - started
+        for name, pid in pids.items():
+            samples[name].descriptors.append((at, descriptors(pid)))
+            if ticks % int(SAMPLE_EVERY) == 0:
+                samples[name].rss.append((at, rss(pid)))
+        ticks += 1
+        try:
+            await asyncio.wait_for(stop.wait(), 1.0)
+        except TimeoutError:
+            pass
+
+
+# ---- the run ---------------------------------------------------------------------------------------------------------
 async def attack_and_measure(
-    minutes: float, exporter_url: str, launched: Launched, pids: dict[str, int]
-) -> dict[str, list[tuple[float, int]]]:
+    minutes: float, urls: dict[str, str], launched: Launched, prometheus_ssl: ssl.SSLContext, pids: dict[str, int]
+) -> tuple[dict[str, Sampled], dict[int, int]]:
     stop = asyncio.Event()
-    samples: dict[str, list[tuple[float, int]]] = {name: [] for name in pids}
-    adapter_host, adapter_port = urlsplit(launched.url).hostname or "", urlsplit(launched.url).port or 0
-    exporter_host, exporter_port = urlsplit(exporter_url).hostname or "", urlsplit(exporter_url).port or 0
-    attack_ssl = ssl.create_default_context()
-    attack_ssl.check_hostname, attack_ssl.verify_mode = False, ssl.CERT_NONE  # no client certificate: an outsider
-    connector = aiohttp.TCPConnector(limit=50)
-    async with aiohttp.ClientSession(connector=connector) as session:
+    samples = {name: Sampled() for name in pids}
+    outsider = ssl.create_default_context()
+    outsider.check_hostname, outsider.verify_mode = False, ssl.CERT_NONE  # no client certificate
+    targets = {}
+    for name, url in urls.items():
+        parts = urlsplit(url)
+        context = outsider if parts.scheme == "https" else None
+        targets[name] = attacks.Target(parts.hostname or "", parts.port or 0, context)
+    adapters = [targets["adapter"], targets["prometheus-adapter"]]
+    pipelined = {
+        "exporter": b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n",
+        "adapter": b"GET /openapi/v2 HTTP/1.1\r\nHost: x\r\n\r\n",
+        "prometheus-adapter": b"GET /openapi/v2 HTTP/1.1\r\nHost: x\r\n\r\n",
+    }
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=50)) as session:
+        hogs = asyncio.create_task(attacks.stream_hogs(urls["exporter"], TENANT_TOKEN, stop))
         tasks = [
-            asyncio.create_task(stalled_clients(exporter_host, exporter_port, None, stop)),
-            asyncio.create_task(stalled_clients(adapter_host, adapter_port, attack_ssl, stop)),
-            asyncio.create_task(garbage_and_churn(exporter_host, exporter_port, None, stop)),
-            asyncio.create_task(garbage_and_churn(adapter_host, adapter_port, attack_ssl, stop)),
-            asyncio.create_task(distinct_selectors(session, launched, stop)),
-            asyncio.create_task(sample_rss(pids, samples, stop)),
+            *(asyncio.create_task(attacks.stalled_clients(t, stop)) for t in targets.values()),
+            *(asyncio.create_task(attacks.garbage_and_churn(t, stop)) for t in targets.values()),
+            *(asyncio.create_task(attacks.unfinished_heads(t, stop)) for t in targets.values()),
+            *(asyncio.create_task(attacks.pipelining_non_readers(t, pipelined[n], stop)) for n, t in targets.items()),
+            *(asyncio.create_task(attacks.handshake_churn(t, stop)) for t in adapters),
+            asyncio.create_task(attacks.distinct_selectors(session, urls["adapter"], launched.client_ssl, stop)),
+            asyncio.create_task(
+                attacks.pathological_prometheus_queries(
+                    session, urls["prometheus-adapter"], prometheus_ssl, TEAMS, stop
+                )
+            ),
+            asyncio.create_task(sample(pids, samples, stop)),
         ]
         await asyncio.sleep(minutes * 60)
         stop.set()
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-    return samples
+        statuses = await asyncio.wait_for(hogs, 30)
+    return samples, statuses
 
 
 def report(
     minutes: float,
-    quiet: tuple[Tally, Tally],
-    scraped: Tally,
-    answered: Tally,
-    samples: dict[str, list[tuple[float, int]]],
+    tallies: list[Tally],
+    samples: dict[str, Sampled],
     logs: dict[str, Path],
     redirected: int,
+    hog_statuses: dict[int, int],
+    pathological: int,
 ) -> bool:
     ok = True
-    print(f"soak: {minutes:g} min, loopback only, cap {CAP} connections per service, {STALLED} stalled clients each")
-    for (name, tally), calm in zip(
-        (("exporter scrapes", scraped), ("adapter HPA answers", answered)), quiet, strict=True
-    ):
+    print(f"soak: {minutes:g} min, loopback only, cap {CAP} connections and {FILE_LIMIT} open files per service")
+    names = ("exporter scrapes", "adapter HPA answers", "prometheus-adapter HPA answers", "adapter feed documents")
+    quiet, loud = tallies[:4], tallies[4:]
+    for name, tally, calm in zip(names, loud, quiet, strict=True):
         within = tally.lost_share <= BOUND_LOST
         ok &= within
         print(
@@ -393,16 +375,24 @@ def report(
             f"p50 {calm.percentile(0.5) * 1000:.0f} ms, p99 {calm.percentile(0.99) * 1000:.0f} ms; "
             f"p50 ratio {tally.percentile(0.5) / calm.percentile(0.5):.1f}"
         )
-    for name, series in samples.items():
-        warm = [value for at, value in series if at >= minutes * 60 / 4] or [value for _, value in series]
+    seconds = minutes * 60
+    for name, sampled in samples.items():
+        series = sampled.rss
+        warm = [value for at, value in series if at >= seconds / 4] or [value for _, value in series]
         growth = series[-1][1] - warm[0] if series else 0
-        within = growth <= BOUND_RSS_GROWTH
+        # descriptors come and go with the attackers' rounds: the median of the second quarter against the last's
+        warm_fds = statistics.median(sampled.descriptors_between(seconds / 4, seconds / 2))
+        last_fds = statistics.median(sampled.descriptors_between(seconds * 3 / 4, seconds + 1))
+        fd_peak = max((count for _, count in sampled.descriptors), default=0)
+        fd_growth = last_fds - warm_fds
+        within = growth <= BOUND_RSS_GROWTH and fd_peak <= FILE_LIMIT and fd_growth <= BOUND_FD_GROWTH
         ok &= within
         trail = " ".join(f"{at / 60:.1f}m:{value / 2**20:.1f}" for at, value in series)
         print(f"  {name} RSS MiB over time: {trail}")
         print(
-            f"  {name} RSS growth after warm-up: {growth / 2**20:+.1f} MiB (bound {BOUND_RSS_GROWTH / 2**20:.0f} MiB)"
-            f"{'' if within else '  <-- over'}"
+            f"  {name} after warm-up: RSS {growth / 2**20:+.1f} MiB (bound {BOUND_RSS_GROWTH / 2**20:.0f}); open "
+            f"descriptors, median {warm_fds:.0f} -> {last_fds:.0f} ({fd_growth:+.0f}, bound {BOUND_FD_GROWTH}), "
+            f"peak {fd_peak} (bound {FILE_LIMIT}){'' if within else '  <-- over'}"
         )
     for name, path in logs.items():
         size = path.stat().st_size if path.exists() else 0
@@ -415,14 +405,23 @@ def report(
         )
     print(f"  requests that reached the redirect target: {redirected} (bound 0)")
     ok &= redirected == 0
+    print(f"  stream hogs' answers by status: {dict(sorted(hog_statuses.items()))} (bound: no 200)")
+    ok &= 200 not in hog_statuses
+    print(f"  pathological Prometheus answers sent: {pathological}")
     print("  all bounds held" if ok else "  a bound was missed")
     return ok
 
 
-async def hostile_endpoints() -> HostileExporters:
+async def _hostile_exporters() -> HostileExporters:
     hostile = HostileExporters()
     await hostile.start()
     return hostile
+
+
+def _raise_own_file_limit() -> None:
+    """The attackers hold thousands of sockets: this process may open as many files as the hard limit allows."""
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard if hard != resource.RLIM_INFINITY else 65_536, hard))
 
 
 def main() -> int:
@@ -431,60 +430,80 @@ def main() -> int:
     args = parser.parse_args()
     if not 0 < args.minutes <= 120:
         parser.error("--minutes: from more than 0 to 120")
+    _raise_own_file_limit()
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
-    hostile = loop.run_until_complete(hostile_endpoints())
+    hostile = loop.run_until_complete(_hostile_exporters())
+    ok = False
+    processes: list[subprocess.Popen[bytes]] = []
     with tempfile.TemporaryDirectory(prefix="gpu-pulse-soak-") as tmp:
         workdir = Path(tmp)
-        exporter, exporter_url, exporter_log = start_exporter(workdir)
-        adapter_log = workdir / "adapter.log"
         launched: Launched | None = None
         try:
+            upstreams, upstream_urls = start_upstreams(workdir)
+            processes.append(upstreams)
+            kubeconfig = write_kubeconfig(workdir / "kubeconfig", server=upstream_urls["kube"], token="soak-exporter")
+            exporter, exporter_url, exporter_log = start_exporter(workdir, kubeconfig)
+            processes.append(exporter)
             loop.run_until_complete(wait_serving(exporter_url))
-            # launch() waits in a loop of its own: run it beside ours, which keeps serving the hostile endpoints
-            launched = loop.run_until_complete(
-                asyncio.to_thread(
-                    launch,
-                    2_000,
-                    200,
-                    workdir,
-                    f"--max-connections={CAP}",
-                    exporter_map=hostile.replace_four,
-                    log=adapter_log,
+            adapter_log = workdir / "adapter.log"
+            # launch() waits in a loop of its own: run it beside ours, which keeps serving the hostile upstreams. The
+            # processes it starts inherit this one's open-file limit: the service's, for as long as it takes
+            soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+            resource.setrlimit(resource.RLIMIT_NOFILE, (FILE_LIMIT, hard))
+            try:
+                launched = loop.run_until_complete(
+                    asyncio.to_thread(
+                        launch,
+                        2_000,
+                        BENCH_PODS,
+                        workdir,
+                        f"--max-connections={CAP}",
+                        exporter_map=lambda exporters: hostile.replace_four(exporters, loopback),
+                        log=adapter_log,
+                    )
                 )
-            )
-            loopback(launched.url)
+            finally:
+                resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
             assert launched.adapter is not None
-            pids = {"exporter": exporter.pid, "adapter": launched.adapter.pid}
+            loopback(launched.url)
+            prom, prom_url, prom_log, prom_credentials = start_prometheus_adapter(
+                workdir / "prometheus-adapter", launched.kube_url, upstream_urls["prometheus"]
+            )
+            processes.append(prom)
+            prom_ssl = prom_credentials.client_ssl()
+            loop.run_until_complete(wait_adapter_ready(prom, prom_url, prom_ssl))
+            pids = {"exporter": exporter.pid, "adapter": launched.adapter.pid, "prometheus-adapter": prom.pid}
+            urls = {"exporter": exporter_url, "adapter": launched.url, "prometheus-adapter": prom_url}
             spawn = multiprocessing.get_context("spawn")
             attack, results = spawn.Event(), spawn.Queue()
+            credentials = {"adapter": str(workdir), "prometheus-adapter": str(prom_credentials.workdir)}
             prober = spawn.Process(
-                target=probe,
-                args=(exporter_url, launched.url, str(workdir), args.minutes * 60, attack, results),
-                daemon=True,
+                target=probe, args=(urls, credentials, args.minutes * 60, attack, results), daemon=True
             )
             prober.start()
-            if not attack.wait(BASELINE_SECONDS + 120):
+            # waited for in a thread: this loop keeps serving the hostile exporters meanwhile
+            if not loop.run_until_complete(asyncio.to_thread(attack.wait, BASELINE_SECONDS + 120)):
                 raise SystemExit("the legitimate clients never started")
-            samples = loop.run_until_complete(attack_and_measure(args.minutes, exporter_url, launched, pids))
-            quiet_scraped, quiet_answered, scraped, answered = (Tally(**t) for t in results.get(timeout=120))
-            prober.join(30)
-            quiet = (quiet_scraped, quiet_answered)
-            logs = {"exporter": exporter_log, "adapter": adapter_log}
-            ok = report(args.minutes, quiet, scraped, answered, samples, logs, hostile.redirected)
-            print(
-                json.dumps(
-                    {name: {"ok": t.ok, "lost": t.lost} for name, t in (("scraped", scraped), ("answered", answered))}
-                )
+            samples, hog_statuses = loop.run_until_complete(
+                attack_and_measure(args.minutes, urls, launched, prom_ssl, pids)
             )
+            tallies = [Tally(**t) for t in results.get(timeout=120)]  # type: ignore[arg-type]
+            prober.join(30)
+            logs = {"exporter": exporter_log, "adapter": adapter_log, "prometheus-adapter": prom_log}
+            pathological = loop.run_until_complete(pathological_answers(upstream_urls["prometheus"]))
+            ok = report(args.minutes, tallies, samples, logs, hostile.redirected, hog_statuses, pathological)
+            names = ("scraped", "answered", "answered_prometheus", "fed")
+            print(json.dumps({name: {"ok": t.ok, "lost": t.lost} for name, t in zip(names, tallies[4:], strict=True)}))
         finally:
             if launched is not None:
                 launched.stop()
-            exporter.send_signal(signal.SIGTERM)
-            try:
-                exporter.wait(20)
-            except subprocess.TimeoutExpired:
-                exporter.kill()
+            for process in processes:
+                process.send_signal(signal.SIGTERM)
+                try:
+                    process.wait(20)
+                except subprocess.TimeoutExpired:
+                    process.kill()
             loop.run_until_complete(hostile.stop())
             leftover = asyncio.all_tasks(loop)
             for task in leftover:
