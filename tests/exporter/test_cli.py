@@ -241,8 +241,8 @@ def test_without_nvml_it_serves_not_ready_says_why_once_and_stops_cleanly() -> N
 def test_an_exporter_started_before_the_driver_becomes_ready_when_it_loads(tmp_path: Path) -> None:
     scenario = tmp_path / "late-driver.yaml"
     scenario.write_text(
-        "gpus: [{model: H100-SXM5-80GB, count: 2}]\ndriver_loaded: false\ntimeline: [{at: 2, action: load_driver}]\n"
-    )
+        "gpus: [{model: H100-SXM5-80GB, count: 2}]\ndriver_loaded: false\ntimeline: [{at: 6, action: load_driver}]\n"
+    )  # 6 s: the exporter's start-up on a loaded CI worker must not pass the driver's load before /readyz is asked
     with running_exporter("--simulate", str(scenario), GPU_PULSE_DIALECT="prometheus") as exporter:
         exporter.wait_for(r"NVML is not available: the NVIDIA kernel module is not loaded")
         url = exporter.wait_for(r"serving .* on (http://127\.0\.0\.1:\d+)").group(1)
