@@ -35,6 +35,7 @@ from exporter.settings import PROG, ExporterSettings, load_settings
 from exporter.snapshot import Snapshot
 from toolkit.connections import ConnectionGuard, ConnectionLimits, ensure_file_limit
 from toolkit.logs import configure_logging
+from toolkit.process import process_reader
 from toolkit.serving import ListenError, check_listen, start_server
 from toolkit.settings import SettingsError, package_version
 from toolkit.tls import CertificateReloader, server_context
@@ -254,6 +255,7 @@ def run(settings: ExporterSettings) -> None:
             attributor=attributor,
             pods_view=PodsDocumentBuilder(interval_seconds=settings.interval),
         )
+        poll_loop.process_figures = process_reader()
         asked = requested(selection, settings.dialect, collector.enabled)
         poll_loop.on_publish(UnservedReport(asked, lambda: _newest(poll_loop)))
         asyncio.run(_serve(settings, poll_loop, collector))

@@ -26,6 +26,7 @@ from exporter.exposition import ExpositionRenderer
 from exporter.pods_document import NodePods, SerializedPods
 from exporter.snapshot import CollectorStatus, Snapshot
 from toolkit.connections import ConnectionStats
+from toolkit.process import ProcessFigures
 
 log = logging.getLogger("exporter.loop")
 
@@ -109,6 +110,8 @@ class PollLoop:
         self.overruns = 0  # ticks skipped because a cycle took longer than the interval
         # the HTTP server's connection counts, read each cycle into the snapshot (set once the server listens)
         self.connection_stats: Callable[[], ConnectionStats] | None = None
+        # the process's own figures (toolkit.process.process_reader), read each cycle into the snapshot (the CLI sets)
+        self.process_figures: Callable[[], ProcessFigures] | None = None
         self._listeners: list[Callable[[], None]] = []
 
     def on_publish(self, listener: Callable[[], None]) -> None:
@@ -206,6 +209,7 @@ class PollLoop:
             kubelet_up=attribution.kubelet_up if attribution is not None else None,
             kubelet_mapping_age_seconds=attribution.mapping_age_seconds if attribution is not None else None,
             connections=self.connection_stats() if self.connection_stats is not None else None,
+            process=self.process_figures() if self.process_figures is not None else None,
             process_visibility=attribution.process_visibility if attribution is not None else None,
             nvml=collection.nvml,
         )
