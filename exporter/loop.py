@@ -130,7 +130,13 @@ class PollLoop:
         return self._collector
 
     def readiness(self) -> Readiness:
-        """Ready once a snapshot exists and its data is younger than 3 intervals."""
+        """Ready once a snapshot exists and its data is younger than 3 intervals.
+
+        A kubelet that cannot be asked (its socket missing, a List failing) leaves the exporter ready, the reason in
+        the body: the GPUs' own series (health, XIDs, temperatures) are still right and wanted, a kubelet restart
+        removes the socket for a moment (a readiness that followed it would flap with every restart), and a DaemonSet
+        rollout waits on readiness, so a wrong kubelet path on one flavour would stall it fleet-wide. The state is a
+        metric (`gpu_pulse_kubelet_up 0`) with its alert (docs/runbooks.md, GPUKubeletMappingUnavailable)."""
         published = self._published
         if published is None:
             reason = "no snapshot yet"
@@ -151,6 +157,14 @@ class PollLoop:
         visibility = published.snapshot.process_visibility
         if visibility is not None and visibility.visible is False:  # serving, but per-pod shares cannot be known
             reason += f"; other pods' GPU processes are not visible: {visibility.reason}"
+        snapshot = published.snapshot
+        if snapshot.kubelet_up is False:  # serving, but pods are (or will soon be) missing from the series
+            age = snapshot.kubelet_mapping_age_seconds
+            kept = "no pod mapping yet" if age is None else f"keeping the last pod mapping ({age:.0f} s old) for now"
+            reason += (
+                f"; kubelet pod-resources unavailable ({snapshot.kubelet_error or 'List failed'}): {kept}; GPUs are "
+                "reported without pods once it is too old (gpu_pulse_kubelet_up 0)"
+            )
         return Readiness(True, reason)
 
     # ---- one cycle ---------------------------------------------------------------------------------------------------
@@ -211,6 +225,7 @@ class PollLoop:
             connections=self.connection_stats() if self.connection_stats is not None else None,
             process=self.process_figures() if self.process_figures is not None else None,
             process_visibility=attribution.process_visibility if attribution is not None else None,
+            kubelet_error=attribution.kubelet_error if attribution is not None else None,
             nvml=collection.nvml,
         )
         return snapshot, collected_at

@@ -203,4 +203,5 @@ class Snapshot:
     connections: ConnectionStats | None = None  # the HTTP server's, when it serves (toolkit.connections)
     process: ProcessFigures | None = None  # the exporter process's CPU, memory and descriptors (toolkit.process)
     process_visibility: ProcessVisibility | None = None  # None: pod attribution is not configured
+    kubelet_error: str | None = None  # while kubelet_up is False: why, for /readyz
     nvml: NvmlState | None = None  # None: the collector does not say (a stand-in in tests)

@@ -21,6 +21,7 @@ from adapter.keda.activity import UNKNOWN_STATE, ActivityState, Hysteresis, Obse
 from adapter.keda.trigger import Trigger
 from adapter.keda.workload import NoFiguresError, Reading, WorkloadReader
 from adapter.sources.model import SourceError, SourceUnavailableError
+from toolkit.logs import fields
 
 log = logging.getLogger(__name__)
 
@@ -174,7 +175,12 @@ class ActivityBoard:
                 followed.namespace,
                 followed.trigger.selector,
                 "active" if state.active else "inactive",
-                extra={"metric": followed.trigger.metric, "activation_target": str(followed.trigger.activation_target)},
+                extra=fields(
+                    namespace=followed.namespace,
+                    selector=followed.trigger.selector,
+                    metric=followed.trigger.metric,
+                    activation_target=str(followed.trigger.activation_target),
+                ),
             )
 
     async def _observation(self, followed: FollowedWorkload) -> tuple[Observation, Exception | None]:

@@ -351,6 +351,22 @@ def test_an_explicit_kubelet_socket_and_proc_root_win_over_the_simulated_nodes(t
         real.stop()
 
 
+def test_a_missing_kubelet_socket_leaves_it_ready_and_says_so(tmp_path: Path) -> None:
+    """Pod attribution on, no kubelet: ready (the GPUs' series are right), the reason in /readyz (docs/runbooks.md)."""
+    socket_path = tmp_path / "pod-resources" / "kubelet.sock"
+    with running_exporter("--simulate", "h100x8", "--kubelet-socket", str(socket_path)) as running:
+        url = running.wait_for(r"serving .* on (http://127\.0\.0\.1:\d+)").group(1)
+        for _ in range(100):
+            status, body = _get(url + "/readyz")
+            if status == 200:
+                break
+            time.sleep(0.05)
+        assert status == 200, body
+        text = body.decode()
+        assert f"kubelet pod-resources unavailable (socket {socket_path} does not exist): no pod mapping yet" in text
+        assert b"gpu_pulse_kubelet_up 0" in _get(url + "/metrics")[1]
+
+
 def test_without_explicit_flags_the_simulated_node_serves_its_own_kubelet() -> None:
     from contextlib import ExitStack
 
