@@ -32,7 +32,7 @@ import aiohttp
 
 from adapter.settings import PROG, load_settings
 from simulation import load_scenario
-from simulation.demo.cluster import DEMO_GROUPS, DEMO_USER, DemoPod, demo_pods, populate
+from simulation.demo.cluster import DEMO_GROUPS, DEMO_USER, DemoPod, demo_pods, hpa_seen, populate
 from simulation.demo.commands import keda_lines, kubectl_commands
 from simulation.demo.nodes import NodeExporter, NodeStartError, start_node_exporter, wait_serving
 from simulation.demo.options import DemoOptions
@@ -135,7 +135,7 @@ class _Demo:
                 _aggregate(kube, url, trust)  # kubectl reaches pods, Deployments and the metrics APIs at one address
                 write_demo_kubeconfig(self.options.kubeconfig, kube.url, trust)
                 cleanup.callback(remove_demo_kubeconfig, self.options.kubeconfig)
-                await self._show(url, trust, pods)
+                await self._show(url, trust, pods, kube)
                 self.say("stopping")
         return 0
 
@@ -232,7 +232,7 @@ class _Demo:
                     raise _DemoError("the adapter did not become ready", 1)
                 await asyncio.sleep(0.2)
 
-    async def _show(self, url: str, trust: DemoTrust, pods: tuple[DemoPod, ...]) -> None:
+    async def _show(self, url: str, trust: DemoTrust, pods: tuple[DemoPod, ...], kube: KubeApiServer) -> None:
         commands = kubectl_commands(self.options.kubeconfig)
         footer = [f"kubeconfig {self.options.kubeconfig}; try:"]
         for what, command in commands:
@@ -248,6 +248,8 @@ class _Demo:
         async with aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=5)) as session:
             while not self.stop.is_set():
                 summary = await read_summary(session, url, pods)
+                # `kubectl get hpa` shows what an HPA controller would write from the same figures
+                kube.put_object("horizontalpodautoscalers", hpa_seen(summary.suggestion, summary.average))
                 if self.terminal:
                     now = datetime.now(UTC).strftime("%H:%M:%S")
                     header = [f"gpu-pulse demo: adapter {url} (direct source), {len(self.scenarios)} simulated "

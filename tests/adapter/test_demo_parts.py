@@ -181,8 +181,14 @@ def test_kubectl_is_pointed_at_an_address_the_certificate_names() -> None:
 def test_the_printed_commands_are_one_shell_word_per_argument() -> None:
     commands = [shlex.split(command) for _, command in kubectl_commands(Path("my dir/demo.kubeconfig"))]
     assert all(argv[:4] == ["kubectl", "--kubeconfig", "my dir/demo.kubeconfig", "get"] for argv in commands)
-    assert [argv[4:] for argv in commands[:2]] == [["pods", "-n", "demo"], ["deploy", "-n", "demo"]]
-    for argv in commands[2:]:
+    assert [argv[4:] for argv in commands[:5]] == [
+        ["pods", "-n", "demo"],
+        ["deploy", "-n", "demo"],
+        ["statefulsets", "-n", "demo"],
+        ["nodes", "-L", "nvidia.com/gpu.product"],
+        ["hpa", "-n", "demo"],
+    ]
+    for argv in commands[5:]:
         assert argv[4] == "--raw" and len(argv) == 6 and argv[5].startswith("/apis/")
 
 
