@@ -159,8 +159,10 @@ class PollLoop:
             reason += f"; other pods' GPU processes are not visible: {visibility.reason}"
         snapshot = published.snapshot
         if snapshot.kubelet_up is False:  # serving, but pods are (or will soon be) missing from the series
-            age = snapshot.kubelet_mapping_age_seconds
-            kept = "no pod mapping yet" if age is None else f"keeping the last pod mapping ({age:.0f} s old) for now"
+            mapped = snapshot.kubelet_mapping_age_seconds
+            kept = (
+                "no pod mapping yet" if mapped is None else f"keeping the last pod mapping ({mapped:.0f} s old) for now"
+            )
             reason += (
                 f"; kubelet pod-resources unavailable ({snapshot.kubelet_error or 'List failed'}): {kept}; GPUs are "
                 "reported without pods once it is too old (gpu_pulse_kubelet_up 0)"
