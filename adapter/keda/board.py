@@ -194,7 +194,12 @@ class ActivityBoard:
                 f"the source did not answer within {self._observe_timeout:g} s"
             )
         except Exception as exc:  # a defect must not stop the other workloads' observations
-            log.exception("observing %s/%s failed", followed.namespace, followed.trigger.selector)
+            log.exception(
+                "observing %s/%s failed",
+                followed.namespace,
+                followed.trigger.selector,
+                extra=fields(namespace=followed.namespace, selector=followed.trigger.selector),
+            )
             return Observation.UNKNOWN, exc
         if reading.selected == 0:
             return Observation.NO_PODS, None

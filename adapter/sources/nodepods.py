@@ -358,7 +358,12 @@ class NodePodsCache:
             async with response:
                 if stream and response.status == HTTPStatus.TOO_MANY_REQUESTS:
                     feed.plain_until = self._clock() + STREAM_REFUSED_SECONDS
-                    log.info("%s refused a stream (429): plain documents for %g s", url, STREAM_REFUSED_SECONDS)
+                    log.info(
+                        "%s refused a stream (429): plain documents for %g s",
+                        url,
+                        STREAM_REFUSED_SECONDS,
+                        extra=fields(node=feed.node, url=url, reason="stream_refused"),
+                    )
                     return 0.0  # a plain request at once
                 if response.status != 200:
                     raise _FeedError(f"{url} answered HTTP {response.status}")
