@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 from adapter.settings import PROG, AdapterSettings, load_settings
 from toolkit.logs import configure_logging
-from toolkit.serving import ListenError
+from toolkit.serving import ListenError, check_listen
 from toolkit.settings import SettingsError
 
 log = logging.getLogger("adapter")
@@ -27,8 +27,9 @@ async def run(settings: AdapterSettings) -> int:
     from adapter.server import Adapter  # the heavy imports (kubernetes client) only once the flags are good
 
     try:
+        check_listen(settings.listen)  # a taken port fails before the API server is asked anything
         adapter = await Adapter.from_settings(settings)
-    except ValueError as exc:  # MetricsConfigError, AuthConfigError, TLSConfigError, KubeConnectionError, ...
+    except (ValueError, ListenError) as exc:  # MetricsConfigError, AuthConfigError, KubeConnectionError, ...
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2
     stop = asyncio.Event()
@@ -60,12 +61,6 @@ def _run_demo(settings: AdapterSettings) -> int:
 
     if "log_level" not in settings.model_fields_set:  # the demo's own screen says what happens; logs would tear it
         logging.getLogger().setLevel(logging.WARNING)
-    if settings.source != "direct":
-        # the demo runs no Prometheus: it would need the binary, scrape configuration and minutes of history before
-        # its answers meant anything; the direct source tells the same story on its own
-        message = f"--demo serves through the direct source (it runs no Prometheus), not --source {settings.source}"
-        print(f"{PROG}: error: {message}", file=sys.stderr)
-        return 2
     listen = str(settings.listen) if "listen" in settings.model_fields_set else DEFAULT_LISTEN
     try:
         options = DemoOptions(listen=listen, kubeconfig=settings.demo_kubeconfig, keda_args=_keda_flags(settings))

@@ -147,14 +147,15 @@ class MetricsConfig(_Strict):
 
 
 def _describe(error: ValidationError) -> str:
-    first = error.errors()[0]
-    where = ".".join(f"[{part}]" if isinstance(part, int) else str(part) for part in first["loc"]).replace(".[", "[")
-    message = first["msg"].removeprefix("Value error, ")
-    got = first.get("input")
-    shown = "" if isinstance(got, dict | list) or got is None else f" (got {got!r})"
-    more = len(error.errors()) - 1
-    tail = f"; and {more} more problem{'s' if more > 1 else ''}" if more else ""
-    return f"{where or 'top level'}: {message}{shown}{tail}"
+    """Every problem pydantic found, on one line: a user fixes a file once, not once per problem."""
+    problems = []
+    for item in error.errors():
+        where = ".".join(f"[{part}]" if isinstance(part, int) else str(part) for part in item["loc"]).replace(".[", "[")
+        message = item["msg"].removeprefix("Value error, ")
+        got = item.get("input")
+        shown = "" if isinstance(got, dict | list) or got is None else f" (got {got!r})"
+        problems.append(f"{where or 'top level'}: {message}{shown}")
+    return "; ".join(problems)
 
 
 def parse_metrics_config(text: str, origin: str = "<config>") -> MetricsConfig:

@@ -38,29 +38,19 @@ class AdapterSettings(ConnectionSettings):
 
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, env_ignore_empty=True, extra="forbid", frozen=True)
 
-    # serving
+    # the main settings: where it serves, where its figures come from, which metrics
     listen: Annotated[ListenAddress, BeforeValidator(parse_listen)] = setting(
         ListenAddress("0.0.0.0", 6443), "Address to serve the API on (TLS).", metavar="HOST:PORT"
-    )
-    tls_cert_file: Path | None = setting(
-        None, "PEM serving certificate (with its chain); default: a self-signed one in --cert-dir.", metavar="FILE"
-    )
-    tls_private_key_file: Path | None = setting(None, "PEM private key of --tls-cert-file.", metavar="FILE")
-    cert_dir: Path = setting(
-        Path("/tmp/gpu-pulse-adapter"),
-        "Directory for the generated self-signed certificate when --tls-cert-file is not given.",
-        metavar="DIR",
-    )
-    # metrics and where their numbers come from
-    config: Path | None = setting(
-        None,
-        "YAML file defining the served metrics; default: the shipped defaults (adapter/defaults.yaml).",
-        metavar="FILE",
     )
     source: Annotated[Literal["direct", "prometheus"], BeforeValidator(lower)] = setting(
         "direct",
         "Where figures come from: 'direct' (each node's exporter /pods) or 'prometheus' (PromQL over the HTTP API).",
         metavar="{direct,prometheus}",
+    )
+    config: Path | None = setting(
+        None,
+        "YAML file defining the served metrics; default: the shipped defaults (adapter/defaults.yaml).",
+        metavar="FILE",
     )
     max_age: float | None = setting(
         None,
@@ -69,6 +59,16 @@ class AdapterSettings(ConnectionSettings):
         metavar="SECONDS",
         gt=0,
         allow_inf_nan=False,
+    )
+    # TLS
+    tls_cert_file: Path | None = setting(
+        None, "PEM serving certificate (with its chain); default: a self-signed one in --cert-dir.", metavar="FILE"
+    )
+    tls_private_key_file: Path | None = setting(None, "PEM private key of --tls-cert-file.", metavar="FILE")
+    cert_dir: Path = setting(
+        Path("/tmp/gpu-pulse-adapter"),
+        "Directory for the generated self-signed certificate when --tls-cert-file is not given.",
+        metavar="DIR",
     )
     exporter_selector: str = setting(
         "app.kubernetes.io/name=gpu-pulse-exporter",
@@ -284,6 +284,12 @@ class AdapterSettings(ConnectionSettings):
 
     @model_validator(mode="after")
     def _consistent(self) -> AdapterSettings:
+        if self.demo and self.source != "direct":
+            # the demo runs no Prometheus: it would need the binary, scrape configuration and minutes of history before
+            # its answers meant anything; the direct source tells the same story on its own
+            raise ValueError(
+                f"--demo serves through the direct source (it runs no Prometheus): leave out --source {self.source}"
+            )
         if self.source == "prometheus" and self.prometheus_url is None:
             raise ValueError("--source prometheus needs --prometheus-url")
         check_tls_pair(self.tls_cert_file, self.tls_private_key_file)

@@ -29,6 +29,7 @@ from grafana_foundation_sdk.models.common import (
 from grafana_foundation_sdk.models.dashboard import (
     DashboardCursorSync,
     DataSourceRef,
+    VariableHide,
     VariableOption,
     VariableRefresh,
     VariableSort,
@@ -37,6 +38,20 @@ from grafana_foundation_sdk.models.prometheus import PromQueryFormat
 
 DATASOURCE = DataSourceRef(type_val="prometheus", uid="${datasource}")
 REF_IDS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+# The dashboard schema written: current Grafana's. Grafana migrates a dashboard of an older schemaVersion on every load,
+# one version at a time (grafana/grafana apps/dashboard/pkg/migration/schemaversion, v37.go to v41.go: legends as
+# objects with showLegend, table cellOptions, timeSeriesTable transformations, refresh a string, no
+# timepicker.time_options); the SDK pinned here writes 36. These dashboards already have the shape those migrations
+# produce (tests/dashboards check each rule), so they are written as 41. Grafana's own latest v1 schema is 42, and its
+# migrations 42 and 43 change only what these dashboards do not contain (custom.hideFrom overrides, formatTime
+# transformations; checked too): a Grafana at 42 or later loads them unchanged.
+SCHEMA_VERSION = 41
+# The variable of the `cluster` label. Hidden unless the dashboards are generated for several clusters
+# (`python -m dashboards.generate --multi-cluster`): where series carry no cluster label, a shown variable is an empty
+# dropdown. Hidden, it stays `All` (`.*`, which also matches an absent label). The same choice as the Kubernetes
+# monitoring mixins' `showMultiCluster` (off by default).
+CLUSTER_VARIABLE = "cluster"
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,8 +213,13 @@ class Board:
         self._builder.with_panel(panel)
         return self
 
-    def to_json(self) -> str:
+    def to_json(self, *, multi_cluster: bool = False) -> str:
+        """The dashboard JSON, for current Grafana (SCHEMA_VERSION); the cluster variable shown with `multi_cluster`."""
         document: Any = json.loads(json.dumps(self._builder.build(), cls=JSONEncoder))
+        document["schemaVersion"] = SCHEMA_VERSION
+        for variable in document["templating"]["list"]:
+            if variable["name"] == CLUSTER_VARIABLE:
+                variable["hide"] = VariableHide.DONT_HIDE.value if multi_cluster else VariableHide.HIDE_VARIABLE.value
         return json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
 
 

@@ -1,7 +1,9 @@
 """Generate the committed dashboards: `python -m dashboards.generate [--check]`.
 
 `--exporter-job NAME --adapter-job NAME --out DIR` writes the same files opening on other job names (each dashboard's
-`job` variable).
+`job` variable). `--multi-cluster --out DIR` writes them with the `cluster` variable shown, for Prometheus (Thanos,
+Mimir) holding several clusters' series under a `cluster` label; the committed files hide it, as a single cluster's
+series carry no such label and the dropdown would be empty.
 
 Writes dashboards/dist/<uid>.json (classic dashboard JSON, as Grafana provisioning and the Grafana sidecar load it)
 and dashboards/kustomization.yaml (one ConfigMap per dashboard, labelled grafana_dashboard: "1"). With `--check`,
@@ -10,9 +12,11 @@ writes nothing and exits 1 naming every file that differs from what would be gen
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -104,11 +108,11 @@ def kustomization(names: list[str]) -> str:
     return HEADER + yaml.safe_dump(doc, sort_keys=False)
 
 
-def render_all(jobs: Jobs | None = None) -> dict[Path, str]:
+def render_all(jobs: Jobs | None = None, *, multi_cluster: bool = False) -> dict[Path, str]:
     """Every generated file, by path relative to dashboards/; UnknownSeriesError for a panel over unknown series."""
     files: dict[Path, str] = {}
     for name, (board, dialect) in boards(jobs).items():
-        text = board.to_json()
+        text = board.to_json(multi_cluster=multi_cluster)
         check_reads(name, json.loads(text), dialect)
         files[DIST / f"{name}.json"] = text
     files[Path("kustomization.yaml")] = kustomization(list(boards()))
@@ -121,8 +125,20 @@ def stale_files(root: Path = ROOT) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    prog = "python -m dashboards.generate"
+    own = argparse.ArgumentParser(prog=prog, add_help=False)
+    own.add_argument("--multi-cluster", action="store_true")
+    mine, rest = own.parse_known_args(sys.argv[1:] if argv is None else argv)
+    if mine.multi_cluster and ("--out" not in rest and not any(a.startswith("--out=") for a in rest)):
+        own.error("the committed files hide the cluster variable: write --multi-cluster dashboards with --out DIR")
+    if mine.multi_cluster and "--check" in rest:
+        own.error("--check compares the committed files, made without --multi-cluster")
     return committed_files.generator_main(
-        render_all, ROOT, prog="python -m dashboards.generate", description=__doc__.splitlines()[0], argv=argv
+        partial(render_all, multi_cluster=mine.multi_cluster),
+        ROOT,
+        prog=prog,
+        description=__doc__.splitlines()[0] + " (--multi-cluster: show the cluster variable; needs --out)",
+        argv=rest,
     )
 
 

@@ -35,7 +35,8 @@ from exporter.settings import PROG, ExporterSettings, load_settings
 from exporter.snapshot import Snapshot
 from toolkit.connections import ConnectionGuard, ConnectionLimits, ensure_file_limit
 from toolkit.logs import configure_logging
-from toolkit.serving import ListenError, start_server
+from toolkit.process import process_reader
+from toolkit.serving import ListenError, check_listen, start_server
 from toolkit.settings import SettingsError, package_version
 from toolkit.tls import CertificateReloader, server_context
 
@@ -216,6 +217,10 @@ def run(settings: ExporterSettings) -> None:
     keys = selection.keys | ALWAYS_SERVED if selection is not None else None
     _security(settings)  # fail on bad TLS/auth files before touching NVML
     _connection_limits(settings)  # and on a connection cap the open-file limit cannot hold
+    try:
+        check_listen(settings.listen)  # and on a taken port, before the simulator, NVML and the kubelet log a word
+    except ListenError as error:
+        raise StartupError(str(error), 2) from None
     with ExitStack() as stack:
         node = _simulate(settings, stack)
         if not settings.node_name:  # --simulate without --node-name or NODE_NAME: the scenario's node
@@ -250,6 +255,7 @@ def run(settings: ExporterSettings) -> None:
             attributor=attributor,
             pods_view=PodsDocumentBuilder(interval_seconds=settings.interval),
         )
+        poll_loop.process_figures = process_reader()
         asked = requested(selection, settings.dialect, collector.enabled)
         poll_loop.on_publish(UnservedReport(asked, lambda: _newest(poll_loop)))
         asyncio.run(_serve(settings, poll_loop, collector))

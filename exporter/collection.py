@@ -59,6 +59,7 @@ class Attribution:
     mapping_age_seconds: float | None  # age of the pod-resources mapping in use
     statuses: tuple[CollectorStatus, ...] = ()  # "kubelet", "processes", "podwatch"
     process_visibility: ProcessVisibility | None = None  # whether other pods' GPU processes can be seen at all
+    kubelet_error: str | None = None  # while kubelet_up is False: why (the socket is missing, the List failed)
 
 
 class PodAttributor(Protocol):

@@ -26,6 +26,7 @@ from exporter.exposition import ExpositionRenderer
 from exporter.pods_document import NodePods, SerializedPods
 from exporter.snapshot import CollectorStatus, Snapshot
 from toolkit.connections import ConnectionStats
+from toolkit.process import ProcessFigures
 
 log = logging.getLogger("exporter.loop")
 
@@ -109,6 +110,8 @@ class PollLoop:
         self.overruns = 0  # ticks skipped because a cycle took longer than the interval
         # the HTTP server's connection counts, read each cycle into the snapshot (set once the server listens)
         self.connection_stats: Callable[[], ConnectionStats] | None = None
+        # the process's own figures (toolkit.process.process_reader), read each cycle into the snapshot (the CLI sets)
+        self.process_figures: Callable[[], ProcessFigures] | None = None
         self._listeners: list[Callable[[], None]] = []
 
     def on_publish(self, listener: Callable[[], None]) -> None:
@@ -127,7 +130,13 @@ class PollLoop:
         return self._collector
 
     def readiness(self) -> Readiness:
-        """Ready once a snapshot exists and its data is younger than 3 intervals."""
+        """Ready once a snapshot exists and its data is younger than 3 intervals.
+
+        A kubelet that cannot be asked (its socket missing, a List failing) leaves the exporter ready, the reason in
+        the body: the GPUs' own series (health, XIDs, temperatures) are still right and wanted, a kubelet restart
+        removes the socket for a moment (a readiness that followed it would flap with every restart), and a DaemonSet
+        rollout waits on readiness, so a wrong kubelet path on one flavour would stall it fleet-wide. The state is a
+        metric (`gpu_pulse_kubelet_up 0`) with its alert (docs/runbooks.md, GPUKubeletMappingUnavailable)."""
         published = self._published
         if published is None:
             reason = "no snapshot yet"
@@ -148,6 +157,16 @@ class PollLoop:
         visibility = published.snapshot.process_visibility
         if visibility is not None and visibility.visible is False:  # serving, but per-pod shares cannot be known
             reason += f"; other pods' GPU processes are not visible: {visibility.reason}"
+        snapshot = published.snapshot
+        if snapshot.kubelet_up is False:  # serving, but pods are (or will soon be) missing from the series
+            mapped = snapshot.kubelet_mapping_age_seconds
+            kept = (
+                "no pod mapping yet" if mapped is None else f"keeping the last pod mapping ({mapped:.0f} s old) for now"
+            )
+            reason += (
+                f"; kubelet pod-resources unavailable ({snapshot.kubelet_error or 'List failed'}): {kept}; GPUs are "
+                "reported without pods once it is too old (gpu_pulse_kubelet_up 0)"
+            )
         return Readiness(True, reason)
 
     # ---- one cycle ---------------------------------------------------------------------------------------------------
@@ -206,7 +225,9 @@ class PollLoop:
             kubelet_up=attribution.kubelet_up if attribution is not None else None,
             kubelet_mapping_age_seconds=attribution.mapping_age_seconds if attribution is not None else None,
             connections=self.connection_stats() if self.connection_stats is not None else None,
+            process=self.process_figures() if self.process_figures is not None else None,
             process_visibility=attribution.process_visibility if attribution is not None else None,
+            kubelet_error=attribution.kubelet_error if attribution is not None else None,
             nvml=collection.nvml,
         )
         return snapshot, collected_at

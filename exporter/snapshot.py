@@ -12,6 +12,7 @@ from enum import StrEnum
 from types import MappingProxyType
 
 from toolkit.connections import ConnectionStats
+from toolkit.process import ProcessFigures
 
 EMPTY: Mapping[str, float] = MappingProxyType({})
 EMPTY_REASONS: Mapping[str, str] = MappingProxyType({})
@@ -200,5 +201,7 @@ class Snapshot:
     kubelet_up: bool | None = None  # None: pod attribution is not configured
     kubelet_mapping_age_seconds: float | None = None
     connections: ConnectionStats | None = None  # the HTTP server's, when it serves (toolkit.connections)
+    process: ProcessFigures | None = None  # the exporter process's CPU, memory and descriptors (toolkit.process)
     process_visibility: ProcessVisibility | None = None  # None: pod attribution is not configured
+    kubelet_error: str | None = None  # while kubelet_up is False: why, for /readyz
     nvml: NvmlState | None = None  # None: the collector does not say (a stand-in in tests)

@@ -16,6 +16,7 @@ from adapter.settings import COMMAND_LINE as ADAPTER
 from exporter.settings import COMMAND_LINE as EXPORTER
 from simulation.kubeconfig import write_kubeconfig
 from tests.support.kubeapi import kube_api_on_a_thread
+from toolkit.settings import CommandLine, choices_of
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = ("listen", "tls_cert_file", "tls_private_key_file", "log_level", "log_format", "kubeconfig")
@@ -68,7 +69,8 @@ def test_errors_are_one_line_in_one_style(module: str, extra: list[str]) -> None
 
 def test_a_port_in_use_exits_2_with_one_line_naming_listen(taken_port: int) -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "exporter", "--simulate", "h100x8", "--listen", f"127.0.0.1:{taken_port}"],
+        # a scenario with pods: its simulated kubelet, NVML and the attributor would each log a line on starting
+        [sys.executable, "-m", "exporter", "--simulate", "shared", "--listen", f"127.0.0.1:{taken_port}"],
         capture_output=True,
         text=True,
         timeout=60,
@@ -77,8 +79,10 @@ def test_a_port_in_use_exits_2_with_one_line_naming_listen(taken_port: int) -> N
         check=False,
     )
     assert result.returncode == 2, result.stderr
-    errors = [line for line in result.stderr.splitlines() if ": error: " in line]
-    assert errors == [errors[0]] and errors[0].startswith("gpu-pulse-exporter: error: --listen 127.0.0.1:"), errors
+    lines = result.stderr.splitlines()  # only the error: nothing was started that would log
+    assert lines == [
+        f"gpu-pulse-exporter: error: --listen 127.0.0.1:{taken_port}: cannot listen: Address already in use"
+    ]
 
 
 def test_the_adapter_exits_2_too_when_its_port_is_in_use(taken_port: int, tmp_path: Path) -> None:
@@ -102,5 +106,38 @@ def test_the_adapter_exits_2_too_when_its_port_is_in_use(taken_port: int, tmp_pa
             check=False,
         )
     assert result.returncode == 2, result.stderr
-    errors = [line for line in result.stderr.splitlines() if ": error: " in line]
-    assert errors == [errors[0]] and errors[0].startswith("gpu-pulse-adapter: error: --listen 127.0.0.1:"), errors
+    lines = result.stderr.splitlines()
+    assert lines == [
+        f"gpu-pulse-adapter: error: --listen 127.0.0.1:{taken_port}: cannot listen: Address already in use"
+    ]
+
+
+@pytest.mark.parametrize("command", [EXPORTER, ADAPTER], ids=["exporter", "adapter"])
+def test_help_leads_with_the_main_flags_and_ends_with_the_connection_limits(command: CommandLine) -> None:
+    text = command.parser().format_help()
+    options = text[text.index("options:") :]
+    flags = [line.split()[0] for line in options.splitlines() if line.startswith("  --")]
+    assert flags[:2] == ["--version", "--listen"], flags
+    main = {"gpu-pulse-exporter": "--dialect", "gpu-pulse-adapter": "--source"}[command.prog]
+    assert flags.index(main) < 5, flags  # in the first screen, not after the tuning knobs
+    assert flags[-3:] == ["--max-connections", "--header-read-timeout", "--idle-timeout"], flags
+    assert "connection limits (both services):" in text
+
+
+@pytest.mark.parametrize("command", [EXPORTER, ADAPTER], ids=["exporter", "adapter"])
+def test_help_names_the_choices_of_every_setting_that_has_them(command: CommandLine) -> None:
+    text = " ".join(command.parser().format_help().split())
+    fields = command.model.model_fields
+    with_choices = {name: choices_of(info) for name, info in fields.items() if choices_of(info)}
+    assert {"log_level", "log_format"} <= set(with_choices)
+    for name, choices in with_choices.items():
+        assert f"{command.flag(name)} {{{','.join(choices)}}} " in text, name
+
+
+def test_shared_settings_read_the_same_in_both_helps() -> None:
+    for name in (*SHARED, "max_connections", "header_read_timeout", "idle_timeout"):
+        shown = []
+        for command in (EXPORTER, ADAPTER):
+            action = next(a for a in command.parser()._actions if a.dest == name and a.help != "==SUPPRESS==")
+            shown.append(action.metavar)
+        assert shown[0] == shown[1], (name, shown)

@@ -1,4 +1,10 @@
-"""Logging: one line per event, as text for people or as JSON objects for log pipelines (`--log-format`)."""
+"""Logging: one line per event, as text for people or as JSON objects for log pipelines (`--log-format`).
+
+What a log pipeline filters or groups by travels as fields of its own, not only inside `message`: a log call names
+them with `extra=fields(...)` (the GPU's `gpu_uuid`, an `xid`, a `pod`, a `reason`, ...; LOG_FIELDS lists the names).
+In JSON each is a key of the object; the text format shows the message alone, which names the same things in words,
+so text lines read as before.
+"""
 
 from __future__ import annotations
 
@@ -15,6 +21,40 @@ TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 # attributes every LogRecord has; anything else was passed with `extra=` and goes into the JSON object
 _STANDARD = frozenset(vars(logging.makeLogRecord({}))) | {"message", "asctime", "taskName"}
+
+# the structured fields of both services' log lines, one spelling each (a field's meaning never depends on the logger)
+LOG_FIELDS = frozenset(
+    {
+        "gpu",  # the GPU's NVML index, as the `gpu` label of the metrics
+        "gpu_uuid",  # GPU-... or MIG-..., as the `UUID`/`uuid` label
+        "gpu_instance",  # a MIG instance's GPU instance ID
+        "xid",  # an XID error number
+        "node",  # a Kubernetes node
+        "namespace",  # a Kubernetes namespace
+        "pod",  # a pod, as namespace/name
+        "reason",  # why: an error's text, an NVML error name, what is missing
+        "measurement",  # a catalogue key (exporter/catalogue)
+        "url",  # an upstream's address
+        "metric",  # a served metric's name (adapter)
+        "activation_target",  # a KEDA trigger's activation target (adapter)
+        "selector",  # a label selector
+    }
+)
+
+
+def fields(**values: object) -> dict[str, object]:
+    """`extra=` for a log call: `log.warning("%s: XID %d", uuid, xid, extra=fields(gpu_uuid=uuid, xid=xid))`.
+
+    Names are those of LOG_FIELDS (a typo is a ValueError in tests, not a silently new key in production); a value of
+    None is left out. Numbers and strings stay what they are in JSON; anything else is its str()."""
+    unknown = values.keys() - LOG_FIELDS
+    if unknown:
+        raise ValueError(f"not log fields: {', '.join(sorted(unknown))} (toolkit.logs.LOG_FIELDS)")
+    return {
+        name: value if isinstance(value, int | float | str | bool) else str(value)
+        for name, value in values.items()
+        if value is not None
+    }
 
 
 class JsonFormatter(logging.Formatter):

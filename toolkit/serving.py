@@ -7,6 +7,9 @@ A port that cannot be bound is a `ListenError` naming `--listen`, which both CLI
 
 from __future__ import annotations
 
+import errno
+import os
+import socket
 import ssl
 from dataclasses import dataclass
 
@@ -19,6 +22,32 @@ from toolkit.settings import ListenAddress
 
 class ListenError(OSError):
     """The listen address cannot be served (in use, not an address of this host, no permission); one line."""
+
+
+def check_listen(listen: ListenAddress, *, hint: str = "") -> None:
+    """Fail early, before a service starts anything that logs or takes time, when `listen` cannot be bound (in use, not
+    an address of this host, no permission): a ListenError with the line `start_server` would give. Binding is tried
+    the way the server binds (SO_REUSEADDR, every address the host resolves to) and released at once; the server
+    binds again when it starts, and reports the rare port taken in between the same way. `hint` is appended to the
+    reason when the port is in use."""
+    if listen.port == 0:
+        return
+    try:
+        addresses = socket.getaddrinfo(
+            listen.host, listen.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE | socket.AI_NUMERICSERV
+        )
+    except OSError as error:
+        raise ListenError(f"--listen {listen}: cannot listen: {getattr(error, 'strerror', None) or error}") from None
+    for family, kind, protocol, _, address in addresses:
+        try:
+            with socket.socket(family, kind, protocol) as probe:
+                probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                probe.bind(address)
+        except OSError as error:
+            reason = os.strerror(error.errno) if error.errno else str(error)
+            if error.errno == errno.EADDRINUSE and hint:
+                reason += f" ({hint})"
+            raise ListenError(f"--listen {listen}: cannot listen: {reason}") from None
 
 
 @dataclass(frozen=True, slots=True)

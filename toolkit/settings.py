@@ -11,11 +11,12 @@ which the CLIs print as `<prog>: error: <line>` and turn into exit code 2.
 from __future__ import annotations
 
 import argparse
+import enum
 import ipaddress
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar, get_args, get_origin
 
 from pydantic import BaseModel, Field, ValidationError
 from pydantic.fields import FieldInfo
@@ -144,6 +145,16 @@ def check_tls_pair(cert_file: object, key_file: object) -> None:
         raise ValueError("--tls-cert-file and --tls-private-key-file go together: give both or neither")
 
 
+def choices_of(info: FieldInfo) -> tuple[str, ...]:
+    """The values a Literal or Enum setting takes, as spelled on the command line; () for any other setting."""
+    annotation = info.annotation
+    if get_origin(annotation) is Literal:
+        return tuple(str(value) for value in get_args(annotation))
+    if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
+        return tuple(str(member.value) for member in annotation)
+    return ()
+
+
 def _hint(info: FieldInfo, key: str) -> str:
     extra = info.json_schema_extra
     value = extra.get(key) if isinstance(extra, dict) else None
@@ -171,22 +182,30 @@ class CommandLine:
         return self.env_prefix + name.upper().replace("-", "_")
 
     def parser(self) -> argparse.ArgumentParser:
-        """The `--help`-bearing parser, generated from the model's fields."""
+        """The `--help`-bearing parser, generated from the model's fields: the service's own settings first, in the
+        order its model declares them (the main ones lead), then the connection limits both services share. A setting
+        with a fixed set of values shows them as `{a,b}` in both commands alike."""
         parser = _Parser(prog=self.prog, description=self.description, argument_default=argparse.SUPPRESS)
         parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
-        for name, info in self.model.model_fields.items():
+        limits = parser.add_argument_group("connection limits (both services)")
+        shared = ConnectionSettings.model_fields
+        fields = self.model.model_fields
+        for name in sorted(fields, key=lambda name: name in shared):  # stable: each part keeps its order
+            info = fields[name]
             help_ = f"{info.description} [env {self.env(name)}{_shown_default(info.default)}]".replace("%", "%%")
-            self._add(parser, self.flag(name), name, info, help_)
+            self._add(limits if name in shared else parser, self.flag(name), name, info, help_)
         for alias, name in self.aliases.items():
-            self._add(parser, "--" + alias, name, self.model.model_fields[name], argparse.SUPPRESS)
+            self._add(parser, "--" + alias, name, fields[name], argparse.SUPPRESS)
         return parser
 
     @staticmethod
-    def _add(parser: argparse.ArgumentParser, flag: str, name: str, info: FieldInfo, help_: str) -> None:
+    def _add(parser: argparse._ActionsContainer, flag: str, name: str, info: FieldInfo, help_: str) -> None:
         if info.annotation is bool:
             parser.add_argument(flag, dest=name, action=argparse.BooleanOptionalAction, help=help_)
         else:
-            parser.add_argument(flag, dest=name, metavar=_hint(info, "metavar") or None, help=help_)
+            choices = choices_of(info)
+            metavar = "{" + ",".join(choices) + "}" if choices else _hint(info, "metavar") or None
+            parser.add_argument(flag, dest=name, metavar=metavar, help=help_)
 
     def load(
         self,

@@ -1,7 +1,9 @@
 """The adapter's own metrics (`/metrics`): request and source latency, cache sizes, age of the figures it serves.
 
-All names start with `gpu_pulse_adapter_`. The registry is the adapter's own (not prometheus_client's global one), so
-two adapters in one process, as in tests, never share counts.
+All names start with `gpu_pulse_adapter_`, but for the standard `process_*` series (prometheus-client's process
+collector: CPU time, memory, file descriptors, start time), which the exporter serves under the same names. The
+registry is the adapter's own (not prometheus_client's global one), so two adapters in one process, as in tests, never
+share counts.
 """
 
 from __future__ import annotations
@@ -9,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from aiohttp import web
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector
@@ -137,6 +139,8 @@ class AdapterMetrics:
         self.registry.register(self.caches)
         self.connections = _Connections()
         self.registry.register(self.connections)
+        # process_cpu_seconds_total, process_resident_memory_bytes, process_open_fds, ... (toolkit.process names them)
+        ProcessCollector(registry=self.registry)
 
     def observe_source_call(self, outcome: str, seconds: float) -> None:
         self.source_calls.labels(self._source, outcome).observe(seconds)

@@ -21,6 +21,7 @@ from adapter.keda.activity import UNKNOWN_STATE, ActivityState, Hysteresis, Obse
 from adapter.keda.trigger import Trigger
 from adapter.keda.workload import NoFiguresError, Reading, WorkloadReader
 from adapter.sources.model import SourceError, SourceUnavailableError
+from toolkit.logs import fields
 
 log = logging.getLogger(__name__)
 
@@ -174,7 +175,12 @@ class ActivityBoard:
                 followed.namespace,
                 followed.trigger.selector,
                 "active" if state.active else "inactive",
-                extra={"metric": followed.trigger.metric, "activation_target": str(followed.trigger.activation_target)},
+                extra=fields(
+                    namespace=followed.namespace,
+                    selector=followed.trigger.selector,
+                    metric=followed.trigger.metric,
+                    activation_target=str(followed.trigger.activation_target),
+                ),
             )
 
     async def _observation(self, followed: FollowedWorkload) -> tuple[Observation, Exception | None]:
@@ -188,7 +194,12 @@ class ActivityBoard:
                 f"the source did not answer within {self._observe_timeout:g} s"
             )
         except Exception as exc:  # a defect must not stop the other workloads' observations
-            log.exception("observing %s/%s failed", followed.namespace, followed.trigger.selector)
+            log.exception(
+                "observing %s/%s failed",
+                followed.namespace,
+                followed.trigger.selector,
+                extra=fields(namespace=followed.namespace, selector=followed.trigger.selector),
+            )
             return Observation.UNKNOWN, exc
         if reading.selected == 0:
             return Observation.NO_PODS, None

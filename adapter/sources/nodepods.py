@@ -54,6 +54,7 @@ from exporter.pods_document import (
     parse_node_pods,
     parse_stream_event,
 )
+from toolkit.logs import fields
 from toolkit.responses import UpstreamAnswerError, read_bounded
 
 log = logging.getLogger(__name__)
@@ -357,7 +358,12 @@ class NodePodsCache:
             async with response:
                 if stream and response.status == HTTPStatus.TOO_MANY_REQUESTS:
                     feed.plain_until = self._clock() + STREAM_REFUSED_SECONDS
-                    log.info("%s refused a stream (429): plain documents for %g s", url, STREAM_REFUSED_SECONDS)
+                    log.info(
+                        "%s refused a stream (429): plain documents for %g s",
+                        url,
+                        STREAM_REFUSED_SECONDS,
+                        extra=fields(node=feed.node, url=url, reason="stream_refused"),
+                    )
                     return 0.0  # a plain request at once
                 if response.status != 200:
                     raise _FeedError(f"{url} answered HTTP {response.status}")
@@ -415,7 +421,7 @@ class NodePodsCache:
             return
         received = self._wall_clock()
         if feed.error is not None:
-            log.info("exporter on node %s answers again", feed.node)
+            log.info("exporter on node %s answers again", feed.node, extra=fields(node=feed.node))
         offset = exporter_clock_offset(document, exporter_now, received)
         feed.answer = NodeAnswer(document, self._wanted_metrics, offset)
         feed.carried, feed.error, feed.failures = carried, None, 0
@@ -429,7 +435,12 @@ class NodePodsCache:
         if not _current(feed):
             return
         if feed.error is None:
-            log.warning("exporter on node %s does not answer: %s", feed.node, problem)
+            log.warning(
+                "exporter on node %s does not answer: %s",
+                feed.node,
+                problem,
+                extra=fields(node=feed.node, reason=problem),
+            )
         feed.answer, feed.carried, feed.error = None, frozenset(), problem
         feed.failures += 1
         if self._observe is not None:

@@ -27,6 +27,7 @@ from exporter.collection import Attribution, DeviceCollection
 from exporter.kubelet.client import PodResourcesClient
 from exporter.kubelet.device_ids import ResourceNames
 from exporter.snapshot import CollectorStatus, ProcessVisibility
+from toolkit.logs import fields
 
 log = logging.getLogger(__name__)
 
@@ -208,6 +209,7 @@ class KubeletPodAttributor:
             mapping_age_seconds=age,
             statuses=tuple(statuses),
             process_visibility=self._visibility(collection, owner_of is not None),
+            kubelet_error=None if state.up else state.last_error,
         )
 
     def _visibility(self, collection: DeviceCollection, proc_root: bool) -> ProcessVisibility:
@@ -236,10 +238,17 @@ class KubeletPodAttributor:
         if verdict.visible is not None and verdict.visible != self._visible:
             if verdict.visible:
                 again = " again" if self._visible is False else ""  # the first verdict is no recovery
-                log.info("GPU processes of other pods are visible%s: %s", again, verdict.reason)
+                log.info(
+                    "GPU processes of other pods are visible%s: %s",
+                    again,
+                    verdict.reason,
+                    extra=fields(reason=verdict.reason),
+                )
             else:
                 log.warning(
-                    "GPU processes of other pods are not visible: %s; shared GPUs stay unattributed", verdict.reason
+                    "GPU processes of other pods are not visible: %s; shared GPUs stay unattributed",
+                    verdict.reason,
+                    extra=fields(reason=verdict.reason),
                 )
             self._visible = verdict.visible
         return verdict

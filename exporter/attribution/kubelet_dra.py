@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from exporter.attribution.directory import PodDirectory
 from exporter.kubelet.podresources import PodResources
 from exporter.snapshot import CollectorStatus
+from toolkit.logs import fields
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +60,7 @@ class KubeletDraCheck:
                 "kubelet, or upgrade the node to 1.34",
                 len(missing),
                 "/".join(missing[0]),
+                extra=fields(pod="/".join(missing[0]), reason="KubeletPodResourcesDynamicResources"),
             )
         elif not missing and self._warned:
             log.info("the kubelet lists the DRA devices of this node's pods again")

@@ -1,4 +1,4 @@
-"""The exporter's own series (`gpu_pulse_*`), identical in both dialects.
+"""The exporter's own series (`gpu_pulse_*`, and the standard `process_*` ones), identical in both dialects.
 
 The age of the data is `time() - gpu_pulse_snapshot_timestamp_seconds`: the exposition is rendered once per snapshot
 and then served as is, so a live "age" value could not be correct on every scrape; the timestamp always is.
@@ -32,6 +32,7 @@ from exporter.exposition.plan import FamilyHeader
 from exporter.exposition.textformat import counter_value_is_valid, format_value, label_pairs
 from exporter.snapshot import CollectorStatus, MigIdentity, Snapshot
 from toolkit.connections import CLOSED_REASONS_HELP, ConnectionStats
+from toolkit.process import PROCESS_SERIES, ProcessFigures
 
 G, C = MetricType.GAUGE, MetricType.COUNTER
 BUILD_INFO = FamilyHeader.of(SELF_BUILD_INFO, G, "gpu-pulse exporter build information (value 1).")
@@ -80,6 +81,12 @@ CONNECTIONS_CLOSED = FamilyHeader.of(
     f"HTTP connections the server closed on its own, by reason: {CLOSED_REASONS_HELP}.",
 )
 
+# the standard process series, in prometheus-client's names and words, so that common dashboards read them
+PROCESS = {
+    name: FamilyHeader.of(name, C if type_ == "counter" else G, help_)
+    for name, (type_, help_) in PROCESS_SERIES.items()
+}
+
 
 class HealthSeries:
     """Renders the self-metrics of one exporter (dialect, version and interval fixed at start)."""
@@ -114,6 +121,8 @@ class HealthSeries:
                 families.append((KUBELET_AGE, [f"{SELF_KUBELET_MAPPING_AGE} {format_value(age)}\n"]))
         if snapshot.connections is not None:
             families += _connection_families(snapshot.connections)
+        if snapshot.process is not None:
+            families += _process_families(snapshot.process)
         visibility = snapshot.process_visibility
         if visibility is not None and visibility.visible is not None:
             families.append((VISIBILITY, [f"{SELF_PROCESS_VISIBILITY} {1 if visibility.visible else 0}\n"]))
@@ -135,6 +144,10 @@ def _connection_families(stats: ConnectionStats) -> list[tuple[FamilyHeader, lis
             ],
         ),
     ]
+
+
+def _process_families(figures: ProcessFigures) -> list[tuple[FamilyHeader, list[str]]]:
+    return [(PROCESS[name], [f"{name} {format_value(value)}\n"]) for name, value in figures.values]
 
 
 def _collector_families(statuses: tuple[CollectorStatus, ...]) -> list[tuple[FamilyHeader, list[str]]]:

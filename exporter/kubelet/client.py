@@ -23,6 +23,7 @@ import grpc
 from exporter.kubelet.podresources import PodResources, pods_from_message
 from exporter.kubelet.proto import api_pb2, api_pb2_grpc
 from toolkit.backoff import Backoff
+from toolkit.logs import fields
 
 log = logging.getLogger(__name__)
 
@@ -203,7 +204,7 @@ class PodResourcesClient:
     def _record_failure(self, message: str, *, called: bool, duration: float = 0.0) -> None:
         old = self._state
         if old.up or old.last_error is None:
-            log.warning("%s; keeping the last pod mapping", message)
+            log.warning("%s; keeping the last pod mapping", message, extra=fields(reason=message))
         self._state = replace(
             old,
             up=False,

@@ -32,6 +32,7 @@ from exporter.nvml.errors import (
 )
 from exporter.snapshot import NvmlState
 from toolkit.backoff import Backoff, Draw, RetrySchedule
+from toolkit.logs import fields
 
 log = logging.getLogger("exporter.nvml")
 
@@ -151,6 +152,7 @@ class NvmlAvailability:
                 reason,
                 retry_at - now,
                 self._retry.backoff.maximum,
+                extra=fields(reason=self._state.error),
             )
         else:
             log.debug("NVML still not available (%s); trying again in %.1f s", self._state.error, retry_at - now)

@@ -34,6 +34,7 @@ from exporter.nvml.status import CycleStatus
 from exporter.nvml.xid import XidLedger, XidListener
 from exporter.snapshot import EMPTY, DeviceReading, GpuIdentity, MigIdentity, NvmlState, StalledCall
 from toolkit.backoff import Backoff, Draw, RetrySchedule
+from toolkit.logs import fields
 
 log = logging.getLogger("exporter.nvml")
 
@@ -193,7 +194,11 @@ class NvmlCollector:
                 f"{self._versions.driver or '(version unknown)'} lists only the processes of that namespace, while "
                 "utilization samples carry host PIDs; set hostPID: true"
             )
-            log.warning("%s: pods sharing a GPU stay unattributed", self._processes_hidden)
+            log.warning(
+                "%s: pods sharing a GPU stay unattributed",
+                self._processes_hidden,
+                extra=fields(reason="pid_namespace"),
+            )
         count = gpu_count(nvml)  # raises: the caller decides
         self._stop_xid()
         for slot in self._slots:
@@ -253,7 +258,12 @@ class NvmlCollector:
             slot.lost = True
             slot.backoff.failed(now)
             if slot.identity is None:
-                log.warning("GPU %d does not answer (%s); probing again later", slot.index, exc)
+                log.warning(
+                    "GPU %d does not answer (%s); probing again later",
+                    slot.index,
+                    exc,
+                    extra=fields(gpu=slot.index, reason=exc),
+                )
             return False
         slot.identity = gpu.identity
         slot.reader = self._gpu_reader(gpu)
@@ -270,7 +280,9 @@ class NvmlCollector:
                 label = f"GPU {identity.parent.index} MIG {identity.gpu_instance_id}/{identity.compute_instance_id}"
             else:
                 label = f"GPU {identity.index}"
-            faults = self._faults[identity.uuid] = DeviceFaults(f"{label} ({identity.uuid})", self._names)
+            faults = self._faults[identity.uuid] = DeviceFaults(
+                f"{label} ({identity.uuid})", self._names, uuid=identity.uuid
+            )
         return faults
 
     def _gpu_reader(self, gpu: GpuDevice) -> DeviceReader:
@@ -425,6 +437,7 @@ class NvmlCollector:
                     "GPU %d: the hung NVML call returned after %.1f s; reading it again",
                     slot.index,
                     now - slot.busy_since,
+                    extra=fields(gpu=slot.index, gpu_uuid=slot.identity.uuid if slot.identity else None),
                 )
                 error = finished.exception()
                 if isinstance(error, GpuLostError):
@@ -454,6 +467,11 @@ class NvmlCollector:
                     slot.identity.uuid if slot.identity is not None else "?",
                     slot.current_call(),
                     self._slow_call_seconds,
+                    extra=fields(
+                        gpu=slot.index,
+                        gpu_uuid=slot.identity.uuid if slot.identity is not None else None,
+                        reason="nvml_call_stalled",
+                    ),
                 )
                 by_slot[index] = self._stalled_readings(slot, now)
                 continue
@@ -520,6 +538,7 @@ class NvmlCollector:
             slot.identity.uuid,
             name,
             slot.backoff.delay,
+            extra=fields(gpu=slot.index, gpu_uuid=slot.identity.uuid, reason=name),
         )
         if code == GPU_IS_LOST and self._enabled & XID_KEYS and self._ledger.lost(slot.identity.uuid):
             log.warning(
@@ -528,6 +547,7 @@ class NvmlCollector:
                 slot.index,
                 slot.identity.uuid,
                 self._versions.driver or "?",
+                extra=fields(gpu=slot.index, gpu_uuid=slot.identity.uuid, xid=79, reason=name),
             )
 
     # ---- one GPU, on its worker thread ------------------------------------------------------------------------------
@@ -634,7 +654,12 @@ class NvmlCollector:
             return False
         assert slot.identity is not None
         self._ledger.answered(slot.identity.uuid)
-        log.warning("GPU %d (%s) answers again", slot.index, slot.identity.uuid)
+        log.warning(
+            "GPU %d (%s) answers again",
+            slot.index,
+            slot.identity.uuid,
+            extra=fields(gpu=slot.index, gpu_uuid=slot.identity.uuid),
+        )
         return True
 
     # ---- sample buffers -------------------------------------------------------------------------------------------

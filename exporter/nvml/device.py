@@ -23,6 +23,7 @@ from exporter.nvml.processes import ProcessSampler
 from exporter.nvml.rates import NvlinkRates
 from exporter.nvml.status import CycleStatus
 from exporter.snapshot import EMPTY_REASONS, DeviceReading, GpuIdentity, MigIdentity, ProcessUsage
+from toolkit.logs import fields
 
 NO_VECTORS: Mapping[str, Mapping[str, float]] = MappingProxyType({})
 MIG_MONITOR = "needs_mig_monitor_privilege"
@@ -230,6 +231,7 @@ class DeviceReader:
                     "NVIDIA_MIG_MONITOR_DEVICES=all and CAP_SYS_ADMIN); the instances' own figures are reported",
                     self.identity.index if isinstance(self.identity, GpuIdentity) else -1,
                     self.identity.uuid,
+                    extra=fields(gpu_uuid=self.identity.uuid, reason="needs_mig_monitor_privilege"),
                 )
             self._unavailable = MappingProxyType(found)
             self._reasons_seen = len(reasons)

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 
 from exporter.nvml.errors import FUNCTION_NOT_FOUND, Disposition, ErrorNames, disposition, status_code
+from toolkit.logs import fields
 
 log = logging.getLogger("exporter.nvml")
 
@@ -18,10 +19,11 @@ class DeviceFaults:
     not asked again. NO_PERMISSION is logged and counted once per measurement. Other errors count every time.
     """
 
-    __slots__ = ("_counts", "_denied", "_names", "_view", "label", "reasons", "unsupported")
+    __slots__ = ("_counts", "_denied", "_names", "_view", "label", "reasons", "unsupported", "uuid")
 
-    def __init__(self, label: str, names: ErrorNames) -> None:
+    def __init__(self, label: str, names: ErrorNames, *, uuid: str | None = None) -> None:
         self.label = label  # "GPU 3 (GPU-8f6c...)" for log lines
+        self.uuid = uuid  # the device's, for the log lines' gpu_uuid field
         self._names = names
         self._counts: dict[str, float] = {}
         self._denied: set[str] = set()
@@ -46,7 +48,12 @@ class DeviceFaults:
                 self._denied.add(what)
                 self.reasons[what] = "no_permission"
                 self.count("NO_PERMISSION")
-                log.warning("%s: no permission to read %s; it will be missing", self.label, what)
+                log.warning(
+                    "%s: no permission to read %s; it will be missing",
+                    self.label,
+                    what,
+                    extra=fields(gpu_uuid=self.uuid, measurement=what, reason="NO_PERMISSION"),
+                )
         elif kind is Disposition.LOST:
             pass  # the collector counts a loss once per event, not once per failing call
         elif kind is not Disposition.EMPTY:

@@ -20,6 +20,7 @@ from typing import Any
 
 from exporter.nvml.discovery import handle_address
 from exporter.nvml.errors import Disposition, disposition, status_code
+from toolkit.logs import fields
 
 log = logging.getLogger("exporter.nvml")
 
@@ -170,6 +171,7 @@ class XidListener:
             "XID events: %s lost; listening again without it (%d GPU(s) left)",
             ", ".join(lost) or "a registered GPU is",
             len(answering),
+            extra=fields(gpu_uuid=",".join(lost) or None, reason="GPU_IS_LOST"),
         )
         self._free()
         self.registered = frozenset()
@@ -230,9 +232,13 @@ class XidListener:
         if event_type & XID_CRITICAL_ERROR:
             xid = int(data.eventData)
             self._ledger.record(uuid, xid)
-            log.warning("%s: XID %d", uuid, xid)
+            log.warning("%s: XID %d", uuid, xid, extra=fields(gpu_uuid=uuid, xid=xid))
         elif self._ledger.lost(uuid):
-            log.warning("%s: the driver reports the GPU unavailable (fallen off the bus): counted as XID 79", uuid)
+            log.warning(
+                "%s: the driver reports the GPU unavailable (fallen off the bus): counted as XID 79",
+                uuid,
+                extra=fields(gpu_uuid=uuid, xid=79, reason="gpu_unavailable_event"),
+            )
 
 
 def _event_types(nvml: Any, handle: Any) -> int:

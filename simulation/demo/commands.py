@@ -8,7 +8,7 @@ from pathlib import Path
 
 import yaml
 
-from simulation.demo.scenarios import DEPLOYMENT, NAMESPACE, SELECTOR
+from simulation.demo.scenarios import DEPLOYMENT, NAMESPACE, SELECTOR, STATEFUL_SET
 
 _SELECTOR = urllib.parse.quote(SELECTOR, safe="")
 CUSTOM = "/apis/custom.metrics.k8s.io"
@@ -16,11 +16,15 @@ EXTERNAL = "/apis/external.metrics.k8s.io/v1beta1"
 HPA_QUERY = f"{CUSTOM}/v1beta2/namespaces/{NAMESPACE}/pods/*/gpu_utilization?labelSelector={_SELECTOR}"
 DEPLOYMENT_QUERY = f"{CUSTOM}/v1beta2/namespaces/{NAMESPACE}/deployments.apps/{DEPLOYMENT}/gpu_utilization"
 EXTERNAL_QUERY = f"{EXTERNAL}/namespaces/{NAMESPACE}/namespace_gpu_utilization?labelSelector={_SELECTOR}"
+STATEFUL_SET_QUERY = f"{CUSTOM}/v1beta2/namespaces/{NAMESPACE}/statefulsets.apps/{STATEFUL_SET}/gpu_utilization"
+NODES_QUERY = f"{CUSTOM}/v1beta2/nodes/*/gpu_utilization"
 
 REQUESTS: tuple[tuple[str, str], ...] = (
     ("what an HPA on llm-inference asks: each pod's GPU utilization", HPA_QUERY),
     ("the same in v1beta1", HPA_QUERY.replace("/v1beta2/", "/v1beta1/")),
     ("the Deployment as a whole", DEPLOYMENT_QUERY),
+    ("the StatefulSet as a whole", STATEFUL_SET_QUERY),
+    ("each node, over its GPU pods", NODES_QUERY),
     ("the pods' mean, as an external metric", EXTERNAL_QUERY),
     ("every metric served (discovery)", f"{CUSTOM}/v1beta2"),
 )
@@ -33,6 +37,9 @@ def kubectl_command(kubeconfig: Path, path: str) -> str:
 OBJECTS: tuple[tuple[str, str], ...] = (
     ("the pods, through the Kubernetes API stand-in", f"get pods -n {NAMESPACE}"),
     ("the Deployments", f"get deploy -n {NAMESPACE}"),
+    ("the StatefulSets", f"get statefulsets -n {NAMESPACE}"),
+    ("the GPU nodes", "get nodes -L nvidia.com/gpu.product"),
+    ("the HPA on llm-inference (its status written by the demo from the adapter's figures)", f"get hpa -n {NAMESPACE}"),
 )
 
 

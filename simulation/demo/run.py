@@ -6,18 +6,17 @@ kubectl, prints the commands to try, and refreshes a summary of the `llm-inferen
 make of it. Stopping undoes everything in reverse: the kubeconfig is removed, the adapter and the API server stop,
 the exporters are terminated and reaped, the temporary directory goes.
 
-Exit codes: 0 after a clean stop; 1 when something cannot start (the address is taken, a node fails); 2 for options
-that cannot work (a bad --listen, a kubeconfig path holding another file).
+Exit codes, as `gpu-pulse-adapter` has them: 0 after a clean stop; 2 for options that cannot work (a bad or taken
+--listen, a kubeconfig path holding another file); 1 when something fails at run time (a node does not come up).
+Either way one line on stderr, `gpu-pulse-adapter: error: ...`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import errno
 import os
 import signal
-import socket
 import ssl
 import sys
 import tempfile
@@ -31,9 +30,9 @@ from typing import TextIO, TypeVar
 
 import aiohttp
 
-from adapter.settings import load_settings
+from adapter.settings import PROG, load_settings
 from simulation import load_scenario
-from simulation.demo.cluster import DEMO_GROUPS, DEMO_USER, DemoPod, demo_pods, populate
+from simulation.demo.cluster import DEMO_GROUPS, DEMO_USER, DemoPod, demo_pods, hpa_seen, populate
 from simulation.demo.commands import keda_lines, kubectl_commands
 from simulation.demo.nodes import NodeExporter, NodeStartError, start_node_exporter, wait_serving
 from simulation.demo.options import DemoOptions
@@ -51,6 +50,7 @@ from simulation.demo.trust import (
 from simulation.kubeapi import AggregatedApi, KubeApiServer
 from simulation.kubeconfig import write_kubeconfig
 from simulation.scenario import Scenario
+from toolkit.serving import ListenError, check_listen
 from toolkit.settings import ListenAddress, SettingsError, parse_listen
 
 T = TypeVar("T")
@@ -109,7 +109,7 @@ class _Demo:
         except _InterruptedError:
             return 0
         except _DemoError as failure:
-            print(f"gpu-pulse demo: {failure}", file=sys.stderr, flush=True)
+            print(f"{PROG}: error: {failure}", file=sys.stderr, flush=True)
             return failure.code
         finally:
             for signum in (signal.SIGINT, signal.SIGTERM):
@@ -135,7 +135,7 @@ class _Demo:
                 _aggregate(kube, url, trust)  # kubectl reaches pods, Deployments and the metrics APIs at one address
                 write_demo_kubeconfig(self.options.kubeconfig, kube.url, trust)
                 cleanup.callback(remove_demo_kubeconfig, self.options.kubeconfig)
-                await self._show(url, trust, pods)
+                await self._show(url, trust, pods, kube)
                 self.say("stopping")
         return 0
 
@@ -232,7 +232,7 @@ class _Demo:
                     raise _DemoError("the adapter did not become ready", 1)
                 await asyncio.sleep(0.2)
 
-    async def _show(self, url: str, trust: DemoTrust, pods: tuple[DemoPod, ...]) -> None:
+    async def _show(self, url: str, trust: DemoTrust, pods: tuple[DemoPod, ...], kube: KubeApiServer) -> None:
         commands = kubectl_commands(self.options.kubeconfig)
         footer = [f"kubeconfig {self.options.kubeconfig}; try:"]
         for what, command in commands:
@@ -248,6 +248,8 @@ class _Demo:
         async with aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=5)) as session:
             while not self.stop.is_set():
                 summary = await read_summary(session, url, pods)
+                # `kubectl get hpa` shows what an HPA controller would write from the same figures
+                kube.put_object("horizontalpodautoscalers", hpa_seen(summary.suggestion, summary.average))
                 if self.terminal:
                     now = datetime.now(UTC).strftime("%H:%M:%S")
                     header = [f"gpu-pulse demo: adapter {url} (direct source), {len(self.scenarios)} simulated "
@@ -284,16 +286,8 @@ def _checked_listen(text: str) -> ListenAddress:
         listen = parse_listen(text)
     except ValueError as error:
         raise _DemoError(f"--listen {text}: {error}", 2) from None
-    if listen.port == 0:
-        return listen
-    family = socket.AF_INET6 if ":" in listen.host else socket.AF_INET
     try:
-        with socket.socket(family, socket.SOCK_STREAM) as probe:
-            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            probe.bind((listen.host, listen.port))
-    except OSError as error:
-        reason = os.strerror(error.errno) if error.errno else str(error)
-        if error.errno == errno.EADDRINUSE:
-            reason += " (is another demo or adapter running? choose another --listen)"
-        raise _DemoError(f"--listen {listen}: cannot listen: {reason}", 1) from None
+        check_listen(listen, hint="is another demo or adapter running? choose another --listen")
+    except ListenError as error:
+        raise _DemoError(str(error), 2) from None
     return listen

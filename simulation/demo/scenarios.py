@@ -4,7 +4,8 @@ Deployment `llm-inference` (pods labelled `app=llm-inference`) has a pod on each
 one on a time-sliced H100, one on an H100 MIG instance. Their load follows one slow "traffic" swing (four minutes)
 with a faster ripple and a little noise, each pod a bit out of phase, so their average crosses the HPA's 60 % target
 and the suggested replica count moves. Beside it: `embeddings` (two pods sharing a GPU with an inference pod) and a
-fine-tuning job on the other MIG instance.
+fine-tuning job on the other MIG instance. `embeddings` is a StatefulSet (pods `embeddings-0` and `-1`), so the
+adapter's StatefulSet metrics have something to combine.
 """
 
 from __future__ import annotations
@@ -18,13 +19,14 @@ import yaml
 NAMESPACE = "demo"
 DEPLOYMENT = "llm-inference"
 SELECTOR = f"app={DEPLOYMENT}"
+STATEFUL_SET = "embeddings"
 TARGET_UTILIZATION = 60
 
 
 @dataclass(frozen=True, slots=True)
 class DemoWorkload:
     name: str
-    kind: str  # Deployment or Job
+    kind: str  # Deployment, StatefulSet or Job
     template_hash: str = ""
 
     @property
@@ -33,7 +35,7 @@ class DemoWorkload:
 
 
 INFERENCE = DemoWorkload(DEPLOYMENT, "Deployment", "7d4b9c")
-EMBEDDINGS = DemoWorkload("embeddings", "Deployment", "5f8e2a")
+EMBEDDINGS = DemoWorkload(STATEFUL_SET, "StatefulSet")
 FINETUNE = DemoWorkload("finetune", "Job")
 WORKLOADS = (INFERENCE, EMBEDDINGS, FINETUNE)
 
@@ -56,11 +58,14 @@ def _pod(workload: DemoWorkload, suffix: str, gpus: list[dict[str, Any]], pids: 
     if workload.kind == "Deployment":
         labels["pod-template-hash"] = workload.template_hash
         name = f"{workload.replica_set}-{suffix}"
+    if workload.kind == "StatefulSet":
+        labels["statefulset.kubernetes.io/pod-name"] = name
+    container = "worker" if workload.kind == "Job" else "server"
     return {
         "namespace": NAMESPACE,
         "name": name,
         "labels": labels,
-        "containers": [{"name": "server" if workload.kind == "Deployment" else "worker", "gpus": gpus, "pids": pids}],
+        "containers": [{"name": container, "gpus": gpus, "pids": pids}],
     }
 
 
@@ -93,8 +98,8 @@ NODES: tuple[dict[str, Any], ...] = (
         ],
         "pods": [
             _pod(INFERENCE, "t3v9w", [{"gpu": 0, "replica": 0}], [42001]),
-            _pod(EMBEDDINGS, "a7c2d", [{"gpu": 0, "replica": 1}], [42002]),
-            _pod(EMBEDDINGS, "b5e8f", [{"gpu": 0, "replica": 2}], [42003]),
+            _pod(EMBEDDINGS, "0", [{"gpu": 0, "replica": 1}], [42002]),
+            _pod(EMBEDDINGS, "1", [{"gpu": 0, "replica": 2}], [42003]),
         ],
     },
     {

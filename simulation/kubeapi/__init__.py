@@ -1,8 +1,9 @@
 """A small Kubernetes API server for tests and the demo: it stands in for kube-apiserver, an external service.
 
 It answers the few calls gpu-pulse makes, with real object shapes the `kubernetes` client and `kubectl` parse:
-pods, ReplicaSets, Deployments and ResourceSlices (list with paging, watch with resourceVersion, bookmarks,
-timeouts, label and field selectors), the `extension-apiserver-authentication` ConfigMap, TokenReview,
+pods, nodes, ReplicaSets, Deployments, StatefulSets, HorizontalPodAutoscalers (autoscaling/v2) and ResourceSlices
+(list with paging, watch with resourceVersion, bookmarks, timeouts, label and field selectors; `kubectl get`'s Tables
+with kube-apiserver's columns, tables.py), the `extension-apiserver-authentication` ConfigMap, TokenReview,
 SubjectAccessReview, enough discovery (`/version`, `/api`, `/apis`) for clients to start, and aggregated API groups
 proxied to their server as kube-aggregator does (aggregator.py).
 

@@ -37,6 +37,7 @@ def api_group_list(extra: list[JsonObject] | None = None) -> web.Response:
     """`/apis`: the stand-in's own groups, then `extra` (the aggregated APIServices' groups)."""
     groups = [
         ("apps", "v1"),
+        ("autoscaling", "v2"),
         ("authentication.k8s.io", "v1"),
         ("authorization.k8s.io", "v1"),
         ("resource.k8s.io", "v1"),

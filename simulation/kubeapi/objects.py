@@ -1,4 +1,5 @@
-"""Kubernetes objects as the API serves them: pods, ReplicaSets, owner references, Status."""
+"""Kubernetes objects as the API serves them: pods, nodes, ReplicaSets, Deployments, StatefulSets, HPAs, owner
+references, Status."""
 
 from __future__ import annotations
 
@@ -38,6 +39,15 @@ KINDS: Final = {
     "configmaps": Kind("configmaps", "ConfigMap", "v1", "/api/v1", short_names=("cm",)),
     "replicasets": Kind("replicasets", "ReplicaSet", "apps/v1", "/apis/apps/v1", short_names=("rs",)),
     "deployments": Kind("deployments", "Deployment", "apps/v1", "/apis/apps/v1", short_names=("deploy",)),
+    "statefulsets": Kind("statefulsets", "StatefulSet", "apps/v1", "/apis/apps/v1", short_names=("sts",)),
+    "nodes": Kind("nodes", "Node", "v1", "/api/v1", namespaced=False, short_names=("no",)),
+    "horizontalpodautoscalers": Kind(
+        "horizontalpodautoscalers",
+        "HorizontalPodAutoscaler",
+        "autoscaling/v2",
+        "/apis/autoscaling/v2",
+        short_names=("hpa",),
+    ),
     # cluster-scoped; kube-apiserver selects ResourceSlices by metadata.name, spec.nodeName and spec.driver only
     # (kubernetes/api resource/v1/types.go ResourceSliceSpec: "A field selector can be used to list only ResourceSlice
     # objects belonging to a certain node" / "with a certain driver name")
@@ -160,7 +170,12 @@ def replica_set_object(
 
 
 def deployment_object(
-    namespace: str, name: str, *, replicas: int = 1, labels: Mapping[str, str] | None = None
+    namespace: str,
+    name: str,
+    *,
+    replicas: int = 1,
+    labels: Mapping[str, str] | None = None,
+    containers: Sequence[str] = ("main",),
 ) -> JsonObject:
     """A Deployment whose pods carry `labels`, with all `replicas` ready."""
     return {
@@ -172,8 +187,140 @@ def deployment_object(
             "labels": dict(labels or {}),
             "uid": owner_uid(namespace, "Deployment", name),
         },
-        "spec": {"replicas": replicas, "selector": {"matchLabels": dict(labels or {})}},
-        "status": {"replicas": replicas, "readyReplicas": replicas, "availableReplicas": replicas},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": dict(labels or {})},
+            "template": _pod_template(labels or {}, containers),
+        },
+        "status": {
+            "replicas": replicas,
+            "readyReplicas": replicas,
+            "updatedReplicas": replicas,
+            "availableReplicas": replicas,
+        },
+    }
+
+
+def _pod_template(labels: Mapping[str, str], containers: Sequence[str]) -> JsonObject:
+    return {
+        "metadata": {"labels": dict(labels)},
+        "spec": {"containers": [{"name": c, "image": f"registry.example/{c}:1.0"} for c in containers]},
+    }
+
+
+def stateful_set_object(
+    namespace: str,
+    name: str,
+    *,
+    replicas: int = 1,
+    labels: Mapping[str, str] | None = None,
+    containers: Sequence[str] = ("main",),
+) -> JsonObject:
+    """A StatefulSet whose pods (`<name>-0`, `<name>-1`, ...) carry `labels`, with all `replicas` ready."""
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": dict(labels or {}),
+            "uid": owner_uid(namespace, "StatefulSet", name),
+        },
+        "spec": {
+            "replicas": replicas,
+            "serviceName": name,
+            "selector": {"matchLabels": dict(labels or {})},
+            "template": _pod_template(labels or {}, containers),
+        },
+        "status": {
+            "replicas": replicas,
+            "readyReplicas": replicas,
+            "currentReplicas": replicas,
+            "updatedReplicas": replicas,
+            "availableReplicas": replicas,
+        },
+    }
+
+
+def node_object(
+    name: str,
+    *,
+    labels: Mapping[str, str] | None = None,
+    capacity: Mapping[str, str] | None = None,
+    internal_ip: str | None = None,
+    kubelet_version: str = "v1.32.0",
+) -> JsonObject:
+    """A Ready node; `capacity` is also its allocatable (e.g. {"nvidia.com/gpu": "4"})."""
+    addresses = [{"type": "Hostname", "address": name}]
+    if internal_ip is not None:
+        addresses.insert(0, {"type": "InternalIP", "address": internal_ip})
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, **(labels or {})}},
+        "spec": {},
+        "status": {
+            "capacity": dict(capacity or {}),
+            "allocatable": dict(capacity or {}),
+            "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}],
+            "addresses": addresses,
+            "nodeInfo": {
+                "kubeletVersion": kubelet_version,
+                "osImage": "Ubuntu 24.04 LTS",
+                "kernelVersion": "6.8.0",
+                "containerRuntimeVersion": "containerd://2.0.0",
+                "operatingSystem": "linux",
+                "architecture": "amd64",
+            },
+        },
+    }
+
+
+def hpa_object(
+    namespace: str,
+    name: str,
+    *,
+    target: tuple[str, str],
+    metric: str,
+    average_value: str,
+    min_replicas: int = 1,
+    max_replicas: int = 10,
+) -> JsonObject:
+    """An autoscaling/v2 HorizontalPodAutoscaler of `target` (kind, name) on a Pods metric's average value; its
+    status is what `hpa_status` sets (the stand-in runs no controller)."""
+    kind, target_name = target
+    return {
+        "apiVersion": "autoscaling/v2",
+        "kind": "HorizontalPodAutoscaler",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": kind, "name": target_name},
+            "minReplicas": min_replicas,
+            "maxReplicas": max_replicas,
+            "metrics": [
+                {
+                    "type": "Pods",
+                    "pods": {
+                        "metric": {"name": metric},
+                        "target": {"type": "AverageValue", "averageValue": average_value},
+                    },
+                }
+            ],
+        },
+        "status": {"currentReplicas": 0, "desiredReplicas": 0, "currentMetrics": []},
+    }
+
+
+def hpa_status(hpa: JsonObject, *, current_replicas: int, desired_replicas: int, average: str | None) -> JsonObject:
+    """`hpa` with the status a controller would write: the replicas, and the metric's current average (None: unknown,
+    as an HPA shows `<unknown>` while the metrics API gives nothing)."""
+    metric = hpa["spec"]["metrics"][0]["pods"]["metric"]
+    current = (
+        [] if average is None else [{"type": "Pods", "pods": {"metric": metric, "current": {"averageValue": average}}}]
+    )
+    return {
+        **hpa,
+        "status": {"currentReplicas": current_replicas, "desiredReplicas": desired_replicas, "currentMetrics": current},
     }
 
 

@@ -40,6 +40,7 @@ from simulation.kubeapi.reviews import (
 )
 from simulation.kubeapi.selectors import SelectorError, field_predicate, label_predicate
 from simulation.kubeapi.store import Clock, ExpiredError, Store, translate
+from simulation.kubeapi.tables import table, wants_table
 from simulation.kubeapi.versions import GROUP as RESOURCE_GROUP
 from simulation.kubeapi.versions import SINCE as RESOURCE_VERSIONS
 from simulation.kubeapi.versions import resource_slice_as
@@ -99,8 +100,9 @@ class KubeApiServer:
         app.router.add_get("/apis", self._api_groups)
         app.router.add_get("/api/v1", discovery.resource_list)
         app.router.add_get("/apis/{group}/{version}", discovery.resource_list)
-        for prefix in ("/api/v1", "/apis/apps/v1"):
+        for prefix in ("/api/v1", "/apis/apps/v1", "/apis/autoscaling/v2"):
             app.router.add_get(prefix + "/{resource}", self._collection)
+            app.router.add_get(prefix + "/{resource}/{name}", self._object)  # cluster-scoped: nodes
             app.router.add_get(prefix + "/namespaces/{namespace}/{resource}", self._collection)
             app.router.add_get(prefix + "/namespaces/{namespace}/{resource}/{name}", self._object)
         for version in self._resource_versions:
@@ -314,7 +316,22 @@ class KubeApiServer:
         obj = self._store.get(kind.resource, ns, name)
         if obj is None:
             return _status(404, "NotFound", f'{kind.resource} "{name}" not found')
-        return web.json_response(self._present(kind, group_version, obj))
+        shown = self._present(kind, group_version, obj)
+        if wants_table(request.headers.get("Accept", "")):  # kubectl get <kind> <name>
+            metadata = {"resourceVersion": obj["metadata"].get("resourceVersion", "")}
+            return web.json_response(self._table(kind, [shown], metadata, request.query))
+        return web.json_response(shown)
+
+    def _table(
+        self, kind: Kind, objects: list[JsonObject], metadata: JsonObject, query: Mapping[str, str]
+    ) -> JsonObject:
+        return table(
+            kind.resource,
+            objects,
+            self._store.clock(),
+            metadata=metadata,
+            include_object=query.get("includeObject", ""),
+        )
 
     async def _collection(self, request: web.Request) -> web.StreamResponse:
         found = self._kind_of(request)
@@ -338,7 +355,7 @@ class KubeApiServer:
             self._count("watch", kind.resource)
             return await self._watch(request, kind, group_version, selected)
         self._count("list", kind.resource)
-        return self._list(kind, group_version, query, selected)
+        return self._list(kind, group_version, query, selected, as_table=wants_table(request.headers.get("Accept", "")))
 
     def _list(
         self,
@@ -346,6 +363,8 @@ class KubeApiServer:
         group_version: str,
         query: Mapping[str, str],
         selected: Callable[[Mapping[str, Any]], bool],
+        *,
+        as_table: bool = False,
     ) -> web.Response:
         rv, objects = self._store.snapshot(kind.resource)
         start: tuple[str, str] | None = None
@@ -381,6 +400,8 @@ class KubeApiServer:
         if next_token:
             metadata["continue"] = next_token
         items = [self._present(kind, group_version, item) for item in items]
+        if as_table:
+            return web.json_response(self._table(kind, items, metadata, query))
         body = {"kind": kind.kind + "List", "apiVersion": group_version, "metadata": metadata, "items": items}
         return web.Response(body=json.dumps(body).encode(), content_type="application/json")
 

@@ -10,6 +10,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from adapter.metrics_config import default_metrics_config, parse_metrics_config
 from tests.adapter.simcluster import AdapterFactory
+from toolkit.process import PROCESS_SERIES
 
 V2 = "/apis/custom.metrics.k8s.io/v1beta2"
 
@@ -135,7 +136,12 @@ async def test_self_metrics(make_adapter: AdapterFactory) -> None:
     response = await client.get("/metrics")
     assert response.status == 200
     families = {f.name: f for f in text_string_to_metric_families(await response.text())}
-    assert all(name.startswith("gpu_pulse_adapter_") for name in families)
+    process = {name for name in families if name.startswith("process_")}
+    assert all(name.startswith("gpu_pulse_adapter_") for name in families.keys() - process)
+    # prometheus-client's process collector: the same six series the exporter serves (toolkit.process)
+    assert process == {name.removesuffix("_total") for name in PROCESS_SERIES}
+    assert families["process_resident_memory_bytes"].samples[0].value > 1_000_000
+    assert 0 < families["process_open_fds"].samples[0].value <= families["process_max_fds"].samples[0].value
     requests = families["gpu_pulse_adapter_request_duration_seconds"]
     counts = {
         (s.labels["group"], s.labels["version"], s.labels["code"]): s.value

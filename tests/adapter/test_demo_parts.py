@@ -3,8 +3,10 @@ the printed commands, and `run_demo` refusing options that cannot work (before a
 
 from __future__ import annotations
 
+import errno
 import io
 import math
+import os
 import shlex
 import socket
 from decimal import Decimal
@@ -179,8 +181,14 @@ def test_kubectl_is_pointed_at_an_address_the_certificate_names() -> None:
 def test_the_printed_commands_are_one_shell_word_per_argument() -> None:
     commands = [shlex.split(command) for _, command in kubectl_commands(Path("my dir/demo.kubeconfig"))]
     assert all(argv[:4] == ["kubectl", "--kubeconfig", "my dir/demo.kubeconfig", "get"] for argv in commands)
-    assert [argv[4:] for argv in commands[:2]] == [["pods", "-n", "demo"], ["deploy", "-n", "demo"]]
-    for argv in commands[2:]:
+    assert [argv[4:] for argv in commands[:5]] == [
+        ["pods", "-n", "demo"],
+        ["deploy", "-n", "demo"],
+        ["statefulsets", "-n", "demo"],
+        ["nodes", "-L", "nvidia.com/gpu.product"],
+        ["hpa", "-n", "demo"],
+    ]
+    for argv in commands[5:]:
         assert argv[4] == "--raw" and len(argv) == 6 and argv[5].startswith("/apis/")
 
 
@@ -198,8 +206,11 @@ def test_a_taken_address_fails_at_once_without_a_kubeconfig(tmp_path: Path, caps
         port = taken.getsockname()[1]
         out = io.StringIO()
         kubeconfig = tmp_path / "demo.kubeconfig"
-        assert run_demo(DemoOptions(listen=f"127.0.0.1:{port}", kubeconfig=kubeconfig), out=out) == 1
-    assert f"--listen 127.0.0.1:{port}: cannot listen" in capsys.readouterr().err
+        assert run_demo(DemoOptions(listen=f"127.0.0.1:{port}", kubeconfig=kubeconfig), out=out) == 2
+    lines = capsys.readouterr().err.splitlines()
+    in_use = os.strerror(errno.EADDRINUSE)
+    hint = "(is another demo or adapter running? choose another --listen)"
+    assert lines == [f"gpu-pulse-adapter: error: --listen 127.0.0.1:{port}: cannot listen: {in_use} {hint}"]
     assert not kubeconfig.exists() and out.getvalue() == ""
 
 
@@ -208,7 +219,8 @@ def test_options_that_cannot_work_exit_2(tmp_path: Path, capsys: pytest.CaptureF
     foreign.write_text("current-context: production\n")
     listen = f"127.0.0.1:{free_port()}"
     assert run_demo(DemoOptions(listen=listen, kubeconfig=foreign), out=io.StringIO()) == 2
-    assert "--demo-kubeconfig" in capsys.readouterr().err and "production" in foreign.read_text()
+    err = capsys.readouterr().err
+    assert err.startswith("gpu-pulse-adapter: error: --demo-kubeconfig") and "production" in foreign.read_text()
     assert run_demo(DemoOptions(listen="nowhere", kubeconfig=tmp_path / "k"), out=io.StringIO()) == 2
     assert "--listen nowhere" in capsys.readouterr().err
     with pytest.raises(ValueError, match="interval"):

@@ -145,17 +145,32 @@ def stops_cleanly(demo: RunningDemo, signum: signal.Signals) -> None:
 def test_the_printed_kubectl_commands_answer_and_sigterm_stops_everything(demo: RunningDemo) -> None:
     require_tool("kubectl")
     commands = demo.commands()
-    assert len(commands) == 7
+    assert len(commands) == 12
     answers = {}
     truth = _exporter_figures(demo)
+    nodes = set(demo.exporters())
+    # the cluster's objects as kubectl prints them from the stand-in's Tables: kube-apiserver's columns, not NAME/AGE
+    expected = {
+        "pods": ("NAME READY STATUS RESTARTS AGE", set(truth) | {"embeddings-0", "embeddings-1"}),
+        "deploy": ("NAME READY UP-TO-DATE AVAILABLE AGE", {"llm-inference"}),
+        "statefulsets": ("NAME READY AGE", {"embeddings"}),
+        "nodes": ("NAME STATUS ROLES AGE VERSION GPU.PRODUCT", nodes),
+        "hpa": ("NAME REFERENCE TARGETS MINPODS MAXPODS REPLICAS AGE", {"llm-inference"}),
+    }
     for command in commands:
         argv = shlex.split(command)
         assert argv[:3] == ["kubectl", "--kubeconfig", "gpu-pulse-demo.kubeconfig"]
         if "--raw" not in argv:  # the cluster's own objects, through the Kubernetes API stand-in
             done = subprocess.run(argv, cwd=demo.cwd, capture_output=True, text=True, timeout=30, check=False)
             assert done.returncode == 0, f"{command}: {done.stderr}"
-            listed = {line.split()[0] for line in done.stdout.splitlines()[1:] if line.strip()}
-            assert listed >= (set(truth) if "pods" in argv else {"llm-inference"}), (command, done.stdout)
+            header, *rows = [line.split() for line in done.stdout.splitlines() if line.strip()]
+            columns, names = expected.pop(argv[4])
+            assert " ".join(header) == columns, (command, done.stdout)
+            assert {row[0] for row in rows} >= names, (command, done.stdout)
+            if argv[4] == "pods":
+                assert {row[2] for row in rows} == {"Running"} and {row[1] for row in rows} == {"1/1"}
+            if argv[4] == "nodes":
+                assert {row[1] for row in rows} == {"Ready"} and {row[5] for row in rows} == {"NVIDIA-H100-80GB-HBM3"}
             continue
         result = run_kubectl(argv, cwd=demo.cwd)
         assert result.code == 0, f"{command}: {result.stderr}"
@@ -178,6 +193,13 @@ def test_the_printed_kubectl_commands_answer_and_sigterm_stops_everything(demo: 
     assert abs(float(parse_quantity(whole["value"])) - mean) <= 3
     external = next(body for path, body in answers.items() if "external.metrics" in path)
     assert abs(float(parse_quantity(external["items"][0]["value"])) - mean) <= 3
+    assert not expected, f"no command printed for {sorted(expected)}"
+    stateful = next(body for path, body in answers.items() if "statefulsets.apps" in path)
+    assert [(i["describedObject"]["kind"], i["describedObject"]["name"]) for i in stateful["items"]] == [
+        ("StatefulSet", "embeddings")
+    ]
+    by_node = next(body for path, body in answers.items() if "/nodes/" in path)
+    assert {i["describedObject"]["name"] for i in by_node["items"]} == nodes
     discovery = next(body for path, body in answers.items() if path.endswith("/v1beta2"))
     assert "pods/gpu_utilization" in {r["name"] for r in discovery["resources"]}
     # the summary, as log lines: each pod's figure and what an HPA at 60 % would do with them
@@ -195,6 +217,14 @@ def test_the_printed_kubectl_commands_answer_and_sigterm_stops_everything(demo: 
             assert int(desired) == possible.pop(), f"wrong HPA suggestion in: {pods} -> {desired}"
             checked += 1
     assert checked
+    # the HPA's status, written from the same figures: TARGETS shows the pods' average against 60
+    done = subprocess.run(
+        shlex.split(next(c for c in commands if " get hpa " in c)), cwd=demo.cwd, capture_output=True, text=True,
+        timeout=30, check=False,
+    )  # fmt: skip
+    row = done.stdout.splitlines()[1].split()
+    assert row[1] == "Deployment/llm-inference" and re.fullmatch(r"\d+m?/60", row[2]), done.stdout
+    assert (row[3], row[4], row[5]) == ("1", "8", "4"), done.stdout
     stops_cleanly(demo, signal.SIGTERM)
 
 

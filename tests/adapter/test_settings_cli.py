@@ -134,7 +134,12 @@ def test_help_explains_units_and_defaults() -> None:
 def test_the_demo_refuses_the_prometheus_source_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--demo", "--source", "prometheus"]) == 2
     lines = capsys.readouterr().err.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("gpu-pulse-adapter: error: ") and "--source prometheus" in lines[0]
+    assert lines == [
+        "gpu-pulse-adapter: error: --demo serves through the direct source (it runs no Prometheus): "
+        "leave out --source prometheus"
+    ]  # not "--source prometheus needs --prometheus-url": that flag would not help
+    assert main(["--demo", "--source", "prometheus", "--prometheus-url", "http://127.0.0.1:9090"]) == 2
+    assert "--demo serves through the direct source" in capsys.readouterr().err
 
 
 def test_the_demo_refuses_a_kubeconfig_in_a_missing_directory_and_creates_nothing(

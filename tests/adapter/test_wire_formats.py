@@ -259,3 +259,19 @@ def test_an_encoded_slash_never_names_another_group_or_version() -> None:
     with pytest.raises(ApiError) as caught:
         parse_custom_path("/apis/custom.metrics.k8s.io%2Fv1beta2/namespaces/ml/pods/*/m", "v1beta2")
     assert caught.value.code == 404
+
+
+def test_every_problem_of_a_configuration_is_named_on_its_one_line() -> None:
+    text = "metrics:\n  - {name: a, figure: power_watts, bogus: 1}\n  - {name: b, combine: median}\nexternal: 3\n"
+    with pytest.raises(MetricsConfigError) as caught:
+        parse_metrics_config(text, "metrics.yaml")
+    message = str(caught.value)
+    assert "\n" not in message and "more problem" not in message
+    for words in (
+        "metrics[0].combine: Field required",
+        "metrics[0].bogus: Extra inputs are not permitted",
+        "metrics[1].figure: Field required",
+        "metrics[1].combine: Input should be",
+        "external: Input should be a valid tuple (got 3)",
+    ):
+        assert words in message, message

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from dashboards.board import SCHEMA_VERSION
 from dashboards.generate import ROOT, allowed_names, boards, expressions, main, panels, render_all, stale_files
 from dashboards.node import CHARTED, covered_keys
 from exporter.catalogue import MEASUREMENTS, Dialect
@@ -182,4 +183,57 @@ def test_other_job_names_are_not_written_over_the_committed_files(capsys: pytest
         main(["--exporter-job", "gpu-telemetry"])
     assert exit_info.value.code == 2
     assert "--out" in capsys.readouterr().err
+    assert stale_files() == []
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.stem)
+def test_written_for_current_grafana_in_the_shape_its_migrations_produce(path: Path) -> None:
+    """schemaVersion 41, and nothing Grafana's migrations 37 to 43 would change on load (grafana/grafana
+    apps/dashboard/pkg/migration/schemaversion, v37.go ... v43.go): what each one rewrites is absent or already in
+    its migrated form."""
+    document = _load(path)
+    assert document["schemaVersion"] == SCHEMA_VERSION == 41
+    assert isinstance(document.get("refresh"), str)  # v40: refresh is a string
+    assert "time_options" not in (document.get("timepicker") or {})  # v41
+    for panel in panels(document):
+        legend = (panel.get("options") or {}).get("legend")
+        if legend is not None:  # v37: an object, showLegend explicit, no "hidden" display mode
+            assert isinstance(legend, dict) and legend.get("showLegend") is True, panel["title"]
+            assert legend.get("displayMode") != "hidden", panel["title"]
+        custom = ((panel.get("fieldConfig") or {}).get("defaults") or {}).get("custom") or {}
+        assert "displayMode" not in custom, panel["title"]  # v38: table cells as cellOptions
+        overrides = (panel.get("fieldConfig") or {}).get("overrides") or []
+        ids = {p.get("id") for o in overrides for p in o.get("properties") or []}
+        assert not ids & {"custom.displayMode", "custom.hideFrom"}, panel["title"]  # v38, v42
+        transformations = {t.get("id") for t in panel.get("transformations") or []}
+        assert not transformations & {"timeSeriesTable", "formatTime"}, panel["title"]  # v39, v43
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.stem)
+def test_the_cluster_variable_is_hidden_on_the_committed_single_cluster_dashboards(path: Path) -> None:
+    cluster = _variables(_load(path))["cluster"]
+    assert cluster["hide"] == 2 and cluster["includeAll"] and cluster["allValue"] == ".*"
+    assert all(v["hide"] == 0 for name, v in _variables(_load(path)).items() if name != "cluster")
+
+
+def test_multi_cluster_dashboards_show_it_and_differ_in_nothing_else(tmp_path: Path) -> None:
+    assert main(["--multi-cluster", "--out", str(tmp_path)]) == 0
+    for name, text in render_all().items():
+        other = (tmp_path / name).read_text(encoding="utf-8")
+        if name.suffix != ".json":
+            assert other == text
+            continue
+        shown = json.loads(other)
+        assert _variables(shown)["cluster"]["hide"] == 0
+        _variables(shown)["cluster"]["hide"] = 2
+        assert shown == json.loads(text), name
+
+
+@pytest.mark.parametrize("argv", [["--multi-cluster"], ["--multi-cluster", "--check"]])
+def test_multi_cluster_dashboards_are_never_the_committed_ones(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 2 and "--multi-cluster" in capsys.readouterr().err
     assert stale_files() == []

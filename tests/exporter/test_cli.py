@@ -207,6 +207,8 @@ def test_serves_reloads_on_sighup_and_stops_cleanly_on_sigterm(exporter: Exporte
     assert status == 200
     assert b'nvidia_gpu_utilization_ratio{gpu="0"' in body  # GPU_PULSE_DIALECT=prometheus
     assert b'node="cli-node"' in body  # NODE_NAME
+    for name in (b"process_cpu_seconds_total", b"process_resident_memory_bytes", b"process_open_fds"):
+        assert b"\n" + name + b" " in body, name  # the exporter process's own figures, as of the snapshot
     exporter.process.send_signal(signal.SIGHUP)
     exporter.wait_for("SIGHUP: enumerating the GPUs again")
     exporter.wait_for(r"found 8 GPU")
@@ -347,6 +349,22 @@ def test_an_explicit_kubelet_socket_and_proc_root_win_over_the_simulated_nodes(t
             assert attributor.pods is None and attributor.slices is None, "the scenario's pods are not the cluster's"
     finally:
         real.stop()
+
+
+def test_a_missing_kubelet_socket_leaves_it_ready_and_says_so(tmp_path: Path) -> None:
+    """Pod attribution on, no kubelet: ready (the GPUs' series are right), the reason in /readyz (docs/runbooks.md)."""
+    socket_path = tmp_path / "pod-resources" / "kubelet.sock"
+    with running_exporter("--simulate", "h100x8", "--kubelet-socket", str(socket_path)) as running:
+        url = running.wait_for(r"serving .* on (http://127\.0\.0\.1:\d+)").group(1)
+        for _ in range(100):
+            status, body = _get(url + "/readyz")
+            if status == 200:
+                break
+            time.sleep(0.05)
+        assert status == 200, body
+        text = body.decode()
+        assert f"kubelet pod-resources unavailable (socket {socket_path} does not exist): no pod mapping yet" in text
+        assert b"gpu_pulse_kubelet_up 0" in _get(url + "/metrics")[1]
 
 
 def test_without_explicit_flags_the_simulated_node_serves_its_own_kubelet() -> None:

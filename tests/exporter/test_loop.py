@@ -274,3 +274,38 @@ def test_process_visibility_shows_in_a_self_metric_and_in_readiness(visible: boo
     assert _sample(published.text, "gpu_pulse_process_visibility") == (1.0 if visible else 0.0)
     assert readiness.ready, "degraded, still serving"
     assert (reason in readiness.reason) is not visible
+
+
+@pytest.mark.parametrize(
+    ("attribution", "words"),
+    [
+        (Attribution((), True, 2.0), None),
+        (
+            Attribution((), False, None, kubelet_error="socket /k/kubelet.sock does not exist"),
+            "kubelet pod-resources unavailable (socket /k/kubelet.sock does not exist): no pod mapping yet",
+        ),
+        (
+            Attribution((), False, 42.0, kubelet_error="List failed: UNAVAILABLE"),
+            "(List failed: UNAVAILABLE): keeping the last pod mapping (42 s old) for now",
+        ),
+    ],
+)
+def test_a_kubelet_that_cannot_be_asked_leaves_it_ready_and_says_why(
+    attribution: Attribution, words: str | None
+) -> None:
+    with install(Simulator("h100x8")):
+        collector = NvmlCollector()
+        collector.start()
+        try:
+            renderer = ExpositionRenderer(Dialect.PROMETHEUS, version="test")
+            loop = PollLoop(collector, renderer, interval=1.0, node="n", attributor=_FixedAttribution(attribution))
+            published = loop.poll_once()
+            readiness = loop.readiness()
+        finally:
+            collector.close()
+    assert published is not None and readiness.ready
+    assert _sample(published.text, "gpu_pulse_kubelet_up") == (1.0 if attribution.kubelet_up else 0.0)
+    if words is None:
+        assert "kubelet" not in readiness.reason
+    else:
+        assert words in readiness.reason, readiness.reason
