@@ -128,7 +128,9 @@ def test_every_value_shows_in_what_is_rendered(renders: dict[str, list[dict[str,
     assert "--auth-basic-file=/var/run/secrets/gpu-pulse/auth/auth" in e["args"]
     volumes = {v["name"]: v for v in exporter["volumes"]}
     mounts = {m["name"]: m["mountPath"] for m in e["volumeMounts"]}
-    assert volumes["tls"]["secret"]["secretName"] == "exporter-tls" and mounts["tls"] == "/var/run/gpu-pulse-exporter/tls"
+    assert (
+        volumes["tls"]["secret"]["secretName"] == "exporter-tls" and mounts["tls"] == "/var/run/gpu-pulse-exporter/tls"
+    )
     assert volumes["auth"]["secret"]["secretName"] == "exporter-basic-auth"
     assert mounts["auth"] == "/var/run/secrets/gpu-pulse/auth"
     assert volumes["collectors"] == {"name": "collectors", "configMap": {"name": "gpu-pulse-collectors"}}
