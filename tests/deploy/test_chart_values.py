@@ -41,6 +41,8 @@ def _schema_paths(schema: dict[str, Any], prefix: str = "") -> dict[str, bool]:
     into) or free-form (a map of labels, a Kubernetes object)."""
     paths = {}
     for key, sub in schema.get("properties", {}).items():
+        if "not" in sub and not sub["not"]:
+            continue  # a key the schema forbids (a label of the chart's own)
         path = f"{prefix}{key}"
         paths[path] = "properties" in sub
         paths |= _schema_paths(sub, f"{path}.")
@@ -220,6 +222,8 @@ def test_the_default_scrapers_and_priority() -> None:
         ({"serviceMonitor": {"relabelings": [{"action": "rename"}]}}, ["relabelings"]),
         ({"adapter": {"topologySpreadConstraints": [{"maxSkew": 1}]}}, ["topologySpreadConstraints"]),
         ({"adapter": {"hostNetwork": "yes"}}, ["hostNetwork"]),
+        ({"commonLabels": {"app.kubernetes.io/part-of": "ml"}}, ["commonLabels"]),
+        ({"adapter": {"podLabels": {"app.kubernetes.io/name": "x"}}}, ["podLabels"]),
         ({"networkPolicy": {"prometheusPodLabels": {"app": "prometheus"}}}, ["prometheusPodLabels"]),
     ],
 )
@@ -248,8 +252,7 @@ def test_choices_the_exporter_or_the_adapter_cannot_follow_are_refused(values: d
 
 def test_the_packaged_chart_lints_and_renders_the_same(tmp_path: Path) -> None:
     """`helm package`: the archive Helm writes lints strictly and renders the same objects as the directory."""
-    with helm_python.Chart.load(str(CHART)) as chart:
-        archive = chart.save(tmp_path)
+    archive = helm_python.package(str(CHART), destination=str(tmp_path))
     assert Path(archive).name == "gpu-pulse-0.1.0.tgz"
     report = helm_python.lint(archive, strict=True, namespace=NAMESPACE)
     assert report["errors"] == [] and [m for m in report["messages"] if m["severity"] >= 2] == [], report
@@ -258,3 +261,18 @@ def test_the_packaged_chart_lints_and_renders_the_same(tmp_path: Path) -> None:
         rendered = packaged.render(values, name="gpu-pulse", namespace=NAMESPACE, is_install=True)
     from_archive = [d for p, t in sorted(rendered.items()) if p.endswith(".yaml") for d in yaml.safe_load_all(t) if d]
     assert from_archive == helm_render(values)
+
+
+def test_notes_name_the_admitted_scrapers_and_what_the_choices_need() -> None:
+    path = "gpu-pulse/templates/NOTES.txt"
+    with helm_python.Chart.load(str(CHART)) as chart:
+        defaults = chart.render({}, name="gpu-pulse", namespace=NAMESPACE, is_install=True)[path]
+        everything = chart.render(_values("everything"), name="gpu-pulse", namespace=NAMESPACE, is_install=True)[path]
+    assert (
+        "- vmagent: pods app.kubernetes.io/name=vmagent in namespaces kubernetes.io/metadata.name=monitoring"
+        in defaults
+    )
+    assert "image.registry is empty" in defaults and "image.registry is empty" not in everything
+    assert "- nodes: addresses 10.0.0.0/16" in everything
+    assert "pod-security.kubernetes.io/enforce=privileged --overwrite" in everything
+    assert "pod-security.kubernetes.io/enforce=privileged --overwrite" not in defaults
