@@ -1,8 +1,8 @@
 """The chart with every value set (tests/deploy/values/): each key values.schema.json knows is set by a values file
 here, the chart lints strictly and renders with them, every object validates (kubernetes-validate; the Prometheus
-Operator's and cert-manager's kinds against tests/deploy/schemas.py), the invariants shared with kustomize hold, and
-each value shows in what is rendered. Also what the schema and the templates refuse, and the PodDisruptionBudget that
-would block every drain."""
+Operator's and cert-manager's kinds against their CRDs' models, tests/deploy/crds.py), the invariants shared with
+kustomize hold, and each value shows in what is rendered. Also what the schema and the templates refuse, and the
+PodDisruptionBudget that would block every drain."""
 
 from __future__ import annotations
 
@@ -10,14 +10,13 @@ import json
 from pathlib import Path
 from typing import Any
 
-import jsonschema  # type: ignore[import-untyped]
-import kubernetes_validate
 import pytest
 import yaml
 
+from tests.deploy.crds import validate, validate_custom
 from tests.deploy.invariants import check_all
-from tests.deploy.rendering import CHART, CRD_KINDS, find, helm_render, one, require_helm
-from tests.deploy.schemas import CERT_MANAGER_SCHEMAS, SERVICE_MONITOR, VERSIONS
+from tests.deploy.rendering import CHART, find, helm_render, one, require_helm
+from tests.deploy.schemas import VERSIONS
 
 helm_python = require_helm()
 
@@ -81,15 +80,7 @@ def test_lints_strictly(name: str) -> None:
 @pytest.mark.parametrize("version", VERSIONS)
 def test_every_object_validates(renders: dict[str, list[dict[str, Any]]], name: str, version: str) -> None:
     for obj in renders[name]:
-        if obj["kind"] == "ServiceMonitor":
-            jsonschema.validate(obj, SERVICE_MONITOR)
-        elif obj["kind"] in CERT_MANAGER_SCHEMAS:
-            jsonschema.validate(obj, CERT_MANAGER_SCHEMAS[obj["kind"]])
-        elif obj["kind"] == "PrometheusRule":
-            assert obj["spec"]["groups"]
-        else:
-            assert obj["kind"] not in CRD_KINDS
-            kubernetes_validate.validate(obj, version, strict=True)
+        validate(obj, version)
     keys = [(o["kind"], o["metadata"]["name"]) for o in renders[name]]
     assert len(keys) == len(set(keys)), "no object twice"
 
@@ -276,3 +267,15 @@ def test_notes_name_the_admitted_scrapers_and_what_the_choices_need() -> None:
     assert "- nodes: addresses 10.0.0.0/16" in everything
     assert "pod-security.kubernetes.io/enforce=privileged --overwrite" in everything
     assert "pod-security.kubernetes.io/enforce=privileged --overwrite" not in defaults
+
+
+def test_the_crd_referee_is_live(renders: dict[str, list[dict[str, Any]]]) -> None:
+    """A misspelt ServiceMonitor field, or a wrong duration, fails the Prometheus Operator's own model."""
+    monitor = json.loads(json.dumps(one(renders["everything"], "ServiceMonitor", "gpu-pulse-exporter")))
+    monitor["spec"]["endpoints"][0]["honourLabels"] = True
+    with pytest.raises(AssertionError, match="does not know"):
+        validate_custom(monitor)
+    monitor = json.loads(json.dumps(one(renders["everything"], "ServiceMonitor", "gpu-pulse-exporter")))
+    monitor["spec"]["endpoints"][0]["interval"] = "15 seconds"
+    with pytest.raises(ValueError):
+        validate_custom(monitor)

@@ -2,7 +2,7 @@
 (a fenced yaml block whose first line is `# <file name>`) is written out, every `helm install` / `helm upgrade` of the
 chart is rendered by Helm's engine with exactly the options it is given (`-f`, `--set`, `--reuse-values`, ...), every
 `kubectl apply -k` is rendered by kubectl, every `kubectl apply -f` of a written file is validated; each rendering
-validates (kubernetes-validate, the CRD schemas of tests/deploy/schemas.py) and holds the invariants shared with
+validates (kubernetes-validate, the CRDs' models of tests/deploy/crds.py) and holds the invariants shared with
 kustomize. An option the test does not know fails it, so the documentation cannot drift into commands nobody ran."""
 
 from __future__ import annotations
@@ -13,14 +13,13 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-import jsonschema  # type: ignore[import-untyped]
-import kubernetes_validate
 import pytest
 import yaml
 
+from tests.deploy.crds import validate
 from tests.deploy.invariants import check_all
-from tests.deploy.rendering import CHART, CRD_KINDS, REPO, kustomize, one, require_helm
-from tests.deploy.schemas import CERT_MANAGER_SCHEMAS, SERVICE_MONITOR, VERSIONS
+from tests.deploy.rendering import CHART, REPO, kustomize, one, require_helm
+from tests.deploy.schemas import VERSIONS
 from tests.support.tools import require_tool
 
 helm_python = require_helm()
@@ -113,16 +112,8 @@ def _helm(words: list[str], files: Path, previous: dict[str, Any]) -> tuple[str,
 
 def _validate(objects: list[dict[str, Any]]) -> None:
     for obj in objects:
-        if obj["kind"] == "ServiceMonitor":
-            jsonschema.validate(obj, SERVICE_MONITOR)
-        elif obj["kind"] in CERT_MANAGER_SCHEMAS:
-            jsonschema.validate(obj, CERT_MANAGER_SCHEMAS[obj["kind"]])
-        elif obj["kind"] == "PrometheusRule":
-            assert obj["spec"]["groups"]
-        else:
-            assert obj["kind"] not in CRD_KINDS
-            for version in VERSIONS:
-                kubernetes_validate.validate(obj, version, strict=True)
+        for version in VERSIONS:
+            validate(obj, version)
 
 
 def _check(objects: list[dict[str, Any]], namespace: str) -> None:
