@@ -17,6 +17,7 @@
 #   CACHE_DIR        (default: ${XDG_CACHE_HOME:-$HOME/.cache}/gpu-pulse)
 #   STORAGE_DRIVER   buildah's storage driver (default: overlay when it works here, else vfs)
 #   ISOLATION        buildah's isolation for RUN (default: chroot, which needs no user namespaces or runc)
+#   SOURCE_URL       the org.opencontainers.image.source label (default: the git remote "origin", if any)
 #   BUILD_CA_BUNDLE  CA certificates pip trusts in the build stage, for networks that inspect TLS (default: pip's
 #                    own configuration on this machine, PIP_CERT or `pip config get global.cert`, if any); it stays
 #                    in the build stage, never in an image
@@ -141,6 +142,19 @@ if [ -n "$ca_bundle" ]; then
     log "pip in the build stage trusts $ca_bundle"
 fi
 
+# OCI labels that change with every commit, set after the build on the tagged image (a LABEL in the Containerfile
+# would sit in a cached layer and keep the values of the build that first made it): where the source is, the commit
+# built (-dirty: with changes not committed) and when.
+source_url="${SOURCE_URL:-$(git -C "$repo" remote get-url origin 2>/dev/null || true)}"
+revision="$(git -C "$repo" rev-parse HEAD 2>/dev/null || true)"
+if [ -n "$revision" ] && [ -n "$(git -C "$repo" status --porcelain 2>/dev/null)" ]; then
+    revision="$revision-dirty"
+fi
+created="$(date -u ${SOURCE_DATE_EPOCH:+-d "@$SOURCE_DATE_EPOCH"} +%Y-%m-%dT%H:%M:%SZ)"
+oci_labels=(--label "org.opencontainers.image.created=$created")
+[ -n "$source_url" ] && oci_labels+=(--label "org.opencontainers.image.source=$source_url")
+[ -n "$revision" ] && oci_labels+=(--label "org.opencontainers.image.revision=$revision")
+
 # The build stage first, under a name of its own: the two images reuse its layers (--layers), and the next build
 # replaces it instead of leaving it behind untagged.
 for target in build exporter adapter; do
@@ -152,6 +166,11 @@ for target in build exporter adapter; do
         --file "$here/Containerfile" --target "$target" \
         --build-arg "BASE_IMAGE=$base" --build-arg "VERSION=$version" \
         --tag "$name" "$context" >/dev/null
+    if [ "$target" != build ]; then
+        labelled="$(bh from --quiet --pull-never "$name")"
+        bh config "${oci_labels[@]}" "$labelled"
+        bh commit --quiet --rm "$labelled" "$name" >/dev/null
+    fi
     # the image this tag named before, now untagged: removed unless something still uses it
     if [ -n "$previous" ] && [ "$previous" != "$(bh inspect --type image --format '{{.FromImageID}}' "$name")" ]; then
         bh rmi "$previous" >/dev/null 2>&1 || true

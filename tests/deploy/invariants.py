@@ -42,12 +42,13 @@ def pod_spec(objects: list[dict[str, Any]], kind: str, name: str) -> dict[str, A
     return spec
 
 
-def check_security_contexts(objects: list[dict[str, Any]]) -> None:
+def check_security_contexts(objects: list[dict[str, Any]], adapter_host_network: bool = False) -> None:
     exporter = pod_spec(objects, "DaemonSet", "gpu-pulse-exporter")
     adapter = pod_spec(objects, "Deployment", "gpu-pulse-adapter")
+    assert adapter.get("hostNetwork", False) is adapter_host_network, "the adapter's host network only when asked"
     for pod in (exporter, adapter):
         assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
-        assert "hostNetwork" not in pod and "hostIPC" not in pod
+        assert "hostIPC" not in pod
         (container,) = pod["containers"]
         security = container["securityContext"]
         assert security["readOnlyRootFilesystem"] is True
@@ -55,6 +56,7 @@ def check_security_contexts(objects: list[dict[str, Any]]) -> None:
         assert security["privileged"] is False
         assert security["capabilities"]["drop"] == ["ALL"]
         assert set(security["capabilities"].get("add", [])) <= {"SYS_ADMIN"}
+    assert "hostNetwork" not in exporter
     # the exporter: root for the kubelet socket only; SYS_ADMIN only with the MIG monitor option, hostPID only with
     # shared GPUs, the API token only with the watches that need it
     (container,) = exporter["containers"]
@@ -104,14 +106,18 @@ def restricted_violations(pod: dict[str, Any]) -> list[str]:
     return found
 
 
-def check_pod_security(objects: list[dict[str, Any]], namespace: str, exporter_namespace: str) -> None:
-    """The adapter runs under restricted, in its namespace; the exporter, which needs privileged, in one of its own (or
-    in the release's, which then must allow it). Namespaces a rendering creates are labelled for what runs in them."""
+def check_pod_security(
+    objects: list[dict[str, Any]], namespace: str, exporter_namespace: str, adapter_host_network: bool = False
+) -> None:
+    """The adapter runs under restricted, in its namespace (but for the host network, where a user asks for it); the
+    exporter, which needs privileged, in one of its own (or in the release's, which then must allow it). Namespaces a
+    rendering creates are labelled for what runs in them."""
     adapter = one(objects, "Deployment", "gpu-pulse-adapter")
     exporter = one(objects, "DaemonSet", "gpu-pulse-exporter")
     assert adapter["metadata"]["namespace"] == namespace
     assert exporter["metadata"]["namespace"] == exporter_namespace
-    assert restricted_violations(adapter["spec"]["template"]["spec"]) == []
+    beyond = ["hostNetwork"] if adapter_host_network else []
+    assert restricted_violations(adapter["spec"]["template"]["spec"]) == beyond
     assert restricted_violations(exporter["spec"]["template"]["spec"]), "the exporter needs more than restricted"
     levels = {
         ns["metadata"]["name"]: ns["metadata"].get("labels", {}).get("pod-security.kubernetes.io/enforce")
@@ -122,7 +128,7 @@ def check_pod_security(objects: list[dict[str, Any]], namespace: str, exporter_n
     if namespace in levels and namespace != exporter_namespace:
         assert levels[namespace] == "restricted", "the adapter's namespace enforces restricted"
     for workload in find(objects, "Deployment") + find(objects, "DaemonSet"):
-        if workload["metadata"]["namespace"] == namespace and namespace != exporter_namespace:
+        if workload["metadata"]["namespace"] == namespace and namespace != exporter_namespace and not beyond:
             assert restricted_violations(workload["spec"]["template"]["spec"]) == [], workload["metadata"]["name"]
 
 
@@ -156,11 +162,14 @@ def check_exporter_access(objects: list[dict[str, Any]], namespace: str, exporte
         assert policy["metadata"]["namespace"] == exporter_namespace
         peers = [peer for rule in policy["spec"]["ingress"] for peer in rule["from"]]
         assert peers and all(
-            peer.get("namespaceSelector", {}).get("matchLabels") and peer.get("podSelector", {}).get("matchLabels")
+            (peer.get("namespaceSelector", {}).get("matchLabels") and peer.get("podSelector", {}).get("matchLabels"))
+            or set(peer) == {"ipBlock"}
             for peer in peers
-        ), "every peer is named by namespace and by pod labels"
+        ), "every peer is named by namespace and by pod labels, or is a block of addresses a user chose"
         (adapter_peer,) = [
-            p for p in peers if p["podSelector"]["matchLabels"] == {"app.kubernetes.io/name": "gpu-pulse-adapter"}
+            p
+            for p in peers
+            if p.get("podSelector", {}).get("matchLabels") == {"app.kubernetes.io/name": "gpu-pulse-adapter"}
         ]
         assert adapter_peer["namespaceSelector"]["matchLabels"] == {"kubernetes.io/metadata.name": namespace}
 
@@ -252,9 +261,10 @@ def check_all(
     exporter_namespace: str = EXPORTER_NAMESPACE,
     *,
     exporter_auth: bool = True,
+    adapter_host_network: bool = False,
 ) -> None:
-    check_security_contexts(objects)
-    check_pod_security(objects, namespace, exporter_namespace)
+    check_security_contexts(objects, adapter_host_network)
+    check_pod_security(objects, namespace, exporter_namespace, adapter_host_network)
     if exporter_auth:  # the default everywhere; a chart user may turn it off (exporter.auth.enabled)
         check_exporter_access(objects, namespace, exporter_namespace)
     check_rbac(objects, namespace)

@@ -52,6 +52,7 @@ SERVICE_MONITOR = _object(
                         "honorLabels": {"type": "boolean"},
                         "tlsConfig": _closed({"ca": _SECRET_KEY, "serverName": {"type": "string"}}),
                         "relabelings": {"type": "array", "items": _RELABEL},
+                        "metricRelabelings": {"type": "array", "items": _RELABEL},
                     }
                 ),
             },

@@ -14,18 +14,16 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import jsonschema  # type: ignore[import-untyped]
-import kubernetes_validate
 import pytest
 import yaml
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
+from tests.deploy.crds import validate
 from tests.deploy.invariants import EXPORTER_NAMESPACE, check_all, restricted_violations
 from tests.deploy.rendering import (
     CHART,
-    CRD_KINDS,
     REPO,
     find,
     helm_render,
@@ -33,7 +31,7 @@ from tests.deploy.rendering import (
     one,
     require_helm,
 )
-from tests.deploy.schemas import CERT_MANAGER_SCHEMAS, SERVICE_MONITOR, VERSIONS
+from tests.deploy.schemas import VERSIONS
 from tests.support.tools import require_tool
 
 helm_python = require_helm()
@@ -106,15 +104,7 @@ def test_chart_versions_follow_the_package() -> None:
 def test_every_rendered_object_validates(renders: dict[str, list[dict[str, Any]]], name: str, version: str) -> None:
     objects = renders[name]
     for obj in objects:
-        if obj["kind"] == "ServiceMonitor":
-            jsonschema.validate(obj, SERVICE_MONITOR)
-        elif obj["kind"] in CERT_MANAGER_SCHEMAS:
-            jsonschema.validate(obj, CERT_MANAGER_SCHEMAS[obj["kind"]])
-        elif obj["kind"] == "PrometheusRule":
-            assert obj["spec"]["groups"], "a PrometheusRule with rules"
-        else:
-            assert obj["kind"] not in CRD_KINDS
-            kubernetes_validate.validate(obj, version, strict=True)
+        validate(obj, version)  # built-in kinds by kubernetes-validate, custom ones by their CRDs' models
         if obj["kind"] not in {"ClusterRole", "ClusterRoleBinding", "APIService", "Namespace"}:
             expected = "kube-system" if obj["kind"] == "RoleBinding" else NAMESPACE
             if obj["metadata"]["name"] == "gpu-pulse-exporter" and obj["kind"] != "ServiceMonitor":

@@ -10,6 +10,9 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
 {{- end }}
 
 {{- define "gpu-pulse.exporter.labels" -}}
@@ -24,14 +27,47 @@ app.kubernetes.io/component: adapter
 {{ include "gpu-pulse.labels" . }}
 {{- end }}
 
+{{/* <registry>/<repository>:<tag>, or <registry>/<repository>@<digest> where a digest pins it */}}
 {{- define "gpu-pulse.image" -}}
 {{- $root := index . 0 -}}
 {{- $image := index . 1 -}}
-{{- $tag := $root.Values.image.tag | default $root.Chart.AppVersion -}}
-{{- if $root.Values.image.registry -}}
-{{ printf "%s/%s:%s" (trimSuffix "/" $root.Values.image.registry) $image.repository $tag }}
+{{- $name := $image.repository -}}
+{{- with $root.Values.image.registry }}{{ $name = printf "%s/%s" (trimSuffix "/" .) $name }}{{ end -}}
+{{- if $image.digest -}}
+{{ printf "%s@%s" $name $image.digest }}
 {{- else -}}
-{{ printf "%s:%s" $image.repository $tag }}
+{{ printf "%s:%s" $name ($root.Values.image.tag | default $root.Chart.AppVersion) }}
+{{- end -}}
+{{- end }}
+
+{{/* imagePullSecrets, and image.pullSecrets (its former name) */}}
+{{- define "gpu-pulse.pullSecrets" -}}
+{{- with concat (.Values.imagePullSecrets | default list) (.Values.image.pullSecrets | default list) | uniq }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}
+
+{{/*
+The exporter's auth and TLS choices that exclude each other, or that the adapter's direct source cannot follow: a
+clear error at render time rather than exporters that refuse to start or an adapter that cannot read them.
+*/}}
+{{- define "gpu-pulse.exporter.checkSecurity" -}}
+{{- $auth := .Values.exporter.auth -}}
+{{- $modes := list -}}
+{{- if $auth.enabled }}{{ $modes = append $modes "exporter.auth.enabled" }}{{ end -}}
+{{- if $auth.bearerTokenSecret }}{{ $modes = append $modes "exporter.auth.bearerTokenSecret" }}{{ end -}}
+{{- if $auth.basicAuthSecret }}{{ $modes = append $modes "exporter.auth.basicAuthSecret" }}{{ end -}}
+{{- if gt (len $modes) 1 -}}
+{{- fail (printf "%s exclude each other (the exporter takes one auth mode): set exporter.auth.enabled=false with a Secret" (join " and " $modes)) -}}
+{{- end -}}
+{{- if ne .Values.adapter.source "prometheus" -}}
+{{- if $auth.basicAuthSecret -}}
+{{- fail "exporter.auth.basicAuthSecret needs adapter.source=prometheus: the adapter reads the exporters with a bearer token only" -}}
+{{- end -}}
+{{- if .Values.exporter.tls.secretName -}}
+{{- fail "exporter.tls.secretName needs adapter.source=prometheus: the adapter reaches each exporter at its pod IP, which a certificate shared by all exporters cannot name" -}}
+{{- end -}}
 {{- end -}}
 {{- end }}
 
@@ -83,6 +119,14 @@ Deployment's checksum all hold the same pair.
 {{- if .Values.exporter.auth.enabled }}
 - --auth-allowed-users={{ include "gpu-pulse.adapter.user" . }}
 - --auth-token-audience={{ .Values.exporter.auth.audience }}
+{{- else if .Values.exporter.auth.bearerTokenSecret }}
+- --auth-bearer-token-file=/var/run/secrets/gpu-pulse/auth/token
+{{- else if .Values.exporter.auth.basicAuthSecret }}
+- --auth-basic-file=/var/run/secrets/gpu-pulse/auth/auth
+{{- end }}
+{{- if .Values.exporter.tls.secretName }}
+- --tls-cert-file=/var/run/gpu-pulse-exporter/tls/tls.crt
+- --tls-private-key-file=/var/run/gpu-pulse-exporter/tls/tls.key
 {{- end }}
 {{- if include "gpu-pulse.exporter.kubernetes" . }}
 - --kubernetes
@@ -105,4 +149,14 @@ Deployment's checksum all hold the same pair.
 {{/* The adapter reads the exporters (source direct) and shows them a token (exporter.auth). */}}
 {{- define "gpu-pulse.adapter.exporterToken" -}}
 {{- if and .Values.exporter.auth.enabled (ne .Values.adapter.source "prometheus") }}true{{ end }}
+{{- end }}
+
+{{/* The Secret of the exporters' static auth (bearer token or basic), if one. */}}
+{{- define "gpu-pulse.exporter.authSecret" -}}
+{{- if not .Values.exporter.auth.enabled }}{{ .Values.exporter.auth.bearerTokenSecret | default .Values.exporter.auth.basicAuthSecret }}{{ end -}}
+{{- end }}
+
+{{/* The adapter shows the exporters the bearer token of exporter.auth.bearerTokenSecret (direct source). */}}
+{{- define "gpu-pulse.adapter.exporterSecretToken" -}}
+{{- if and (not .Values.exporter.auth.enabled) .Values.exporter.auth.bearerTokenSecret (ne .Values.adapter.source "prometheus") }}true{{ end -}}
 {{- end }}

@@ -1,0 +1,281 @@
+"""The chart with every value set (tests/deploy/values/): each key values.schema.json knows is set by a values file
+here, the chart lints strictly and renders with them, every object validates (kubernetes-validate; the Prometheus
+Operator's and cert-manager's kinds against their CRDs' models, tests/deploy/crds.py), the invariants shared with
+kustomize hold, and each value shows in what is rendered. Also what the schema and the templates refuse, and the
+PodDisruptionBudget that would block every drain."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.deploy.crds import validate, validate_custom
+from tests.deploy.invariants import check_all
+from tests.deploy.rendering import CHART, find, helm_render, one, require_helm
+from tests.deploy.schemas import VERSIONS
+
+helm_python = require_helm()
+
+VALUES_DIR = Path(__file__).parent / "values"
+FILES = ("everything", "bearer-token")
+NAMESPACE = "gpu-pulse"
+
+
+def _values(name: str) -> dict[str, Any]:
+    loaded: dict[str, Any] = yaml.safe_load((VALUES_DIR / f"{name}.yaml").read_text(encoding="utf-8"))
+    return loaded
+
+
+@pytest.fixture(scope="module")
+def renders() -> dict[str, list[dict[str, Any]]]:
+    return {name: helm_render(_values(name)) for name in FILES}
+
+
+def _schema_paths(schema: dict[str, Any], prefix: str = "") -> dict[str, bool]:
+    """Every key the schema describes, as a dotted path, and whether it is closed (has properties of its own, walked
+    into) or free-form (a map of labels, a Kubernetes object)."""
+    paths = {}
+    for key, sub in schema.get("properties", {}).items():
+        if "not" in sub and not sub["not"]:
+            continue  # a key the schema forbids (a label of the chart's own)
+        path = f"{prefix}{key}"
+        paths[path] = "properties" in sub
+        paths |= _schema_paths(sub, f"{path}.")
+    return paths
+
+
+def _value_paths(values: Any, prefix: str = "") -> set[str]:
+    if not isinstance(values, dict):
+        return set()
+    paths = set()
+    for key, sub in values.items():
+        paths.add(f"{prefix}{key}")
+        paths |= _value_paths(sub, f"{prefix}{key}.")
+    return paths
+
+
+def test_the_values_files_set_every_value_the_schema_knows() -> None:
+    schema = _schema_paths(json.loads((CHART / "values.schema.json").read_text(encoding="utf-8")))
+    known = set(schema) - {"global"}  # Helm's own, for parent charts
+    set_here = set().union(*(_value_paths(_values(name)) for name in FILES))
+    assert known - set_here == set(), "values the test files leave unset"
+    # and the schema describes every key of values.yaml that is not inside a free-form map
+    defaults = _value_paths(yaml.safe_load((CHART / "values.yaml").read_text(encoding="utf-8")))
+    closed = {""} | {path for path, has_properties in schema.items() if has_properties}
+    undescribed = {p for p in defaults if p.rpartition(".")[0] in closed} - known
+    assert undescribed == set(), "values.yaml keys the schema does not describe"
+
+
+@pytest.mark.parametrize("name", FILES)
+def test_lints_strictly(name: str) -> None:
+    report = helm_python.lint(str(CHART), _values(name), strict=True, namespace=NAMESPACE)
+    assert report["errors"] == [] and [m for m in report["messages"] if m["severity"] >= 2] == [], report
+
+
+@pytest.mark.parametrize("name", FILES)
+@pytest.mark.parametrize("version", VERSIONS)
+def test_every_object_validates(renders: dict[str, list[dict[str, Any]]], name: str, version: str) -> None:
+    for obj in renders[name]:
+        validate(obj, version)
+    keys = [(o["kind"], o["metadata"]["name"]) for o in renders[name]]
+    assert len(keys) == len(set(keys)), "no object twice"
+
+
+def test_invariants_hold(renders: dict[str, list[dict[str, Any]]]) -> None:
+    check_all(renders["everything"], NAMESPACE, "gpu-metrics", exporter_auth=False, adapter_host_network=True)
+    check_all(renders["bearer-token"], NAMESPACE, exporter_auth=False)
+
+
+def _pod(objects: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
+    spec: dict[str, Any] = one(objects, kind, name)["spec"]["template"]["spec"]
+    return spec
+
+
+def test_every_value_shows_in_what_is_rendered(renders: dict[str, list[dict[str, Any]]]) -> None:
+    objects = renders["everything"]
+    values = _values("everything")
+    for obj in objects:
+        assert obj["metadata"]["labels"]["team"] == "platform", f"commonLabels on {obj['kind']}"
+    exporter = _pod(objects, "DaemonSet", "gpu-pulse-exporter")
+    adapter = _pod(objects, "Deployment", "gpu-pulse-adapter")
+    (e,) = exporter["containers"]
+    (a,) = adapter["containers"]
+    assert e["image"] == f"registry.example.com/team/gpu-pulse-exporter@{values['exporter']['image']['digest']}"
+    assert a["image"] == f"registry.example.com/team/gpu-pulse-adapter@{values['adapter']['image']['digest']}"
+    for pod in (exporter, adapter):
+        assert pod["imagePullSecrets"] == [{"name": "registry-credentials"}, {"name": "old-style-secret"}]
+    templates = {
+        kind: one(objects, kind, name)["spec"]["template"]["metadata"]
+        for kind, name in (("DaemonSet", "gpu-pulse-exporter"), ("Deployment", "gpu-pulse-adapter"))
+    }
+    assert templates["DaemonSet"]["labels"]["example.com/tier"] == "node-agent"
+    assert templates["Deployment"]["labels"]["example.com/tier"] == "control"
+    assert templates["DaemonSet"]["annotations"] == {"example.com/scraped-by": "vmagent"}
+    # the exporter: HTTPS and basic auth from Secrets, its priority class, extra volumes
+    assert "--tls-cert-file=/var/run/gpu-pulse-exporter/tls/tls.crt" in e["args"]
+    assert "--tls-private-key-file=/var/run/gpu-pulse-exporter/tls/tls.key" in e["args"]
+    assert "--auth-basic-file=/var/run/secrets/gpu-pulse/auth/auth" in e["args"]
+    volumes = {v["name"]: v for v in exporter["volumes"]}
+    mounts = {m["name"]: m["mountPath"] for m in e["volumeMounts"]}
+    assert (
+        volumes["tls"]["secret"]["secretName"] == "exporter-tls" and mounts["tls"] == "/var/run/gpu-pulse-exporter/tls"
+    )
+    assert volumes["auth"]["secret"]["secretName"] == "exporter-basic-auth"
+    assert mounts["auth"] == "/var/run/secrets/gpu-pulse/auth"
+    assert volumes["collectors"] == {"name": "collectors", "configMap": {"name": "gpu-pulse-collectors"}}
+    assert mounts["collectors"] == "/etc/gpu-pulse"
+    assert e["readinessProbe"]["httpGet"]["scheme"] == e["livenessProbe"]["httpGet"]["scheme"] == "HTTPS"
+    assert exporter["priorityClassName"] == "gpu-pulse-critical"
+    # the adapter: host network, spread over zones (its own pods), extra volumes, its PodDisruptionBudget
+    assert adapter["hostNetwork"] is True and adapter["dnsPolicy"] == "ClusterFirstWithHostNet"
+    (spread,) = adapter["topologySpreadConstraints"]
+    assert spread["topologyKey"] == "topology.kubernetes.io/zone"
+    assert spread["labelSelector"] == {"matchLabels": {"app.kubernetes.io/name": "gpu-pulse-adapter"}}
+    assert {m["name"]: m["mountPath"] for m in a["volumeMounts"]}["metrics-config"] == "/etc/gpu-pulse-adapter"
+    assert one(objects, "PodDisruptionBudget", "gpu-pulse-adapter")["spec"]["minAvailable"] == 2
+    # the ServiceMonitors: in their namespace, labelled, relabelled; the exporter's over HTTPS
+    monitors = find(objects, "ServiceMonitor")
+    assert len(monitors) == 2
+    for monitor in monitors:
+        assert monitor["metadata"]["namespace"] == "monitoring"
+        assert monitor["metadata"]["labels"].items() >= {"release": "kube-prometheus-stack", "team": "platform"}.items()
+        (endpoint,) = monitor["spec"]["endpoints"]
+        assert endpoint["relabelings"][-1] == values["serviceMonitor"]["relabelings"][0]
+        assert endpoint["metricRelabelings"] == values["serviceMonitor"]["metricRelabelings"]
+    (exporter_endpoint,) = one(objects, "ServiceMonitor", "gpu-pulse-exporter")["spec"]["endpoints"]
+    assert exporter_endpoint["scheme"] == "https"
+    assert exporter_endpoint["tlsConfig"] == values["serviceMonitor"]["exporterTlsConfig"]
+    (adapter_endpoint,) = one(objects, "ServiceMonitor", "gpu-pulse-adapter")["spec"]["endpoints"]
+    assert adapter_endpoint["tlsConfig"]["ca"]["secret"]["name"] == "gpu-pulse-adapter-ca", "a CA copy, not the key"
+    # the scrapers the NetworkPolicy admits
+    (rule,) = one(objects, "NetworkPolicy", "gpu-pulse-exporter")["spec"]["ingress"]
+    assert rule["ports"] == [{"port": "metrics", "protocol": "TCP"}]
+    assert rule["from"][1:] == [
+        {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "observability"}},
+         "podSelector": {"matchLabels": {"app.kubernetes.io/name": "vmagent"}}},
+        {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "grafana"}},
+         "podSelector": {"matchLabels": {"app.kubernetes.io/name": "alloy"}}},
+        {"ipBlock": {"cidr": "10.0.0.0/16"}},
+    ]  # fmt: skip
+
+
+def test_a_bearer_token_secret_is_shown_by_the_adapter(renders: dict[str, list[dict[str, Any]]]) -> None:
+    objects = renders["bearer-token"]
+    exporter = _pod(objects, "DaemonSet", "gpu-pulse-exporter")
+    adapter = _pod(objects, "Deployment", "gpu-pulse-adapter")
+    assert "--auth-bearer-token-file=/var/run/secrets/gpu-pulse/auth/token" in exporter["containers"][0]["args"]
+    assert {v["name"]: v for v in exporter["volumes"]}["auth"]["secret"]["secretName"] == "exporter-token"
+    assert "--exporter-token-file=/var/run/secrets/gpu-pulse/exporter-token/token" in adapter["containers"][0]["args"]
+    token = {v["name"]: v for v in adapter["volumes"]}["exporter-token"]
+    assert token["secret"]["secretName"] == "exporter-token" and token["secret"]["items"] == [
+        {"key": "token", "path": "token"}
+    ]
+    assert not find(objects, "ClusterRole", "gpu-pulse-exporter-tokenreview"), "no TokenReviews without the check"
+
+
+@pytest.mark.parametrize(
+    ("replicas", "budget", "rendered"),
+    [(1, {"minAvailable": 1}, None), (2, {"minAvailable": 1}, 1), (2, {"minAvailable": 2}, None),
+     (3, {"minAvailable": "50%"}, "50%"), (2, None, None)],
+)  # fmt: skip
+def test_no_pod_disruption_budget_that_blocks_every_drain(replicas: int, budget: Any, rendered: Any) -> None:
+    objects = helm_render({"adapter": {"replicas": replicas, "podDisruptionBudget": budget}})
+    budgets = find(objects, "PodDisruptionBudget")
+    assert [b["spec"]["minAvailable"] for b in budgets] == ([] if rendered is None else [rendered])
+
+
+def test_the_default_scrapers_and_priority() -> None:
+    objects = helm_render({})
+    (rule,) = one(objects, "NetworkPolicy", "gpu-pulse-exporter")["spec"]["ingress"]
+    scrapers = {p["podSelector"]["matchLabels"]["app.kubernetes.io/name"] for p in rule["from"][1:]}
+    assert scrapers == {"prometheus", "vmagent", "alloy", "opentelemetry-collector"}
+    assert {json.dumps(p["namespaceSelector"]) for p in rule["from"][1:]} == {
+        json.dumps({"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}})
+    }
+    assert _pod(objects, "DaemonSet", "gpu-pulse-exporter")["priorityClassName"] == "system-node-critical"
+    assert "priorityClassName" not in _pod(helm_render({"exporter": {"priorityClassName": ""}}), "DaemonSet",
+                                           "gpu-pulse-exporter")  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("values", "names"),
+    [
+        ({"nameOverride": "gpu"}, ["nameOverride"]),
+        ({"fullnameOverride": "my-release-gpu-pulse"}, ["fullnameOverride"]),
+        ({"exporter": {"image": {"repository": "gpu-pulse-exporter", "digest": "sha256:abc"}}}, ["digest"]),
+        ({"imagePullSecrets": ["registry-credentials"]}, ["imagePullSecrets"]),
+        ({"networkPolicy": {"scrapers": [{"name": "x", "cidr": "10.0.0.0/8", "podLabels": {"a": "b"}}]}}, ["scrapers"]),
+        ({"networkPolicy": {"scrapers": [{"name": "x"}]}}, ["scrapers"]),
+        ({"serviceMonitor": {"relabelings": [{"action": "rename"}]}}, ["relabelings"]),
+        ({"adapter": {"topologySpreadConstraints": [{"maxSkew": 1}]}}, ["topologySpreadConstraints"]),
+        ({"adapter": {"hostNetwork": "yes"}}, ["hostNetwork"]),
+        ({"commonLabels": {"app.kubernetes.io/part-of": "ml"}}, ["commonLabels"]),
+        ({"adapter": {"podLabels": {"app.kubernetes.io/name": "x"}}}, ["podLabels"]),
+        ({"networkPolicy": {"prometheusPodLabels": {"app": "prometheus"}}}, ["prometheusPodLabels"]),
+    ],
+)
+def test_the_schema_refuses_wrong_values(values: dict[str, Any], names: list[str]) -> None:
+    with helm_python.Chart.load(str(CHART)) as chart:
+        with pytest.raises(helm_python.HelmValuesError) as refused:
+            chart.validate_schema(chart.merge_values(values))
+    for name in names:
+        assert name in str(refused.value), str(refused.value)
+
+
+@pytest.mark.parametrize(
+    ("values", "says"),
+    [
+        ({"exporter": {"auth": {"bearerTokenSecret": "t"}}}, "exclude each other"),
+        ({"exporter": {"auth": {"enabled": False, "bearerTokenSecret": "t", "basicAuthSecret": "b"}}},
+         "exclude each other"),
+        ({"exporter": {"auth": {"enabled": False, "basicAuthSecret": "b"}}}, "adapter.source=prometheus"),
+        ({"exporter": {"tls": {"secretName": "exporter-tls"}}}, "pod IP"),
+    ],
+)  # fmt: skip
+def test_choices_the_exporter_or_the_adapter_cannot_follow_are_refused(values: dict[str, Any], says: str) -> None:
+    with pytest.raises(helm_python.HelmError, match=says):
+        helm_render(values)
+
+
+def test_the_packaged_chart_lints_and_renders_the_same(tmp_path: Path) -> None:
+    """`helm package`: the archive Helm writes lints strictly and renders the same objects as the directory."""
+    archive = helm_python.package(str(CHART), destination=str(tmp_path))
+    assert Path(archive).name == "gpu-pulse-0.1.0.tgz"
+    report = helm_python.lint(archive, strict=True, namespace=NAMESPACE)
+    assert report["errors"] == [] and [m for m in report["messages"] if m["severity"] >= 2] == [], report
+    values = _values("bearer-token") | {"certManager": {"enabled": True}}  # no generated certificate: comparable
+    with helm_python.Chart.load(archive) as packaged:
+        rendered = packaged.render(values, name="gpu-pulse", namespace=NAMESPACE, is_install=True)
+    from_archive = [d for p, t in sorted(rendered.items()) if p.endswith(".yaml") for d in yaml.safe_load_all(t) if d]
+    assert from_archive == helm_render(values)
+
+
+def test_notes_name_the_admitted_scrapers_and_what_the_choices_need() -> None:
+    path = "gpu-pulse/templates/NOTES.txt"
+    with helm_python.Chart.load(str(CHART)) as chart:
+        defaults = chart.render({}, name="gpu-pulse", namespace=NAMESPACE, is_install=True)[path]
+        everything = chart.render(_values("everything"), name="gpu-pulse", namespace=NAMESPACE, is_install=True)[path]
+    assert (
+        "- vmagent: pods app.kubernetes.io/name=vmagent in namespaces kubernetes.io/metadata.name=monitoring"
+        in defaults
+    )
+    assert "image.registry is empty" in defaults and "image.registry is empty" not in everything
+    assert "- nodes: addresses 10.0.0.0/16" in everything
+    assert "pod-security.kubernetes.io/enforce=privileged --overwrite" in everything
+    assert "pod-security.kubernetes.io/enforce=privileged --overwrite" not in defaults
+
+
+def test_the_crd_referee_is_live(renders: dict[str, list[dict[str, Any]]]) -> None:
+    """A misspelt ServiceMonitor field, or a wrong duration, fails the Prometheus Operator's own model."""
+    monitor = json.loads(json.dumps(one(renders["everything"], "ServiceMonitor", "gpu-pulse-exporter")))
+    monitor["spec"]["endpoints"][0]["honourLabels"] = True
+    with pytest.raises(AssertionError, match="does not know"):
+        validate_custom(monitor)
+    monitor = json.loads(json.dumps(one(renders["everything"], "ServiceMonitor", "gpu-pulse-exporter")))
+    monitor["spec"]["endpoints"][0]["interval"] = "15 seconds"
+    with pytest.raises(ValueError):
+        validate_custom(monitor)
