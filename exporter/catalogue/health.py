@@ -221,7 +221,7 @@ XID: tuple[Measurement, ...] = (
         dcgm=r(
             "gpu_pulse_xid_errors_total",
             C,
-            "XID critical errors seen since the exporter started, by XID (gpu-pulse; not a DCGM field).",
+            "XID critical errors seen since the exporter started, by XID (DCGM_FI_DEV_XID_ERRORS: the last one).",
             vector_label="xid",
         ),
         prometheus=r(
