@@ -86,7 +86,8 @@ BY_FIELD: Mapping[int, frozenset[str]] = MappingProxyType(
     }
 )
 _FAMILY_OF_FIELD: Mapping[int, Measurement] = MappingProxyType(
-    {m.dcgm_fields[0]: m for m in MEASUREMENTS if m.dcgm is not None and m.dcgm_fields}
+    # the first measurement of a field id names its family (DCGM_FI_DEV_XID_ERRORS is the last XID, not the count)
+    {m.dcgm_fields[0]: m for m in reversed(MEASUREMENTS) if m.dcgm is not None and m.dcgm_fields}
 )
 _LABEL_OF_FIELD: Mapping[int, str] = MappingProxyType({f.dcgm_field: f.key for f in LABEL_FIELDS})
 

@@ -73,13 +73,19 @@ def added_beyond(selection: Selection | None, dialect: Dialect) -> list[str]:
     if selection is None:
         return []
     spelled = {family.key: family.name for family in selection.families}
+    fields = {BY_KEY[family.key].dcgm_fields[0] for family in selection.families}
     names = []
     for key in sorted(ALWAYS_SERVED):
-        rendering = BY_KEY[key].rendering(dialect)
+        measurement = BY_KEY[key]
+        rendering = measurement.rendering(dialect)
         if rendering is None or rendering.name in names:
             continue
         renamed = dialect is Dialect.DCGM and spelled.get(key, rendering.name) != rendering.name
-        if key not in selection.keys or renamed:
+        # a family of its own beside the one the file spells for the same field (XIDs: the count beside the last one)
+        beside = (
+            dialect is Dialect.DCGM and key not in spelled and bool(fields.intersection(measurement.dcgm_fields[:1]))
+        )
+        if key not in selection.keys or renamed or beside:
             names.append(rendering.name)
     return names
 

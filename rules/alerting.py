@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from rules.dialect import Vocabulary
 from rules.examples import GPU1, TRAIN_ON_GPU0, TRAIN_ON_GPU2
-from rules.gpu_health import gpu_alerts, lab
+from rules.gpu_health import fast_gpu_alerts, lab, slow_gpu_alerts
 from rules.jobs import Jobs
 from rules.model import Alert, AlertCase, ExpectedAlert, Group, InputSeries, RuleTest, Severity
 from rules.names import POD_UTIL
@@ -20,6 +20,10 @@ from rules.series import (
     ramp,
     steady,
 )
+
+# The evaluation interval of the slower GPU alert group: alerts with a range function over every framebuffer series
+# and `for: 30m`, which lose nothing by being evaluated every 5 minutes instead of every 30 seconds.
+SLOW_INTERVAL = "5m"
 
 # the labels of one exporter's scrape target in the rule tests (its job is the generator's exporter job)
 EXPORTER_INSTANCE = {"instance": "10.0.0.11:9400", "node": "gpu-node-1"}
@@ -345,7 +349,8 @@ def alert_groups(vocab: Vocabulary, jobs: Jobs) -> tuple[Group, ...]:
     """Alert groups of one dialect (only the GPU health alerts differ between dialects), selecting gpu-pulse's own
     targets by the job names in `jobs`."""
     return (
-        Group("gpu-pulse.gpu.alerts", gpu_alerts(vocab) + pod_alerts()),
+        Group("gpu-pulse.gpu.alerts", fast_gpu_alerts(vocab) + pod_alerts()),
+        Group("gpu-pulse.gpu.slow.alerts", slow_gpu_alerts(vocab), interval=SLOW_INTERVAL),
         Group("gpu-pulse.exporter.alerts", exporter_alerts(jobs)),
         Group("gpu-pulse.adapter.alerts", adapter_alerts(jobs)),
     )

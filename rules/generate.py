@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from exporter.catalogue import Dialect
-from rules import committed_files
+from rules import committed_files, reads
 from rules.alerting import alert_groups
 from rules.dialect import Vocabulary
 from rules.inventory import readable_names
@@ -124,6 +124,7 @@ def readme() -> str:
         + README_ADAPTER
         + "\n## Alerts\n\n| alert | severity | summary |\n|---|---|---|\n"
         + alert_rows
+        + reads.section({d: alerts(d) for d in Dialect})
     )
 
 

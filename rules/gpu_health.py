@@ -74,11 +74,11 @@ def _bit_expr(v: Vocabulary, reasons: tuple[str, ...]) -> str:
 
 
 def _xid_expr(v: Vocabulary, xids: tuple[int, ...]) -> str:
-    if v.dialect is Dialect.DCGM:
-        name = v.name("last_xid")
-        matches = " or ".join(f"{name} == {x}" for x in xids)
-        # dcgm-exporter 4.x puts the XID in `err_code` too: a new XID is a new series, whose value never changes
-        return f"({matches}) and (changes({name}[10m]) > 0 or ({name} unless {name} offset 10m))"
+    """A new XID of the class in the last 10 minutes, from the per-XID counters (the same family in both dialects'
+    shapes: `nvidia_gpu_xid_errors_total`, `gpu_pulse_xid_errors_total` in the dcgm dialect). The dcgm dialect's
+    DCGM_FI_DEV_XID_ERRORS cannot tell a repeat: its value is the last XID code (also its `err_code`), so the same
+    code again leaves its one series unchanged; the counter grows with each XID. A counter's first sample is its first
+    XID (the exporter publishes an XID's series once it has one), hence the `unless ... offset` branch."""
     rendering = v.rendering("xid_errors")
     sel = f'{rendering.name}{{{rendering.vector_label}=~"{"|".join(map(str, xids))}"}}'
     return f"increase({sel}[10m]) > 0 or ({sel} unless {sel} offset 10m)"
@@ -92,8 +92,8 @@ def _lost_gpu_test(v: Vocabulary, name: str, action: str) -> RuleTest:
     (exporter/nvml/xid.py)."""
     device = GPU1
     inputs: tuple[InputSeries, ...] = (up_series(v, device, steady(1, 5).then(steady(0, 11))),)
-    inputs += xid_series(v, device, 79, gap(5).then(steady(1, 11)), steady(0, 5).then(steady(79, 11)))
-    extra = {} if v.dialect is Dialect.DCGM else {"xid": "79"}
+    inputs += xid_series(v, device, 79, gap(5).then(steady(1, 11)))
+    extra = {"xid": "79"}
     return RuleTest(
         f"{name}: fires for XID 79 on a GPU that fell off the bus (an event, or GPU_IS_LOST where the driver posts "
         "none), while it is still down",
@@ -108,14 +108,14 @@ def _lost_gpu_test(v: Vocabulary, name: str, action: str) -> RuleTest:
 def _xid_alert(v: Vocabulary, name: str, xids: tuple[int, ...], severity: Severity, summary: str, action: str) -> Alert:
     """An XID class alert, tested with an XID of the class on one GPU and an old XID of another class on another
     (the hardware class also with XID 79 on a GPU that is lost)."""
-    which = "{{ $value }}" if v.dialect is Dialect.DCGM else lab("xid")
     xid = xids[0]
     other = (XID_HARDWARE if xids is XID_APPLICATION else XID_APPLICATION)[0]
     device = GPU0
     healthy = TestDevice(node=HEALTHY_NODE, gpu=0, uuid="GPU-c0000000-0000-0000-0000-000000000000")
-    inputs = xid_series(v, device, xid, gap(5).then(steady(1, 11)), steady(0, 5).then(steady(xid, 11)))
-    inputs += xid_series(v, healthy, other, steady(3, 16), steady(other, 16))
-    extra = {} if v.dialect is Dialect.DCGM else {"xid": str(xid)}
+    # the first XID at minute 5, the same XID again at minute 30 (a repeat must alert again)
+    inputs = xid_series(v, device, xid, gap(5).then(steady(1, 25)).then(steady(2, 11)))
+    inputs += xid_series(v, healthy, other, steady(3, 41))
+    extra = {"xid": str(xid)}
     text = f"XID {xid} on {_place(device)}: {action}"
     return Alert(
         name,
@@ -123,15 +123,18 @@ def _xid_alert(v: Vocabulary, name: str, xids: tuple[int, ...], severity: Severi
         "0m",
         severity,
         summary,
-        f"XID {which} on {_where(v)}: {action}",
+        f"XID {lab('xid')} on {_where(v)}: {action}",
         (
             RuleTest(
-                f"{name}: fires within 10 minutes of an XID of its class, not for an old XID of another class",
+                f"{name}: fires within 10 minutes of an XID of its class and again when the same XID repeats, not for "
+                "an old XID of another class",
                 inputs,
                 alert_cases=(
                     AlertCase("4m", ()),
                     AlertCase("8m", _fired(v, None, device, text, **extra)),
                     AlertCase("20m", ()),
+                    AlertCase("33m", _fired(v, None, device, text, **extra)),
+                    AlertCase("45m", ()),
                 ),
             ),
             *((_lost_gpu_test(v, name, action),) if 79 in xids else ()),
@@ -362,7 +365,7 @@ def gpu_alerts(v: Vocabulary) -> tuple[Alert, ...]:
         ),
         Alert(
             "GPUMemoryNearlyFull",
-            f"{v.name('fb_used')} / {v.name('fb_total')} > 0.95",
+            f"{v.name('fb_used')} / ({v.name('fb_used')} + {v.name('fb_free')}) > 0.95",
             "15m",
             Severity.WARNING,
             "A GPU's framebuffer is nearly full.",
@@ -372,9 +375,9 @@ def gpu_alerts(v: Vocabulary) -> tuple[Alert, ...]:
                 RuleTest(
                     "GPUMemoryNearlyFull: fires per GPU or MIG instance above 95% for 15 minutes",
                     device_series(v, "fb_used", mig_full, steady(19.5 * GIB, 20))
-                    + device_series(v, "fb_total", mig_full, steady(20 * GIB, 20))
+                    + device_series(v, "fb_free", mig_full, steady(0.5 * GIB, 20))
                     + device_series(v, "fb_used", cool, steady(60 * GIB, 20))
-                    + device_series(v, "fb_total", cool, steady(80 * GIB, 20)),
+                    + device_series(v, "fb_free", cool, steady(20 * GIB, 20)),
                     alert_cases=(
                         AlertCase("10m", ()),
                         AlertCase(
@@ -393,8 +396,7 @@ def gpu_alerts(v: Vocabulary) -> tuple[Alert, ...]:
         ),
         Alert(
             "GPUMemoryFillingUp",
-            f"predict_linear({v.name('fb_used')}[1h], 4 * 3600) > {v.name('fb_total')}"
-            f" and deriv({v.name('fb_used')}[30m]) > 0",
+            _filling_up(v),
             "30m",
             Severity.WARNING,
             "A GPU's framebuffer use keeps growing and will reach its capacity within 4 hours.",
@@ -403,10 +405,8 @@ def gpu_alerts(v: Vocabulary) -> tuple[Alert, ...]:
             (
                 RuleTest(
                     "GPUMemoryFillingUp: fires for steady growth, not for a flat high use",
-                    device_series(v, "fb_used", leaking, ramp(10 * GIB, 0.25 * GIB, 121))
-                    + device_series(v, "fb_total", leaking, steady(80 * GIB, 121))
-                    + device_series(v, "fb_used", steady_mem, steady(70 * GIB, 121))
-                    + device_series(v, "fb_total", steady_mem, steady(80 * GIB, 121)),
+                    device_series(v, "fb_free", leaking, ramp(70 * GIB, -0.25 * GIB, 121))
+                    + device_series(v, "fb_free", steady_mem, steady(10 * GIB, 121)),
                     alert_cases=(
                         AlertCase("30m", ()),
                         AlertCase(
@@ -425,6 +425,29 @@ def gpu_alerts(v: Vocabulary) -> tuple[Alert, ...]:
             ),
         ),
     )
+
+
+def _filling_up(v: Vocabulary) -> str:
+    """Free framebuffer projected below zero within 4 hours from the last hour's trend, and lower than 30 minutes ago.
+
+    One range function over one family (free memory falls as use grows; free + used is the capacity allocations can
+    reach, so no join with a total), and the "still growing" test as an instant comparison with `offset` instead of a
+    second range function. Its group is evaluated every SLOW_INTERVAL (alerting.py): the alert needs 30 minutes of the
+    condition anyway, and the range function is the costliest expression of the GPU alerts."""
+    free = v.name("fb_free")
+    return f"predict_linear({free}[1h], 4 * 3600) < 0 and {free} < {free} offset 30m"
+
+
+def slow_gpu_alerts(v: Vocabulary) -> tuple[Alert, ...]:
+    """The GPU alerts of the slower group (alerting.py): GPUMemoryFillingUp."""
+    return tuple(a for a in gpu_alerts(v) if a.alert in SLOW_ALERTS)
+
+
+def fast_gpu_alerts(v: Vocabulary) -> tuple[Alert, ...]:
+    return tuple(a for a in gpu_alerts(v) if a.alert not in SLOW_ALERTS)
+
+
+SLOW_ALERTS = frozenset({"GPUMemoryFillingUp"})
 
 
 def _ecc(v: Vocabulary) -> str:

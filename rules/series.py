@@ -154,10 +154,9 @@ def device_series(vocab: Vocabulary, key: str, device: TestDevice, values: Value
     return tuple(out)
 
 
-def xid_series(vocab: Vocabulary, device: TestDevice, xid: int, count: Values, last: Values) -> tuple[InputSeries, ...]:
-    """XID readings: a per-XID counter in the prometheus dialect, the last XID seen in the dcgm dialect."""
-    if vocab.dialect is Dialect.DCGM:
-        return device_series(vocab, "last_xid", device, last)
+def xid_series(vocab: Vocabulary, device: TestDevice, xid: int, count: Values) -> tuple[InputSeries, ...]:
+    """An XID counter of `device` (one series per XID seen): `nvidia_gpu_xid_errors_total`, or in the dcgm dialect
+    `gpu_pulse_xid_errors_total` with the dcgm device labels, per pod copy."""
     rendering = vocab.rendering("xid_errors")
     label = rendering.vector_label or "xid"
     return tuple(

@@ -32,8 +32,8 @@ NEVER_SERVED: Mapping[str, tuple[str, str]] = MappingProxyType(
         "DCGM_EXP_XID_ERRORS_COUNT": (
             NOT_PROVIDED,
             "dcgm-exporter counts DCGM's XID samples over a sliding window (xid_collector.go); gpu-pulse publishes "
-            "every XID as it arrives: increase(nvidia_gpu_xid_errors_total[5m]) in the prometheus dialect, "
-            "changes() of DCGM_FI_DEV_XID_ERRORS in the dcgm dialect",
+            "every XID as it arrives, counted per XID: increase(nvidia_gpu_xid_errors_total[5m]), in the dcgm "
+            "dialect increase(gpu_pulse_xid_errors_total[5m])",
         ),
         "DCGM_EXP_CLOCK_EVENTS_COUNT": (
             NOT_PROVIDED,

@@ -216,7 +216,14 @@ XID: tuple[Measurement, ...] = (
         "count",
         "nvmlEventSetWait_v2(nvmlEventTypeXidCriticalError)",
         vector=True,
-        dcgm=None,
+        # not a dcgm-exporter field: DCGM_FI_DEV_XID_ERRORS holds the last XID only (one constant series per code), so
+        # a repeated XID would go unseen; gpu-pulse also counts them in the dcgm dialect, for the XID alerts (rules/)
+        dcgm=r(
+            "gpu_pulse_xid_errors_total",
+            C,
+            "XID critical errors seen since the exporter started, by XID (DCGM_FI_DEV_XID_ERRORS: the last one).",
+            vector_label="xid",
+        ),
         prometheus=r(
             "nvidia_gpu_xid_errors_total",
             C,

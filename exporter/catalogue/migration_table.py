@@ -119,12 +119,19 @@ def _extras() -> list[str]:
     listed = {FIELD_IDS.get(line.name) for lines in FILES.values() for line in lines}
     rows = []
     for measurement in MEASUREMENTS:
-        if measurement.dcgm is None or measurement.dcgm_fields[0] in listed:
+        if measurement.dcgm is None:
+            continue
+        # a field the files list is in the main table under its first measurement; a family beside it is an extra
+        if measurement.dcgm_fields[0] in listed and _current(measurement.dcgm_fields[0]) == measurement.dcgm.name:
             continue
         name = measurement.dcgm.name
+        own = f"gpu-pulse's own, not a DCGM field: {measurement.dcgm.help.rstrip('.')}"
+        notes = [] if name.startswith("DCGM_") else [own]
+        if measurement.key in ALWAYS_SERVED:
+            notes.append("always served (the shipped alerts read it)")
         rows.append(
             f"| `{name}` | {_prometheus(measurement.prometheus, measurement.vector)} | {_served_on(measurement)} | "
-            f"{'always served (the shipped alerts read it)' if measurement.key in ALWAYS_SERVED else ''} |"
+            f"{'; '.join(notes)} |"
         )
     return rows
 

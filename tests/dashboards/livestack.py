@@ -30,8 +30,8 @@ CLUSTER = "sim"
 EXPORTER_JOB = "gpu-pulse-exporter"
 
 # (dialect, scenario, node name): the prometheus-dialect stack covers whole GPUs, MIG on Ampere, shared GPUs and
-# faults (XIDs); the dcgm-dialect stack covers MIG on Hopper (GPM per instance) and shared GPUs (pod labels); both
-# have a Volta node, the only generation that retires pages.
+# faults (XIDs); the dcgm-dialect stack covers MIG on Hopper (GPM per instance), shared GPUs (pod labels) and faults
+# (its XID counter); both have a Volta node, the only generation that retires pages.
 EXPORTERS = (
     (Dialect.PROMETHEUS, "h100x8", "gpu-h100"),
     (Dialect.PROMETHEUS, "a100-mig", "gpu-a100-mig"),
@@ -40,6 +40,7 @@ EXPORTERS = (
     (Dialect.PROMETHEUS, "v100x8", "gpu-v100"),
     (Dialect.DCGM, "h100-mig", "gpu-h100-mig"),
     (Dialect.DCGM, "shared", "gpu-shared"),
+    (Dialect.DCGM, "faulty", "gpu-faulty"),
     (Dialect.DCGM, "v100x8", "gpu-v100"),
 )
 

@@ -290,7 +290,7 @@ def test_a_lost_gpu_keeps_the_xid_it_fell_off_the_bus_with(dialect: Dialect) -> 
         if s.labels.get("gpu") == "3" and "XID" in s.name.upper()
     }
     if dialect is Dialect.DCGM:
-        assert on_lost == {("DCGM_FI_DEV_XID_ERRORS", (), 79.0)}
+        assert on_lost == {("DCGM_FI_DEV_XID_ERRORS", (), 79.0), ("gpu_pulse_xid_errors_total", (("xid", "79"),), 1.0)}
     else:
         assert on_lost == {("nvidia_gpu_last_xid", (), 79.0), ("nvidia_gpu_xid_errors_total", (("xid", "79"),), 1.0)}
 
