@@ -17,6 +17,7 @@ from rules.examples import (
 )
 from rules.model import ExprCase, InputSeries, Recording, RuleTest
 from rules.names import BY_POD, BY_WORKLOAD, OWNER, POD_INFO, POD_MEMORY, POD_POWER, POD_UTIL
+from rules.pods import POD_MEMORY_SUM, POD_POWER_SUM
 from rules.series import PodEdge, PodKey, plain_series, pod_series, steady
 
 
@@ -177,7 +178,7 @@ def workload_rules() -> tuple[Recording, ...]:
         ),
         Recording(
             "namespace_workload:gpu_pulse_pod_gpu_memory_used_bytes:sum",
-            f"sum by ({BY_WORKLOAD}) ({POD_MEMORY} {join})",
+            f"sum by ({BY_WORKLOAD}) ({POD_MEMORY_SUM} {join})",
             "Framebuffer bytes a workload's pods use.",
             (
                 RuleTest(
@@ -210,7 +211,7 @@ def workload_rules() -> tuple[Recording, ...]:
         ),
         Recording(
             "namespace_workload:gpu_pulse_pod_gpu_power_watts:sum",
-            f"sum by ({BY_WORKLOAD}) ({POD_POWER} {join})",
+            f"sum by ({BY_WORKLOAD}) ({POD_POWER_SUM} {join})",
             "A workload's part of GPU power draw, in watts.",
             (
                 RuleTest(
