@@ -20,7 +20,6 @@ from rules.pods import edge_rules, namespace_rules, pod_rules
 from rules.waste import waste_group
 from rules.workloads import workload_rules
 
-
 # The recording groups run every minute (Prometheus' own default) whatever the global evaluation interval: their
 # readers lose nothing by it. Dashboards read them at `$__rate_interval` (four 15-s scrapes) or coarser steps, the
 # report over hours, the energy rates over 5 minutes; the adapter and the alerts read the exporter's series, not these.
