@@ -9,8 +9,10 @@ the previous one was still running (`prometheus_rule_group_iterations_missed_tot
 every few seconds over a window, so that every evaluation in the window is seen once, not only the last.
 
 The budget (docs/performance.md): each group's evaluation under GROUP_SHARE of its interval (3 s at 30 s), and all
-groups together, each group's mean evaluation time over its interval summed, under TOTAL_CORES of a core; no missed
-iteration in the window.
+groups together, each group's mean evaluation time over its interval summed, under TOTAL_CORES; no missed iteration in
+the window. The times are wall-clock: an evaluation mostly computes on one goroutine, so the sum is the share of a
+core the rules keep busy when Prometheus has its cores to itself, and more than that (waiting included) when it
+shares them.
 """
 
 from __future__ import annotations
@@ -69,8 +71,8 @@ class GroupCost:
         return statistics.fmean(self.evaluations.values()) if self.evaluations else 0.0
 
     @property
-    def cores(self) -> float:
-        """The share of one core the group keeps busy: mean evaluation time over the interval."""
+    def share(self) -> float:
+        """The share of its interval the group spends evaluating: mean evaluation time over the interval."""
         return self.mean / self.interval if self.interval else 0.0
 
     @property
@@ -139,16 +141,16 @@ def cost_table(costs: Sequence[GroupCost], window: float) -> str:
     the samples (series) it writes per evaluation; then the total."""
     header = (
         f"{'rule group':<28} {'interval':>8} {'evals':>5} {'last s':>7} {'mean s':>7} {'max s':>7} {'budget':>7}"
-        f" {'cores':>6} {'missed':>6} {'series':>8}  within"
+        f" {'share':>6} {'missed':>6} {'series':>8}  within"
     )
     lines = [f"rule groups over {window:.0f} s of measuring:", header, "-" * len(header)]
     for cost in costs:
         lines.append(
             f"{cost.name:<28} {cost.interval:>7.0f}s {len(cost.evaluations):>5} {cost.last:>7.2f} {cost.mean:>7.2f}"
-            f" {cost.worst:>7.2f} {GROUP_SHARE * cost.interval:>7.1f} {cost.cores:>6.3f} {cost.missed:>6.0f}"
+            f" {cost.worst:>7.2f} {GROUP_SHARE * cost.interval:>7.1f} {cost.share:>6.3f} {cost.missed:>6.0f}"
             f" {cost.samples:>8,.0f}  {'yes' if cost.within_budget else 'NO'}"
         )
-    total = sum(cost.cores for cost in costs)
+    total = sum(cost.share for cost in costs)
     lines.append(
         f"{'all groups':<28} {'':>8} {'':>5} {'':>7} {'':>7} {'':>7} {TOTAL_CORES:>7.2f} {total:>6.3f}"
         f" {sum(cost.missed for cost in costs):>6.0f} {sum(cost.samples for cost in costs):>8,.0f}"
@@ -159,4 +161,4 @@ def cost_table(costs: Sequence[GroupCost], window: float) -> str:
 
 def within_budget(costs: Sequence[GroupCost]) -> bool:
     """Every group within its share of its interval with no missed iteration, and all together within TOTAL_CORES."""
-    return all(cost.within_budget for cost in costs) and sum(cost.cores for cost in costs) < TOTAL_CORES
+    return all(cost.within_budget for cost in costs) and sum(cost.share for cost in costs) < TOTAL_CORES
