@@ -20,14 +20,13 @@ from rules.examples import (
     normalized_up,
 )
 from rules.model import ExprCase, Recording, RuleTest
-from rules.names import BY_DEVICE, BY_NODE, DEV_ENERGY, DEV_MEM_TOTAL, DEV_MEM_USED, DEV_POWER, DEV_UP, DEV_UTIL
+from rules.names import BY_NODE, DEV_ENERGY, DEV_MEM_TOTAL, DEV_MEM_USED, DEV_POWER, DEV_UP, DEV_UTIL
 from rules.series import device_series, ramp, steady, up_series
 
 
 def _device(vocab: Vocabulary, key: str, expr_name: str | None = None) -> str:
     """One normalized series per device, in base units (dcgm: de-duplicated across the per-pod copies)."""
-    inner = vocab.normalize_labels(expr_name or vocab.name(key))
-    return vocab.to_base_unit(key, f"max by ({BY_DEVICE}) ({inner})")
+    return vocab.to_base_unit(key, vocab.device_max(expr_name or vocab.name(key)))
 
 
 def device_rules(vocab: Vocabulary) -> tuple[Recording, ...]:
@@ -35,7 +34,7 @@ def device_rules(vocab: Vocabulary) -> tuple[Recording, ...]:
     return (
         Recording(
             DEV_UP,
-            f"max by ({BY_DEVICE}) ({vocab.normalize_labels(vocab.up)})",
+            vocab.device_max(vocab.up),
             "1 while the GPU answers NVML, 0 once it is lost; one series per physical GPU.",
             (
                 RuleTest(
@@ -126,9 +125,7 @@ def device_rules(vocab: Vocabulary) -> tuple[Recording, ...]:
         ),
         Recording(
             DEV_ENERGY,
-            vocab.to_base_unit(
-                "total_energy", f"max by ({BY_DEVICE}) ({vocab.normalize_labels(f'rate({energy}[5m])')})"
-            ),
+            vocab.to_base_unit("total_energy", vocab.device_max(f"rate({energy}[5m])")),
             "Energy use of each GPU over the last 5 minutes, in joules per second (watts).",
             (
                 RuleTest(

@@ -59,8 +59,30 @@ class Vocabulary:
             return f"{expr} / {number(inverse)}"
         return f"{expr} * {number(factor)}"
 
-    def normalize_labels(self, expr: str) -> str:
-        """`expr` with this dialect's device labels copied to the normalized names (identity for prometheus)."""
+    def device_max(self, expr: str, level: tuple[str, ...] = DEVICE_LEVEL) -> str:
+        """`max by (level)` of `expr`, `level` named in the normalized labels.
+
+        The dcgm dialect aggregates under its own label names first and renames after, so each `label_replace` runs
+        once per device over a handful of labels instead of over every per-pod copy of a device series with all its
+        labels. The result is the same as renaming first: each normalized label is a copy of one dialect label, and the
+        outer `max` only drops the dialect's names again (one series per group already).
+        """
+        by = ", ".join(level)
+        if self.dialect is Dialect.PROMETHEUS:
+            return f"max by ({by}) ({expr})"
+        sources = {
+            "node": self.node,
+            "uuid": self.uuid,
+            "model": self.model,
+            "gpu_instance": self.gpu_instance,
+            "mig_profile": self.mig_profile,
+        }
+        inner = f"max by ({', '.join(sources.get(label, label) for label in level)}) ({expr})"
+        return f"max by ({by}) ({self.normalize_labels(inner, [label for label in level if label in sources])})"
+
+    def normalize_labels(self, expr: str, targets: list[str] | None = None) -> str:
+        """`expr` with this dialect's device labels (those of `targets`, default all) copied to the normalized names
+        (identity for prometheus)."""
         if self.dialect is Dialect.PROMETHEUS:
             return expr
         pairs = (
@@ -71,5 +93,7 @@ class Vocabulary:
             ("mig_profile", self.mig_profile),
         )
         for target, source in pairs:
+            if targets is not None and target not in targets:
+                continue
             expr = f'label_replace({expr}, "{target}", "$1", "{source}", "(.*)")'
         return expr

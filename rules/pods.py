@@ -33,7 +33,17 @@ from rules.names import (
     POD_SHARING,
     POD_UTIL,
 )
-from rules.series import pod_series, ramp, selector, steady
+from rules.series import PodEdge, pod_series, ramp, selector, steady
+
+# Recorded first in the pod group, then read by the rules after them in the same evaluation: the allocation and the
+# busy share of each (pod, device) edge, so that no rule rebuilds them from the raw series again.
+EDGE_ALLOCATED = "namespace_pod_device:gpu_pulse_pod_allocated_devices:max"
+EDGE_BUSY = "namespace_pod_device:gpu_pulse_pod_gpu_utilization_ratio:sum"
+POD_CONTAINER_MEMORY = "namespace_pod_container:gpu_pulse_pod_gpu_memory_used_bytes:sum"
+POD_MEMORY_SUM = "namespace_pod:gpu_pulse_pod_gpu_memory_used_bytes:sum"
+POD_POWER_SUM = "namespace_pod:gpu_pulse_pod_gpu_power_watts:sum"
+POD_ENERGY_RATE = "namespace_pod:gpu_pulse_pod_gpu_energy_joules:rate5m"
+NAMESPACE_BUSY = "namespace:gpu_pulse_pod_gpu_utilization_ratio:sum"
 
 
 def _alloc_inputs() -> tuple[InputSeries, ...]:
@@ -43,6 +53,67 @@ def _alloc_inputs() -> tuple[InputSeries, ...]:
         pod_series(POD_SHARING, INFER_ON_SHARED, steady(2, 3)),
         pod_series(POD_SHARING, NOTEBOOK_ON_SHARED, steady(2, 3)),
     )
+
+
+def edge_rules() -> tuple[Recording, ...]:
+    """The per-edge series the pod and namespace allocation rules read (first in the group)."""
+    util_inputs = (
+        pod_series(POD_UTIL, TRAIN_ON_GPU0, steady(0.75, 3)),
+        pod_series(POD_UTIL, INFER_ON_SHARED, steady(0.5, 3)),
+        pod_series(POD_UTIL, NOTEBOOK_ON_SHARED, steady(0, 3)),
+    )
+    return (
+        Recording(
+            EDGE_ALLOCATED,
+            f"max by ({BY_POD_DEVICE}) (1 / {POD_SHARING})",
+            "Devices a pod holds of one GPU or MIG instance: 1, or 1/n of a GPU shared by n pods.",
+            (
+                RuleTest(
+                    "edge allocation",
+                    _alloc_inputs(),
+                    expr_cases=(
+                        ExprCase(
+                            "2m",
+                            (
+                                Sample(selector(EDGE_ALLOCATED, _edge(TRAIN_ON_GPU0)), 1),
+                                Sample(selector(EDGE_ALLOCATED, _edge(TRAIN_ON_GPU2)), 1),
+                                Sample(selector(EDGE_ALLOCATED, _edge(INFER_ON_SHARED)), 0.5),
+                                Sample(selector(EDGE_ALLOCATED, _edge(NOTEBOOK_ON_SHARED)), 0.5),
+                                Sample(selector(EDGE_ALLOCATED, _edge(FINETUNE_ON_MIG)), 1),
+                            ),
+                        ),
+                    ),
+                ),
+            ),
+        ),
+        Recording(
+            EDGE_BUSY,
+            f"sum by ({BY_POD_DEVICE}) ({POD_UTIL})",
+            "Busy share of one GPU or MIG instance that a pod's containers use, 0-1.",
+            (
+                RuleTest(
+                    "edge utilization",
+                    util_inputs,
+                    expr_cases=(
+                        ExprCase(
+                            "2m",
+                            (
+                                Sample(selector(EDGE_BUSY, _edge(TRAIN_ON_GPU0)), 0.75),
+                                Sample(selector(EDGE_BUSY, _edge(INFER_ON_SHARED)), 0.5),
+                                Sample(selector(EDGE_BUSY, _edge(NOTEBOOK_ON_SHARED)), 0),
+                            ),
+                        ),
+                    ),
+                ),
+            ),
+        ),
+    )
+
+
+def _edge(edge: PodEdge) -> dict[str, str]:
+    """The labels of an edge's recorded series (empty ones left out)."""
+    labels = edge.labels()
+    return {k: labels[k] for k in ("namespace", "pod", "uuid", "gpu_instance") if labels[k]}
 
 
 def pod_rules() -> tuple[Recording, ...]:
@@ -56,7 +127,6 @@ def pod_rules() -> tuple[Recording, ...]:
         pod_series(POD_MEMORY, TRAIN_ON_GPU2, steady(10 * GIB, 3)),
         pod_series(POD_MEMORY, FINETUNE_ON_MIG, steady(5 * GIB, 3)),
     )
-    alloc = "max by (" + BY_POD_DEVICE + f") (1 / {POD_SHARING})"
     return (
         Recording(
             "namespace_pod_container:gpu_pulse_pod_gpu_utilization_ratio:avg",
@@ -92,7 +162,7 @@ def pod_rules() -> tuple[Recording, ...]:
             ),
         ),
         Recording(
-            "namespace_pod_container:gpu_pulse_pod_gpu_memory_used_bytes:sum",
+            POD_CONTAINER_MEMORY,
             f"sum by (cluster, namespace, pod, container) ({POD_MEMORY})",
             "Framebuffer bytes a container uses across its GPUs.",
             (
@@ -150,8 +220,8 @@ def pod_rules() -> tuple[Recording, ...]:
             ),
         ),
         Recording(
-            "namespace_pod:gpu_pulse_pod_gpu_memory_used_bytes:sum",
-            f"sum by ({BY_POD}) ({POD_MEMORY})",
+            POD_MEMORY_SUM,
+            f"sum by ({BY_POD}) ({POD_CONTAINER_MEMORY})",
             "Framebuffer bytes a pod uses across its GPUs: the adapter's `gpu_memory_used_bytes`.",
             (
                 RuleTest(
@@ -214,7 +284,7 @@ def pod_rules() -> tuple[Recording, ...]:
             ),
         ),
         Recording(
-            "namespace_pod:gpu_pulse_pod_gpu_power_watts:sum",
+            POD_POWER_SUM,
             f"sum by ({BY_POD}) ({POD_POWER})",
             "A pod's part of the power its GPUs draw, in watts: the adapter's `gpu_power_watts`.",
             (
@@ -234,7 +304,7 @@ def pod_rules() -> tuple[Recording, ...]:
             ),
         ),
         Recording(
-            "namespace_pod:gpu_pulse_pod_gpu_energy_joules:rate5m",
+            POD_ENERGY_RATE,
             f"sum by ({BY_POD}) (rate({POD_ENERGY}[5m]))",
             "A pod's part of its GPUs' energy use over the last 5 minutes, in watts.",
             (
@@ -259,7 +329,7 @@ def pod_rules() -> tuple[Recording, ...]:
         ),
         Recording(
             "namespace_pod:gpu_pulse_pod_allocated_devices:sum",
-            f"sum by ({BY_POD}) ({alloc})",
+            f"sum by ({BY_POD}) ({EDGE_ALLOCATED})",
             "Devices a pod holds: 1 per whole GPU or MIG instance, 1/n of a GPU shared by n pods.",
             (
                 RuleTest(
@@ -293,8 +363,6 @@ def namespace_rules() -> tuple[Recording, ...]:
         pod_series(POD_UTIL, INFER_ON_SHARED, steady(0.5, 3)),
         pod_series(POD_UTIL, NOTEBOOK_ON_SHARED, steady(0, 3)),
     )
-    busy = f"sum by ({BY_POD_DEVICE}) ({POD_UTIL})"
-    alloc = f"max by ({BY_POD_DEVICE}) (1 / {POD_SHARING})"
     return (
         Recording(
             "namespace:gpu_pulse_pod_gpu_utilization_ratio:avg",
@@ -320,8 +388,8 @@ def namespace_rules() -> tuple[Recording, ...]:
             ),
         ),
         Recording(
-            "namespace:gpu_pulse_pod_gpu_utilization_ratio:sum",
-            f"sum by ({BY_NAMESPACE}) ({POD_UTIL})",
+            NAMESPACE_BUSY,
+            f"sum by ({BY_NAMESPACE}) ({EDGE_BUSY})",
             "Busy GPU-equivalents of the namespace: the sum of its pods' utilization figures.",
             (
                 RuleTest(
@@ -343,7 +411,7 @@ def namespace_rules() -> tuple[Recording, ...]:
         ),
         Recording(
             "namespace:gpu_pulse_pod_gpu_memory_used_bytes:sum",
-            f"sum by ({BY_NAMESPACE}) ({POD_MEMORY})",
+            f"sum by ({BY_NAMESPACE}) ({POD_MEMORY_SUM})",
             "Framebuffer bytes the namespace's pods use.",
             (
                 RuleTest(
@@ -369,7 +437,7 @@ def namespace_rules() -> tuple[Recording, ...]:
         ),
         Recording(
             "namespace:gpu_pulse_pod_gpu_power_watts:sum",
-            f"sum by ({BY_NAMESPACE}) ({POD_POWER})",
+            f"sum by ({BY_NAMESPACE}) ({POD_POWER_SUM})",
             "The namespace's part of GPU power draw, in watts.",
             (
                 RuleTest(
@@ -389,7 +457,7 @@ def namespace_rules() -> tuple[Recording, ...]:
         ),
         Recording(
             "namespace:gpu_pulse_pod_gpu_energy_joules:rate5m",
-            f"sum by ({BY_NAMESPACE}) (rate({POD_ENERGY}[5m]))",
+            f"sum by ({BY_NAMESPACE}) ({POD_ENERGY_RATE})",
             "The namespace's part of GPU energy use over the last 5 minutes, in watts.",
             (
                 RuleTest(
@@ -409,7 +477,7 @@ def namespace_rules() -> tuple[Recording, ...]:
         ),
         Recording(
             "namespace:gpu_pulse_pod_allocated_devices:sum",
-            f"sum by ({BY_NAMESPACE}) ({alloc})",
+            f"sum by ({BY_NAMESPACE}) ({EDGE_ALLOCATED})",
             "Devices the namespace's pods hold (whole GPUs and MIG instances count 1, a shared GPU 1/n per pod).",
             (
                 RuleTest(
@@ -430,7 +498,7 @@ def namespace_rules() -> tuple[Recording, ...]:
         ),
         Recording(
             "namespace:gpu_pulse_pod_idle_devices:sum",
-            f"clamp_min(sum by ({BY_NAMESPACE}) ({alloc} - {busy}), 0)",
+            f"clamp_min(sum by ({BY_NAMESPACE}) ({EDGE_ALLOCATED} - {EDGE_BUSY}), 0)",
             "Allocated but unused devices of the namespace: allocation minus utilization, over the devices whose "
             "use is known. Its average over a range times the range in hours is idle GPU-hours.",
             (
@@ -451,7 +519,7 @@ def namespace_rules() -> tuple[Recording, ...]:
         ),
         Recording(
             "namespace:gpu_pulse_pod_allocated_devices_used:ratio",
-            f"sum by ({BY_NAMESPACE}) ({busy}) / sum by ({BY_NAMESPACE}) ({alloc} and {busy})",
+            f"{NAMESPACE_BUSY} / sum by ({BY_NAMESPACE}) ({EDGE_ALLOCATED} and {EDGE_BUSY})",
             "Allocation efficiency of the namespace: busy GPU-equivalents over the allocation they were measured "
             "on, 0-1.",
             (

@@ -44,6 +44,11 @@ HELD, BUSY, MEASURED, IDLE, IDLE_HELD = (
     f"{PREFIX}idle_held_gpus:sum",
 )
 SM_ACTIVE = f"{PREFIX}sm_active_ratio:avg"
+# Per (pod, device) edge, recorded once at the head of the group and read by the per-pod rules after them in the same
+# evaluation: the share of a GPU the device is, the GPUs the pod holds through it, and its utilization.
+EDGE_GPUS = "namespace_pod_device:gpu_pulse_pod_device_gpus:max"
+EDGE_HELD = "namespace_pod_device:gpu_pulse_pod_held_gpus:share"
+EDGE_UTIL = "namespace_pod_device:gpu_pulse_pod_gpu_utilization_ratio:max"
 SAMPLES = 11  # input samples: one a minute for ten minutes, so the 5-minute group has run at the test's eval time
 EVAL = "10m"
 
@@ -80,11 +85,6 @@ def fraction_expr() -> str:
         f'{POD_SHARING}{{mig_profile=~"{rest}"}}) * 0 + 1'
     )
     return "(" + " or ".join(branches) + ")"
-
-
-def share_expr() -> str:
-    """Per (pod, device): the GPUs the pod holds through it: the device's share over the pods sharing it."""
-    return f"({fraction_expr()} / on ({BY_EDGE}) max by ({BY_EDGE}) ({POD_SHARING}))"
 
 
 def _util() -> str:
@@ -174,9 +174,9 @@ def _workload_case(record: str, pod_record: str, figure: str) -> RuleTest:
 
 def _sm_rule(vocab: Vocabulary) -> Recording:
     name = vocab.name("sm_active")
-    device = vocab.normalize_labels(vocab.to_base_unit("sm_active", name))
+    device = vocab.device_max(vocab.to_base_unit("sm_active", name), ("cluster", "uuid", "gpu_instance"))
     expr = (
-        f"avg by ({BY_POD}) (max by (cluster, uuid, gpu_instance) ({device}) * on (cluster, uuid, gpu_instance) "
+        f"avg by ({BY_POD}) ({device} * on (cluster, uuid, gpu_instance) "
         f'group_right max by ({BY_EDGE}) ({POD_INFO}{{share=~"exclusive|mig"}}))'
     )
     inputs = (
@@ -208,13 +208,38 @@ def _sm_rule(vocab: Vocabulary) -> Recording:
     )
 
 
+def _edge_rules() -> list[Recording]:
+    """The per-edge series the per-pod rules read, with a promtool case each."""
+    figures = _edge_figures()
+    gpus = {e: _edge_fraction(e) for e in SHARING}
+    rules = []
+    for record, expr, meaning, values in (
+        (EDGE_GPUS, fraction_expr(), "The share of a GPU a pod's device is: 1 whole, a MIG instance its "
+         "profile's.", gpus),
+        (EDGE_HELD, f"{EDGE_GPUS} / on ({BY_EDGE}) max by ({BY_EDGE}) ({POD_SHARING})",
+         "GPUs a pod holds through one device: its share of a GPU over the pods sharing it.", figures["held"]),
+        (EDGE_UTIL, _util(), "Utilization of one device a pod holds (its share on a shared GPU), 0-1.", UTIL),
+    ):  # fmt: skip
+        samples = tuple(Sample(selector(record, _edge_labels(e)), v) for e, v in values.items())
+        test = RuleTest(
+            f"{record}: whole, time-sliced and MIG devices", _inputs(), expr_cases=(ExprCase(EVAL, samples),)
+        )
+        rules.append(Recording(record, expr, meaning, (test,)))
+    return rules
+
+
+def _edge_labels(edge: PodEdge) -> dict[str, str]:
+    labels = edge.labels()
+    return {k: labels[k] for k in ("namespace", "pod", "uuid", "gpu_instance") if labels[k]}
+
+
 def waste_rules(vocab: Vocabulary) -> tuple[Recording, ...]:
-    share, util = share_expr(), _util()
+    share, util = EDGE_HELD, EDGE_UTIL
     measured = f"({share} and on ({BY_EDGE}) {util})"
     pod_exprs = {
         HELD: (f"sum by ({BY_POD}) ({share})", "held", "GPUs a pod holds: 1 per whole GPU, a MIG instance's share of "
                "its GPU (1g of 7 is 1/7), 1/n of a GPU time-sliced by n pods."),
-        BUSY: (f"sum by ({BY_POD}) ({util} * on ({BY_EDGE}) {fraction_expr()})", "busy", "Busy GPUs of a pod: each "
+        BUSY: (f"sum by ({BY_POD}) ({util} * on ({BY_EDGE}) {EDGE_GPUS})", "busy", "Busy GPUs of a pod: each "
                "device's utilization times its share of a GPU (a pod's utilization on a shared GPU is already its "
                "part of the whole GPU)."),
         MEASURED: (f"sum by ({BY_POD}) {measured}", "measured", "GPUs a pod holds whose utilization is known (MIG "
@@ -246,7 +271,8 @@ def waste_rules(vocab: Vocabulary) -> tuple[Recording, ...]:
                     ),
                 ),
             ),
-        )
+        ),
+        *_edge_rules(),
     ]
     for record, (expr, figure, meaning) in pod_exprs.items():
         rules.append(Recording(record, expr, meaning, (_pod_case(record, figure),)))

@@ -17,6 +17,7 @@ from rules.examples import (
 )
 from rules.model import ExprCase, InputSeries, Recording, RuleTest
 from rules.names import BY_POD, BY_WORKLOAD, OWNER, POD_INFO, POD_MEMORY, POD_POWER, POD_UTIL
+from rules.pods import POD_MEMORY_SUM, POD_POWER_SUM
 from rules.series import PodEdge, PodKey, plain_series, pod_series, steady
 
 
@@ -37,15 +38,24 @@ def _owner_expr() -> str:
         f" topk by (cluster, namespace, replicaset) (1, {rs_owner})"
     )
     owned = 'kube_pod_owner{owner_kind!="<none>", owner_is_controller!="false"}'
-    ownerless = _relabel('kube_pod_owner{owner_kind="<none>"}', "owner_kind", "Pod", "owner_kind", ".*")
-    ownerless = _relabel(ownerless, "owner_name", "$1", "pod", "(.*)")
+    ownerless = _relabel('kube_pod_owner{owner_kind="<none>"}', "workload_type", "Pod", "owner_kind", ".*")
+    ownerless = _relabel(ownerless, "workload", "$1", "pod", "(.*)")
     unknown = f"group by ({BY_POD}) ({POD_INFO}) unless on ({BY_POD}) kube_pod_owner"
-    unknown = _relabel(_relabel(unknown, "owner_kind", "unknown", "owner_kind", ""), "owner_name", "$1", "pod", "(.*)")
-    union = f"{deployment} or on ({BY_POD}) {owned} or on ({BY_POD}) {ownerless} or on ({BY_POD}) {unknown}"
-    relabelled = _relabel(
-        _relabel(union, "workload", "$1", "owner_name", "(.*)"), "workload_type", "$1", "owner_kind", "(.*)"
+    unknown = _relabel(_relabel(unknown, "workload_type", "unknown", "owner_kind", ""), "workload", "$1", "pod", "(.*)")
+    # Each branch names its own workload: the pods without owner (all of them without kube-state-metrics) get their
+    # two labels once, not an owner_kind/owner_name pair first and the workload labels from those after.
+    union = (
+        f"{_workload(deployment)} or on ({BY_POD}) {_workload(owned)} or on ({BY_POD}) {ownerless}"
+        f" or on ({BY_POD}) {unknown}"
     )
-    return f"max by ({BY_POD}, workload, workload_type) ({relabelled})"
+    return f"max by ({BY_POD}, workload, workload_type) ({union})"
+
+
+def _workload(owners: str) -> str:
+    """`owners` (kube_pod_owner-like series) with workload and workload_type copied from owner_name and owner_kind."""
+    return _relabel(
+        _relabel(owners, "workload", "$1", "owner_name", "(.*)"), "workload_type", "$1", "owner_kind", "(.*)"
+    )
 
 
 def _relabel(expr: str, target: str, replacement: str, source: str, regex: str) -> str:
@@ -177,7 +187,7 @@ def workload_rules() -> tuple[Recording, ...]:
         ),
         Recording(
             "namespace_workload:gpu_pulse_pod_gpu_memory_used_bytes:sum",
-            f"sum by ({BY_WORKLOAD}) ({POD_MEMORY} {join})",
+            f"sum by ({BY_WORKLOAD}) ({POD_MEMORY_SUM} {join})",
             "Framebuffer bytes a workload's pods use.",
             (
                 RuleTest(
@@ -210,7 +220,7 @@ def workload_rules() -> tuple[Recording, ...]:
         ),
         Recording(
             "namespace_workload:gpu_pulse_pod_gpu_power_watts:sum",
-            f"sum by ({BY_WORKLOAD}) ({POD_POWER} {join})",
+            f"sum by ({BY_WORKLOAD}) ({POD_POWER_SUM} {join})",
             "A workload's part of GPU power draw, in watts.",
             (
                 RuleTest(
