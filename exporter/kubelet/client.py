@@ -86,6 +86,7 @@ class PodResourcesClient:
         self._state = KubeletState()
         self._lock = threading.Lock()  # guards channel replacement against close()
         self._channel: grpc.Channel | None = None
+        self._stub: api_pb2_grpc.PodResourcesListerStub | None = None
         self._channel_identity: _SocketIdentity | None = None
         self._stop = threading.Event()
         self._wake = threading.Event()
@@ -130,15 +131,16 @@ class PodResourcesClient:
         with self._lock:
             if self._stop.is_set():
                 raise KubeletCallError("CANCELLED", "the client is closed")
-            if self._channel is None or identity != self._channel_identity:
+            if self._stub is None or identity != self._channel_identity:
                 self._replace_channel(identity)
-            channel = self._channel
-        assert channel is not None
-        stub = api_pb2_grpc.PodResourcesListerStub(channel)  # type: ignore[no-untyped-call]
+            stub = self._stub
+        assert stub is not None
         try:
             reply: api_pb2.ListPodResourcesResponse = stub.List(
                 api_pb2.ListPodResourcesRequest(), timeout=self.call_timeout, wait_for_ready=False
             )
+        except ValueError as error:  # grpc: "Cannot invoke RPC" on a channel close() has just closed
+            raise KubeletCallError("CANCELLED", str(error)) from None
         except grpc.RpcError as error:
             code = error.code() if isinstance(error, grpc.Call) else None
             name = code.name if code is not None else "UNKNOWN"
@@ -234,6 +236,9 @@ class PodResourcesClient:
             ("grpc.max_reconnect_backoff_ms", 5000),
         ]
         self._channel = grpc.insecure_channel(f"unix:{self.socket_path.absolute()}", options=options)
+        # the stub is made here, under the lock, never beside a close(): grpc registers its method on the channel,
+        # which is not thread-safe against closing it (a segfault in grpc's core when close() won the race)
+        self._stub = api_pb2_grpc.PodResourcesListerStub(self._channel)  # type: ignore[no-untyped-call]
         self._channel_identity = identity
 
     def _drop_channel(self) -> None:
@@ -241,4 +246,5 @@ class PodResourcesClient:
             if self._channel is not None:
                 self._channel.close()
             self._channel = None
+            self._stub = None
             self._channel_identity = None

@@ -195,6 +195,50 @@ def test_close_ends_a_call_in_flight(socket_path: Path, client_factory: Callable
         assert not closer.is_alive(), "close() must not wait for the kubelet's answer"
 
 
+def test_close_racing_the_timers_calls_never_escapes_or_crashes(
+    socket_path: Path, client_factory: Callable[..., PodResourcesClient]
+) -> None:
+    """close() while another thread is between taking the channel and calling List: each call ends in a
+    KubeletCallError (or its answer), never in grpc's ValueError for a closed channel nor a crash of the process (a
+    stub made beside close() crashed a CI worker in grpc's core)."""
+    with FakeKubelet(socket_path, [_pod("a", GPU0)]):
+        for _ in range(60):
+            client = client_factory()
+            escaped: list[BaseException] = []
+
+            def call(client: PodResourcesClient = client, escaped: list[BaseException] = escaped) -> None:
+                for _ in range(20):
+                    try:
+                        client.list_pods()
+                    except KubeletCallError:
+                        pass
+                    except BaseException as error:
+                        escaped.append(error)
+
+            caller = threading.Thread(target=call)
+            caller.start()
+            client.close()
+            caller.join(timeout=10.0)
+            assert not caller.is_alive()
+            assert escaped == []
+
+
+def test_a_call_on_a_channel_closed_under_it_is_cancelled(
+    socket_path: Path, client_factory: Callable[..., PodResourcesClient]
+) -> None:
+    """grpc refuses a call on a closed channel with ValueError ("Cannot invoke RPC"): the client reports a cancelled
+    call, as for a call close() ended in flight."""
+    with FakeKubelet(socket_path, [_pod("a", GPU0)]):
+        client = client_factory()
+        client.list_pods()
+        channel = client._channel
+        assert channel is not None
+        channel.close()
+        with pytest.raises(KubeletCallError) as cancelled:
+            client.list_pods()
+        assert cancelled.value.code == "CANCELLED"
+
+
 def test_get_and_allocatable_on_the_fake_kubelet(socket_path: Path) -> None:
     allocatable = [ContainerDevices("nvidia.com/gpu", (GPU0, GPU1))]
     with FakeKubelet(socket_path, [_pod("a", GPU0)], allocatable) as kubelet:
