@@ -22,7 +22,7 @@ from exporter.catalogue.dcgm_exporter_files import FILES, CounterLine, as_csv
 from exporter.catalogue.dcgm_fields import FIELD_IDS
 from simulation import load_scenario
 from simulation.hardware import GPU_MODELS
-from tests.support.loopback import free_port, http_get
+from tests.support.loopback import http_get
 from tests.support.processes import ChildProcesses, python_module
 from tests.support.waiting import holds_within
 
@@ -98,15 +98,25 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[tuple[str, s
         for name, scenario in CASES:
             path = workdir / f"{scenario}-{name}"
             path.write_text(as_csv(FILES[name], all_enabled=True))
-            port = free_port()
+            # port 0, the address read from the "serving" line: a port picked free beforehand can be taken by any
+            # client's connection while a dozen exporters start at once
             args = [
-                f"--simulate={scenario}", f"--collectors={path}", "--dialect=dcgm", f"--listen=127.0.0.1:{port}",
-                "--interval=1", "--log-level=warning", "--node-name=node-1",
+                f"--simulate={scenario}", f"--collectors={path}", "--dialect=dcgm", "--listen=127.0.0.1:0",
+                "--interval=1", "--log-level=info", "--node-name=node-1",
             ]  # fmt: skip
             processes.start(f"{scenario}-{name}", python_module("exporter", *args))
-            urls[(name, scenario)] = f"http://127.0.0.1:{port}/metrics"
+
+        def serving(case: tuple[str, str]) -> bool:
+            processes.check_running(f"{case[1]}-{case[0]}")
+            log = Path(processes.log_path(f"{case[1]}-{case[0]}")).read_text()
+            address = re.search(r"serving .* on (http://127\.0\.0\.1:\d+)", log)
+            if address is not None:
+                urls[case] = f"{address.group(1)}/metrics"
+            return address is not None
 
         def polled_thrice(case: tuple[str, str]) -> bool:
+            if case not in urls and not serving(case):
+                return False
             processes.check_running(f"{case[1]}-{case[0]}")
             try:
                 text = http_get(urls[case], timeout=5).decode()
