@@ -266,30 +266,3 @@ def test_a_wrong_documented_value_fails(tmp_path: Path) -> None:
     with pytest.raises(helm_python.HelmError):
         follow(section, tmp_path)
     assert os.path.islink(tmp_path / "deploy")
-
-
-def _overlay_blocks(text: str) -> list[dict[str, Any]]:
-    """Every `# my-overlay/kustomization.yaml` block of docs/install.md, in order."""
-    return [
-        yaml.safe_load(body)
-        for kind, body in _blocks(text)
-        if kind == "yaml" and body.startswith("# my-overlay/kustomization.yaml\n")
-    ]
-
-
-def test_the_documented_overlay_and_its_components_render(text: str, tmp_path: Path) -> None:
-    """The overlay of "With kustomize", with every component another section tells you to add to it (DRA), laid out
-    where the paths say (`my-overlay/` beside the repository's `deploy/`), renders with kubectl."""
-    blocks = _overlay_blocks(text)
-    assert len(blocks) >= 2, "the overlay of 'With kustomize' and the DRA section's addition"
-    overlay: dict[str, Any] = {"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization"}
-    for block in blocks:
-        for key, value in block.items():
-            overlay[key] = overlay.get(key, []) + value if isinstance(value, list) else value
-    (tmp_path / "deploy").symlink_to(REPO / "deploy", target_is_directory=True)
-    (tmp_path / "my-overlay").mkdir()
-    (tmp_path / "my-overlay" / "kustomization.yaml").write_text(yaml.safe_dump(overlay), encoding="utf-8")
-    objects = kustomize(require_tool("kubectl"), tmp_path / "my-overlay")
-    daemonset = one(objects, "DaemonSet", "gpu-pulse-exporter")
-    args = daemonset["spec"]["template"]["spec"]["containers"][0]["args"]
-    assert any(arg.startswith("--kubernetes") for arg in args), args

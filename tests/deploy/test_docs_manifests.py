@@ -144,13 +144,21 @@ def test_a_misshapen_scaled_object_is_caught() -> None:
 
 
 def test_install_md_overlay_renders_as_documented(kubectl: str, tmp_path: Path) -> None:
-    """docs/install.md's own overlay (components, images, release label), beside a copy of the repository's layout."""
-    (block,) = [b for b in _BLOCK.findall((REPO / "docs" / "install.md").read_text()) if "my-overlay/" in b]
+    """docs/install.md's own overlay (components, images, release label), beside a copy of the repository's layout,
+    with what later sections add to it (the DRA component), each a block headed `# my-overlay/kustomization.yaml`."""
+    text = (REPO / "docs" / "install.md").read_text()
+    overlay, *additions = [yaml.safe_load(b) for b in _BLOCK.findall(text) if "my-overlay/" in b]
+    assert additions, "the DRA section adds its component to the same overlay"
+    for addition in additions:
+        assert set(addition) == {"components"}, addition
+        overlay["components"] = overlay["components"] + addition["components"]
     for part in ("deploy", "rules", "dashboards"):
         (tmp_path / part).symlink_to(REPO / part)
     (tmp_path / "my-overlay").mkdir()
-    (tmp_path / "my-overlay" / "kustomization.yaml").write_text(block, encoding="utf-8")
+    (tmp_path / "my-overlay" / "kustomization.yaml").write_text(yaml.safe_dump(overlay), encoding="utf-8")
     objects = kustomize(kubectl, tmp_path / "my-overlay")
+    exporter = one(objects, "DaemonSet", "gpu-pulse-exporter")["spec"]["template"]["spec"]["containers"][0]
+    assert any(arg.startswith("--kubernetes") for arg in exporter["args"]), "the DRA component"
     check_all(objects)
     pods = [one(objects, "DaemonSet", "gpu-pulse-exporter"), one(objects, "Deployment", "gpu-pulse-adapter")]
     images = {p["spec"]["template"]["spec"]["containers"][0]["image"] for p in pods}
