@@ -1,8 +1,8 @@
 """The shipped dashboards' queries as Grafana sends them, timed against a running Prometheus.
 
 Grafana opens a board on its default range (the last hour) and, per panel, sends a range query whose step is the
-panel's interval: the range over the panel's data points (its width in pixels, about 1,000 for a wide panel) but not
-under the data source's scrape interval (15 s by default), rounded to a nice interval; start and end aligned to the
+panel's interval: the range over the panel's data points (its width in pixels, about 1,000 for a wide panel) rounded
+to a nice interval, but not under the data source's scrape interval (15 s by default); start and end aligned to the
 step. `$__interval` is that step, `$__rate_interval` the larger of step + scrape interval and four scrape intervals,
 `$__range`/`$__range_s` the range. A table panel with `instant: true` sends one instant query at the end instead. A
 query variable `label_values(selector, label)` asks /api/v1/label/<label>/values for the range.
@@ -35,18 +35,19 @@ DATA_POINTS = 1000  # a wide panel's width in pixels: Grafana's maxDataPoints
 SCRAPE_S = 15  # the data source's scrape interval: Grafana's minimum step
 PINNED = frozenset({"node"})  # variables set to a single value (the first their query answers)
 
-# Grafana rounds a computed interval to the nearest of these (seconds)
+# Grafana rounds a computed interval to the nearest of these (seconds; a tie to the larger)
 NICE_S = (1, 2, 5, 10, 15, 20, 30, 60, 120, 300, 600, 900, 1200, 1800, 3600, 7200, 10800, 21600, 43200, 86400)
 
 
 def grafana_step(range_s: float, data_points: int = DATA_POINTS, scrape_s: int = SCRAPE_S) -> int:
-    """The step Grafana chooses for a panel of `data_points` over `range_s` seconds: range over points, not under
-    the scrape interval, rounded to the nearest nice interval (a wider range beyond a day: whole days)."""
-    raw = max(range_s / data_points, scrape_s)
+    """The step Grafana chooses for a panel of `data_points` over `range_s` seconds: range over points rounded to the
+    nearest nice interval (beyond a day: whole days), then not under the scrape interval."""
+    raw = range_s / data_points
     if raw > NICE_S[-1]:
-        return int(math.ceil(raw / 86400) * 86400)
-    nearest = min(NICE_S, key=lambda nice: (abs(math.log(raw / nice)), nice))
-    return max(nearest, scrape_s)
+        rounded = int(math.ceil(raw / NICE_S[-1]) * NICE_S[-1])
+    else:
+        rounded = min(NICE_S, key=lambda nice: (abs(raw - nice), -nice))
+    return max(rounded, scrape_s)
 
 
 def built_ins(range_s: int, step: int, scrape_s: int = SCRAPE_S) -> dict[str, str]:
