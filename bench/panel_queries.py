@@ -7,9 +7,9 @@ step. `$__interval` is that step, `$__rate_interval` the larger of step + scrape
 `$__range`/`$__range_s` the range. A table panel with `instant: true` sends one instant query at the end instead. A
 query variable `label_values(selector, label)` asks /api/v1/label/<label>/values for the range.
 
-Variables take the value the board opens on: the one it names as current, else `All` (its allValue, `.*`) for a
-variable that has it; the variables of PINNED take the first value their query answers (a node board shows one node:
-`All` there is 2,000 nodes' panels on one screen, not a view anyone opens).
+Variables take the value the board opens on: the one it names as current, else `All` (its allValue, `.*`); those of
+PINNED take the first value their query answers (a node board looked at for one node, the namespace board for one
+namespace: `All` there draws 20,000 GPUs' or pods' series in each panel, not a view anyone reads).
 
 Each distinct query runs `repeats` times, one after another; the wall time is the request's, Prometheus' own time
 (execTotalTime) comes from its query log (variables' label look-ups are not logged: wall time only).
@@ -33,7 +33,13 @@ LIMIT_P99 = 2.0  # seconds: the slowest a panel may answer at fleet size (issue 
 RANGE_S = 3600  # the boards open on the last hour
 DATA_POINTS = 1000  # a wide panel's width in pixels: Grafana's maxDataPoints
 SCRAPE_S = 15  # the data source's scrape interval: Grafana's minimum step
-PINNED = frozenset({"node"})  # variables set to a single value (the first their query answers)
+# per board, the variables set to a single value (the first their query answers): the board of one node, of one
+# namespace; `All` there is every node's or pod's series in each panel, at fleet size not a view anyone can read
+PINNED = {
+    "gpu-pulse-node-dcgm": frozenset({"node"}),
+    "gpu-pulse-node-prometheus": frozenset({"node"}),
+    "gpu-pulse-namespace": frozenset({"namespace"}),
+}
 
 # Grafana rounds a computed interval to the nearest of these (seconds; a tie to the larger)
 NICE_S = (1, 2, 5, 10, 15, 20, 30, 60, 120, 300, 600, 900, 1200, 1800, 3600, 7200, 10800, 21600, 43200, 86400)
@@ -96,8 +102,10 @@ def percentile(values: Sequence[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(len(ordered) * q))]
 
 
-def opening_values(variables: Sequence[Mapping[str, Any]], answers: Mapping[str, Sequence[str]]) -> dict[str, str]:
-    """Per variable, the value the board opens on: its current value, else the first answer for a pinned one, else
+def opening_values(
+    variables: Sequence[Mapping[str, Any]], answers: Mapping[str, Sequence[str]], pinned: frozenset[str] = frozenset()
+) -> dict[str, str]:
+    """Per variable, the value the board opens on: its current value, else the first answer for a `pinned` one, else
     its allValue (`.*`). `answers`: what each query variable's look-up answered."""
     values = {}
     for variable in variables:
@@ -105,7 +113,7 @@ def opening_values(variables: Sequence[Mapping[str, Any]], answers: Mapping[str,
         current = (variable.get("current") or {}).get("value")
         if isinstance(current, str) and current and current != "$__all":
             values[name] = current
-        elif name in PINNED and answers.get(name):
+        elif name in pinned and answers.get(name):
             values[name] = sorted(answers[name])[0]
         else:
             values[name] = variable.get("allValue") or ".*"
@@ -167,13 +175,13 @@ def time_board(prometheus: Prometheus, stem: str, repeats: int, now: float | Non
         if variable["type"] != "query":
             continue
         selector, label = _label_values_query(variable)
-        expr = substitute(selector, names, expand, opening_values(variables, answers))
+        expr = substitute(selector, names, expand, opening_values(variables, answers, PINNED.get(stem, frozenset())))
         timing = Timing(Query(stem, f"${variable['name']}", expr, f"label:{label}"))
         params = [("match[]", expr), ("start", str(start)), ("end", str(end))]
         for _ in range(repeats):
             answers[variable["name"]] = _timed(prometheus, timing.query, params, timing)
         timings.append(timing)
-    values = opening_values(variables, answers)
+    values = opening_values(variables, answers, PINNED.get(stem, frozenset()))
     instant = _instant_targets(stem)
     seen: set[tuple[str, str]] = set()
     for title, written in panel_targets(stem):

@@ -65,7 +65,7 @@ def test_variables_take_the_value_the_board_opens_on() -> None:
         {"name": "gpu", "current": {"value": "$__all"}, "allValue": ".*"},
     ]
     answers = {"node": ["gpu-0001", "gpu-0000"], "gpu": ["0", "1"]}
-    values = opening_values(variables, answers)
+    values = opening_values(variables, answers, frozenset({"node"}))
     assert values == {"cluster": ".*", "job": "gpu-pulse-exporter", "node": "gpu-0000", "gpu": ".*"}
     expr = 'rate(x{job=~"$job", node=~"$node", gpu=~"${gpu}"}[$__rate_interval]) * $__range_s, "$1"'
     assert substitute(expr, set(values), built_ins(3600, 15), values) == (
@@ -74,7 +74,11 @@ def test_variables_take_the_value_the_board_opens_on() -> None:
 
 
 def test_a_pinned_variable_without_answers_is_all() -> None:
-    assert opening_values([{"name": "node", "allValue": ".*"}], {}) == {"node": ".*"}
+    assert opening_values([{"name": "node", "allValue": ".*"}], {}, frozenset({"node"})) == {"node": ".*"}
+
+
+def test_a_variable_not_pinned_is_all_whatever_its_answers() -> None:
+    assert opening_values([{"name": "node", "allValue": ".*"}], {"node": ["gpu-0000"]}) == {"node": ".*"}
 
 
 @given(st.text(alphabet=st.characters(blacklist_characters="$")))
