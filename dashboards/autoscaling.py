@@ -25,9 +25,10 @@ SCALED_PODS = (
     f" * on (cluster, namespace, workload) group_left (horizontalpodautoscaler) {TARGET}"
 )
 # per pod of a scaled workload: the pod's mean GPU utilization in percent, as the adapter serves gpu_utilization
+# (scaled after the join, so only the scaled pods' figures are multiplied at each step)
 POD_PERCENT = (
-    '100 * namespace_pod:gpu_pulse_pod_gpu_utilization_ratio:avg{cluster=~"$cluster", namespace=~"$namespace"}'
-    f" * on (cluster, namespace, pod) group_left (workload, horizontalpodautoscaler) ({SCALED_PODS})"
+    '100 * (namespace_pod:gpu_pulse_pod_gpu_utilization_ratio:avg{cluster=~"$cluster", namespace=~"$namespace"}'
+    f" * on (cluster, namespace, pod) group_left (workload, horizontalpodautoscaler) ({SCALED_PODS}))"
 )
 
 
