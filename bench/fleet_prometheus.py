@@ -2,7 +2,8 @@
 series of 20,000 GPU pods (a day of history backfilled with promtool, the last minutes scraped live).
 
     PYTHONPATH=. python bench/fleet_prometheus.py [--pods 20000] [--namespaces 100] [--hours 24] [--queries 300]
-        [--step 1800] [--no-rules] [--evaluation-interval 30] [--rule-window SECONDS] [--profile] [--keep DIR]
+        [--step 1800] [--no-rules] [--evaluation-interval 30] [--rule-window SECONDS] [--no-panels]
+        [--panel-repeats 5] [--profile] [--keep DIR]
 
 The fleet: `--pods` pods with one GPU each, 8 per node (H100 nodes gpu-0000..), in `--namespaces` namespaces: `bench`
 holds `--namespace-pods` pods of Deployment `infer` (app=infer), the others (team-00..) share the rest, 4 Deployments
@@ -31,12 +32,18 @@ configuration adds (deploy/overlays/plain: job, instance = the node's exporter p
    with Prometheus' own time for the adapter's two queries (its query log); then the same PromQL (rendered from
    adapter/defaults.yaml as the adapter renders it) straight against /api/v1/query, alone and as the adapter sends
    them (both at once), for a small namespace, and the other default metrics' queries.
+5. After the rule window (--rule-window): every panel and variable query of the dashboards for the dcgm dialect (and
+   the dialect-neutral ones), as Grafana sends them on opening each board over the last hour (see panel_queries.py),
+   --panel-repeats times each; the slowest ten with wall and Prometheus' own time (--no-panels: skipped). The recorded
+   series exist from Prometheus' start on only (the run says how much of the hour they span): a longer --rule-window
+   gives the recorded-series panels more of their hour's data, and a --step of 60 the raw-series panels all of theirs.
 
 Prints the series Prometheus holds, its CPU while measured, per rule group what it cost over the measured window
 (at least `--rule-window` seconds: every evaluation's time, its max, missed iterations, the series it writes; see
 rule_cost.py) and the head series the rules add, the costliest rules, and a table (p50, p99, goal, stretch); exits 1
 when the adapter's p99 misses the goal (50 ms) or an answer failed, or when a rule group is over its budget (10% of
-its interval, no missed iteration) or all groups together take more than a quarter of a core. `--profile` runs
+its interval, no missed iteration) or all groups together take more than a quarter of a core, or when a dashboard
+query's p99 is over 2 s or it failed. `--profile` runs
 the adapter under cProfile and prints where its time went. Every process it starts is stopped at the end, also on
 failure or SIGTERM.
 """
@@ -76,6 +83,7 @@ from aiohttp import web
 
 from adapter.metrics_config import default_metrics_config
 from adapter.sources.prometheus import namespace_matcher
+from dashboards.generate import boards
 from exporter.catalogue import (
     DCGM_DEFAULT_SET,
     DCGM_UP,
@@ -91,12 +99,14 @@ from exporter.exposition.labels import dcgm_pod_pairs, device_pairs, pod_series_
 from exporter.exposition.textformat import label_pairs
 from exporter.snapshot import DeviceReading, GpuIdentity, PodDeviceUse, PodRef, ShareMethod
 from simulation.kubeapi import KubeApiServer
+from tests.support.dashboard_queries import board_dialects
 from tests.support.loopback import free_port
 from tests.support.processes import ChildProcesses, python_module
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from adapter_cluster import AdapterCredentials
+from panel_queries import LIMIT_P99, Prometheus, Timing, engine_times, over_limit, read_log, slowest_table, time_board
 from rule_cost import GROUP_SHARE, TOTAL_CORES, RuleGroupSampler, cost_table, within_budget
 
 REPO = Path(__file__).resolve().parents[1]
@@ -894,9 +904,11 @@ def run(args: argparse.Namespace, workdir: Path) -> int:
         print(f"while measuring: prometheus used {busy:.2f} cores; load {load_average()}", flush=True)
         time.sleep(max(0.0, args.rule_window - (time.monotonic() - started)))
         costs, window = sampler.stop(), time.monotonic() - started
+        panels = time_panels(running, args.panel_repeats) if args.panels else []
         recorded = rule_series(running)
     finally:
         running.processes.stop_all()
+    panels_met = report_panels(panels) if args.panels else True
     rules_met = True
     if args.rules:
         print(cost_table(costs, window))
@@ -915,7 +927,39 @@ def run(args: argparse.Namespace, workdir: Path) -> int:
     hpa = rows[0]
     p99, met = percentile(hpa.latencies, 0.99), percentile(hpa.latencies, 0.99) < GOAL_P99 and not hpa.failures
     print(f"goal: adapter p99 < {GOAL_P99 * 1e3:.0f} ms: {'met' if met else 'NOT met'} ({p99 * 1e3:.1f} ms)")
-    return 0 if met and rules_met else 1
+    return 0 if met and rules_met and panels_met else 1
+
+
+def time_panels(running: Running, repeats: int) -> list[Timing]:
+    """Every panel and variable query of the boards for the dcgm dialect (the dialect-neutral ones too), as
+    Grafana sends them on opening each board (panel_queries.py), `repeats` times each."""
+    log = running.workdir / "query.log"
+    offset, started = log_offset(log), time.monotonic()
+    prometheus = Prometheus(running.prometheus)
+    timings = [
+        timing
+        for stem in boards()
+        if Dialect.DCGM in board_dialects(stem)
+        for timing in time_board(prometheus, stem, repeats)
+    ]
+    engine_times(read_log(log, offset), timings)
+    first = scalar(running, "min(min_over_time(timestamp(node:nvidia_gpu_up:count)[1h:15s]))")
+    print(
+        f"dashboards: {len(timings)} queries x {repeats} in {time.monotonic() - started:.0f} s; load {load_average()};"
+        f" the recorded series span the last {(time.time() - first) / 60:.0f} min of the boards' hour",
+        flush=True,
+    )
+    return timings
+
+
+def report_panels(timings: Sequence[Timing]) -> bool:
+    print("the slowest ten dashboard queries (wall: the request; own: execTotalTime in the query log):")
+    print(slowest_table(timings))
+    slow = over_limit(timings)
+    for timing in slow:
+        print(f"  over {LIMIT_P99:.0f} s or failed: {timing.query.board} / {timing.query.title}: {timing.failure}")
+    print(f"goal: every dashboard query p99 < {LIMIT_P99:.0f} s: {'met' if not slow else 'NOT met'}")
+    return not slow
 
 
 def _terminated(signum: int, frame: object) -> None:
@@ -939,6 +983,13 @@ def main(argv: Sequence[str] | None = None) -> None:
         default=0.0,
         help="seconds to watch the rule groups at least (the requests' time, then waiting; 600 for the 10-minute run)",
     )
+    parser.add_argument(
+        "--panels",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="time every dashboard query after the adapter's (--no-panels: skip)",
+    )
+    parser.add_argument("--panel-repeats", type=int, default=5, help="times each dashboard query is sent")
     parser.add_argument("--profile", action="store_true", help="run the adapter under cProfile and print the top")
     parser.add_argument("--keep", type=Path, help="work in this directory and keep it (blocks, logs, query log)")
     parser.add_argument("--role", choices=("cluster", "exporters"), help=argparse.SUPPRESS)

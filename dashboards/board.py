@@ -126,14 +126,18 @@ class Board:
         self._builder.with_row(gdb.Row(title).id(self._id()))
         return self
 
-    def _targets(self, queries: tuple[Query, ...], instant: bool) -> list[cogbuilder.Builder[cogvariants.Dataquery]]:
+    def _targets(
+        self, queries: tuple[Query, ...], instant: bool, table: bool = True
+    ) -> list[cogbuilder.Builder[cogvariants.Dataquery]]:
         out: list[cogbuilder.Builder[cogvariants.Dataquery]] = []
         for ref, q in zip(REF_IDS, queries, strict=False):
             target = prometheus.Dataquery().expr(q.expr).ref_id(ref).datasource(DATASOURCE)
             if q.legend:
                 target.legend_format(q.legend)
             if instant:
-                target.instant().format(PromQueryFormat.TABLE)
+                target.instant()
+                if table:
+                    target.format(PromQueryFormat.TABLE)
             else:
                 target.range()
             out.append(target)
@@ -179,7 +183,19 @@ class Board:
         self._builder.with_panel(panel)
         return self
 
-    def stat(self, title: str, description: str, unit: str, query: Query, *, width: int = 4, height: int = 4) -> Board:
+    def stat(
+        self,
+        title: str,
+        description: str,
+        unit: str,
+        query: Query,
+        *,
+        width: int = 4,
+        height: int = 4,
+        instant: bool = False,
+    ) -> Board:
+        """A single figure: the last value of a range query, or (`instant`) one value at the end of the range, for a
+        figure over the whole range (`[$__range]`) that would otherwise be computed again at every step."""
         panel = (
             stat.Panel()
             .id(self._id())
@@ -187,7 +203,7 @@ class Board:
             .description(description)
             .unit(unit)
             .datasource(DATASOURCE)
-            .targets(self._targets((query,), instant=False))
+            .targets(self._targets((query,), instant=instant, table=False))
             .span(width)
             .height(height)
             .reduce_options(ReduceDataOptions().calcs(["lastNotNull"]).values(False))

@@ -33,6 +33,7 @@ def overview_board(jobs: Jobs) -> Board:
         "Mean utilization of the whole GPUs (MIG-enabled GPUs do not report one).",
         "percentunit",
         Query(f"avg(node_gpu:nvidia_gpu_utilization_ratio:max{WHOLE})"),
+        instant=True,  # a figure of now over every GPU: once, not at each step (the panel below draws the hour)
     )
     b.stat(
         "Memory allocated",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from dashboards.generate import ROOT, boards, panels
@@ -15,13 +16,24 @@ BUILT_IN = {"__rate_interval": "10s", "__range_s": "60", "__range": "1m", "__int
 VARIABLE = re.compile(r"\$\{?(\w+)\}?")
 
 
-def substitute(expr: str, variables: set[str]) -> str:
-    """The dashboard's variables as `All` (the regex .*) and Grafana's built-ins as Grafana expands them; anything
-    else that looks like a variable (`$1` in label_replace) stays."""
+def substitute(
+    expr: str,
+    variables: set[str],
+    built_in: Mapping[str, str] = BUILT_IN,
+    values: Mapping[str, str] | None = None,
+) -> str:
+    """The dashboard's variables as `values` gives them, the others as `All` (the regex .*), and Grafana's built-ins
+    as `built_in` gives them (default: as Grafana expands them for a 1-minute range with 1 s scrapes); anything else
+    that looks like a variable (`$1` in label_replace) stays."""
+    chosen = values or {}
 
     def value(match: re.Match[str]) -> str:
         name = match.group(1)
-        return BUILT_IN.get(name) or (".*" if name in variables else match.group(0))
+        if name in built_in:
+            return built_in[name]
+        if name in variables:
+            return chosen.get(name, ".*")
+        return match.group(0)
 
     return VARIABLE.sub(value, expr)
 
