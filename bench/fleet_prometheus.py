@@ -71,7 +71,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -762,7 +762,7 @@ def engine_rows(log: Path, offset: int, queries: Sequence[tuple[str, str]]) -> l
     each touched."""
     timings: dict[str, list[float]] = {query: [] for _, query in queries}
     samples: dict[str, int] = {}
-    for entry in _query_log(log, offset):
+    for entry in read_log(log, offset):
         query = entry.get("params", {}).get("query")
         if query in timings and "ruleGroup" not in entry:
             timings[query].append(float(entry["stats"]["timings"]["execTotalTime"]))
@@ -781,20 +781,11 @@ def engine_rows(log: Path, offset: int, queries: Sequence[tuple[str, str]]) -> l
 def costly_rules(log: Path, shown: int = 5) -> list[str]:
     """The recording and alerting rules Prometheus spent longest on (mean execTotalTime in its query log)."""
     times: dict[str, list[float]] = {}
-    for entry in _query_log(log, 0):
+    for entry in read_log(log, 0):
         if "ruleGroup" in entry:
             times.setdefault(entry["params"]["query"], []).append(float(entry["stats"]["timings"]["execTotalTime"]))
     ranked = sorted(times.items(), key=lambda item: -statistics.fmean(item[1]))[:shown]
     return [f"  {statistics.fmean(t) * 1e3:7.0f} ms  {query[:100]}" for query, t in ranked]
-
-
-def _query_log(path: Path, offset: int) -> Iterator[dict[str, Any]]:
-    if not path.exists():
-        return
-    with path.open("rb") as log:
-        log.seek(offset)
-        for line in log:
-            yield json.loads(line)
 
 
 def log_offset(path: Path) -> int:

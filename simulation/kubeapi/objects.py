@@ -178,23 +178,40 @@ def deployment_object(
     containers: Sequence[str] = ("main",),
 ) -> JsonObject:
     """A Deployment whose pods carry `labels`, with all `replicas` ready."""
+    return _workload_object("Deployment", namespace, name, replicas, labels or {}, containers)
+
+
+def _workload_object(
+    kind: str,
+    namespace: str,
+    name: str,
+    replicas: int,
+    labels: Mapping[str, str],
+    containers: Sequence[str],
+    spec: Mapping[str, object] | None = None,
+    status: Mapping[str, object] | None = None,
+) -> JsonObject:
+    """An apps/v1 workload of `kind` whose pods carry `labels`, with all `replicas` ready (and `spec`, `status`
+    fields of that kind's own)."""
     return {
         "apiVersion": "apps/v1",
-        "kind": "Deployment",
+        "kind": kind,
         "metadata": {
             "name": name,
             "namespace": namespace,
-            "labels": dict(labels or {}),
-            "uid": owner_uid(namespace, "Deployment", name),
+            "labels": dict(labels),
+            "uid": owner_uid(namespace, kind, name),
         },
         "spec": {
             "replicas": replicas,
-            "selector": {"matchLabels": dict(labels or {})},
-            "template": _pod_template(labels or {}, containers),
+            **(spec or {}),
+            "selector": {"matchLabels": dict(labels)},
+            "template": _pod_template(labels, containers),
         },
         "status": {
             "replicas": replicas,
             "readyReplicas": replicas,
+            **(status or {}),
             "updatedReplicas": replicas,
             "availableReplicas": replicas,
         },
@@ -217,29 +234,10 @@ def stateful_set_object(
     containers: Sequence[str] = ("main",),
 ) -> JsonObject:
     """A StatefulSet whose pods (`<name>-0`, `<name>-1`, ...) carry `labels`, with all `replicas` ready."""
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "StatefulSet",
-        "metadata": {
-            "name": name,
-            "namespace": namespace,
-            "labels": dict(labels or {}),
-            "uid": owner_uid(namespace, "StatefulSet", name),
-        },
-        "spec": {
-            "replicas": replicas,
-            "serviceName": name,
-            "selector": {"matchLabels": dict(labels or {})},
-            "template": _pod_template(labels or {}, containers),
-        },
-        "status": {
-            "replicas": replicas,
-            "readyReplicas": replicas,
-            "currentReplicas": replicas,
-            "updatedReplicas": replicas,
-            "availableReplicas": replicas,
-        },
-    }
+    return _workload_object(
+        "StatefulSet", namespace, name, replicas, labels or {}, containers,
+        spec={"serviceName": name}, status={"currentReplicas": replicas},
+    )  # fmt: skip
 
 
 def node_object(
