@@ -19,7 +19,7 @@ from exporter.attribution.pods_builder import PodsDocumentBuilder
 from exporter.catalogue import Dialect
 from exporter.collection import Attribution, DeviceCollection, HistoryPoint
 from exporter.exposition import ExpositionRenderer
-from exporter.loop import PollLoop, next_tick
+from exporter.loop import PollLoop, Published, Readiness, next_tick
 from exporter.nvml import NvmlCollector
 from exporter.pods_document import ContainerView, DeviceFigures, NodePods, PodView, SerializedPods
 from exporter.snapshot import ProcessVisibility, Snapshot
@@ -256,20 +256,24 @@ class _FixedAttribution:
         """Nothing runs."""
 
 
-@pytest.mark.parametrize("visible", [True, False])
-def test_process_visibility_shows_in_a_self_metric_and_in_readiness(visible: bool) -> None:
-    reason = "none of the 8 GPU process(es) NVML lists is in the proc root"
-    attribution = Attribution((), True, 1.0, process_visibility=ProcessVisibility(visible, reason))
+def _one_poll_with(attribution: Attribution) -> tuple[Published | None, Readiness]:
+    """One poll of h100x8 with this attribution: what it published, and the loop's readiness after it."""
     with install(Simulator("h100x8")):
         collector = NvmlCollector()
         collector.start()
         try:
             renderer = ExpositionRenderer(Dialect.PROMETHEUS, version="test")
             loop = PollLoop(collector, renderer, interval=1.0, node="n", attributor=_FixedAttribution(attribution))
-            published = loop.poll_once()
-            readiness = loop.readiness()
+            return loop.poll_once(), loop.readiness()
         finally:
             collector.close()
+
+
+@pytest.mark.parametrize("visible", [True, False])
+def test_process_visibility_shows_in_a_self_metric_and_in_readiness(visible: bool) -> None:
+    reason = "none of the 8 GPU process(es) NVML lists is in the proc root"
+    attribution = Attribution((), True, 1.0, process_visibility=ProcessVisibility(visible, reason))
+    published, readiness = _one_poll_with(attribution)
     assert published is not None
     assert _sample(published.text, "gpu_pulse_process_visibility") == (1.0 if visible else 0.0)
     assert readiness.ready, "degraded, still serving"
@@ -293,16 +297,7 @@ def test_process_visibility_shows_in_a_self_metric_and_in_readiness(visible: boo
 def test_a_kubelet_that_cannot_be_asked_leaves_it_ready_and_says_why(
     attribution: Attribution, words: str | None
 ) -> None:
-    with install(Simulator("h100x8")):
-        collector = NvmlCollector()
-        collector.start()
-        try:
-            renderer = ExpositionRenderer(Dialect.PROMETHEUS, version="test")
-            loop = PollLoop(collector, renderer, interval=1.0, node="n", attributor=_FixedAttribution(attribution))
-            published = loop.poll_once()
-            readiness = loop.readiness()
-        finally:
-            collector.close()
+    published, readiness = _one_poll_with(attribution)
     assert published is not None and readiness.ready
     assert _sample(published.text, "gpu_pulse_kubelet_up") == (1.0 if attribution.kubelet_up else 0.0)
     if words is None:
