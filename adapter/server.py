@@ -254,9 +254,10 @@ class Adapter:
             request_unverified_client_certificates(ssl_context)
         authenticator = DelegatingAuthenticator.from_config(auth_config, TokenReviewer(client))
         metrics = AdapterMetrics(settings.source)
+        reviewer = SubjectAccessReviewer(client)
         auth = auth_middleware(
             authenticator,
-            SubjectAccessReviewer(client),
+            reviewer,
             resource_attributes,
             settings.authorization_always_allow_paths,
             on_authentication_error=metrics.authentication_errors.inc,
@@ -281,6 +282,7 @@ class Adapter:
         # the ConfigMap, the CA files given by flag, or both, re-read while the adapter runs (auth/reload.py)
         reloader = TrustReloader(client, flags, trust, current=auth_config, on_error=metrics.trust_reload_errors.inc)
         app.cleanup_ctx.append(_running(reloader))
+        app.on_cleanup.append(lambda _: reviewer.close())
         if certificate is not None:  # a renewed certificate (cert-manager, a rotated Secret) serves without a restart
             app.cleanup_ctx.append(_running(certificate))
         keda = None

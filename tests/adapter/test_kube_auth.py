@@ -221,6 +221,7 @@ async def start_stack(
     finally:
         await reloader.stop()
         await runner.cleanup()
+        await access.close()
         await kube.stop()
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 
 import pytest
 from hypothesis import given
@@ -137,9 +136,9 @@ async def test_a_steady_client_costs_one_review_per_decision_life_and_never_wait
     reviewer = SubjectAccessReviewer(ApiClient(), clock=lambda: now[0])
     reviews: list[float] = []
 
-    def review(user: UserInfo, attributes: object) -> Decision:
+    async def review(user: UserInfo, attributes: object) -> Decision:
         reviews.append(now[0])
-        time.sleep(0.02)  # a review takes a while: a request that waited for one would be seen waiting
+        await asyncio.sleep(0.02)  # a review takes a while: a request that waited for one would be seen waiting
         return Decision(True, "")
 
     reviewer._review = review  # type: ignore[method-assign]  # the review itself is tested against the API stand-in
