@@ -77,7 +77,7 @@ class KubeRequests:
                 timeout=aiohttp.ClientTimeout(total=timeout),
                 **extra,
             ) as response:
-                body = await read_bounded(response, self._max_bytes)
+                answered = await read_bounded(response, self._max_bytes)
                 status, reason = response.status, response.reason or ""
         except UpstreamAnswerError as e:
             raise KubeRequestError(str(e)) from None
@@ -88,7 +88,7 @@ class KubeRequests:
         if not 200 <= status < 300:
             raise KubeRequestError(f"HTTP {status} {reason}".strip(), status)
         try:
-            answer = decode_json(body)
+            answer = decode_json(answered)
         except UpstreamAnswerError as e:
             raise KubeRequestError(str(e), status) from None
         if not isinstance(answer, dict):
