@@ -94,9 +94,13 @@ def build_app(
             await pod_cache_lifecycle.start()
         await source.start()
         housekeeping = asyncio.create_task(_keep_gc_short(pods)) if freeze_gc else None
+        watching = asyncio.create_task(metrics.stalls.watch(), name="gpu-pulse-stalls")
         try:
             yield
         finally:
+            watching.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watching
             if housekeeping is not None:
                 housekeeping.cancel()
                 with contextlib.suppress(asyncio.CancelledError):

@@ -16,6 +16,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector
 
+from adapter.api.stalls import Stalls
 from toolkit.connections import CLOSED_REASONS_HELP, ConnectionStats
 
 _LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
@@ -139,6 +140,7 @@ class AdapterMetrics:
         self.registry.register(self.caches)
         self.connections = _Connections()
         self.registry.register(self.connections)
+        self.stalls = Stalls(self.registry)  # the loop's lag and the collector's pauses, watched while the app runs
         # process_cpu_seconds_total, process_resident_memory_bytes, process_open_fds, ... (toolkit.process names them)
         ProcessCollector(registry=self.registry)
 
