@@ -102,6 +102,9 @@ class PodCache:
     def get(self, namespace: str, name: str) -> Pod | None:
         return self._index.get(namespace, name)
 
+    def get_many(self, keys: Sequence[tuple[str, str]]) -> list[Pod | None]:
+        return self._index.get_many(keys)
+
     def pods_on_node(self, node: str) -> Sequence[Pod]:
         return self._index.on_node(node)
 

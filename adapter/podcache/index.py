@@ -57,6 +57,12 @@ class PodIndex:
         with self._lock:
             return self._pods.get((namespace, name))
 
+    def get_many(self, keys: Iterable[PodKey]) -> list[Pod | None]:
+        """`get` for each key, under one lock (a 1,000-pod answer checks the exporter pods of some 800 nodes)."""
+        with self._lock:
+            found = self._pods.get
+            return [found(key) for key in keys]
+
     def in_namespace(self, namespace: str, selector: Selector = EVERYTHING) -> tuple[Pod, ...]:
         """The namespace's pods that `selector` picks, by name."""
         with self._lock:

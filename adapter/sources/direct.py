@@ -73,50 +73,42 @@ class DirectSource:
             node: (answer.values(metric), max_age) for node, (answer, max_age) in at_node.items() if answer is not None
         }
         served: list[ServedValue | None] = []
-        for pod in pods:
+        keep = served.append
+        for pod in pods:  # one pass, no call per pod: an HPA's answer about a 1,000-pod Deployment is this loop
             figures, max_age = values.get(pod.node or "", _NO_FIGURES)
             found = figures.get((pod.namespace, pod.name))
             if found is None:
-                served.append(None)
+                keep(None)
                 continue
             value, uid = found
-            served.append(value if now - value.sampled_at <= max_age and _same_pod(uid, pod) else None)
+            fresh = now - value.sampled_at <= max_age
+            keep(value if fresh and (not uid or not pod.uid or uid == pod.uid) else None)  # _same_pod, inline
         return served
 
     async def _answers(self, pods: Sequence[Pod]) -> dict[str, tuple[NodeAnswer | None, float]]:
         """The document of each node of `pods` (None for a node whose exporter does not answer), with the age past
         which its figures are not served. SourceUnavailableError when no node answers."""
-        nodes = dict.fromkeys(pod.node for pod in pods if pod.node)
+        nodes = {pod.node for pod in pods if pod.node}
         namespaces = {pod.namespace for pod in pods if pod.node}
         namespace = next(iter(namespaces)) if len(namespaces) == 1 else None
-        asked: list[tuple[str, str]] = []
-        answers: list[NodeAnswer | None] = []
-        missing: list[int] = []
-        for node in nodes:
-            url = self._locator.base_url(node)
-            if url is None:
-                continue
-            at_hand = self._cache.cached(node, url, namespace)  # most queries: every document is at hand
-            if isinstance(at_hand, Miss):
-                missing.append(len(asked))
-                at_hand = None
-            asked.append((node, url))
-            answers.append(at_hand)
-        if not asked:
+        urls = self._locator.base_urls(nodes)
+        if not urls:
             return {}
+        answers = self._cache.cached_many(urls, namespace)  # most queries: every document is at hand
+        missing = [node for node, answer in answers.items() if isinstance(answer, Miss)]
         if missing:
-            fetched = await asyncio.gather(*(self._cache.answer(*asked[i], namespace) for i in missing))
-            for i, answer in zip(missing, fetched, strict=True):
-                answers[i] = answer
-        if all(answer is None for answer in answers):
-            nodes_asked = sorted(node for node, _ in asked)
-            listed = ", ".join(nodes_asked[:5]) + (", ..." if len(asked) > 5 else "")
+            fetched = await asyncio.gather(*(self._cache.answer(node, urls[node], namespace) for node in missing))
+            answers.update(zip(missing, fetched, strict=True))
+        if all(answer is None for answer in answers.values()):
+            nodes_asked = sorted(urls)
+            listed = ", ".join(nodes_asked[:5]) + (", ..." if len(urls) > 5 else "")
             raise SourceUnavailableError(f"no exporter answered for the nodes of the selected pods ({listed})")
         at_node: dict[str, tuple[NodeAnswer | None, float]] = {}
-        for (node, _), answer in zip(asked, answers, strict=True):
-            if answer is not None:
-                interval = answer.document.interval_seconds
-                at_node[node] = (answer, self._max_age if self._max_age is not None else default_max_age(interval))
+        fixed_age = self._max_age
+        for node, answer in answers.items():
+            if isinstance(answer, NodeAnswer):
+                max_age = fixed_age if fixed_age is not None else default_max_age(answer.document.interval_seconds)
+                at_node[node] = (answer, max_age)
         return at_node
 
 

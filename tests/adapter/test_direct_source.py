@@ -282,6 +282,10 @@ async def test_exporters_are_found_by_their_pods(make_adapter: AdapterFactory, c
         await eventually(lambda: cluster.pods.get("gpu-pulse", "exporter-2").phase == "Failed", "the pod failed")  # type: ignore[union-attr]
         assert locator.base_url("gpu-2") is None
         assert locator.base_url("gpu-1") == f"http://127.0.0.2:{first.port}"
+        # many nodes at once (a large answer): the same verdicts; a replaced exporter pod is found at its new address
+        kube.put_pod("gpu-pulse", "exporter-1", node="gpu-1", labels=EXPORTER_LABELS, pod_ip="127.0.0.9")
+        await eventually(lambda: cluster.pods.get("gpu-pulse", "exporter-1").pod_ip == "127.0.0.9", "moved")  # type: ignore[union-attr]
+        assert locator.base_urls(["gpu-1", "gpu-2", "gpu-3"]) == {"gpu-1": f"http://127.0.0.9:{first.port}"}
     finally:
         await first.stop()
         await second.stop()
