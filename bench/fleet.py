@@ -93,9 +93,14 @@ def percentile(values: list[float], q: float) -> float:
 
 # ---- processes ----------------------------------------------------------------------------------------------------
 def start_fleet(args: argparse.Namespace, workdir: Path) -> tuple[subprocess.Popen[bytes], dict[str, Any]]:
+    """The simulated fleet, at `--fleet-nice` (default 10): its 2,000 exporters and the API stand-in stand for other
+    machines, whose CPU the adapters never share in a cluster. On this machine they would otherwise take turns with
+    the adapters for its two cores, and the adapters' answers would wait for the simulator's time slices."""
     ready = workdir / "fleet.json"
     process = subprocess.Popen(
         [
+            "nice",
+            f"-n{args.fleet_nice}",
             sys.executable,
             str(REPO / "bench" / "fleet_cluster.py"),
             f"--ready={ready}",
@@ -423,6 +428,9 @@ def main() -> None:
     parser.add_argument("--other-pods", type=int, default=30_000)
     parser.add_argument("--churn", type=float, default=4.0, help="pods replaced a second")
     parser.add_argument("--port", type=int, default=9400, help="the exporters' port on each node's address")
+    parser.add_argument(
+        "--fleet-nice", type=int, default=10, help="the simulated fleet's niceness (0: it competes with the adapters)"
+    )
     parser.add_argument("--adapter-flag", action="append", default=[], help="another flag for the adapters")
     parser.add_argument(
         "--keep", type=Path, help="keep the work directory here (logs, certificates, each replica's final /metrics)"
