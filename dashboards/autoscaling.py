@@ -107,6 +107,23 @@ def autoscaling_board(jobs: Jobs) -> Board:
         ),
     )
     b.timeseries(
+        "Waits outside the handler",
+        "99th percentile of what delays an answer before its handler runs: how late the adapter's event loop runs a "
+        "timer (busy with documents and other answers, or without a core), and each garbage collection's pause, "
+        "by generation.",
+        "s",
+        Query(
+            "histogram_quantile(0.99, sum by (le) "
+            f"(rate(gpu_pulse_adapter_event_loop_lag_seconds_bucket{ADAPTER}{RATE})))",
+            "event loop lag p99",
+        ),
+        Query(
+            "histogram_quantile(0.99, sum by (le, generation) "
+            f"(rate(gpu_pulse_adapter_gc_pause_seconds_bucket{ADAPTER}{RATE})))",
+            "GC pause p99, generation {{generation}}",
+        ),
+    )
+    b.timeseries(
         "Source latency",
         "99th percentile time of one call to the number source (an exporter /pods fetch or a PromQL query).",
         "s",
