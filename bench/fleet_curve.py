@@ -99,8 +99,22 @@ def run_size(nodes: int, args: argparse.Namespace, workdir: Path) -> dict[str, A
     finished = subprocess.run(command, cwd=REPO, check=False)
     if finished.returncode not in (0, 1):  # 1: a goal missed, which the curve reports; 2: the run failed
         raise SystemExit(f"the fleet benchmark at {nodes} nodes failed (exit {finished.returncode})")
-    result: dict[str, Any] = json.loads(out.read_text())
-    return result
+    return flat_figures(json.loads(out.read_text()))
+
+
+def flat_figures(run: dict[str, Any]) -> dict[str, Any]:
+    """The figures of one `fleet.py --json` run under the keys of FIGURES (the run's own fields kept beside them)."""
+    return {
+        **run,
+        "cpu_cores_max": max(run["cpu_cores_per_replica"]),
+        "rss_mib_max": max(run["rss_mib_per_replica"]),
+        "p99_large_ms": run["answers_large"]["p99_ms"],
+        "p99_ten_ms": run["answers_ten"]["p99_ms"],
+        "baseline_p99_ms": run["baseline"]["p99_ms"],
+        "figure_age_p99_s": run["figure_age_s"]["p99"],
+        "requests_per_exporter_per_minute": run["requests_per_exporter_per_minute"]["mean"],
+        "documents_per_exporter_per_minute": run["documents_per_exporter_per_minute"]["mean"],
+    }
 
 
 def main() -> None:

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
-from fleet_curve import FIGURES, curve, fit
+from fleet_curve import FIGURES, curve, fit, flat_figures
 
 sizes = st.lists(st.integers(min_value=50, max_value=5000), min_size=2, max_size=6, unique=True)
 coefficients = st.floats(min_value=-100, max_value=100, allow_nan=False)
@@ -49,3 +49,28 @@ def test_the_curve_names_the_first_resource_to_run_out(capsys: pytest.CaptureFix
     assert "p99_large_ms" not in report["fits"]  # no figure at any size: no line
     assert {f.key for f in FIGURES} >= set(report["fits"])
     assert "first to reach its goal: adapter RSS, largest replica, at about 3,500 nodes" in capsys.readouterr().out
+
+
+def test_a_fleet_runs_figures_are_read_under_the_curves_keys() -> None:
+    run = {
+        "nodes": 250,
+        "cpu_cores_per_replica": [0.1, 0.3],
+        "rss_mib_per_replica": [120.0, 110.0],
+        "answers_large": {"p50_ms": 5.0, "p99_ms": 12.0, "answers": 200},
+        "answers_ten": {"p50_ms": 2.0, "p99_ms": 6.0, "answers": 800},
+        "baseline": {"p50_ms": 1.0, "p99_ms": 4.0, "answers": 2000},
+        "figure_age_s": {"p99": 2.5, "max_age": 5.0},
+        "requests_per_exporter_per_minute": {"mean": 0.5, "max": 2.0},
+        "documents_per_exporter_per_minute": {"mean": 60.0, "max": 61.0},
+    }
+    figures = flat_figures(run)
+    assert {f.key: figures[f.key] for f in FIGURES} == {
+        "cpu_cores_max": 0.3,
+        "rss_mib_max": 120.0,
+        "p99_large_ms": 12.0,
+        "p99_ten_ms": 6.0,
+        "baseline_p99_ms": 4.0,
+        "figure_age_p99_s": 2.5,
+        "requests_per_exporter_per_minute": 0.5,
+        "documents_per_exporter_per_minute": 60.0,
+    }
