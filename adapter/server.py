@@ -87,7 +87,7 @@ def build_app(
     state = ApiState(config=config, pods=pods, source=source, metrics=metrics, clock=clock)
     metrics.caches.pod_cache_size = lambda: pods.size
     metrics.caches.pod_cache_synced = lambda: pods.synced
-    add_routes(app, state, readiness=[("pod-cache", lambda: pods.synced)])
+    add_routes(app, state, readiness=[("pod-cache", lambda: pods.synced), ("metrics-source", source.ready)])
 
     async def lifecycle(_: web.Application) -> AsyncIterator[None]:
         if pod_cache_lifecycle is not None:

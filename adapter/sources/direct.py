@@ -5,6 +5,11 @@ while queries need it, see nodepods; the first query about a node waits for it),
 pods that are fresh:
 a figure older than `max_age` (default 3 x the exporter's interval + 2 s, measured from the pod figures' sample time)
 is left out rather than served stale, and a node whose exporter does not answer drops its pods.
+
+Once the nodes with exporters are known (the pod cache has synced), every one is followed before any question comes,
+and the source is `ready` when each has answered or failed (nodepods.NodePodsCache.warm): a replica that restarts in a
+fleet is sent questions only once it answers them as its peer does, not with every pod whose node it does not follow
+yet left out, or after a wait for hundreds of first documents.
 """
 
 from __future__ import annotations
@@ -21,6 +26,9 @@ from toolkit.pods import Pod
 
 _NO_FIGURES: tuple[Mapping[PodKey, PodFigures], float] = ({}, 0.0)  # for a pod whose node gave no answer
 _NO_ANSWER: tuple[NodeAnswer | None, float] = (None, 0.0)
+
+
+WARM_UP_POLL_SECONDS = 0.2  # how often the warm-up asks whether the nodes with exporters are known yet
 
 
 def default_max_age(interval_seconds: float) -> float:
@@ -43,12 +51,26 @@ class DirectSource:
         self._cache = cache
         self._max_age = max_age
         self._clock = clock
+        self._warming: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         await self._cache.start()
+        self._warming = asyncio.create_task(self._warm_up(), name="gpu-pulse-node-feeds-warm-up")
 
     async def close(self) -> None:
+        if self._warming is not None:
+            self._warming.cancel()
+            await asyncio.gather(self._warming, return_exceptions=True)
         await self._cache.close()
+
+    def ready(self) -> bool:
+        return self._cache.warmed()
+
+    async def _warm_up(self) -> None:
+        """Follow every node known to have an exporter as soon as the nodes are known (the pod cache synced)."""
+        while (nodes := self._locator.known_nodes()) is None:
+            await asyncio.sleep(WARM_UP_POLL_SECONDS)
+        self._cache.warm(self._locator.base_urls(nodes))
 
     def serves(self, metric: MetricDefinition) -> bool:
         return True

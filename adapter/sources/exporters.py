@@ -20,6 +20,10 @@ class ExporterLocator(Protocol):
         """`base_url` of each of `nodes` that has an exporter (a 1,000-pod answer asks about some 800 nodes)."""
         ...
 
+    def known_nodes(self) -> Collection[str] | None:
+        """The nodes known to have an exporter, to follow before any question comes (None: not known yet)."""
+        ...
+
 
 def _host(ip: str) -> str:
     try:
@@ -66,6 +70,17 @@ class PodExporters:
                 urls[node] = found_url
         return urls
 
+    def known_nodes(self) -> Collection[str] | None:
+        """The nodes of the running exporter pods, once the pod cache has synced."""
+        if not self._pods.synced:
+            return None
+        pods = (
+            self._pods.pods_in_namespace(self._namespace, self._selector)
+            if self._namespace is not None
+            else [pod for pod in self._pods.all_pods() if self._selector.matches(pod.labels)]
+        )
+        return {pod.node for pod in pods if pod.node and pod.phase == "Running" and pod.pod_ip}
+
     def _look_up(self, node: str) -> str | None:
         """The exporter pod on `node`, found among its pods, remembered with its URL."""
         for pod in self._pods.pods_on_node(node):
@@ -94,6 +109,9 @@ class TemplateExporters:
     def base_urls(self, nodes: Collection[str]) -> dict[str, str]:
         return {node: self._template.replace("{node}", node) for node in nodes}
 
+    def known_nodes(self) -> Collection[str] | None:
+        return ()  # any node name makes a URL: which nodes have GPUs is learnt from the questions
+
 
 class StaticExporters:
     """A fixed node -> URL map (`--exporter-endpoints node-a=http://10.0.0.5:9400,...`)."""
@@ -107,6 +125,9 @@ class StaticExporters:
     def base_urls(self, nodes: Collection[str]) -> dict[str, str]:
         endpoints = self._endpoints
         return {node: endpoints[node] for node in nodes if node in endpoints}
+
+    def known_nodes(self) -> Collection[str] | None:
+        return tuple(self._endpoints)
 
 
 def parse_endpoint_map(text: str) -> dict[str, str]:

@@ -112,3 +112,8 @@ class MetricSource(Protocol):
     def serves(self, metric: MetricDefinition) -> bool:
         """Whether this source can compute `metric` at all (the prometheus source needs a query)."""
         ...
+
+    def ready(self) -> bool:
+        """Whether the source answers as well as it will (the direct source: its node feeds are warm); /readyz waits
+        for it, so that a replica starting or restarting is sent no question it would answer worse than its peer."""
+        ...

@@ -75,6 +75,8 @@ GATHER_SECONDS = 0.02
 WHOLE_DOCUMENT_NAMESPACES = 3
 # after an exporter refused a stream (429: its slots are taken), plain documents for this long before a stream again
 STREAM_REFUSED_SECONDS = 30.0
+# a warm-up (`warm`) is over when every node it opened has answered or failed, or after this many seconds
+WARM_UP_SECONDS = 20.0
 FetchObserver = Callable[[str, float], None]  # (outcome "ok" | "error" | "timeout", seconds)
 
 
@@ -200,6 +202,8 @@ class NodePodsCache:
         self._sweeper: asyncio.Task[None] | None = None
         self._closed = False
         self._connecting = asyncio.Semaphore(MAX_CONNECTING)
+        self._warming: dict[str, _Feed] = {}
+        self._warm_since: float | None = None
         self.documents = 0  # documents received, all feeds
         self.connections = 0  # requests made to exporters, all feeds
 
@@ -260,6 +264,47 @@ class NodePodsCache:
             found[node] = MISS
         return found
 
+    def warm(self, urls: Mapping[str, str]) -> None:
+        """Follow these nodes (node -> exporter URL) before any question about them: whole documents, as a node asked
+        about in WHOLE_DOCUMENT_NAMESPACES namespaces is followed. A replica that starts or restarts in a fleet gets
+        every HPA's question within 15 s, and each question about a node not followed yet waits for its first
+        document (or, with many such nodes, for the connections being made before it); `warmed` says when the wait is
+        over, so that the replica is sent no question before. A node nobody asks about is closed after
+        `keep_warm_seconds`, as any feed."""
+        if self._closed:
+            return
+        now = self._clock()
+        self._warm_since = now
+        for node, url in urls.items():
+            feed = self._feeds.get(node)
+            if feed is None or feed.url != url:
+                feed = self._open(node, url, None, now)
+            self._warming[node] = feed
+
+    def warmed(self) -> bool:
+        """Whether the warm-up is over: every node it opened has answered or failed (or was closed), or
+        WARM_UP_SECONDS have passed. False before `warm` is called."""
+        if self._warm_since is None:
+            return False
+        if self._warming and self._clock() - self._warm_since < WARM_UP_SECONDS:
+            feeds = self._feeds
+            for node, feed in list(self._warming.items()):
+                if feeds.get(node) is feed and feed.answer is None and feed.error is None:
+                    return False
+                del self._warming[node]
+        self._warming.clear()
+        return True
+
+    def _open(self, node: str, url: str, namespace: str | None, now: float) -> _Feed:
+        """A new feed of `node` (replacing one for another URL), following it from now on."""
+        old = self._feeds.get(node)
+        if old is not None:
+            self._drop(old)
+        feed = self._feeds[node] = _Feed(node, url, now)
+        self._want(feed, namespace, now)
+        feed.task = asyncio.create_task(self._follow(feed), name=f"gpu-pulse-node-feed-{node}")
+        return feed
+
     async def answer(self, node: str, url: str, namespace: str | None) -> NodeAnswer | None:
         """The node's document carrying `namespace` (every namespace for None), waited for up to `timeout` seconds
         when none is at hand; None when the exporter does not answer."""
@@ -270,11 +315,7 @@ class NodePodsCache:
         if self._closed:
             return None
         if feed is None or feed.url != url:  # new, or the exporter moved (new pod IP): the old answer is not its
-            if feed is not None:
-                self._drop(feed)
-            feed = self._feeds[node] = _Feed(node, url, self._clock())
-            self._want(feed, namespace, feed.wanted_at)
-            feed.task = asyncio.create_task(self._follow(feed), name=f"gpu-pulse-node-feed-{node}")
+            feed = self._open(node, url, namespace, self._clock())
         arrived: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         waiter = (namespace, arrived)
         feed.waiters.append(waiter)

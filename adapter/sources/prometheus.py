@@ -125,6 +125,9 @@ class PrometheusSource:
             await self._session.close()
             self._session = None
 
+    def ready(self) -> bool:
+        return True  # nothing to warm: each question is a query
+
     def serves(self, metric: MetricDefinition) -> bool:
         return metric.prometheus is not None
 

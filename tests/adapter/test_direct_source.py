@@ -112,10 +112,17 @@ async def test_stopped_exporter_drops_its_pods_and_they_return(make_adapter: Ada
     await served_until(client, lambda pods: "infer-b" in pods, "the restarted node's pod is back")
 
 
+class UnlistedExporters(StaticExporters):
+    """Exporters whose nodes cannot be listed before questions come (as a URL template's): nothing is warmed up."""
+
+    def known_nodes(self) -> tuple[str, ...]:
+        return ()
+
+
 async def test_each_node_is_followed_by_one_stream_whatever_the_queries(
     make_adapter: AdapterFactory, cluster: Cluster
 ) -> None:
-    client = await make_adapter()
+    client = await make_adapter(locator=UnlistedExporters({n: node.url for n, node in cluster.nodes.items()}))
     gpu1 = cluster.nodes["gpu-1"]
     for _ in range(5):
         await served(client)
@@ -131,6 +138,45 @@ async def test_each_node_is_followed_by_one_stream_whatever_the_queries(
     assert gpu1.namespaces_asked[-1] is None  # several namespaces: the whole document
     await served(client)
     assert gpu1.requests == 2  # which carries `ml` too
+
+
+async def test_known_exporters_are_followed_before_any_question_and_readiness_waits_for_them(
+    make_adapter: AdapterFactory, cluster: Cluster
+) -> None:
+    """A replica starting (or restarting) in a fleet follows every node it knows an exporter on, whole, before any
+    question, and says it is ready only once each has answered or failed: a node that refuses does not hold it."""
+    await cluster.nodes["gpu-2"].stop()
+    client = await make_adapter()
+    deadline = time.monotonic() + 10
+    while (response := await client.get("/readyz?verbose")).status != 200:
+        assert "[-]metrics-source failed" in await response.text()
+        assert time.monotonic() < deadline, "never ready"
+        await asyncio.sleep(0.02)
+    gpu1 = cluster.nodes["gpu-1"]
+    assert gpu1.requests == 1 and gpu1.namespaces_asked == [None]  # followed whole, before any question
+    assert set(await served(client)) == {"infer-a", "train-0"}  # gpu-2's pod is left out: its exporter is down
+    assert gpu1.requests == 1  # the question found its document at hand
+
+
+async def test_a_warm_up_is_over_after_warm_up_seconds_whatever_the_nodes_do() -> None:
+    """An exporter that accepts the connection and then says nothing holds the warm-up WARM_UP_SECONDS at most."""
+    silent = await asyncio.start_server(lambda reader, writer: None, "127.0.0.1", 0)
+    port = silent.sockets[0].getsockname()[1]
+    clock = ManualClock(time.time())
+    cache = NodePodsCache(timeout=60.0, clock=clock.monotonic, wall_clock=clock.time)
+    await cache.start()
+    try:
+        assert not cache.warmed()  # not before a warm-up began
+        cache.warm({"gpu-9": f"http://127.0.0.1:{port}"})
+        await asyncio.sleep(0.2)
+        assert not cache.warmed() and isinstance(cache.cached("gpu-9", f"http://127.0.0.1:{port}", None), Miss)
+        clock.advance(nodepods.WARM_UP_SECONDS)
+        assert cache.warmed()
+        cache.warm({})  # a warm-up of nothing is over at once
+        assert cache.warmed()
+    finally:
+        await cache.close()
+        silent.close()
 
 
 class LostCancellations(NodePodsCache):
@@ -282,6 +328,7 @@ async def test_exporters_are_found_by_their_pods(make_adapter: AdapterFactory, c
         await eventually(lambda: cluster.pods.get("gpu-pulse", "exporter-2").phase == "Failed", "the pod failed")  # type: ignore[union-attr]
         assert locator.base_url("gpu-2") is None
         assert locator.base_url("gpu-1") == f"http://127.0.0.2:{first.port}"
+        assert locator.known_nodes() == {"gpu-1"}  # what a warm-up follows: the running exporter pods' nodes
         # many nodes at once (a large answer): the same verdicts; a replaced exporter pod is found at its new address
         kube.put_pod("gpu-pulse", "exporter-1", node="gpu-1", labels=EXPORTER_LABELS, pod_ip="127.0.0.9")
         await eventually(lambda: cluster.pods.get("gpu-pulse", "exporter-1").pod_ip == "127.0.0.9", "moved")  # type: ignore[union-attr]
