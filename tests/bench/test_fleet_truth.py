@@ -197,3 +197,17 @@ def test_the_check_yields_between_chunks() -> None:
     checker = AnswerChecker(membership(), 2.0)
     assert sum(1 for _ in checker.check(answer, items)) == 1000 // AnswerChecker.CHUNK
     assert checker.wrong == {"duplicate": 996}
+
+
+def test_a_failed_answer_is_explained_only_when_every_pod_s_exporter_was_restarting() -> None:
+    """Pods 0-3 and 6 are the Deployment's at the question (5 deleted within the grace counts too): a failure is put
+    down to restarting exporters only when all of their nodes' exporters were restarting."""
+    checker = AnswerChecker(membership(), 2.0)
+    answer = Answer(6, 0.01, 503, 0, [], 0, ASKED, ASKED + 0.01, (NAMESPACE, DEPLOYMENT))
+    for node in (0, 1, 2, 3, 5):
+        checker.exporter_down[node].append((ASKED - 5, ASKED + 30))
+    assert not checker.all_exporters_down(answer)
+    checker.exporter_down[6].append((ASKED - 40, ASKED - 5))  # over before the question
+    assert not checker.all_exporters_down(answer)
+    checker.exporter_down[6].append((ASKED - 1, ASKED + 30))
+    assert checker.all_exporters_down(answer)
