@@ -223,6 +223,8 @@ class AnswerChecker:
         self.examples: dict[str, list[str]] = defaultdict(list)
         self.missing = 0
         self.answers_missing = 0
+        self.busy = 0.0  # seconds the check held the HPAs' event loop, in all (measured by `check_answers`)
+        self.longest = 0.0  # and the longest it held it at once
 
     def check_now(self, answer: Answer, items: Sequence[Any]) -> None:
         for _ in self.check(answer, items):
@@ -340,8 +342,13 @@ async def check_answers(run: Run, checker: AnswerChecker, truth_url: str, done: 
                 if items is None:
                     answer.exporters_down = checker.all_exporters_down(answer)
                     continue
+                began = time.perf_counter()
                 for _ in checker.check(answer, items):
+                    now = time.perf_counter()
+                    checker.busy += now - began
+                    checker.longest = max(checker.longest, now - began)
                     await asyncio.sleep(0)
+                    began = time.perf_counter()
             if done.is_set() and not run.unchecked:
                 return
             await asyncio.sleep(0.5)
@@ -827,7 +834,13 @@ def figures_of(args: argparse.Namespace, info: dict[str, Any], measured: dict[st
             f"replica {a.replica}, {a.deployment[0]}/{a.deployment[1]} asked at +{a.asked - started:.2f} s: {a.failure}"
             for a in (failed_other + failed_in_restart + failed_exporters_down)[:8]
         ],
-        "checked": {"answers": checker.answers, "items": checker.items, "grace_s": checker.grace},
+        "checked": {
+            "answers": checker.answers,
+            "items": checker.items,
+            "grace_s": checker.grace,
+            "loop_seconds": checker.busy,
+            "longest_hold_ms": checker.longest * 1000,
+        },
         "wrong_answers": checker.wrong_answers,
         "wrong_items_by_kind": dict(checker.wrong),
         "wrong_examples": dict(checker.examples),
@@ -985,7 +998,9 @@ def details(args: argparse.Namespace, figures: dict[str, Any]) -> None:
     checked = figures["checked"]
     print(
         f"checked {checked['answers']} answers, {checked['items']:,} items, against the simulator's truth (grace "
-        f"{checked['grace_s']:g} s for pods created or deleted around a question, max age {MAX_AGE:g} s + 1 s)"
+        f"{checked['grace_s']:g} s for pods created or deleted around a question, max age {MAX_AGE:g} s + 1 s); the "
+        f"check held the client's event loop {checked['loop_seconds']:.2f} s in all, at most "
+        f"{checked['longest_hold_ms']:.2f} ms at once"
     )
     for kind, count in sorted(figures["wrong_items_by_kind"].items()):
         print(f"  wrong, {kind} ({WRONG_KINDS[kind]}): {count} items")
