@@ -224,7 +224,8 @@ class AnswerChecker:
         self.missing = 0
         self.answers_missing = 0
         self.busy = 0.0  # seconds the check held the HPAs' event loop, in all (measured by `check_answers`)
-        self.longest = 0.0  # and the longest it held it at once
+        self.longest = 0.0  # and the longest it held it at once (wall time: preemption included)
+        self.busy_cpu = 0.0  # the CPU time of the check, in all
 
     def check_now(self, answer: Answer, items: Sequence[Any]) -> None:
         for _ in self.check(answer, items):
@@ -342,13 +343,14 @@ async def check_answers(run: Run, checker: AnswerChecker, truth_url: str, done: 
                 if items is None:
                     answer.exporters_down = checker.all_exporters_down(answer)
                     continue
-                began = time.perf_counter()
+                began, cpu = time.perf_counter(), time.thread_time()
                 for _ in checker.check(answer, items):
                     now = time.perf_counter()
                     checker.busy += now - began
+                    checker.busy_cpu += time.thread_time() - cpu
                     checker.longest = max(checker.longest, now - began)
                     await asyncio.sleep(0)
-                    began = time.perf_counter()
+                    began, cpu = time.perf_counter(), time.thread_time()
             if done.is_set() and not run.unchecked:
                 return
             await asyncio.sleep(0.5)
@@ -792,6 +794,34 @@ def in_restart(answer: Answer, restarts: list[tuple[int, float, float]]) -> bool
     )
 
 
+FRESHLY_READY = 30.0  # seconds after a restarted replica is ready in which its answers are also shown apart
+
+
+def freshly_ready(answer: Answer, restarts: list[tuple[int, float, float]]) -> bool:
+    """Whether the answer was asked of a restarted replica within FRESHLY_READY s after it said it was ready."""
+    return any(
+        index == answer.replica and ready <= answer.asked <= ready + FRESHLY_READY for index, _, ready in restarts
+    )
+
+
+def after_restart(answers: list[Answer], restarts: list[tuple[int, float, float]]) -> dict[str, Any]:
+    """The answers of restarted replicas in their first FRESHLY_READY s of readiness, against all others: their
+    times, failures and pods left out (what a restart costs the HPAs, beyond the answers it makes fail outright)."""
+
+    def figures(group: list[Answer]) -> dict[str, Any]:
+        ok = [a.seconds * 1000 for a in group if a.status == 200]
+        return {
+            **spread(ok),
+            "p90_ms": percentile(ok, 0.9),
+            "failed": sum(a.status != 200 for a in group),
+            "missing_items": sum(a.missing for a in group),
+        }
+
+    fresh = [a for a in answers if freshly_ready(a, restarts)]
+    rest = [a for a in answers if not freshly_ready(a, restarts) and not in_restart(a, restarts)]
+    return {"seconds": FRESHLY_READY, "freshly_ready": figures(fresh), "others": figures(rest)}
+
+
 def figures_of(args: argparse.Namespace, info: dict[str, Any], measured: dict[str, Any]) -> dict[str, Any]:
     """The run's figures, for the summary table and `--json`."""
     answers: list[Answer] = measured["answers"]
@@ -828,6 +858,7 @@ def figures_of(args: argparse.Namespace, info: dict[str, Any], measured: dict[st
         "documents_per_exporter_per_minute": {"mean": statistics.fmean(documents), "max": max(documents)},
         "open_streams": measured["streams"],
         "failed": len(failed_other),
+        "after_replica_restart": after_restart(answers, events.restarts),
         "failed_during_replica_restart": len(failed_in_restart),
         "failed_all_exporters_restarting": len(failed_exporters_down),
         "failure_examples": [
@@ -839,6 +870,7 @@ def figures_of(args: argparse.Namespace, info: dict[str, Any], measured: dict[st
             "items": checker.items,
             "grace_s": checker.grace,
             "loop_seconds": checker.busy,
+            "cpu_seconds": checker.busy_cpu,
             "longest_hold_ms": checker.longest * 1000,
         },
         "wrong_answers": checker.wrong_answers,
@@ -999,13 +1031,20 @@ def details(args: argparse.Namespace, figures: dict[str, Any]) -> None:
     print(
         f"checked {checked['answers']} answers, {checked['items']:,} items, against the simulator's truth (grace "
         f"{checked['grace_s']:g} s for pods created or deleted around a question, max age {MAX_AGE:g} s + 1 s); the "
-        f"check held the client's event loop {checked['loop_seconds']:.2f} s in all, at most "
-        f"{checked['longest_hold_ms']:.2f} ms at once"
+        f"check held the client's event loop {checked['loop_seconds']:.2f} s in all ({checked['cpu_seconds']:.2f} s "
+        f"of CPU), at most {checked['longest_hold_ms']:.2f} ms at once (wall time)"
     )
     for kind, count in sorted(figures["wrong_items_by_kind"].items()):
         print(f"  wrong, {kind} ({WRONG_KINDS[kind]}): {count} items")
         for example in figures["wrong_examples"].get(kind, []):
             print(f"    e.g. {example}")
+    split = figures["after_replica_restart"]
+    fresh = f"asked of a restarted replica in its first {split['seconds']:g} s of readiness"
+    for what, group in ((fresh, split["freshly_ready"]), ("asked outside any restart", split["others"])):
+        print(
+            f"answers {what}: {group['answers']} answered, p50 {group['p50_ms']:.2f} ms, p90 {group['p90_ms']:.2f} ms, "
+            f"p99 {group['p99_ms']:.2f} ms; {group['failed']} failed; {group['missing_items']} pods left out"
+        )
     for example in figures["failure_examples"]:
         print(f"  failed: {example}")
     print("churn during the measurement (seconds after it began):")
