@@ -1,6 +1,7 @@
 """The adapter at fleet scale: 2,000 GPU nodes, 20,000 GPU pods in a cache of 52,000, 500 HPAs, two replicas.
 
     PYTHONPATH=. python bench/fleet.py [--duration 120] [--replicas 2] [--refresh 2] [--nodes 2000] [--gpu-pods 20000]
+        [--json PATH] [--no-restart-replica] [--no-restart-exporters] [--no-new-namespace] [--churn 4]
 
 Starts the simulated fleet (bench/fleet_cluster.py: the Kubernetes API stand-in with the fleet's pods and a steady
 churn, and one exporter endpoint per GPU node on its own loopback address, streaming `/pods` documents that change
@@ -15,7 +16,22 @@ HPA period of warm-up, it measures for `--duration` seconds: answer times by Dep
 figure (from its sample time to the answer; timestamps are whole seconds, so ages read up to
 1 s high), each replica's CPU time and memory, and the `/pods` requests and documents each exporter served.
 
-Prints a summary table with the goals of issue 13 and exits 1 when a goal is missed (2 when the run itself failed).
+Every answer is checked against the simulator's ground truth (after its time is taken, off the answer's path): an item
+is wrong when its pod was not a pod of that Deployment when the question was asked (a pod created or deleted within
+`--grace` seconds of it counts either way: the pod cache's watch delay), when its value is not what the pod's exporter
+published for the sample second its timestamp names (or a neighbouring second: the adapter places the exporter's
+sample times on its own clock), when it is older than the adapter's max age (3 x interval + 2 s, plus the second the
+whole-second timestamp may hide), or when a pod is listed twice. Pods of the Deployment left out although their
+exporter had served fresh figures for them are counted as missing (stated, not a goal).
+
+Churn during the measurement (each on by default, each can be turned off): one replica is stopped (SIGTERM) and
+started again; it leaves the HPAs' choice when stopped and joins again when its /readyz says ready, as kube-aggregator
+uses only ready endpoints; some nodes' exporters restart (connections close, then are refused for a few seconds); a
+new namespace appears with a new Deployment and an HPA that asks about it; and the steady replacement of `--churn`
+pods a second. Answers that fail while a replica restarts are counted apart from other failures.
+
+Prints a summary table with the goals of issues 13 and 23 and exits 1 when a goal is missed (2 when the run itself
+failed); `--json PATH` writes the run's figures for a script (the scaling curve of issue 23).
 """
 
 from __future__ import annotations
@@ -33,9 +49,12 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict, deque
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
+from decimal import Decimal, InvalidOperation
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +64,7 @@ from prometheus_client.parser import text_string_to_metric_families
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from adapter_cluster import AdapterCredentials, start_baseline_server, wait_adapter_ready, wait_for_ready_file
+from fleet_cluster import utilization_tenths
 
 from tests.support.loopback import free_port
 
@@ -54,6 +74,9 @@ HPA_PERIOD = 15.0
 # same client: what answer times the machine itself allows under the fleet's load
 BASELINE_HPAS = 50
 CLK_TCK = os.sysconf("SC_CLK_TCK")
+INTERVAL = 1.0  # the simulated exporters' interval (fleet_cluster.py --interval)
+MAX_AGE = 3 * INTERVAL + 2  # the adapter's default max age of a figure (adapter/sources/direct.py)
+FEW = 100  # a percentile resting on fewer answers than this is little more than a maximum
 
 
 @dataclass(frozen=True)
@@ -68,13 +91,21 @@ class Goal:
         return value < bound if self.lower_is_better else value > bound
 
 
-@dataclass
+@dataclass(eq=False)
 class Answer:
     pods: int  # the Deployment's size
     seconds: float
     status: int
     items: int
     ages: list[float]
+    replica: int = 0  # which replica answered (-1: the baseline server)
+    asked: float = 0.0  # wall-clock time the question was sent
+    answered: float = 0.0  # wall-clock time the answer was read
+    deployment: tuple[str, str] = ("", "")  # (namespace, name)
+    wrong: int = 0  # items wrong against the simulator's truth, once checked
+    missing: int = 0  # pods with fresh figures left out, once checked
+    failure: str = ""  # what a failed answer said (status and the start of its body, or the client's error)
+    exporters_down: bool = False  # a failed answer whose pods' exporters were all restarting, once checked
 
 
 @dataclass
@@ -82,6 +113,7 @@ class Run:
     answers: list[Answer] = field(default_factory=list)
     baseline: list[float] = field(default_factory=list)  # seconds, answers of the baseline server
     measuring: bool = False
+    unchecked: deque[tuple[Answer, list[Any] | None]] = field(default_factory=deque)  # answers, items (None: failed)
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -89,6 +121,239 @@ def percentile(values: list[float], q: float) -> float:
         return math.nan
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
+
+
+# ---- the ground truth and the check of answers against it ---------------------------------------------------------
+@lru_cache(maxsize=4096)  # a few distinct seconds per answer, the same across answers
+def timestamp_second(text: str) -> int | None:
+    """The Unix second an item's RFC 3339 timestamp names (rounded down), None when it is not a timestamp."""
+    try:
+        return int(datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp())
+    except ValueError:
+        pass
+    try:
+        return math.floor(datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp())
+    except ValueError:
+        return None
+
+
+_SUFFIX_EXPONENT = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9}
+
+
+@lru_cache(maxsize=4096)  # values repeat: a percent to a tenth has 1,001 of them
+def milli_units(text: str) -> int | None:
+    """A decimal-SI quantity ("37500m", "37", "1e3") in thousandths, None when it is not one or not whole in them."""
+    number = text.rstrip("numkMG")
+    exponent = _SUFFIX_EXPONENT.get(text[len(number) :])
+    if exponent is None:
+        return None
+    try:
+        value = Decimal(number).scaleb(exponent + 3)
+    except InvalidOperation:
+        return None
+    if not value.is_finite() or value != value.to_integral_value():
+        return None
+    return int(value)
+
+
+@dataclass(slots=True)
+class PodLife:
+    """A GPU pod of a Deployment between its creation and deletion (wall-clock times, the API stand-in's)."""
+
+    deployment: tuple[str, str]  # (namespace, name)
+    node: int
+    created: float
+    deleted: float = math.inf
+
+
+class Membership:
+    """Which pod belonged to which Deployment when: the simulator's journal (fleet_cluster.Fleet.journal) replayed."""
+
+    def __init__(self) -> None:
+        self.pods: dict[tuple[str, str], PodLife] = {}
+        self.by_deployment: dict[tuple[str, str], list[tuple[str, str]]] = defaultdict(list)
+        self.read = 0  # journal entries replayed
+        self.until = -math.inf  # the journal is complete up to this wall-clock time
+
+    def replay(self, entries: Sequence[Sequence[Any]], until: float) -> None:
+        for at, change, namespace, name, deployment, node in entries:
+            key = (namespace, name)
+            if change == "add":
+                self.pods[key] = PodLife((namespace, deployment), node, at)
+                self.by_deployment[(namespace, deployment)].append(key)
+            elif (life := self.pods.get(key)) is not None:
+                life.deleted = at
+        self.read += len(entries)
+        self.until = until
+
+    async def follow(self, session: aiohttp.ClientSession, truth_url: str) -> None:
+        """Read the journal's entries since the last read."""
+        async with session.get(f"{truth_url}/journal", params={"since": str(self.read)}) as response:
+            body = await response.json()
+        self.replay(body["entries"], body["until"])
+
+
+WRONG_KINDS = {
+    "foreign pod": "a pod that was never of the Deployment",
+    "deleted pod": "a pod deleted more than the grace before the question",
+    "unborn pod": "a pod created more than the grace after the question",
+    "duplicate": "a pod listed twice",
+    "bad timestamp": "a timestamp that is not RFC 3339",
+    "stale": "older than the max age (+1 s of rounding) when asked",
+    "future": "a sample time after the answer",
+    "wrong value": "not what the exporter published for the named second or a neighbour",
+}
+
+
+class AnswerChecker:
+    """Checks answers' items against the simulator's truth: membership (`Membership`), figures (`utilization_tenths`)
+    and the adapter's max age; counts wrong items by kind and pods left out although fresh figures existed."""
+
+    CHUNK = 100  # items checked between two turns of the event loop
+
+    def __init__(self, membership: Membership, grace: float, max_age: float = MAX_AGE) -> None:
+        self.membership = membership
+        self.grace = grace
+        self.max_age = max_age
+        self.exporter_down: dict[int, list[tuple[float, float]]] = defaultdict(list)  # node -> (from, to)
+        self.answers = 0
+        self.items = 0
+        self.wrong_answers = 0
+        self.wrong: Counter[str] = Counter()  # items by kind
+        self.examples: dict[str, list[str]] = defaultdict(list)
+        self.missing = 0
+        self.answers_missing = 0
+        self.busy = 0.0  # seconds the check held the HPAs' event loop, in all (measured by `check_answers`)
+        self.longest = 0.0  # and the longest it held it at once (wall time: preemption included)
+        self.busy_cpu = 0.0  # the CPU time of the check, in all
+
+    def check_now(self, answer: Answer, items: Sequence[Any]) -> None:
+        for _ in self.check(answer, items):
+            pass
+
+    def check(self, answer: Answer, items: Sequence[Any]) -> Iterator[None]:
+        """Check one answer; yields every CHUNK items, so that a caller on an event loop can let it run meanwhile."""
+        seen: set[tuple[str, str]] = set()
+        wrong = 0
+        for start in range(0, len(items), self.CHUNK):
+            for item in items[start : start + self.CHUNK]:
+                kind, key = self._wrong_kind(answer, item, seen)
+                if kind is not None:
+                    wrong += 1
+                    self.wrong[kind] += 1
+                    if len(self.examples[kind]) < 3:
+                        self.examples[kind].append(self._example(answer, item, key))
+            yield
+        answer.wrong = wrong
+        answer.missing = self._missing(answer, seen)
+        self.answers += 1
+        self.items += len(items)
+        self.wrong_answers += wrong > 0
+        self.missing += answer.missing
+        self.answers_missing += answer.missing > 0
+
+    def _wrong_kind(
+        self, answer: Answer, item: Any, seen: set[tuple[str, str]]
+    ) -> tuple[str | None, tuple[str, str] | None]:
+        try:
+            described = item["describedObject"]
+            key = (described["namespace"], described["name"])
+            stamp, value = item["timestamp"], item["value"]
+        except (KeyError, TypeError):
+            return "foreign pod", None
+        if key in seen:
+            return "duplicate", key
+        seen.add(key)
+        life = self.membership.pods.get(key)
+        if life is None or life.deployment != answer.deployment or described.get("kind") != "Pod":
+            return "foreign pod", key
+        if life.deleted < answer.asked - self.grace:
+            return "deleted pod", key
+        if life.created > answer.answered + self.grace:
+            return "unborn pod", key
+        second = timestamp_second(stamp) if isinstance(stamp, str) else None
+        if second is None:
+            return "bad timestamp", key
+        if answer.asked - second > self.max_age + 1:
+            return "stale", key
+        if second > answer.answered:
+            return "future", key
+        served = milli_units(value) if isinstance(value, str) else None
+        namespace, name = key
+        if served is None or all(
+            utilization_tenths(namespace, name, s) * 100 != served for s in (second, second - 1, second + 1)
+        ):
+            return "wrong value", key
+        return None, key
+
+    def _missing(self, answer: Answer, seen: set[tuple[str, str]]) -> int:
+        """Pods of the Deployment throughout the question (past the grace) whose exporter served fresh figures for at
+        least the max age before it, that the answer left out."""
+        oldest = answer.asked - self.max_age - self.grace
+        missing = 0
+        for key in self.membership.by_deployment.get(answer.deployment, ()):
+            if key in seen:
+                continue
+            life = self.membership.pods[key]
+            if life.created <= oldest and life.deleted > answer.answered + self.grace:
+                down = self.exporter_down.get(life.node, ())
+                if not any(start <= answer.answered and end >= oldest for start, end in down):
+                    missing += 1
+        return missing
+
+    def all_exporters_down(self, answer: Answer) -> bool:
+        """Whether every pod of the Deployment at the question's time was on a node whose exporter was restarting
+        (from its restart to 30 s after it served again): an answer that fails then has no figures to give."""
+        lives = [self.membership.pods[key] for key in self.membership.by_deployment.get(answer.deployment, ())]
+        members = [
+            life
+            for life in lives
+            if life.created <= answer.answered + self.grace and life.deleted >= answer.asked - self.grace
+        ]
+        return bool(members) and all(
+            any(
+                start <= answer.answered and end >= answer.asked for start, end in self.exporter_down.get(life.node, ())
+            )
+            for life in members
+        )
+
+    def _example(self, answer: Answer, item: Any, key: tuple[str, str] | None) -> str:
+        """What was served and what the truth was, for the report."""
+        text = f"replica {answer.replica}, asked {answer.asked:.3f}, answered {answer.answered:.3f}, "
+        text += f"Deployment {answer.deployment[0]}/{answer.deployment[1]}: served {json.dumps(item)[:300]}"
+        life = self.membership.pods.get(key) if key else None
+        if key is None or life is None:
+            return text + "; no such pod of any GPU Deployment"
+        text += f"; truth: pod of {life.deployment[1]} on node {life.node}, created {life.created:.3f}"
+        text += f", deleted {life.deleted:.3f}" if life.deleted < math.inf else ", not deleted"
+        second = timestamp_second(item.get("timestamp", "")) if isinstance(item.get("timestamp"), str) else None
+        if second is not None:
+            published = {s: utilization_tenths(*key, s) / 10 for s in (second - 1, second, second + 1)}
+            text += f", published {published}"
+        return text
+
+
+async def check_answers(run: Run, checker: AnswerChecker, truth_url: str, done: asyncio.Event) -> None:
+    """Check answers once the journal covers their time and the grace after it, until `done` and none is left."""
+    async with aiohttp.ClientSession() as session:
+        while True:
+            await checker.membership.follow(session, truth_url)
+            while run.unchecked and run.unchecked[0][0].answered + checker.grace < checker.membership.until:
+                answer, items = run.unchecked.popleft()
+                if items is None:
+                    answer.exporters_down = checker.all_exporters_down(answer)
+                    continue
+                began, cpu = time.perf_counter(), time.thread_time()
+                for _ in checker.check(answer, items):
+                    now = time.perf_counter()
+                    checker.busy += now - began
+                    checker.busy_cpu += time.thread_time() - cpu
+                    checker.longest = max(checker.longest, now - began)
+                    await asyncio.sleep(0)
+                    began, cpu = time.perf_counter(), time.thread_time()
+            if done.is_set() and not run.unchecked:
+                return
+            await asyncio.sleep(0.5)
 
 
 # ---- processes ----------------------------------------------------------------------------------------------------
@@ -109,6 +374,7 @@ def start_fleet(args: argparse.Namespace, workdir: Path) -> tuple[subprocess.Pop
             f"--other-pods={args.other_pods}",
             f"--churn={args.churn}",
             f"--port={args.port}",
+            f"--interval={INTERVAL}",
         ],
         cwd=REPO,
         env={**os.environ, "PYTHONPATH": str(REPO)},
@@ -116,27 +382,49 @@ def start_fleet(args: argparse.Namespace, workdir: Path) -> tuple[subprocess.Pop
     return process, wait_for_ready_file(process, ready, "the simulated fleet")
 
 
-@dataclass
+@dataclass(eq=False)
+class Target:
+    """Where an HPA's question can go (a replica or the baseline server) and whether it is among the ready endpoints
+    the HPAs ask."""
+
+    index: int
+    url: str
+    session: aiohttp.ClientSession | None = None
+    ready: bool = True
+
+
+@dataclass(eq=False)
 class Replica:
     process: subprocess.Popen[bytes]
     url: str
+    command: list[str]
+    log: Path
+    index: int
+    target: Target
+    restarting: bool = False
+    cpu_base: float = 0.0  # the current process's CPU seconds when measuring began (0 for a process started later)
+    cpu_spent: float = 0.0  # CPU seconds of earlier processes of this replica while measuring
+
+    def relaunch(self) -> None:
+        self.process = spawn_adapter(self.command, self.log)
+
+
+def spawn_adapter(command: list[str], log: Path) -> subprocess.Popen[bytes]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GPU_PULSE_")}
+    env["PYTHONPATH"] = str(REPO)
+    return subprocess.Popen(command, cwd=REPO, env=env, stderr=log.open("ab"))
 
 
 def start_replicas(args: argparse.Namespace, workdir: Path, kube: str) -> tuple[list[Replica], ssl.SSLContext]:
     credentials = AdapterCredentials.write(workdir, kube)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GPU_PULSE_")}
-    env["PYTHONPATH"] = str(REPO)
     replicas = []
     for index in range(args.replicas):
         port = free_port()
         flags = [f"--exporter-port={args.port}", f"--exporter-refresh={args.refresh}", *args.adapter_flag]
-        process = subprocess.Popen(
-            [sys.executable, "-m", "adapter.cli", *credentials.flags(port), *flags],
-            cwd=REPO,
-            env=env,
-            stderr=(workdir / f"adapter-{index}.log").open("ab"),
-        )
-        replicas.append(Replica(process, f"https://127.0.0.1:{port}"))
+        command = [sys.executable, "-m", "adapter.cli", *credentials.flags(port), *flags]
+        url = f"https://127.0.0.1:{port}"
+        log = workdir / f"adapter-{index}.log"
+        replicas.append(Replica(spawn_adapter(command, log), url, command, log, index, Target(index, url)))
     return replicas, credentials.client_ssl()
 
 
@@ -171,56 +459,158 @@ def stop(processes: list[subprocess.Popen[bytes]]) -> None:
             process.wait()
 
 
+# ---- churn events -------------------------------------------------------------------------------------------------
+@dataclass
+class Events:
+    """What happened during the measurement, for the summary: (wall-clock time, what)."""
+
+    log: list[tuple[float, str]] = field(default_factory=list)
+    restarts: list[tuple[int, float, float]] = field(default_factory=list)  # replica, stopped at, ready again at
+
+    def note(self, what: str) -> None:
+        self.log.append((time.time(), what))
+        print(f"  event: {what}", flush=True)
+
+
+def _reap(process: subprocess.Popen[bytes], timeout: float) -> float:
+    """Wait for `process` to exit (killing it after `timeout`) and return the CPU seconds it used in all."""
+    deadline = time.monotonic() + timeout
+    while True:
+        pid, status, usage = os.wait4(process.pid, os.WNOHANG)
+        if pid:
+            process.returncode = os.waitstatus_to_exitcode(status)
+            return usage.ru_utime + usage.ru_stime
+        if time.monotonic() > deadline:
+            process.kill()
+            deadline = math.inf
+        time.sleep(0.05)
+
+
+async def restart_replica(replica: Replica, context: ssl.SSLContext, events: Events) -> None:
+    """Stop the replica as Kubernetes stops a pod (it leaves the Service's ready endpoints, then gets SIGTERM), start
+    it again on the same address, and let the HPAs ask it again once its /readyz says ready."""
+    replica.restarting = True
+    replica.target.ready = False
+    stopped = time.time()
+    events.note(f"replica {replica.index}: SIGTERM (out of the ready endpoints)")
+    replica.process.send_signal(signal.SIGTERM)
+    used = await asyncio.get_running_loop().run_in_executor(None, _reap, replica.process, 30.0)
+    replica.cpu_spent += used - replica.cpu_base
+    events.note(f"replica {replica.index}: exited ({replica.process.returncode}) after {time.time() - stopped:.1f} s")
+    replica.cpu_base = 0.0
+    replica.relaunch()
+    await wait_adapter_ready(replica.process, replica.url, context)
+    replica.target.ready = True
+    replica.restarting = False
+    events.restarts.append((replica.index, stopped, time.time()))
+    events.note(f"replica {replica.index}: ready again, {time.time() - stopped:.1f} s after SIGTERM")
+
+
+async def follow_readiness(replicas: list[Replica], context: ssl.SSLContext) -> None:
+    """Each replica's /readyz every half second: the HPAs ask only ready replicas (as kube-aggregator uses only the
+    Service's ready endpoints). A restarting replica is left to `restart_replica`."""
+    timeout = aiohttp.ClientTimeout(total=1.0)
+    async with aiohttp.ClientSession(timeout=timeout) as session:
+        while True:
+            for replica in replicas:
+                if replica.restarting:
+                    continue
+                try:
+                    async with session.get(f"{replica.url}/readyz", ssl=context) as response:
+                        ready = response.status == 200
+                except (aiohttp.ClientError, TimeoutError):
+                    ready = False
+                if not replica.restarting:
+                    replica.target.ready = ready
+            await asyncio.sleep(0.5)
+
+
+async def restart_exporters(
+    info: dict[str, Any], nodes: list[int], seconds: float, checker: AnswerChecker, events: Events
+) -> None:
+    """Restart the exporters of `nodes`, one a second: each closes its connections and refuses new ones for `seconds`.
+    Their pods are not counted missing from then until 30 s after they serve again (the adapter reconnects)."""
+    async with aiohttp.ClientSession() as session:
+        for node in nodes:
+            async with session.post(f"{info['control']}/restart", params={"node": node, "seconds": seconds}) as reply:
+                reply.raise_for_status()
+            now = time.time()
+            checker.exporter_down[node].append((now - 1, now + seconds + 30))
+            events.note(f"exporter of node {node} restarts: refusing connections for {seconds:g} s")
+            await asyncio.sleep(1.0)
+
+
+async def new_namespace(info: dict[str, Any], pods: int, events: Events) -> dict[str, Any]:
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(f"{info['truth']}/namespaces", params={"pods": pods}) as reply,
+    ):
+        deployment: dict[str, Any] = await reply.json()
+    events.note(f"namespace {deployment['namespace']} appears with Deployment {deployment['name']} of {pods} pods")
+    return deployment
+
+
 # ---- the HPAs -----------------------------------------------------------------------------------------------------
-def _age(now: float, timestamp: str) -> float:
-    return now - datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp()
-
-
 async def hpa(
     deployment: dict[str, Any],
-    sessions: list[tuple[aiohttp.ClientSession, str]],
+    targets: list[Target],
     run: Run,
     rng: random.Random,
     context: ssl.SSLContext,
     baseline: bool = False,
+    first_within: float = HPA_PERIOD,
 ) -> None:
-    """One HPA: its Deployment's question every HPA_PERIOD, of a session picked at random. A `baseline` HPA asks the
-    baseline server the same way and records only its answer time."""
+    """One HPA: its Deployment's question every HPA_PERIOD (the first within `first_within` s), of a ready target
+    picked at random. A `baseline` HPA asks the baseline server the same way and records only its answer time. Answers
+    are only timed and parsed here; their check comes later (`check_answers`)."""
     path = (
         f"/apis/custom.metrics.k8s.io/v1beta2/namespaces/{deployment['namespace']}/pods/*/gpu_utilization"
         f"?labelSelector=app%3D{deployment['name']}"
     )
-    await asyncio.sleep(rng.uniform(0, HPA_PERIOD))
+    key = (str(deployment["namespace"]), str(deployment["name"]))
+    await asyncio.sleep(rng.uniform(0, first_within))
     next_at = time.monotonic()
     while True:
-        session, base = rng.choice(sessions)
+        target = rng.choice([t for t in targets if t.ready] or targets)
+        assert target.session is not None
+        asked = time.time()
         started = time.perf_counter()
-        status, items, ages = 0, 0, []
+        status, listed, ages, failure = 0, [], [], ""
         try:
-            async with session.get(base + path, ssl=context) as response:
+            async with target.session.get(target.url + path, ssl=context) as response:
                 body = await response.read()
                 status = response.status
             seconds = time.perf_counter() - started
+            answered = time.time()
             if status == 200:
-                now = time.time()
                 listed = json.loads(body)["items"]
-                items = len(listed)
-                ages = [_age(now, item["timestamp"]) for item in listed]
-        except (aiohttp.ClientError, TimeoutError):
+                stamps = [timestamp_second(item["timestamp"]) for item in listed]
+                ages = [answered - second for second in stamps if second is not None]
+            else:
+                failure = f"{status} {body[:160].decode(errors='replace')}"
+        except (aiohttp.ClientError, TimeoutError) as error:
             seconds = time.perf_counter() - started
+            answered = time.time()
+            failure = f"{type(error).__name__}: {error}"[:200]
         if run.measuring and baseline:
             run.baseline.append(seconds)
         elif run.measuring:
-            run.answers.append(Answer(int(deployment["pods"]), seconds, status, items, ages))
+            answer = Answer(
+                int(deployment["pods"]), seconds, status, len(listed), ages, target.index, asked, answered, key
+            )
+            answer.failure = failure
+            run.answers.append(answer)
+            run.unchecked.append((answer, listed if status == 200 else None))
         next_at += HPA_PERIOD
         await asyncio.sleep(max(0.0, next_at - time.monotonic()))
 
 
-async def server_buckets(replicas: list[Replica], context: ssl.SSLContext) -> dict[float, float]:
-    """The replicas' own request-duration histogram for custom.metrics.k8s.io answers, summed: upper bound -> count."""
-    buckets: dict[float, float] = defaultdict(float)
+async def server_buckets(replicas: list[Replica], context: ssl.SSLContext) -> list[dict[float, float]]:
+    """Each replica's own request-duration histogram for custom.metrics.k8s.io answers: upper bound -> count."""
+    found: list[dict[float, float]] = []
     async with aiohttp.ClientSession() as session:
         for replica in replicas:
+            buckets: dict[float, float] = defaultdict(float)
             async with session.get(f"{replica.url}/metrics", ssl=context) as response:
                 text = await response.text()
             for family in text_string_to_metric_families(text):
@@ -229,7 +619,8 @@ async def server_buckets(replicas: list[Replica], context: ssl.SSLContext) -> di
                 for sample in family.samples:
                     if sample.name.endswith("_bucket") and sample.labels.get("group") == "custom.metrics.k8s.io":
                         buckets[float(sample.labels["le"])] += sample.value
-    return buckets
+            found.append(buckets)
+    return found
 
 
 async def keep_metrics(replicas: list[Replica], context: ssl.SSLContext, workdir: Path) -> None:
@@ -246,15 +637,66 @@ async def fleet_stats(control: str) -> dict[str, Any]:
         return stats
 
 
+def large_size(deployments: list[dict[str, Any]]) -> int:
+    """The size of the Deployments whose answers are timed as the large ones: 1,000 pods, or in a smaller fleet (whose
+    sizes fleet_cluster.deployment_sizes scales down) the largest there is."""
+    return min(1000, max(int(d["pods"]) for d in deployments))
+
+
+def ten_size(deployments: list[dict[str, Any]]) -> int:
+    """The size of the Deployments whose answers are timed as the small ones: 10 pods, or the size nearest to it."""
+    return min((int(d["pods"]) for d in deployments), key=lambda size: (abs(size - 10), size))
+
+
 async def small_answer(replicas: list[Replica], context: ssl.SSLContext, deployments: list[dict[str, Any]]) -> bytes:
-    """The body of an answer about a 10-pod Deployment, for the baseline server to answer with."""
-    ten = next(d for d in deployments if d["pods"] == 10)
+    """The body of an answer about a 10-pod Deployment (`ten_size`), for the baseline server to answer with."""
+    ten = next(d for d in deployments if d["pods"] == ten_size(deployments))
     path = f"/apis/custom.metrics.k8s.io/v1beta2/namespaces/{ten['namespace']}/pods/*/gpu_utilization"
     async with (
         aiohttp.ClientSession() as session,
         session.get(f"{replicas[0].url}{path}?labelSelector=app%3D{ten['name']}", ssl=context) as response,
     ):
         return await response.read()
+
+
+def hpa_session() -> aiohttp.ClientSession:
+    """The HPAs' client of one target, its connections kept open as kube-aggregator keeps them."""
+    return aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=64, keepalive_timeout=30))
+
+
+def schedule_churn(
+    args: argparse.Namespace,
+    info: dict[str, Any],
+    replicas: list[Replica],
+    context: ssl.SSLContext,
+    checker: AnswerChecker,
+    events: Events,
+    hpa_started: Callable[[dict[str, Any]], None],
+) -> list[asyncio.Task[None]]:
+    """The churn events of the measurement, at fixed fractions of it: a replica restart at 20%, exporter restarts from
+    40% (one a second), a new namespace at 55% (its HPA asks within 2 s)."""
+    rng = random.Random(11)
+
+    async def later(fraction: float, work: Callable[[], Awaitable[None]]) -> None:
+        await asyncio.sleep(fraction * args.duration)
+        await work()
+
+    async def exporters() -> None:
+        nodes = sorted({life.node for life in checker.membership.pods.values()})
+        chosen = rng.sample(nodes, min(len(nodes), args.exporter_restarts))
+        await restart_exporters(info, chosen, args.exporter_down, checker, events)
+
+    async def namespace() -> None:
+        hpa_started(await new_namespace(info, args.new_namespace_pods, events))
+
+    planned: list[Coroutine[Any, Any, None]] = []
+    if args.restart_replica and replicas:
+        planned.append(later(0.2, lambda: restart_replica(replicas[-1], context, events)))
+    if args.restart_exporters and args.exporter_restarts > 0:
+        planned.append(later(0.4, exporters))
+    if args.new_namespace:
+        planned.append(later(0.55, namespace))
+    return [asyncio.create_task(work) for work in planned]
 
 
 async def drive(
@@ -266,91 +708,228 @@ async def drive(
 ) -> dict[str, Any]:
     rng = random.Random(7)
     run = Run()
-    connector_args = {"limit": 64, "keepalive_timeout": 30}
-    sessions = [
-        (aiohttp.ClientSession(connector=aiohttp.TCPConnector(**connector_args)), replica.url) for replica in replicas
-    ]
-    baseline_sessions = [(aiohttp.ClientSession(connector=aiohttp.TCPConnector(**connector_args)), baseline_url)]
-    tasks = [asyncio.create_task(hpa(d, sessions, run, rng, context)) for d in info["deployments"]]
+    events = Events()
+    checker = AnswerChecker(Membership(), args.grace)
+    for replica in replicas:
+        replica.target.session = hpa_session()
+    targets = [replica.target for replica in replicas]
+    floor = Target(-1, baseline_url, hpa_session())
+    tasks = [asyncio.create_task(hpa(d, targets, run, rng, context)) for d in info["deployments"]]
     small = [d for d in info["deployments"] if d["pods"] <= 20]
     tasks += [
-        asyncio.create_task(hpa(d, baseline_sessions, run, rng, context, baseline=True))
+        asyncio.create_task(hpa(d, [floor], run, rng, context, baseline=True))
         for d in rng.sample(small, min(len(small), BASELINE_HPAS))
     ]
+
+    def hpa_started(deployment: dict[str, Any]) -> None:
+        tasks.append(asyncio.create_task(hpa(deployment, targets, run, rng, context, first_within=2.0)))
+
+    helpers = [asyncio.create_task(follow_readiness(replicas, context))]
+    checked = asyncio.Event()
+    checking = asyncio.create_task(check_answers(run, checker, info["truth"], checked))
+    churn: list[asyncio.Task[None]] = []
     try:
         print(f"warming up for one HPA period ({HPA_PERIOD:g} s) and {args.warmup:g} s more ...", flush=True)
         await asyncio.sleep(HPA_PERIOD + args.warmup)
         before = await fleet_stats(info["control"])
         buckets_before = await server_buckets(replicas, context)
-        cpu_before = [cpu_seconds(r.process.pid) for r in replicas]
-        started = time.monotonic()
+        for replica in replicas:
+            replica.cpu_base, replica.cpu_spent = cpu_seconds(replica.process.pid), 0.0
+        started, started_wall = time.monotonic(), time.time()
         run.measuring = True
         print(f"measuring for {args.duration:g} s ...", flush=True)
+        churn = schedule_churn(args, info, replicas, context, checker, events, hpa_started)
         await asyncio.sleep(args.duration)
         run.measuring = False
+        if churn:  # a restart still under way finishes before the figures are taken
+            _, late = await asyncio.wait(churn, timeout=300)
+            for task in late:
+                task.cancel()
+                events.note("a churn event did not finish within 300 s of the measurement's end")
         elapsed = time.monotonic() - started
-        cpu_after = [cpu_seconds(r.process.pid) for r in replicas]
+        cpu = [r.cpu_spent + cpu_seconds(r.process.pid) - r.cpu_base for r in replicas]
         after = await fleet_stats(info["control"])
         buckets_after = await server_buckets(replicas, context)
         memories = [memory(r.process.pid) for r in replicas]
         if args.keep is not None:
             await keep_metrics(replicas, context, args.keep)
     finally:
-        for task in tasks:
+        for task in tasks + helpers + churn:
             task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        for session, _ in sessions + baseline_sessions:
-            await session.close()
+        await asyncio.gather(*tasks, *helpers, *churn, return_exceptions=True)
+        for session in [t.session for t in targets] + [floor.session]:
+            if session is not None:
+                await session.close()
+    checked.set()
+    await asyncio.wait_for(checking, timeout=120)
+    restarted = {index for index, *_ in events.restarts}
+    server: dict[float, float] = defaultdict(float)
+    for index, (counts_before, counts_after) in enumerate(zip(buckets_before, buckets_after, strict=True)):
+        for le, count in counts_after.items():  # a restarted replica's histogram began anew
+            server[le] += count - (0.0 if index in restarted else counts_before.get(le, 0.0))
     window = after["monotonic"] - before["monotonic"]
     requests = [(a - b) * 60 / window for a, b in zip(after["requests"], before["requests"], strict=True)]
     documents = [(a - b) * 60 / window for a, b in zip(after["documents"], before["documents"], strict=True)]
     return {
         "answers": run.answers,
         "baseline": run.baseline,
-        "cpu": [(a - b) / elapsed for a, b in zip(cpu_after, cpu_before, strict=True)],
+        "cpu": [seconds / elapsed for seconds in cpu],
         "memory": memories,
         "requests_per_minute": requests,
         "documents_per_minute": documents,
         "streams": after["streams"],
-        "server": {le: buckets_after[le] - buckets_before.get(le, 0.0) for le in sorted(buckets_after)},
+        "server": dict(sorted(server.items())),
+        "checker": checker,
+        "events": events,
+        "exporter_restarts": after.get("restarts", []),
+        "started": started_wall,
+        "restarted_replicas": sorted(restarted),
     }
 
 
 # ---- the summary --------------------------------------------------------------------------------------------------
-def summary(args: argparse.Namespace, info: dict[str, Any], measured: dict[str, Any]) -> bool:
+def spread(values_ms: list[float]) -> dict[str, float | int]:
+    return {"p50_ms": percentile(values_ms, 0.5), "p99_ms": percentile(values_ms, 0.99), "answers": len(values_ms)}
+
+
+def in_restart(answer: Answer, restarts: list[tuple[int, float, float]]) -> bool:
+    """Whether the answer was asked of a replica between its SIGTERM (less a second) and 2 s after it was ready."""
+    return any(
+        index == answer.replica and stopped - 1 <= answer.asked <= ready + 2 for index, stopped, ready in restarts
+    )
+
+
+FRESHLY_READY = 30.0  # seconds after a restarted replica is ready in which its answers are also shown apart
+
+
+def freshly_ready(answer: Answer, restarts: list[tuple[int, float, float]]) -> bool:
+    """Whether the answer was asked of a restarted replica within FRESHLY_READY s after it said it was ready."""
+    return any(
+        index == answer.replica and ready <= answer.asked <= ready + FRESHLY_READY for index, _, ready in restarts
+    )
+
+
+def after_restart(answers: list[Answer], restarts: list[tuple[int, float, float]]) -> dict[str, Any]:
+    """The answers of restarted replicas in their first FRESHLY_READY s of readiness, against all others: their
+    times, failures and pods left out (what a restart costs the HPAs, beyond the answers it makes fail outright)."""
+
+    def figures(group: list[Answer]) -> dict[str, Any]:
+        ok = [a.seconds * 1000 for a in group if a.status == 200]
+        return {
+            **spread(ok),
+            "p90_ms": percentile(ok, 0.9),
+            "failed": sum(a.status != 200 for a in group),
+            "missing_items": sum(a.missing for a in group),
+        }
+
+    fresh = [a for a in answers if freshly_ready(a, restarts)]
+    rest = [a for a in answers if not freshly_ready(a, restarts) and not in_restart(a, restarts)]
+    return {"seconds": FRESHLY_READY, "freshly_ready": figures(fresh), "others": figures(rest)}
+
+
+def figures_of(args: argparse.Namespace, info: dict[str, Any], measured: dict[str, Any]) -> dict[str, Any]:
+    """The run's figures, for the summary table and `--json`."""
     answers: list[Answer] = measured["answers"]
+    events: Events = measured["events"]
+    checker: AnswerChecker = measured["checker"]
     ok = [a for a in answers if a.status == 200]
-    failed = len(answers) - len(ok)
-    large = [a.seconds * 1000 for a in ok if a.pods >= 1000]
-    ten = [a.seconds * 1000 for a in ok if a.pods == 10]
-    small = [a.seconds * 1000 for a in ok if 2 <= a.pods <= 20]
-    ages = [age for a in ok for age in a.ages]
-    served = sum(a.items for a in ok)
-    asked = sum(a.pods for a in ok)
-    interval = 1.0
+    failed = [a for a in answers if a.status != 200]
+    failed_in_restart = [a for a in failed if in_restart(a, events.restarts)]
+    failed_exporters_down = [a for a in failed if a.exporters_down and a not in failed_in_restart]
+    failed_other = [a for a in failed if a not in failed_in_restart and a not in failed_exporters_down]
+    floor = [seconds * 1000 for seconds in measured["baseline"]]
+    large_pods, ten_pods = large_size(info["deployments"]), ten_size(info["deployments"])
+    ten = [a.seconds * 1000 for a in ok if a.pods == ten_pods]
+    requests, documents = measured["requests_per_minute"], measured["documents_per_minute"]
+    started = measured["started"]
+    return {
+        "nodes": info["nodes"],
+        "gpu_pods": info["gpu_pods"],
+        "pods_cached": info["gpu_pods"] + info["other_pods"] + info["nodes"],
+        "replicas": args.replicas,
+        "duration_s": args.duration,
+        "answers": len(answers),
+        "answers_large": {"pods": large_pods, **spread([a.seconds * 1000 for a in ok if a.pods >= large_pods])},
+        "answers_ten": {"pods": ten_pods, **spread(ten)},
+        "answers_2_to_20_pods": spread([a.seconds * 1000 for a in ok if 2 <= a.pods <= 20]),
+        "baseline": spread(floor),
+        "ten_pod_p99_over_baseline_p99": percentile(ten, 0.99) / percentile(floor, 0.99),
+        "cpu_cores_per_replica": measured["cpu"],
+        "rss_mib_per_replica": [m["VmRSS"] for m in measured["memory"]],
+        "peak_rss_mib_per_replica": [m["VmHWM"] for m in measured["memory"]],
+        "restarted_replicas": measured["restarted_replicas"],
+        "figure_age_s": {"p99": percentile([x for a in ok for x in a.ages], 0.99), "max_age": MAX_AGE},
+        "requests_per_exporter_per_minute": {"mean": statistics.fmean(requests), "max": max(requests)},
+        "documents_per_exporter_per_minute": {"mean": statistics.fmean(documents), "max": max(documents)},
+        "open_streams": measured["streams"],
+        "failed": len(failed_other),
+        "after_replica_restart": after_restart(answers, events.restarts),
+        "failed_during_replica_restart": len(failed_in_restart),
+        "failed_all_exporters_restarting": len(failed_exporters_down),
+        "failure_examples": [
+            f"replica {a.replica}, {a.deployment[0]}/{a.deployment[1]} asked at +{a.asked - started:.2f} s: {a.failure}"
+            for a in (failed_other + failed_in_restart + failed_exporters_down)[:8]
+        ],
+        "checked": {
+            "answers": checker.answers,
+            "items": checker.items,
+            "grace_s": checker.grace,
+            "loop_seconds": checker.busy,
+            "cpu_seconds": checker.busy_cpu,
+            "longest_hold_ms": checker.longest * 1000,
+        },
+        "wrong_answers": checker.wrong_answers,
+        "wrong_items_by_kind": dict(checker.wrong),
+        "wrong_examples": dict(checker.examples),
+        "missing_items": checker.missing,
+        "answers_with_missing": checker.answers_missing,
+        "pods_served": sum(a.items for a in ok),
+        "pods_asked": sum(a.pods for a in ok),
+        "events": [{"at_s": round(at - started, 2), "what": what} for at, what in events.log],
+        "exporter_restarts": [
+            {
+                "node": node,
+                "down_at_s": round(down - started, 2),
+                "up_at_s": None if up is None else round(up - started, 2),
+            }
+            for node, down, up in measured["exporter_restarts"]
+        ],
+        "server_histogram": {str(le): count for le, count in measured["server"].items()},
+    }
+
+
+def summary(args: argparse.Namespace, figures: dict[str, Any]) -> bool:
     rows: list[tuple[str, str, str, str, bool | None]] = []
 
     def row(what: str, value: float, unit: str, goal: float, stretch: float) -> None:
         rows.append((what, f"{value:.2f} {unit}", f"< {goal:g}", f"< {stretch:g}", value < goal))
 
-    row("HPA query p99, 1,000-pod Deployments", percentile(large, 0.99), "ms", 20, 5)
-    row("HPA query p99, 10-pod Deployments", percentile(ten, 0.99), "ms", 5, 2)
-    floor = [seconds * 1000 for seconds in measured["baseline"]]
+    large, ten, floor = figures["answers_large"], figures["answers_ten"], figures["baseline"]
+    row(f"HPA query p99, {large['pods']:,}-pod Deployments ({large['answers']} answers)", large["p99_ms"], "ms", 20, 5)
+    ratio = figures["ten_pod_p99_over_baseline_p99"]
     rows.append(
         (
-            "  the same client's p99 of a bare TLS server",
-            f"{percentile(floor, 0.99):.2f} ms",
+            f"HPA query p99, {ten['pods']}-pod Deployments ({ten['answers']} answers), over the floor",
+            f"{ten['p99_ms']:.2f} ms = {ratio:.2f} x",
+            "< 2 x",
+            "< 1.25 x",
+            ratio < 2,
+        )
+    )
+    rows.append(
+        (
+            f"  the same client's p99 of a bare TLS server ({floor['answers']} answers)",
+            f"{floor['p99_ms']:.2f} ms",
             "(the floor here)",
             "",
             None,
         )
     )
-    cpu = max(measured["cpu"])
-    row("adapter CPU, busiest replica", cpu, "cores", 1, 0.25)
-    rss = max(m["VmRSS"] for m in measured["memory"])
-    row(f"adapter RSS, {info['gpu_pods'] + info['other_pods'] + info['nodes']:,} pods cached", rss, "MiB", 400, 200)
-    age_goal, age_stretch = 3 * interval + 2, interval + 1
-    age = percentile(ages, 0.99)
+    row("adapter CPU, busiest replica", max(figures["cpu_cores_per_replica"]), "cores", 1, 0.25)
+    rss = max(figures["rss_mib_per_replica"])
+    row(f"adapter RSS, {figures['pods_cached']:,} pods cached", rss, "MiB", 400, 200)
+    age_goal, age_stretch = MAX_AGE, INTERVAL + 1
+    age = figures["figure_age_s"]["p99"]
     rows.append(
         (
             "figure age p99 (whole-second stamps)",
@@ -360,29 +939,57 @@ def summary(args: argparse.Namespace, info: dict[str, Any], measured: dict[str, 
             age <= age_goal,
         )
     )
-    requests = measured["requests_per_minute"]
-    documents = measured["documents_per_minute"]
+    requests = figures["requests_per_exporter_per_minute"]
     bound = 2.0 * args.replicas  # a stream each, renewed about every 5 minutes, plus reconnects for new namespaces
     rows.append(
         (
             f"/pods requests per exporter per minute, {args.replicas} replicas",
-            f"mean {statistics.fmean(requests):.2f}, max {max(requests):.1f}",
+            f"mean {requests['mean']:.2f}, max {requests['max']:.1f}",
             f"bounded: mean <= {bound:g}",
             "independent of replicas",
-            statistics.fmean(requests) <= bound,
+            requests["mean"] <= bound,
+        )
+    )
+    documents = figures["documents_per_exporter_per_minute"]
+    rows.append(("/pods documents per exporter per minute", f"mean {documents['mean']:.1f}", "(stated)", "", None))
+    checked = figures["checked"]
+    wrong = figures["wrong_answers"]
+    rows.append(
+        (
+            "wrong answers (against the simulator's truth)",
+            f"{wrong} of {checked['answers']} ({sum(figures['wrong_items_by_kind'].values())} items)",
+            "0",
+            "",
+            wrong == 0 and checked["answers"] > 0,
         )
     )
     rows.append(
         (
-            "/pods documents per exporter per minute",
-            f"mean {statistics.fmean(documents):.1f}",
+            "pods left out although fresh figures existed",
+            f"{figures['missing_items']:,} in {figures['answers_with_missing']} answers",
             "(stated)",
             "",
             None,
         )
     )
-    rows.append(("answers that failed", f"{failed} of {len(answers)}", "0", "", failed == 0))
-    rows.append(("pods served / pods asked", f"{served:,} / {asked:,}", "(stated)", "", None))
+    rows.append(
+        ("answers that failed", f"{figures['failed']} of {figures['answers']}", "0", "", figures["failed"] == 0)
+    )
+    rows.append(
+        ("  failed while a replica restarted", f"{figures['failed_during_replica_restart']}", "(stated)", "", None)
+    )
+    rows.append(
+        (
+            "  failed: every pod's exporter restarting",
+            f"{figures['failed_all_exporters_restarting']}",
+            "(stated)",
+            "",
+            None,
+        )
+    )
+    rows.append(
+        ("pods served / pods asked", f"{figures['pods_served']:,} / {figures['pods_asked']:,}", "(stated)", "", None)
+    )
     widths = [max(len(str(r[i])) for r in rows) for i in range(4)]
     print()
     header = ("what", "measured", "goal", "stretch")
@@ -395,26 +1002,80 @@ def summary(args: argparse.Namespace, info: dict[str, Any], measured: dict[str, 
             + f" | {flag}"
         )
     print()
-    rss_each = ", ".join(f"{m['VmRSS']:.1f}" for m in measured["memory"])
-    peak_each = ", ".join(f"{m['VmHWM']:.1f}" for m in measured["memory"])
+    details(args, figures)
+    return all(met is not False for *_, met in rows)
+
+
+def details(args: argparse.Namespace, figures: dict[str, Any]) -> None:
+    """What the table rests on: answers behind each percentile, churn events, wrong items by kind with examples."""
+    for what in ("answers_large", "answers_ten", "answers_2_to_20_pods", "baseline"):
+        spread_of = figures[what]
+        if spread_of["answers"] < FEW:
+            print(f"WARNING: {what}: the p99 rests on {spread_of['answers']} answers (< {FEW}): it is nearly a maximum")
+    rss_each = ", ".join(f"{m:.1f}" for m in figures["rss_mib_per_replica"])
+    peak_each = ", ".join(f"{m:.1f}" for m in figures["peak_rss_mib_per_replica"])
+    large, ten, small = figures["answers_large"], figures["answers_ten"], figures["answers_2_to_20_pods"]
+    floor = figures["baseline"]
     print(
-        f"{len(answers)} HPA answers in {args.duration:g} s; 10-pod p50 {percentile(ten, 0.5):.2f} ms, 2-20-pod p50 "
-        f"{percentile(small, 0.5):.2f} ms, p99 "
-        f"{percentile(small, 0.99):.2f} ms, 1,000-pod p50 {percentile(large, 0.5):.2f} ms; CPU per replica "
-        f"{', '.join(f'{c:.3f}' for c in measured['cpu'])} cores; RSS per replica "
-        f"{rss_each} MiB (peak {peak_each}); open streams {measured['streams']}"
+        f"{figures['answers']} HPA answers in {args.duration:g} s; {large['pods']:,}-pod p50 {large['p50_ms']:.2f} ms "
+        f"({large['answers']} answers); {ten['pods']}-pod p50 {ten['p50_ms']:.2f} ms ({ten['answers']}); 2-20-pod p50 "
+        f"{small['p50_ms']:.2f} ms, p99 {small['p99_ms']:.2f} ms ({small['answers']}); CPU per replica "
+        f"{', '.join(f'{c:.3f}' for c in figures['cpu_cores_per_replica'])} cores; RSS per replica "
+        f"{rss_each} MiB (peak {peak_each}); open streams {figures['open_streams']}"
     )
     print(
-        f"baseline (a bare TLS server answering a canned 10-pod answer, {len(floor)} answers through the same client "
-        f"in the same minutes): p50 {percentile(floor, 0.5):.2f} ms, p99 {percentile(floor, 0.99):.2f} ms; "
-        f"10-pod p99 adapter / baseline = {percentile(ten, 0.99) / percentile(floor, 0.99):.1f}"
+        f"baseline (a bare TLS server answering a canned 10-pod answer, {floor['answers']} answers through the same "
+        f"client in the same minutes): p50 {floor['p50_ms']:.2f} ms, p99 {floor['p99_ms']:.2f} ms"
     )
-    server = measured["server"]
+    server = {float(le): count for le, count in figures["server_histogram"].items()}
     total = server.get(math.inf, 0.0)
     if total:
         within = ", ".join(f"<= {le * 1000:g} ms: {count / total:.1%}" for le, count in server.items() if le <= 0.1)
         print(f"server side (the replicas' own histogram, {total:.0f} answers): {within}")
-    return all(met is not False for *_, met in rows)
+    checked = figures["checked"]
+    print(
+        f"checked {checked['answers']} answers, {checked['items']:,} items, against the simulator's truth (grace "
+        f"{checked['grace_s']:g} s for pods created or deleted around a question, max age {MAX_AGE:g} s + 1 s); the "
+        f"check held the client's event loop {checked['loop_seconds']:.2f} s in all ({checked['cpu_seconds']:.2f} s "
+        f"of CPU), at most {checked['longest_hold_ms']:.2f} ms at once (wall time)"
+    )
+    for kind, count in sorted(figures["wrong_items_by_kind"].items()):
+        print(f"  wrong, {kind} ({WRONG_KINDS[kind]}): {count} items")
+        for example in figures["wrong_examples"].get(kind, []):
+            print(f"    e.g. {example}")
+    split = figures["after_replica_restart"]
+    fresh = f"asked of a restarted replica in its first {split['seconds']:g} s of readiness"
+    for what, group in ((fresh, split["freshly_ready"]), ("asked outside any restart", split["others"])):
+        print(
+            f"answers {what}: {group['answers']} answered, p50 {group['p50_ms']:.2f} ms, p90 {group['p90_ms']:.2f} ms, "
+            f"p99 {group['p99_ms']:.2f} ms; {group['failed']} failed; {group['missing_items']} pods left out"
+        )
+    for example in figures["failure_examples"]:
+        print(f"  failed: {example}")
+    print("churn during the measurement (seconds after it began):")
+    for event in figures["events"]:
+        print(f"  +{event['at_s']:7.2f} s  {event['what']}")
+    for restart in figures["exporter_restarts"]:
+        print(
+            f"  exporter of node {restart['node']}: down at +{restart['down_at_s']} s, "
+            f"serving again at +{restart['up_at_s']} s"
+        )
+    print(f"  and {args.churn:g} pods replaced a second throughout")
+
+
+def write_json(path: Path, figures: dict[str, Any]) -> None:
+    """The run's figures as JSON (NaN as null), for a script that runs the benchmark at several sizes."""
+
+    def clean(value: Any) -> Any:
+        if isinstance(value, float) and not math.isfinite(value):
+            return None
+        if isinstance(value, dict):
+            return {k: clean(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [clean(v) for v in value]
+        return value
+
+    path.write_text(json.dumps(clean(figures), indent=2) + "\n")
 
 
 def main() -> None:
@@ -435,8 +1096,38 @@ def main() -> None:
     parser.add_argument(
         "--keep", type=Path, help="keep the work directory here (logs, certificates, each replica's final /metrics)"
     )
+    parser.add_argument("--json", type=Path, help="write the run's figures here as JSON")
+    parser.add_argument(
+        "--grace",
+        type=float,
+        default=2.0,
+        help="seconds around a question in which a pod's creation or deletion may "
+        "not have reached the adapter's pod cache (neither answer counts wrong)",
+    )
+    parser.add_argument(
+        "--restart-replica",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="stop the last replica (SIGTERM) at 20%% of the measurement and start it again",
+    )
+    parser.add_argument(
+        "--restart-exporters",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="restart --exporter-restarts nodes' exporters from 40%% of the measurement, one a second",
+    )
+    parser.add_argument("--exporter-restarts", type=int, default=10, help="how many nodes' exporters restart")
+    parser.add_argument("--exporter-down", type=float, default=8.0, help="seconds a restarting exporter refuses")
+    parser.add_argument(
+        "--new-namespace",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="a new namespace with a new Deployment (and its HPA) at 55%% of the measurement",
+    )
+    parser.add_argument("--new-namespace-pods", type=int, default=4)
     args = parser.parse_args()
     processes: list[subprocess.Popen[bytes]] = []
+    replicas: list[Replica] = []
     with tempfile.TemporaryDirectory(prefix="gpu-pulse-fleet-") as tmp:
         workdir = Path(tmp) if args.keep is None else args.keep
         workdir.mkdir(parents=True, exist_ok=True)
@@ -449,7 +1140,6 @@ def main() -> None:
             processes.append(fleet)
             print(f"starting {args.replicas} adapter replicas ...", flush=True)
             replicas, context = start_replicas(args, workdir, info["kube"])
-            processes.extend(r.process for r in replicas)
             asyncio.run(wait_ready(replicas, context))
             body = asyncio.run(small_answer(replicas, context, info["deployments"]))
             baseline, baseline_url = start_baseline_server(body, workdir / "serving.crt", workdir / "serving.key")
@@ -458,16 +1148,20 @@ def main() -> None:
         except SystemExit as failure:
             for log in sorted(workdir.glob("adapter-*.log")):
                 sys.stderr.write(f"--- {log.name}\n{log.read_text()[-3000:]}\n")
-            stop(processes)
+            stop([r.process for r in replicas] + processes)
             print(f"fleet: {failure}", file=sys.stderr)
             sys.exit(2)
         finally:
-            stop(processes)
+            stop([r.process for r in replicas] + processes)  # the replicas' processes of now (one may be new)
         for log in sorted(workdir.glob("adapter-*.log")):
             text = log.read_text()
             if text.strip():
                 print(f"--- {log.name} (last lines)\n" + "\n".join(text.splitlines()[-5:]))
-    sys.exit(0 if summary(args, info, measured) else 1)
+    figures = figures_of(args, info, measured)
+    met = summary(args, figures)
+    if args.json is not None:
+        write_json(args.json, figures)
+    sys.exit(0 if met else 1)
 
 
 if __name__ == "__main__":

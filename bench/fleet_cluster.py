@@ -13,7 +13,13 @@
   seconds), filtered to the namespaces asked. Each node takes a snapshot every `--interval` seconds at its own phase
   (nodes are not in step), with new figures each time: documents of real size (exporter.pods_document's model,
   serialized once per snapshot and shared by every reader) that change every interval.
-- A control endpoint on 127.0.0.1 (`/stats`): requests and documents served per node so far, for the benchmark.
+- A control endpoint on 127.0.0.1 (`/stats`): requests and documents served per node so far and the exporters'
+  restarts, for the benchmark; `POST /restart?node=I&seconds=S` restarts node I's exporter (its streams and
+  connections close, connections are refused for S seconds, then it serves again).
+- The ground truth, for the benchmark to check answers against: each pod's utilization is a pure function of its name
+  and the sample second (`utilization_tenths`), so the benchmark recomputes what any exporter published without asking;
+  the API stand-in's process keeps a journal of which pod belonged to which Deployment when (`/journal?since=N` on its
+  own control endpoint, which also creates a new namespace with a new Deployment on `POST /namespaces?pods=K`).
 
 The exporters run in a second process (changes of the pods reach it through a pipe), so that the API stand-in, which
 also answers the adapters' SubjectAccessReviews, does not answer behind 2,000 exporters' work.
@@ -33,6 +39,7 @@ import resource
 import signal
 import time
 import uuid
+import zlib
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from multiprocessing.connection import Connection
@@ -61,6 +68,19 @@ OTHER_NODES = 500
 OTHER_DEPLOYMENT_SIZE = 30
 MODEL = "NVIDIA H100 80GB HBM3"
 FRAMEBUFFER = 80 * 2**30
+SAMPLE_LAG = 0.05  # a snapshot's sample time is this long before it is taken
+NEW_NAMESPACE_PREFIX = "new-team-"
+
+
+def utilization_tenths(namespace: str, name: str, second: int) -> int:
+    """What pod `namespace/name` uses of its GPU in sample second `second` (Unix time, rounded down), in tenths of a
+    percent (0-1000): a hash, so that whoever checks an answer can recompute every figure any exporter published."""
+    return zlib.crc32(f"{namespace}/{name}@{second}".encode()) % 1001
+
+
+def sample_second(sampled_at: float) -> int:
+    """The whole second a sample time falls in, as the document writes it (to the microsecond) and reads back."""
+    return math.floor(round(sampled_at, 6))
 
 
 def namespace_name(index: int) -> str:
@@ -198,7 +218,10 @@ class Fleet:
         self.deployments: list[dict[str, object]] = []
         self.others: list[tuple[str, str, str, int]] = []  # pods without GPUs: (namespace, name, deployment, node)
         self.changes: list[tuple[str, GpuPod]] = []  # ("add" | "delete", pod), for the exporters
+        # the ground truth of membership: [wall time, "add" | "delete", namespace, name, deployment, node], in order
+        self.journal: list[tuple[float, str, str, str, str, int]] = []
         self._serial = 0
+        self._namespaces_made = 0
 
     def populate(self, kube: KubeApiServer) -> None:
         slots = [(n, s % GPUS_PER_NODE) for n in range(len(self.nodes)) for s in range(10)]
@@ -254,6 +277,7 @@ class Fleet:
         )
         self.nodes[node].pods[(namespace, name)] = pod
         self.changes.append(("add", pod))
+        self.journal.append((time.time(), "add", namespace, name, deployment, node))
 
     def _add_other_pod(self, kube: KubeApiServer, namespace: str, deployment: str, node: int) -> str:
         name = self._pod_name(deployment)
@@ -277,6 +301,7 @@ class Fleet:
                 old = node.pods.pop(self.rng.choice(list(node.pods)))
                 kube.delete_pod(old.namespace, old.name)
                 self.changes.append(("delete", old))
+                self.journal.append((time.time(), "delete", old.namespace, old.name, old.deployment, old.node))
                 self._add_gpu_pod(kube, old.namespace, old.deployment, old.node, old.gpu)
             elif self.others:
                 i = self.rng.randrange(len(self.others))
@@ -284,6 +309,18 @@ class Fleet:
                 kube.delete_pod(namespace, name)
                 replacement = self._add_other_pod(kube, namespace, deployment, node_index)
                 self.others[i] = (namespace, replacement, deployment, node_index)
+
+    def new_namespace(self, kube: KubeApiServer, pods: int) -> dict[str, object]:
+        """A namespace that did not exist, with a new Deployment of `pods` GPU pods on nodes picked at random."""
+        self._namespaces_made += 1
+        namespace, name = f"{NEW_NAMESPACE_PREFIX}{self._namespaces_made:02d}", f"infer-new-{self._namespaces_made:02d}"
+        self._deployment(kube, namespace, name)
+        for _ in range(pods):
+            node = self.rng.randrange(len(self.nodes))
+            self._add_gpu_pod(kube, namespace, name, node, self.rng.randrange(GPUS_PER_NODE))
+        deployment: dict[str, object] = {"namespace": namespace, "name": name, "pods": pods}
+        self.deployments.append(deployment)
+        return deployment
 
 
 class Snapshots:
@@ -306,7 +343,8 @@ class Snapshots:
 
     def snapshot(self, node: Node, now: float) -> None:
         """The node's next snapshot: new figures for each of its pods, serialized once."""
-        at = _time(now - 0.05)
+        sampled = now - SAMPLE_LAG
+        at, second = _time(sampled), sample_second(sampled)
         node.head = (
             b'{"api_version":"gpu-pulse.dev/v1","node":"%s","generated_at":%s,"interval_seconds":%s,'
             % (
@@ -320,7 +358,7 @@ class Snapshots:
         rng = self.rng
         for key, pod in sorted(node.pods.items()):
             figures = {
-                b"util": b"%.1f" % (rng.random() * 100),
+                b"util": b"%d.%d" % divmod(utilization_tenths(pod.namespace, pod.name, second), 10),
                 b"used": rng.randrange(2**30, 60 * 2**30),
                 b"watts": b"%.1f" % rng.uniform(80, 700),
                 b"at": at,
@@ -332,14 +370,21 @@ class Snapshots:
 
 
 def check_documents(fleet: Snapshots) -> None:
-    """The simulated documents are the exporter's: they parse with its model and serialize back to the same bytes."""
+    """The simulated documents are the exporter's: they parse with its model and serialize back to the same bytes;
+    and each pod's figure in them is the ground truth (`utilization_tenths`) for the sample second they name."""
     node = next(n for n in fleet.nodes if n.pods)
     fleet.snapshot(node, time.time())
     document = node.document(None)
     if NodePods.model_validate_json(document).model_dump_json().encode() != document:
         raise SystemExit("the simulated /pods documents are not what the exporter's model serializes")
-    if len(parse_node_pods(document).pods) != len(node.pods):  # and what the adapter reads
+    read = parse_node_pods(document)  # what the adapter reads
+    if len(read.pods) != len(node.pods):
         raise SystemExit("the simulated /pods documents lose pods")
+    for pod in read.pods:
+        second = sample_second(pod.sampled_at.timestamp())
+        published = pod.containers[0].devices[0].utilization_percent
+        if published != utilization_tenths(pod.namespace, pod.name, second) / 10:
+            raise SystemExit(f"pod {pod.namespace}/{pod.name}: the document says {published}, the truth differs")
 
 
 # ---- the exporters' HTTP side ----------------------------------------------------------------------------------------
@@ -349,6 +394,8 @@ class Exporters:
         self.port = port
         self.by_address = {node.address: node for node in fleet.nodes}
         self._runner: web.AppRunner | None = None
+        self._sites: dict[str, web.TCPSite] = {}
+        self.restarts: list[tuple[int, float, float | None]] = []  # (node, down at, up at), wall-clock times
 
     def _node(self, request: web.Request) -> Node:
         sockname = request.transport.get_extra_info("sockname") if request.transport else None
@@ -423,7 +470,31 @@ class Exporters:
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=0.5)
         await self._runner.setup()
         for node in self.fleet.nodes:
-            await web.TCPSite(self._runner, node.address, self.port, backlog=64).start()
+            await self._listen(node)
+
+    async def _listen(self, node: Node) -> None:
+        assert self._runner is not None
+        site = self._sites[node.address] = web.TCPSite(self._runner, node.address, self.port, backlog=64)
+        await site.start()
+
+    async def restart(self, node: Node, seconds: float) -> None:
+        """Node `node`'s exporter restarts, as when its process is replaced: every connection to it closes at once
+        (streams end mid-way), connections are refused for `seconds`, then it serves again, its first snapshot new."""
+        assert self._runner is not None
+        entry = len(self.restarts)
+        self.restarts.append((node.index, time.time(), None))
+        await self._sites.pop(node.address).stop()  # refuses connections from now on
+        for handler in self._runner.server.connections if self._runner.server else ():
+            transport = handler.transport
+            sockname = transport.get_extra_info("sockname") if transport else None
+            if transport is not None and sockname and sockname[0] == node.address:
+                transport.abort()
+        for stream in node.streams:
+            stream.done.set()
+        node.generated = 0.0
+        await asyncio.sleep(seconds)
+        await self._listen(node)
+        self.restarts[entry] = (node.index, self.restarts[entry][1], time.time())
 
     async def stop(self) -> None:
         for node in self.fleet.nodes:
@@ -484,11 +555,23 @@ async def _serve_exporters(interval: float, nodes: list[Node], port: int, seed: 
             "documents": [n.documents for n in fleet.nodes],
             "streams": sum(len(n.streams) for n in fleet.nodes),
             "monotonic": time.monotonic(),
+            "restarts": exporters.restarts,
         }
         return web.json_response(body)
 
+    restarting: set[asyncio.Task[None]] = set()
+
+    async def restart(request: web.Request) -> web.Response:
+        node = fleet.nodes[int(request.query["node"])]
+        task = asyncio.create_task(exporters.restart(node, float(request.query.get("seconds", "5"))))
+        restarting.add(task)
+        task.add_done_callback(restarting.discard)
+        await asyncio.sleep(0)  # the restart has begun: its node refuses connections
+        return web.json_response({"node": node.index, "address": node.address})
+
     control = web.Application()
     control.router.add_get("/stats", stats)
+    control.router.add_post("/restart", restart)
     control_runner = web.AppRunner(control, access_log=None, handle_signals=False)
     await control_runner.setup()
     await web.TCPSite(control_runner, "127.0.0.1", 0).start()
@@ -507,6 +590,33 @@ async def _serve_exporters(interval: float, nodes: list[Node], port: int, seed: 
                 fleet.apply(change, pod)
 
 
+@dataclass
+class TruthEndpoint:
+    runner: web.AppRunner
+    url: str
+
+
+async def serve_truth(fleet: Fleet, kube: KubeApiServer) -> TruthEndpoint:
+    """The API stand-in's control endpoint: the membership journal (`GET /journal?since=N`: entries N.. and the time
+    they are complete up to) and a new namespace with a new Deployment (`POST /namespaces?pods=K`; its pods reach the
+    exporters with the next churn tick)."""
+
+    async def journal(request: web.Request) -> web.Response:
+        since = int(request.query.get("since", "0"))
+        return web.json_response({"until": time.time(), "entries": fleet.journal[since:]})
+
+    async def namespaces(request: web.Request) -> web.Response:
+        return web.json_response(fleet.new_namespace(kube, int(request.query.get("pods", "4"))))
+
+    app = web.Application()
+    app.router.add_get("/journal", journal)
+    app.router.add_post("/namespaces", namespaces)
+    runner = web.AppRunner(app, access_log=None, handle_signals=False)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    return TruthEndpoint(runner, f"http://127.0.0.1:{runner.addresses[0][1]}")
+
+
 async def serve(args: argparse.Namespace) -> None:
     kube = KubeApiServer(bookmark_interval=5.0)
     await kube.start()
@@ -520,9 +630,11 @@ async def serve(args: argparse.Namespace) -> None:
     loop = asyncio.get_running_loop()
     control = await loop.run_in_executor(None, ours.recv)
     churn = asyncio.create_task(churning(fleet, kube, args.churn, ours))
+    truth = await serve_truth(fleet, kube)
     info = {
         "kube": kube.url,
         "control": control,
+        "truth": truth.url,
         "port": args.port,
         "nodes": len(fleet.nodes),
         "gpu_pods": fleet.gpu_pods,
@@ -537,6 +649,7 @@ async def serve(args: argparse.Namespace) -> None:
     loop.add_signal_handler(signal.SIGINT, stop.set)
     await stop.wait()
     churn.cancel()
+    await truth.runner.cleanup()
     ours.send(None)
     await loop.run_in_executor(None, child.join, 10)
     if child.is_alive():
