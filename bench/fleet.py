@@ -605,22 +605,53 @@ async def hpa(
         await asyncio.sleep(max(0.0, next_at - time.monotonic()))
 
 
-async def server_buckets(replicas: list[Replica], context: ssl.SSLContext) -> list[dict[float, float]]:
-    """Each replica's own request-duration histogram for custom.metrics.k8s.io answers: upper bound -> count."""
-    found: list[dict[float, float]] = []
+# the replicas' own histograms the summary reads: their request durations (custom.metrics.k8s.io answers), how late
+# their event loops ran a timer, and their garbage collections' pauses by generation
+HISTOGRAMS = {
+    "requests": ("gpu_pulse_adapter_request_duration_seconds", {"group": "custom.metrics.k8s.io"}),
+    "loop_lag": ("gpu_pulse_adapter_event_loop_lag_seconds", {}),
+    "gc0": ("gpu_pulse_adapter_gc_pause_seconds", {"generation": "0"}),
+    "gc1": ("gpu_pulse_adapter_gc_pause_seconds", {"generation": "1"}),
+    "gc2": ("gpu_pulse_adapter_gc_pause_seconds", {"generation": "2"}),
+}
+Buckets = dict[float, float]  # upper bound -> count, and SUM -> the sum of the observations
+SUM = -1.0  # no bucket has a negative bound
+
+
+async def server_buckets(replicas: list[Replica], context: ssl.SSLContext) -> list[dict[str, Buckets]]:
+    """Each replica's own HISTOGRAMS: name -> buckets (and the sum under SUM)."""
+    found: list[dict[str, Buckets]] = []
     async with aiohttp.ClientSession() as session:
         for replica in replicas:
-            buckets: dict[float, float] = defaultdict(float)
             async with session.get(f"{replica.url}/metrics", ssl=context) as response:
-                text = await response.text()
-            for family in text_string_to_metric_families(text):
-                if family.name != "gpu_pulse_adapter_request_duration_seconds":
-                    continue
-                for sample in family.samples:
-                    if sample.name.endswith("_bucket") and sample.labels.get("group") == "custom.metrics.k8s.io":
-                        buckets[float(sample.labels["le"])] += sample.value
-            found.append(buckets)
+                found.append(histograms_of(await response.text()))
     return found
+
+
+def histograms_of(text: str) -> dict[str, Buckets]:
+    """HISTOGRAMS as one replica's /metrics exposition `text` gives them."""
+    histograms: dict[str, Buckets] = {name: defaultdict(float) for name in HISTOGRAMS}
+    for family in text_string_to_metric_families(text):
+        for name, (metric, labels) in HISTOGRAMS.items():
+            if family.name != metric:
+                continue
+            for sample in family.samples:
+                if any(sample.labels.get(k) != v for k, v in labels.items()):
+                    continue
+                if sample.name.endswith("_bucket"):
+                    histograms[name][float(sample.labels["le"])] += sample.value
+                elif sample.name.endswith("_sum"):
+                    histograms[name][SUM] += sample.value
+    return histograms
+
+
+def quantile_of(buckets: Buckets, q: float) -> float:
+    """The upper bound of the bucket holding quantile `q` (an upper estimate; NaN without observations)."""
+    ordered = sorted((le, count) for le, count in buckets.items() if le != SUM)
+    total = ordered[-1][1] if ordered else 0.0
+    if not total:
+        return math.nan
+    return next(le for le, count in ordered if count >= q * total)
 
 
 async def keep_metrics(replicas: list[Replica], context: ssl.SSLContext, workdir: Path) -> None:
@@ -763,10 +794,12 @@ async def drive(
     checked.set()
     await asyncio.wait_for(checking, timeout=120)
     restarted = {index for index, *_ in events.restarts}
-    server: dict[float, float] = defaultdict(float)
+    windowed: dict[str, Buckets] = {name: defaultdict(float) for name in HISTOGRAMS}
     for index, (counts_before, counts_after) in enumerate(zip(buckets_before, buckets_after, strict=True)):
-        for le, count in counts_after.items():  # a restarted replica's histogram began anew
-            server[le] += count - (0.0 if index in restarted else counts_before.get(le, 0.0))
+        for name, buckets in counts_after.items():
+            for le, count in buckets.items():  # a restarted replica's histograms began anew
+                windowed[name][le] += count - (0.0 if index in restarted else counts_before[name].get(le, 0.0))
+    server = {le: count for le, count in windowed["requests"].items() if le != SUM}
     window = after["monotonic"] - before["monotonic"]
     requests = [(a - b) * 60 / window for a, b in zip(after["requests"], before["requests"], strict=True)]
     documents = [(a - b) * 60 / window for a, b in zip(after["documents"], before["documents"], strict=True)]
@@ -779,6 +812,7 @@ async def drive(
         "documents_per_minute": documents,
         "streams": after["streams"],
         "server": dict(sorted(server.items())),
+        "stalls": {name: buckets for name, buckets in windowed.items() if name != "requests"},
         "checker": checker,
         "events": events,
         "exporter_restarts": after.get("restarts", []),
@@ -788,6 +822,20 @@ async def drive(
 
 
 # ---- the summary --------------------------------------------------------------------------------------------------
+def stall_figures(stalls: dict[str, Buckets]) -> dict[str, dict[str, float]]:
+    """Count, total seconds, p50 and p99 (bucket upper bounds) of each stall histogram over the measurement."""
+    figures = {}
+    for name, buckets in stalls.items():
+        count = buckets.get(math.inf, 0.0)
+        figures[name] = {
+            "count": count,
+            "seconds": buckets.get(SUM, 0.0),
+            "p50_s": quantile_of(buckets, 0.5),
+            "p99_s": quantile_of(buckets, 0.99),
+        }
+    return figures
+
+
 def spread(values_ms: list[float]) -> dict[str, float | int]:
     return {"p50_ms": percentile(values_ms, 0.5), "p99_ms": percentile(values_ms, 0.99), "answers": len(values_ms)}
 
@@ -895,6 +943,7 @@ def figures_of(args: argparse.Namespace, info: dict[str, Any], measured: dict[st
             for node, down, up in measured["exporter_restarts"]
         ],
         "server_histogram": {str(le): count for le, count in measured["server"].items()},
+        "stalls": stall_figures(measured["stalls"]),
     }
 
 
@@ -1032,6 +1081,18 @@ def details(args: argparse.Namespace, figures: dict[str, Any]) -> None:
     if total:
         within = ", ".join(f"<= {le * 1000:g} ms: {count / total:.1%}" for le, count in server.items() if le <= 0.1)
         print(f"server side (the replicas' own histogram, {total:.0f} answers): {within}")
+    stalls = figures["stalls"]
+    lag = stalls["loop_lag"]
+    pauses = ", ".join(
+        f"generation {g[-1]}: {stalls[g]['count']:.0f} taking {stalls[g]['seconds']:.2f} s, "
+        f"p99 <= {stalls[g]['p99_s'] * 1000:g} ms"
+        for g in ("gc0", "gc1", "gc2")
+    )
+    print(
+        "waits outside the handlers, both replicas over the measurement: event loop lag "
+        f"p50 <= {lag['p50_s'] * 1000:g} ms, p99 <= {lag['p99_s'] * 1000:g} ms ({lag['count']:.0f} timers); "
+        f"garbage collections {pauses}"
+    )
     checked = figures["checked"]
     print(
         f"checked {checked['answers']} answers, {checked['items']:,} items, against the simulator's truth (grace "

@@ -124,14 +124,23 @@ def main() -> None:
     parser.add_argument("--project", type=int, default=12_500, help="the fleet size to project to")
     parser.add_argument("--fleet-flag", action="append", default=[], help="another flag for bench/fleet.py")
     parser.add_argument("--from-json", type=Path, help="fit the runs of an earlier --json instead of running")
+    parser.add_argument(
+        "--add",
+        type=Path,
+        action="append",
+        default=[],
+        help="a fleet.py --json run to fit too",
+    )
     parser.add_argument("--json", type=Path, help="write the runs, fits and projections here")
     args = parser.parse_args()
     if args.from_json is not None:
         runs = json.loads(args.from_json.read_text())["runs"]
     else:
-        sizes = sorted({int(n) for n in args.nodes.split(",") if n.strip()})
+        sizes = sorted({int(n) for n in args.nodes.split(",") if n.strip()} if args.nodes else set())
         with tempfile.TemporaryDirectory(prefix="gpu-pulse-curve-") as tmp:
             runs = [run_size(nodes, args, Path(tmp)) for nodes in sizes]
+    runs += [flat_figures(json.loads(path.read_text())) for path in args.add]
+    runs.sort(key=lambda run: int(run["nodes"]))
     report = curve(runs, args.project)
     if args.json is not None:
         args.json.write_text(json.dumps({"runs": runs, **report}, indent=1))
