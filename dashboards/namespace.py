@@ -59,7 +59,9 @@ def namespace_board(jobs: Jobs) -> Board:
     b = Board(
         uid="gpu-pulse-namespace",
         title="GPU namespace and workload",
-        description="GPU use of namespaces, their workloads and pods, and how shared GPUs are split between pods.",
+        description="GPU use of namespaces, their workloads and pods, and how shared GPUs are split between pods. "
+        f"Panels with a line per pod or workload draw the {TOP} with the highest mean over the time range (shared "
+        f"GPUs: the {TOP_GPUS} busiest or fullest); pick namespaces or workloads to narrow the choice.",
         tags=("gpu", "namespace"),
         variables=(
             Variable("cluster", "Cluster", "label_values(node:nvidia_gpu_up:count, cluster)"),
