@@ -125,7 +125,7 @@ def test_more_pods_than_top_draw_the_top_highest(tmp_path: Path) -> None:
 
 def test_shared_gpu_splits_draw_every_pod_of_the_busiest_gpus(tmp_path: Path) -> None:
     now = _panel("Utilization split of shared GPUs")
-    former = f"sum by (node, gpu, namespace, pod) ({SHARED_UTIL}{{share=\"process\"}})"
+    former = f'sum by (node, gpu, namespace, pod) ({SHARED_UTIL}{{share="process"}})'
     cases = [
         _count(now, 2 * TOP_GPUS),
         *_same(now, f'{former} and on (gpu) {SHARED_UTIL}{{gpu=~"([3-9]|1[0-2])"}}', "node, gpu, namespace, pod"),
