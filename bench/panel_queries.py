@@ -2,14 +2,16 @@
 
 Grafana opens a board on its default range (the last hour) and, per panel, sends a range query whose step is the
 panel's interval: the range over the panel's data points (its width in pixels, about 1,000 for a wide panel) rounded
-to a nice interval, but not under the data source's scrape interval (15 s by default); start and end aligned to the
-step. `$__interval` is that step, `$__rate_interval` the larger of step + scrape interval and four scrape intervals,
-`$__range`/`$__range_s` the range. A table panel with `instant: true` sends one instant query at the end instead. A
-query variable `label_values(selector, label)` asks /api/v1/label/<label>/values for the range.
+to a nice interval, but not under the panel's "Min interval" (its `interval`) or, without one, the data source's
+scrape interval (15 s by default); start and end aligned to the step. `$__interval` is that step, `$__rate_interval`
+the larger of step + scrape interval and four scrape intervals, `$__range`/`$__range_s` the range. A table panel
+with `instant: true` sends one instant query at the end instead. A query variable `label_values(selector, label)` asks
+/api/v1/label/<label>/values for the range.
 
 Variables take the value the board opens on: the one it names as current, else `All` (its allValue, `.*`); those of
-PINNED take the first value their query answers (a node board looked at for one node, the namespace board for one
-namespace: `All` there draws 20,000 GPUs' or pods' series in each panel, not a view anyone reads).
+PINNED take the first value their query answers (a node board looked at for one node: `All` there draws every one of
+20,000 GPUs' raw series in each panel, not a view anyone reads). The namespace board is timed as it opens, on `All`
+namespaces and workloads: its panels are built to answer on `All` at fleet size.
 
 Each distinct query runs `repeats` times, one after another; the wall time is the request's, Prometheus' own time
 (execTotalTime) comes from its query log (variables' label look-ups are not logged: wall time only).
@@ -33,12 +35,11 @@ LIMIT_P99 = 2.0  # seconds: the slowest a panel may answer at fleet size (issue 
 RANGE_S = 3600  # the boards open on the last hour
 DATA_POINTS = 1000  # a wide panel's width in pixels: Grafana's maxDataPoints
 SCRAPE_S = 15  # the data source's scrape interval: Grafana's minimum step
-# per board, the variables set to a single value (the first their query answers): the board of one node, of one
-# namespace; `All` there is every node's or pod's series in each panel, at fleet size not a view anyone can read
+# per board, the variables set to a single value (the first their query answers): the board of one node; `All` there
+# is every GPU's raw series in each panel, at fleet size not a view anyone can read. Every other board opens on `All`.
 PINNED = {
     "gpu-pulse-node-dcgm": frozenset({"node"}),
     "gpu-pulse-node-prometheus": frozenset({"node"}),
-    "gpu-pulse-namespace": frozenset({"namespace"}),
 }
 
 # Grafana rounds a computed interval to the nearest of these (seconds; a tie to the larger)
@@ -47,13 +48,22 @@ NICE_S = (1, 2, 5, 10, 15, 20, 30, 60, 120, 300, 600, 900, 1200, 1800, 3600, 720
 
 def grafana_step(range_s: float, data_points: int = DATA_POINTS, scrape_s: int = SCRAPE_S) -> int:
     """The step Grafana chooses for a panel of `data_points` over `range_s` seconds: range over points rounded to the
-    nearest nice interval (beyond a day: whole days), then not under the scrape interval."""
+    nearest nice interval (beyond a day: whole days), then not under `scrape_s` (the scrape interval, or the panel's
+    "Min interval" where it has one)."""
     raw = range_s / data_points
     if raw > NICE_S[-1]:
         rounded = int(math.ceil(raw / NICE_S[-1]) * NICE_S[-1])
     else:
         rounded = min(NICE_S, key=lambda nice: (abs(raw - nice), -nice))
     return max(rounded, scrape_s)
+
+
+def min_step(interval: str | None, scrape_s: int = SCRAPE_S) -> int:
+    """The least step of a panel: its "Min interval" (`30s`, `1m`, `1h`), else the data source's scrape interval."""
+    if not interval:
+        return scrape_s
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+    return int(float(interval[:-1]) * units[interval[-1]]) if interval[-1] in units else int(interval)
 
 
 def built_ins(range_s: int, step: int, scrape_s: int = SCRAPE_S) -> dict[str, str]:
@@ -80,6 +90,7 @@ class Query:
     title: str
     expr: str
     kind: str  # "range", "instant" or "label:<name>"
+    step: int = 0  # a range query's step, seconds
 
 
 @dataclass
@@ -165,7 +176,8 @@ def time_board(prometheus: Prometheus, stem: str, repeats: int, now: float | Non
     """Every variable look-up and panel query of board `stem`, `repeats` times each (variables first, in order,
     each with the values of those before it)."""
     step = grafana_step(RANGE_S)
-    start, end = aligned(now if now is not None else time.time(), RANGE_S, step)
+    clock = now if now is not None else time.time()
+    start, end = aligned(clock, RANGE_S, step)
     expand = built_ins(RANGE_S, step)
     names = variable_names(stem)
     variables = document(stem)["templating"]["list"]
@@ -183,14 +195,17 @@ def time_board(prometheus: Prometheus, stem: str, repeats: int, now: float | Non
         timings.append(timing)
     values = opening_values(variables, answers, PINNED.get(stem, frozenset()))
     instant = _instant_targets(stem)
-    seen: set[tuple[str, str]] = set()
+    least = _min_steps(stem)
+    seen: set[tuple[str, str, int]] = set()
     for title, written in panel_targets(stem):
-        expr = substitute(written, names, expand, values)
+        step = grafana_step(RANGE_S, scrape_s=least.get((title, written), SCRAPE_S))  # the panel's own step
+        start, end = aligned(clock, RANGE_S, step)
+        expr = substitute(written, names, built_ins(RANGE_S, step), values)
         kind = "instant" if (title, written) in instant else "range"
-        if (expr, kind) in seen:
+        if (expr, kind, step) in seen:
             continue  # the same query in two panels: Grafana would send it twice, it costs the same
-        seen.add((expr, kind))
-        query = Query(stem, title, expr, kind)
+        seen.add((expr, kind, step))
+        query = Query(stem, title, expr, kind, step if kind == "range" else 0)
         params = (
             [("query", expr), ("time", str(end))]
             if kind == "instant"
@@ -201,6 +216,17 @@ def time_board(prometheus: Prometheus, stem: str, repeats: int, now: float | Non
             _timed(prometheus, query, params, timing)
         timings.append(timing)
     return timings
+
+
+def _min_steps(stem: str) -> dict[tuple[str, str], int]:
+    """(panel title, expression) -> the panel's least step, for the panels with a "Min interval"."""
+    return {
+        (inner["title"], target["expr"]): min_step(inner["interval"])
+        for panel in document(stem).get("panels", [])
+        for inner in [panel, *panel.get("panels", [])]
+        if inner.get("interval")
+        for target in inner.get("targets") or []
+    }
 
 
 def _instant_targets(stem: str) -> set[tuple[str, str]]:
@@ -239,7 +265,8 @@ def slowest_table(timings: Sequence[Timing], shown: int = 10) -> str:
         )
         lines.append(
             f"{percentile(t.wall, 0.5) * 1e3:7.0f}ms {t.p99 * 1e3:6.0f}ms {own} {t.series:7,}  "
-            f"{t.query.board.removeprefix('gpu-pulse-')} / {t.query.title} ({t.query.kind}): {t.query.expr[:140]}"
+            f"{t.query.board.removeprefix('gpu-pulse-')} / {t.query.title} ({t.query.kind}"
+            f"{f' {t.query.step} s' if t.query.step else ''}): {t.query.expr[:140]}"
         )
     return "\n".join(lines)
 

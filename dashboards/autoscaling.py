@@ -4,7 +4,7 @@ latency and freshness.
 
 from __future__ import annotations
 
-from dashboards.board import Board, Query, Variable, job_variable, matcher
+from dashboards.board import RECORDED, Board, Query, Variable, job_variable, matcher
 from rules.jobs import Jobs
 from rules.names import OWNER
 
@@ -76,12 +76,14 @@ def autoscaling_board(jobs: Jobs) -> Board:
             'horizontalpodautoscaler=~"$hpa", metric_name="gpu_utilization"}',
             "{{horizontalpodautoscaler}} target",
         ),
+        min_interval=RECORDED,
     )
     b.timeseries(
         "gpu_utilization per pod of the scale target",
         "Each pod's value as the adapter serves it (percent); missing pods count as at target on scale-down.",
         "percent",
         Query(POD_PERCENT, "{{pod}}"),
+        min_interval=RECORDED,
     )
     b.row("Adapter")
     b.timeseries(

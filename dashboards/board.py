@@ -36,6 +36,8 @@ from grafana_foundation_sdk.models.dashboard import (
 )
 from grafana_foundation_sdk.models.prometheus import PromQueryFormat
 
+from rules.recording import INTERVAL as RECORDING_INTERVAL
+
 DATASOURCE = DataSourceRef(type_val="prometheus", uid="${datasource}")
 REF_IDS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
@@ -52,6 +54,11 @@ SCHEMA_VERSION = 41
 # dropdown. Hidden, it stays `All` (`.*`, which also matches an absent label). The same choice as the Kubernetes
 # monitoring mixins' `showMultiCluster` (off by default).
 CLUSTER_VARIABLE = "cluster"
+
+# The least step of a panel over the recorded series (Grafana's "Min interval", the panel's `interval`): the recording
+# groups write one sample per interval (rules/recording.py), so a finer step draws each sample again at each step in
+# between, at that many times the cost (at the default 15-s step over an hour, four times: docs/performance.md).
+RECORDED = RECORDING_INTERVAL
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,7 +162,10 @@ class Board:
         height: int = 8,
         stacked: bool = False,
         max_value: float | None = None,
+        min_interval: str | None = None,
     ) -> Board:
+        """A time series panel; `min_interval` (Grafana's "Min interval") is the least step its queries are sent at:
+        RECORDED for series written once per recording interval."""
         panel = (
             timeseries.Panel()
             .id(self._id())
@@ -178,6 +188,8 @@ class Board:
         )
         if max_value is not None:
             panel.max(max_value)
+        if min_interval is not None:
+            panel.interval(min_interval)
         if stacked:
             panel.stacking(StackingConfig().mode(StackingMode.NORMAL)).fill_opacity(40)
         self._builder.with_panel(panel)

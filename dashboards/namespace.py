@@ -1,30 +1,67 @@
 """Namespace and workload: per-pod GPU figures, workloads from kube-state-metrics, and how shared GPUs are split.
 Reads recorded series and the per-pod series, which both dialects publish alike.
+
+The board opens on `All` namespaces and workloads, which at fleet size is every pod of the cluster: 20,000 GPU pods
+are 20,000 lines in a per-pod panel, more than anyone reads and, as range queries, seconds of Prometheus' time each
+(docs/performance.md). So every panel that draws one line per pod, workload or shared GPU draws the TOP (TOP_GPUS)
+of them with the highest mean over the dashboard's time range, chosen once per query (`@ end()`: one evaluation, the
+same lines at every step) among the chosen namespaces and workloads; a choice of TOP or fewer draws them all. The
+per-pod figures are the recorded ones (`namespace_pod:*`), restricted to the chosen workloads by `and` against the
+owner series (the same answer as a `group_left` join, without building a joined series per pod at every step).
 """
 
 from __future__ import annotations
 
-from dashboards.board import Board, Query, Variable, job_variable, matcher
+from dashboards.board import RECORDED, Board, Query, Variable, job_variable, matcher
 from rules.jobs import Jobs
-from rules.names import OWNER
+from rules.names import BY_POD, BY_WORKLOAD, OWNER
+from rules.pods import NAMESPACE_SHARES
 
 NS = matcher(cluster="cluster", namespace="namespace")
 WORKLOAD = matcher(cluster="cluster", namespace="namespace", workload="workload")
 # the per-pod series as the exporters publish them (the recorded ones above no longer carry a job)
 PER_POD = matcher(job="job", cluster="cluster", namespace="namespace")
 SHARED = PER_POD[:-1] + ', share="process"}'
+TOP = 20  # the most pods or workloads a panel draws: those with the highest mean over the time range
+TOP_GPUS = 10  # the most shared GPUs a split panel draws (each with every pod on it)
+SHARED_GPU = "node, gpu"
 
 
-def of_workload(expr: str) -> str:
-    """`expr` (per pod) restricted to the pods of the chosen workloads."""
-    return f"{expr} * on (cluster, namespace, pod) group_left (workload) {OWNER}{WORKLOAD}"
+def top(series: str, by: str, among: str = "") -> str:
+    """`series` (a selector) for the TOP label sets `by` with the highest mean over the dashboard's range, chosen
+    among those `among` also has (an `and` operand; empty: all). The choice is evaluated once, at the end of the
+    range, and draws the same lines at every step."""
+    ranked = f"avg_over_time({series}[$__range] @ end())"
+    if among:
+        ranked = f"{ranked} and on ({by}) {among}"
+    return f"{series} and on ({by}) topk({TOP}, {ranked})"
+
+
+def top_pods(series: str) -> str:
+    """`series` (recorded per pod) for the TOP pods of the chosen workloads with the highest mean over the range."""
+    return top(f"{series}{NS}", BY_POD, f"present_over_time({OWNER}{WORKLOAD}[$__range] @ end())")
+
+
+def top_workloads(series: str) -> str:
+    """`series` (recorded per workload) for the TOP workloads with the highest mean over the range."""
+    return top(f"{series}{WORKLOAD}", BY_WORKLOAD)
+
+
+def shared_split(series: str) -> str:
+    """Each pod's part of `series` (a per-pod series) on a shared GPU, for the TOP_GPUS shared GPUs whose pods' parts
+    sum highest, as a mean over the range."""
+    split = f"sum by ({SHARED_GPU}, namespace, pod) ({series}{SHARED})"
+    ranked = f"sum by ({SHARED_GPU}) (avg_over_time({series}{SHARED}[$__range] @ end()))"
+    return f"{split} and on ({SHARED_GPU}) topk({TOP_GPUS}, {ranked})"
 
 
 def namespace_board(jobs: Jobs) -> Board:
     b = Board(
         uid="gpu-pulse-namespace",
         title="GPU namespace and workload",
-        description="GPU use of namespaces, their workloads and pods, and how shared GPUs are split between pods.",
+        description="GPU use of namespaces, their workloads and pods, and how shared GPUs are split between pods. "
+        f"Panels with a line per pod or workload draw the {TOP} with the highest mean over the time range (shared "
+        f"GPUs: the {TOP_GPUS} busiest or fullest); pick namespaces or workloads to narrow the choice.",
         tags=("gpu", "namespace"),
         variables=(
             Variable("cluster", "Cluster", "label_values(node:nvidia_gpu_up:count, cluster)"),
@@ -49,6 +86,7 @@ def namespace_board(jobs: Jobs) -> Board:
         "percentunit",
         Query(f"namespace:gpu_pulse_pod_gpu_utilization_ratio:avg{NS}", "{{namespace}}"),
         max_value=1,
+        min_interval=RECORDED,
     )
     b.timeseries(
         "Devices allocated and busy",
@@ -56,12 +94,14 @@ def namespace_board(jobs: Jobs) -> Board:
         "short",
         Query(f"namespace:gpu_pulse_pod_allocated_devices:sum{NS}", "{{namespace}} allocated"),
         Query(f"namespace:gpu_pulse_pod_gpu_utilization_ratio:sum{NS}", "{{namespace}} busy"),
+        min_interval=RECORDED,
     )
     b.timeseries(
         "Memory used",
         "Framebuffer the namespace's pods use.",
         "bytes",
         Query(f"namespace:gpu_pulse_pod_gpu_memory_used_bytes:sum{NS}", "{{namespace}}"),
+        min_interval=RECORDED,
     )
     b.timeseries(
         "Power",
@@ -69,63 +109,83 @@ def namespace_board(jobs: Jobs) -> Board:
         "watt",
         Query(f"namespace:gpu_pulse_pod_gpu_power_watts:sum{NS}", "{{namespace}} power"),
         Query(f"namespace:gpu_pulse_pod_gpu_energy_joules:rate5m{NS}", "{{namespace}} energy rate"),
+        min_interval=RECORDED,
     )
     b.row("Workloads")
     b.timeseries(
         "GPU utilization by workload",
-        "Mean GPU utilization of each workload's pods.",
+        f"Mean GPU utilization of each workload's pods (the {TOP} workloads with the highest mean over the time "
+        "range).",
         "percentunit",
         Query(
-            f"namespace_workload:gpu_pulse_pod_gpu_utilization_ratio:avg{WORKLOAD}", "{{workload}} ({{workload_type}})"
+            top_workloads("namespace_workload:gpu_pulse_pod_gpu_utilization_ratio:avg"),
+            "{{workload}} ({{workload_type}})",
         ),
         max_value=1,
+        min_interval=RECORDED,
     )
     b.timeseries(
         "Devices by workload",
-        "Devices each workload's pods hold.",
+        f"Devices each workload's pods hold (the {TOP} workloads holding the most over the time range).",
         "short",
-        Query(f"namespace_workload:gpu_pulse_pod_allocated_devices:sum{WORKLOAD}", "{{workload}} ({{workload_type}})"),
+        Query(
+            top_workloads("namespace_workload:gpu_pulse_pod_allocated_devices:sum"), "{{workload}} ({{workload_type}})"
+        ),
+        min_interval=RECORDED,
     )
     b.timeseries(
         "Memory by workload",
-        "Framebuffer each workload's pods use.",
+        f"Framebuffer each workload's pods use (the {TOP} workloads using the most over the time range).",
         "bytes",
         Query(
-            f"namespace_workload:gpu_pulse_pod_gpu_memory_used_bytes:sum{WORKLOAD}", "{{workload}} ({{workload_type}})"
+            top_workloads("namespace_workload:gpu_pulse_pod_gpu_memory_used_bytes:sum"),
+            "{{workload}} ({{workload_type}})",
         ),
+        min_interval=RECORDED,
     )
     b.timeseries(
         "Power by workload",
-        "Each workload's part of GPU power draw.",
+        f"Each workload's part of GPU power draw (the {TOP} workloads drawing the most over the time range).",
         "watt",
-        Query(f"namespace_workload:gpu_pulse_pod_gpu_power_watts:sum{WORKLOAD}", "{{workload}} ({{workload_type}})"),
+        Query(
+            top_workloads("namespace_workload:gpu_pulse_pod_gpu_power_watts:sum"), "{{workload}} ({{workload_type}})"
+        ),
+        min_interval=RECORDED,
     )
     b.row("Pods")
     b.timeseries(
         "GPU utilization by pod",
-        "Mean utilization over each pod's GPUs: what the adapter serves as gpu_utilization (in percent).",
+        "Mean utilization over each pod's GPUs: what the adapter serves as gpu_utilization (in percent); the "
+        f"{TOP} pods of the chosen workloads with the highest mean over the time range.",
         "percentunit",
-        Query(of_workload(f"namespace_pod:gpu_pulse_pod_gpu_utilization_ratio:avg{NS}"), "{{pod}}"),
+        Query(top_pods("namespace_pod:gpu_pulse_pod_gpu_utilization_ratio:avg"), "{{pod}}"),
         max_value=1,
+        min_interval=RECORDED,
     )
     b.timeseries(
         "Memory by pod",
-        "Framebuffer each pod uses over its GPUs.",
+        f"Framebuffer each pod uses over its GPUs; the {TOP} pods of the chosen workloads using the most over the "
+        "time range.",
         "bytes",
-        Query(of_workload(f"namespace_pod:gpu_pulse_pod_gpu_memory_used_bytes:sum{NS}"), "{{pod}}"),
+        Query(top_pods("namespace_pod:gpu_pulse_pod_gpu_memory_used_bytes:sum"), "{{pod}}"),
+        min_interval=RECORDED,
     )
     b.timeseries(
         "Memory of the fullest GPU by pod",
-        "Each pod's use of its fullest GPU or MIG instance, against that device's size.",
+        "Each pod's use of its fullest GPU or MIG instance, against that device's size; the "
+        f"{TOP} pods of the chosen workloads with the highest mean over the time range.",
         "percentunit",
-        Query(of_workload(f"namespace_pod:gpu_pulse_pod_gpu_memory_utilization:max{NS}"), "{{pod}}"),
+        Query(top_pods("namespace_pod:gpu_pulse_pod_gpu_memory_utilization:max"), "{{pod}}"),
         max_value=1,
+        min_interval=RECORDED,
     )
     b.timeseries(
         "Power by pod",
-        "Each pod's part of its GPUs' power draw.",
+        f"Each pod's part of its GPUs' power draw; the {TOP} pods of the chosen workloads drawing the most over the "
+        "time range.",
         "watt",
-        Query(of_workload(f"namespace_pod:gpu_pulse_pod_gpu_power_watts:sum{NS}"), "{{pod}}"),
+        Query(top_pods("namespace_pod:gpu_pulse_pod_gpu_power_watts:sum"), "{{pod}}"),
+        min_interval=RECORDED,
     )
     b.table(
         "Pods and their GPUs",
@@ -137,22 +197,18 @@ def namespace_board(jobs: Jobs) -> Board:
     b.row("Shared GPUs")
     b.timeseries(
         "Utilization split of shared GPUs",
-        "Each pod's share of a time-sliced or MPS GPU, stacked per GPU, from NVML per-process samples.",
+        "Each pod's share of a time-sliced or MPS GPU, stacked per GPU, from NVML per-process samples; the "
+        f"{TOP_GPUS} shared GPUs busiest over the time range, with every pod on them.",
         "percentunit",
-        Query(
-            f"sum by (node, gpu, namespace, pod) (gpu_pulse_pod_gpu_utilization_ratio{SHARED})",
-            "{{node}} GPU {{gpu}}: {{namespace}}/{{pod}}",
-        ),
+        Query(shared_split("gpu_pulse_pod_gpu_utilization_ratio"), "{{node}} GPU {{gpu}}: {{namespace}}/{{pod}}"),
         stacked=True,
     )
     b.timeseries(
         "Memory split of shared GPUs",
-        "Framebuffer each pod uses on a shared GPU, stacked per GPU.",
+        f"Framebuffer each pod uses on a shared GPU, stacked per GPU; the {TOP_GPUS} shared GPUs whose pods use the "
+        "most over the time range, with every pod on them.",
         "bytes",
-        Query(
-            f"sum by (node, gpu, namespace, pod) (gpu_pulse_pod_gpu_memory_used_bytes{SHARED})",
-            "{{node}} GPU {{gpu}}: {{namespace}}/{{pod}}",
-        ),
+        Query(shared_split("gpu_pulse_pod_gpu_memory_used_bytes"), "{{node}} GPU {{gpu}}: {{namespace}}/{{pod}}"),
         stacked=True,
     )
     b.timeseries(
@@ -160,6 +216,7 @@ def namespace_board(jobs: Jobs) -> Board:
         "How the namespace's (pod, device) figures are obtained; `unattributed` pods share a GPU without a "
         "per-process figure (see docs/install.md for per-process attribution).",
         "short",
-        Query(f"count by (share) (gpu_pulse_pod_device_info{PER_POD})", "{{share}}"),
+        Query(f"sum by (share) ({NAMESPACE_SHARES}{NS})", "{{share}}"),
+        min_interval=RECORDED,
     )
     return b

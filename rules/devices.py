@@ -20,7 +20,18 @@ from rules.examples import (
     normalized_up,
 )
 from rules.model import ExprCase, Recording, RuleTest
-from rules.names import BY_NODE, DEV_ENERGY, DEV_MEM_TOTAL, DEV_MEM_USED, DEV_POWER, DEV_UP, DEV_UTIL
+from rules.names import (
+    BY_CLUSTER,
+    BY_NODE,
+    CLUSTER_UTIL_COUNT,
+    CLUSTER_UTIL_SUM,
+    DEV_ENERGY,
+    DEV_MEM_TOTAL,
+    DEV_MEM_USED,
+    DEV_POWER,
+    DEV_UP,
+    DEV_UTIL,
+)
 from rules.series import device_series, ramp, steady, up_series
 
 
@@ -203,6 +214,7 @@ def node_rules() -> tuple[Recording, ...]:
                 ),
             ),
         ),
+        *cluster_utilization_rules(),
         Recording(
             "node:nvidia_gpu_memory_used_bytes:sum",
             f"sum by ({BY_NODE}) ({DEV_MEM_USED}{whole})",
@@ -303,6 +315,44 @@ def node_rules() -> tuple[Recording, ...]:
                             ),
                         ),
                     ),
+                ),
+            ),
+        ),
+    )
+
+
+def cluster_utilization_rules() -> tuple[Recording, ...]:
+    """The sum and the count of the whole GPUs' utilization per cluster: the fleet's mean utilization is their
+    quotient (summed over the clusters chosen), the same mean as `avg` over every GPU's series, read from one series
+    per cluster instead of one per GPU (a dashboard panel over the hour: docs/performance.md)."""
+    inputs = (
+        normalized_input(DEV_UTIL, GPU0, steady(0.5, 3)),
+        normalized_input(DEV_UTIL, GPU1, steady(0.25, 3)),
+        normalized_input(DEV_UTIL, MIG_3G, steady(0.9, 3)),  # a MIG instance (GPM): not a whole GPU, left out
+    )
+    return (
+        Recording(
+            CLUSTER_UTIL_SUM,
+            f'sum by ({BY_CLUSTER}) ({DEV_UTIL}{{gpu_instance=""}})',
+            f"Busy whole GPUs of the cluster: the sum of their utilization; over `{CLUSTER_UTIL_COUNT}`, the mean "
+            "utilization of the whole GPUs.",
+            (
+                RuleTest(
+                    "cluster utilization sum",
+                    inputs,
+                    expr_cases=(ExprCase("2m", (expect(CLUSTER_UTIL_SUM, {}, 0.75),)),),
+                ),
+            ),
+        ),
+        Recording(
+            CLUSTER_UTIL_COUNT,
+            f'count by ({BY_CLUSTER}) ({DEV_UTIL}{{gpu_instance=""}})',
+            "Whole GPUs of the cluster that report a utilization (MIG-enabled GPUs do not).",
+            (
+                RuleTest(
+                    "cluster utilization count",
+                    inputs,
+                    expr_cases=(ExprCase("2m", (expect(CLUSTER_UTIL_COUNT, {}, 2),)),),
                 ),
             ),
         ),

@@ -22,8 +22,11 @@ DEV_MEM_TOTAL = "node_gpu:nvidia_gpu_memory_total_bytes:max"
 DEV_POWER = "node_gpu:nvidia_gpu_power_watts:max"
 DEV_ENERGY = "node_gpu:nvidia_gpu_energy_joules:rate5m"
 OWNER = "namespace_workload_pod:gpu_pulse_kube_pod_owner:relabel"
+CLUSTER_UTIL_SUM = "cluster:nvidia_gpu_utilization_ratio:sum"
+CLUSTER_UTIL_COUNT = "cluster:nvidia_gpu_utilization_ratio:count"
 
 BY_DEVICE = ", ".join(DEVICE_LEVEL)
+BY_CLUSTER = "cluster"
 BY_NODE = "cluster, node"
 BY_POD = "cluster, namespace, pod"
 BY_POD_DEVICE = "cluster, namespace, pod, uuid, gpu_instance"

@@ -28,6 +28,7 @@ from rules.names import (
     BY_POD_DEVICE,
     DEV_MEM_TOTAL,
     POD_ENERGY,
+    POD_INFO,
     POD_MEMORY,
     POD_POWER,
     POD_SHARING,
@@ -44,6 +45,7 @@ POD_MEMORY_SUM = "namespace_pod:gpu_pulse_pod_gpu_memory_used_bytes:sum"
 POD_POWER_SUM = "namespace_pod:gpu_pulse_pod_gpu_power_watts:sum"
 POD_ENERGY_RATE = "namespace_pod:gpu_pulse_pod_gpu_energy_joules:rate5m"
 NAMESPACE_BUSY = "namespace:gpu_pulse_pod_gpu_utilization_ratio:sum"
+NAMESPACE_SHARES = "namespace_share:gpu_pulse_pod_device_info:count"
 
 
 def _alloc_inputs() -> tuple[InputSeries, ...]:
@@ -556,6 +558,32 @@ def namespace_rules() -> tuple[Recording, ...]:
                             (
                                 expect("node:gpu_pulse_pod_allocated_devices:sum", {"node": NODE}, 3),
                                 expect("node:gpu_pulse_pod_allocated_devices:sum", {"node": MIG_NODE}, 1),
+                            ),
+                        ),
+                    ),
+                ),
+            ),
+        ),
+        Recording(
+            NAMESPACE_SHARES,
+            f"count by ({BY_NAMESPACE}, share) ({POD_INFO})",
+            "The namespace's (pod, container, device) edges by how each one's share is known: exclusive, mig, process "
+            "(NVML per-process samples) or unattributed (a shared GPU without a per-process figure).",
+            (
+                RuleTest(
+                    "namespace edges by share method",
+                    tuple(
+                        pod_series(POD_INFO, edge, steady(1, 3))
+                        for edge in (TRAIN_ON_GPU0, TRAIN_ON_GPU2, INFER_ON_SHARED, NOTEBOOK_ON_SHARED, FINETUNE_ON_MIG)
+                    ),
+                    expr_cases=(
+                        ExprCase(
+                            "2m",
+                            (
+                                expect(NAMESPACE_SHARES, in_namespace("team-a") | {"share": "exclusive"}, 2),
+                                expect(NAMESPACE_SHARES, in_namespace("team-a") | {"share": "process"}, 1),
+                                expect(NAMESPACE_SHARES, in_namespace("team-b") | {"share": "process"}, 1),
+                                expect(NAMESPACE_SHARES, in_namespace("ml") | {"share": "mig"}, 1),
                             ),
                         ),
                     ),

@@ -1,7 +1,7 @@
 """Recording rules: `level:metric:operations` names, levels `node_gpu` (one GPU or MIG instance), `node`,
 `namespace_pod_container`, `namespace_pod_device` (a pod's share of one GPU or MIG instance), `namespace_pod`,
-`namespace_workload_pod`, `namespace_workload`, `namespace`. Every aggregation keeps `cluster`, so the same rules serve
-one cluster (no such label) and many.
+`namespace_workload_pod`, `namespace_workload`, `namespace`, `cluster`. Every aggregation keeps `cluster`, so the same
+rules serve one cluster (no such label) and many.
 
 Allocation is counted in devices: a whole GPU or a MIG instance is one device; a GPU shared by time-slicing or MPS is
 split evenly among the pods holding it.

@@ -13,12 +13,14 @@ from tests.support.dashboard_queries import substitute
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
 from panel_queries import (
+    PINNED,
     Query,
     Timing,
     aligned,
     built_ins,
     engine_times,
     grafana_step,
+    min_step,
     opening_values,
     over_limit,
     slowest_table,
@@ -40,6 +42,17 @@ def test_a_longer_range_rounds_to_a_nice_interval() -> None:
 def test_a_narrow_panel_gets_a_coarser_step() -> None:
     assert grafana_step(3600, data_points=100) == 30  # 36 s
     assert grafana_step(3600, data_points=100, scrape_s=60) == 60
+
+
+def test_a_panel_min_interval_is_its_least_step() -> None:
+    assert [min_step(v) for v in (None, "", "30s", "1m", "2h")] == [15, 15, 30, 60, 7200]
+    assert grafana_step(3600, scrape_s=min_step("1m")) == 60
+    assert grafana_step(24 * 3600, scrape_s=min_step("30s")) == 60  # the rounded interval is coarser already
+
+
+def test_only_the_node_boards_are_timed_for_one_value() -> None:
+    """Every other board is timed on `All`, as it opens (the namespace board included)."""
+    assert set(PINNED) == {"gpu-pulse-node-dcgm", "gpu-pulse-node-prometheus"}
 
 
 def test_rate_interval_is_four_scrapes_or_one_step_and_a_scrape() -> None:
