@@ -74,3 +74,9 @@ def test_a_fleet_runs_figures_are_read_under_the_curves_keys() -> None:
         "requests_per_exporter_per_minute": 0.5,
         "documents_per_exporter_per_minute": 60.0,
     }
+
+
+def test_a_loose_fit_is_shown_but_not_projected() -> None:
+    runs = [{"nodes": n, "p99_large_ms": p99} for n, p99 in ((250, 9.0), (500, 7.0), (1000, 15.0), (2000, 8.0))]
+    report = curve(runs, 12_500)
+    assert report["fits"]["p99_large_ms"]["projected"] is None and report["first_goal_reached"] is None
