@@ -3,13 +3,10 @@ fleet size: docs/performance.md); promtool shows they give what the former order
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
-import yaml
-
 from tests.support.dashboard_queries import panel_targets, substitute, variable_names
-from tests.support.tools import require_tool
+from tests.support.promql_cases import assert_promql_cases
 
 # the former order, substituted as tests.support.dashboard_queries substitutes (every variable All)
 TARGET = (
@@ -70,23 +67,4 @@ def test_the_hpa_panels_give_what_the_former_join_order_gave(tmp_path: Path) -> 
         {"expr": f"count({shipped[title]})", "eval_time": "5m", "exp_samples": [{"labels": "{}", "value": n}]}
         for title, n in counts.items()
     ]
-    (tmp_path / "none.yaml").write_text("groups: []\n", encoding="utf-8")
-    test = {
-        "rule_files": ["none.yaml"],
-        "tests": [
-            {
-                "interval": "1m",
-                "input_series": [{"series": s, "values": v} for s, v in SERIES.items()],
-                "promql_expr_test": cases,
-            }
-        ],
-    }
-    (tmp_path / "test.yaml").write_text(yaml.safe_dump(test, width=1000), encoding="utf-8")
-    result = subprocess.run(
-        [require_tool("promtool"), "test", "rules", "test.yaml"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
+    assert_promql_cases(tmp_path, SERIES, cases)

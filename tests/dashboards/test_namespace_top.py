@@ -4,15 +4,12 @@ former queries drew where that is TOP or fewer, the TOP highest where there are 
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from dashboards.namespace import TOP, TOP_GPUS
 from tests.support.dashboard_queries import panel_targets, substitute, variable_names
-from tests.support.tools import require_tool
+from tests.support.promql_cases import assert_promql_cases
 
 STEM = "gpu-pulse-namespace"
 POWER = "namespace_pod:gpu_pulse_pod_gpu_power_watts:sum"
@@ -78,29 +75,6 @@ def _same(now: str, former: str, on: str) -> list[dict[str, Any]]:
     ]
 
 
-def _promtool(tmp_path: Path, series: dict[str, str], cases: list[dict[str, Any]]) -> None:
-    (tmp_path / "none.yaml").write_text("groups: []\n", encoding="utf-8")
-    test = {
-        "rule_files": ["none.yaml"],
-        "tests": [
-            {
-                "interval": "1m",
-                "input_series": [{"series": s, "values": v} for s, v in series.items()],
-                "promql_expr_test": cases,
-            }
-        ],
-    }
-    (tmp_path / "test.yaml").write_text(yaml.safe_dump(test, width=1000), encoding="utf-8")
-    result = subprocess.run(
-        [require_tool("promtool"), "test", "rules", "test.yaml"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
-
-
 def test_up_to_top_pods_are_drawn_as_before(tmp_path: Path) -> None:
     now = _panel("Power by pod")
     assert "group_left" not in now
@@ -111,7 +85,7 @@ def test_up_to_top_pods_are_drawn_as_before(tmp_path: Path) -> None:
         *_same(chosen, _former_power_by_pod("w"), POD),
         _count(chosen, 2),
     ]
-    _promtool(tmp_path, _pods(TOP), cases)
+    assert_promql_cases(tmp_path, _pods(TOP), cases)
 
 
 def test_more_pods_than_top_draw_the_top_highest(tmp_path: Path) -> None:
@@ -120,7 +94,7 @@ def test_more_pods_than_top_draw_the_top_highest(tmp_path: Path) -> None:
     cases = [_count(now, TOP), *_same(now, highest, POD)]
     workloads = _panel("Power by workload")
     cases += [_count(workloads, TOP), _none(f'{workloads} and on (workload) {WORKLOAD_POWER}{{workload=~"p0[0-4]"}}')]
-    _promtool(tmp_path, _pods(TOP + 5), cases)
+    assert_promql_cases(tmp_path, _pods(TOP + 5), cases)
 
 
 def test_shared_gpu_splits_draw_every_pod_of_the_busiest_gpus(tmp_path: Path) -> None:
@@ -130,4 +104,4 @@ def test_shared_gpu_splits_draw_every_pod_of_the_busiest_gpus(tmp_path: Path) ->
         _count(now, 2 * TOP_GPUS),
         *_same(now, f'{former} and on (gpu) {SHARED_UTIL}{{gpu=~"([3-9]|1[0-2])"}}', "node, gpu, namespace, pod"),
     ]
-    _promtool(tmp_path, _shared(TOP_GPUS + 3), cases)
+    assert_promql_cases(tmp_path, _shared(TOP_GPUS + 3), cases)
