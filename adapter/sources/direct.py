@@ -96,15 +96,14 @@ class DirectSource:
         }
         served: list[ServedValue | None] = []
         keep = served.append
-        for pod in pods:  # one pass, no call per pod: an HPA's answer about a 1,000-pod Deployment is this loop
+        for pod in pods:
             figures, max_age = values.get(pod.node or "", _NO_FIGURES)
             found = figures.get((pod.namespace, pod.name))
             if found is None:
                 keep(None)
                 continue
             value, uid = found
-            fresh = now - value.sampled_at <= max_age
-            keep(value if fresh and (not uid or not pod.uid or uid == pod.uid) else None)  # _same_pod, inline
+            keep(value if now - value.sampled_at <= max_age and _same_pod(uid, pod) else None)
         return served
 
     async def _answers(self, pods: Sequence[Pod]) -> dict[str, tuple[NodeAnswer | None, float]]:

@@ -237,8 +237,8 @@ class NodePodsCache:
         return self.cached_many({node: url}, namespace)[node]
 
     def cached_many(self, urls: Mapping[str, str], namespace: str | None) -> dict[str, NodeAnswer | Miss | None]:
-        """`cached` for each node -> exporter URL of `urls`: a 1,000-pod answer asks about some 800 nodes, so this is
-        one loop with one reading of the clock, not a call per node."""
+        """`cached` for each node -> exporter URL of `urls` (a 1,000-pod answer asks about some 800 nodes), with one
+        reading of the clock."""
         now = self._clock()
         feeds = self._feeds
         found: dict[str, NodeAnswer | Miss | None] = {}
@@ -247,16 +247,11 @@ class NodePodsCache:
             if feed is None or feed.url != url:
                 found[node] = MISS
                 continue
-            feed.wanted_at = now  # what _want does, inline
-            if namespace is None:
-                feed.everything_asked_at = now
-            else:
-                feed.asked[namespace] = now
+            self._want(feed, namespace, now)
             if feed.error is not None:
                 found[node] = None  # its feed asks again after its retry delay, for what is wanted by then
                 continue
-            carried = feed.carried
-            if feed.answer is not None and (carried is None or (namespace is not None and namespace in carried)):
+            if feed.answer is not None and _covers(feed.carried, namespace):
                 found[node] = feed.answer
                 continue
             if not _covers(feed.streamed, namespace) and feed.reconnect is None:
