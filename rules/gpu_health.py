@@ -365,7 +365,9 @@ def gpu_alerts(v: Vocabulary) -> tuple[Alert, ...]:
         ),
         Alert(
             "GPUMemoryNearlyFull",
-            f"{v.name('fb_used')} / ({v.name('fb_used')} + {v.name('fb_free')}) > 0.95",
+            # used / (used + free), written to read each family once: 1 / (1 + free / used) is the same fraction
+            # (0 for used = 0, as 0 / free; no series where either is missing), from two selections instead of three
+            f"1 / (1 + {v.name('fb_free')} / {v.name('fb_used')}) > 0.95",
             "15m",
             Severity.WARNING,
             "A GPU's framebuffer is nearly full.",
@@ -439,7 +441,7 @@ def _filling_up(v: Vocabulary) -> str:
 
 
 def slow_gpu_alerts(v: Vocabulary) -> tuple[Alert, ...]:
-    """The GPU alerts of the slower group (alerting.py): GPUMemoryFillingUp."""
+    """The GPU health alerts of the slower group (alerting.py, with GPUAllocatedButIdle): GPUMemoryFillingUp."""
     return tuple(a for a in gpu_alerts(v) if a.alert in SLOW_ALERTS)
 
 

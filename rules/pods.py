@@ -67,7 +67,9 @@ def edge_rules() -> tuple[Recording, ...]:
     return (
         Recording(
             EDGE_ALLOCATED,
-            f"max by ({BY_POD_DEVICE}) (1 / {POD_SHARING})",
+            # 1 / min of the pod count is max of 1 / pod count (x -> 1/x is decreasing, and so is its rounding),
+            # divided once per (pod, device) after the aggregation, not once per raw series before it
+            f"1 / min by ({BY_POD_DEVICE}) ({POD_SHARING})",
             "Devices a pod holds of one GPU or MIG instance: 1, or 1/n of a GPU shared by n pods.",
             (
                 RuleTest(
@@ -546,7 +548,7 @@ def namespace_rules() -> tuple[Recording, ...]:
         ),
         Recording(
             "node:gpu_pulse_pod_allocated_devices:sum",
-            f"sum by ({BY_NODE}) (max by (cluster, node, uuid, gpu_instance, namespace, pod) (1 / {POD_SHARING}))",
+            f"sum by ({BY_NODE}) (1 / min by (cluster, node, uuid, gpu_instance, namespace, pod) ({POD_SHARING}))",
             "Devices held by pods on the node (compare with node:gpu_pulse_allocatable_devices:count).",
             (
                 RuleTest(
