@@ -906,10 +906,8 @@ def run(args: argparse.Namespace, workdir: Path) -> int:
     panels_met = report_panels(panels) if args.panels else True
     rules_met = True
     if args.rules:
-        print(f"rule groups over {window:.0f} s of steady work (scrapes and rules, no client):")
-        print(cost_table(costs, window))
-        print(f"rule groups while the requests above were measured ({storm_window:.0f} s, not judged):")
-        print(cost_table(storm_costs, storm_window))
+        print(cost_table(costs, window, "steady work (scrapes and rules, no client): the budget"))
+        print(cost_table(storm_costs, storm_window, "the requests above, back to back (not judged)"))
         print(recorded)
         print("costliest rules (mean time, query log):", *costly_rules(workdir / "query.log"), sep="\n")
         rules_met = within_budget(costs)

@@ -136,14 +136,14 @@ class RuleGroupSampler:
         return sorted(self.costs.values(), key=lambda cost: cost.name)
 
 
-def cost_table(costs: Sequence[GroupCost], window: float) -> str:
+def cost_table(costs: Sequence[GroupCost], window: float, what: str = "measuring") -> str:
     """One line per group: evaluations seen, last / mean / max time, its budget, the core share, missed iterations,
     the samples (series) it writes per evaluation; then the total."""
     header = (
         f"{'rule group':<28} {'interval':>8} {'evals':>5} {'last s':>7} {'mean s':>7} {'max s':>7} {'budget':>7}"
         f" {'share':>6} {'missed':>6} {'series':>8}  within"
     )
-    lines = [f"rule groups over {window:.0f} s of measuring:", header, "-" * len(header)]
+    lines = [f"rule groups over {window:.0f} s of {what}:", header, "-" * len(header)]
     for cost in costs:
         lines.append(
             f"{cost.name:<28} {cost.interval:>7.0f}s {len(cost.evaluations):>5} {cost.last:>7.2f} {cost.mean:>7.2f}"
