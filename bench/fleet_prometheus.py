@@ -21,14 +21,17 @@ configuration adds (deploy/overlays/plain: job, instance = the node's exporter p
    utilization, memory, power and the three framebuffer families: 6 x --pods series) every `--step` seconds over
    `--hours` hours ending now, each turned into a block by `promtool tsdb create-blocks-from openmetrics` (two at
    once). Recording rules are not backfilled: the adapter's default queries read the raw series, and the rules
-   evaluate from Prometheus' start on.
-3. A real `prometheus` on those blocks (--storage.tsdb.max-block-duration=2h: see start_prometheus) with the shipped
-   rule file (rules/dist/dcgm, every --evaluation-interval seconds; --no-rules leaves it out), scraping the fleet every
-   15 s from `--shards` targets served by one process of this script (honor_labels, as shipped), its query log on.
-   Measuring starts once every target has been scraped for 65 s (the `[1m]` windows hold live samples only) and the
-   recording rules have been evaluated.
-4. The rule window (--rule-window, default 600 s): Prometheus scrapes the fleet and evaluates the rules, and nothing
-   else asks it anything; every group's evaluations are read every 5 s (rule_cost.py) and judged against the budget.
+   evaluate from their loading on.
+3. A real `prometheus` on those blocks (--storage.tsdb.max-block-duration=2h: see start_prometheus), later with the
+   shipped rule file (rules/dist/dcgm, every --evaluation-interval seconds; --no-rules leaves it out), scraping the
+   fleet every 15 s from `--shards` targets served by one process of this script (honor_labels, as shipped), its
+   query log on. Measuring starts once every target has been scraped for 65 s (the `[1m]` windows hold live samples
+   only).
+4. The baseline (--baseline-window, default 180 s): Prometheus scrapes the fleet without the rules, nothing else asks
+   it anything, and its CPU is read. Then the shipped rules are loaded (the configuration rewritten, POST /-/reload)
+   and, once the per-pod rules have been evaluated and a minute more, the rule window (--rule-window, default 600 s):
+   the same steady work with the rules. Every group's evaluations are read every 5 s (rule_cost.py) and judged
+   against the budget; the CPU the rules add is Prometheus' CPU in the rule window less the baseline's.
 5. Sequential requests over one kept-alive TLS connection, as the aggregator sends them:
        GET /apis/custom.metrics.k8s.io/v1beta2/namespaces/bench/pods/*/gpu_utilization?labelSelector=app%3Dinfer
    with Prometheus' own time for the adapter's two queries (its query log); then the same PromQL (rendered from
@@ -537,8 +540,9 @@ def role_url(running: Running, role: str) -> str:
     return url
 
 
-def prometheus_config(targets_url: str, args: argparse.Namespace, query_log: Path) -> dict[str, Any]:
-    """The shipped scrape job (honor_labels, 15 s), one static target per shard, the shipped rules, a query log."""
+def prometheus_config(targets_url: str, args: argparse.Namespace, query_log: Path, rules: bool) -> dict[str, Any]:
+    """The shipped scrape job (honor_labels, 15 s), one static target per shard, the shipped rules (`rules`), a query
+    log."""
     address = targets_url.removeprefix("http://")
     shards = [
         {"targets": [address], "labels": {"__param_shard": str(k), "instance": f"fleet-shard-{k:02d}"}}
@@ -550,7 +554,7 @@ def prometheus_config(targets_url: str, args: argparse.Namespace, query_log: Pat
             "evaluation_interval": f"{args.evaluation_interval}s",
             "query_log_file": str(query_log),
         },
-        "rule_files": [str(RULE_FILE)] if args.rules else [],
+        "rule_files": [str(RULE_FILE)] if rules else [],
         "scrape_configs": [
             {"job_name": JOB, "honor_labels": True, "scrape_interval": f"{SCRAPE_INTERVAL}s", "static_configs": shards}
         ],
@@ -561,17 +565,39 @@ def start_prometheus(running: Running, data_dir: Path, targets_url: str, args: a
     """Prometheus on the backfilled blocks. Its default would compact the day's 2-hour blocks into larger ones a
     minute after start, a minute of CPU here that a Prometheus which grew its history itself spreads over the day:
     --storage.tsdb.max-block-duration=2h leaves them as they are (the instant queries measured read none of them)."""
+    write_config(running, targets_url, args, rules=False)
     config = running.workdir / "prometheus.yml"
-    config.write_text(yaml.safe_dump(prometheus_config(targets_url, args, running.workdir / "query.log")))
     argv = [
         _tool("prometheus"),
         f"--config.file={config}",
         f"--storage.tsdb.path={data_dir}",
         f"--web.listen-address={running.prometheus.removeprefix('http://')}",
         "--storage.tsdb.max-block-duration=2h",
+        "--web.enable-lifecycle",  # POST /-/reload: the rules are loaded after the baseline (load_rules)
     ]
     running.processes.start("prometheus", argv)
     _wait(lambda: _get_ok(f"{running.prometheus}/-/ready"), "prometheus ready", 120, running, "prometheus")
+
+
+def write_config(running: Running, targets_url: str, args: argparse.Namespace, *, rules: bool) -> None:
+    config = running.workdir / "prometheus.yml"
+    config.write_text(yaml.safe_dump(prometheus_config(targets_url, args, running.workdir / "query.log", rules)))
+
+
+def load_rules(running: Running, targets_url: str, args: argparse.Namespace) -> None:
+    """Load the shipped rules into the running Prometheus (its configuration rewritten, then POST /-/reload)."""
+    write_config(running, targets_url, args, rules=True)
+    request = urllib.request.Request(f"{running.prometheus}/-/reload", method="POST")
+    with urllib.request.urlopen(request, timeout=60) as response:
+        if response.status != 200:
+            raise SystemExit(f"prometheus did not reload its configuration: HTTP {response.status}")
+
+
+def steady_cpu(running: Running, seconds: float) -> float:
+    """Prometheus' CPU (cores) over `seconds` in which nothing of this script asks it anything."""
+    before, started = prometheus_cpu(running), time.monotonic()
+    time.sleep(seconds)
+    return (prometheus_cpu(running) - before) / (time.monotonic() - started)
 
 
 def start_adapter(running: Running, kube_url: str, profile: bool) -> None:
@@ -625,16 +651,19 @@ def scalar(running: Running, query: str, at: float | None = None) -> float:
     return float(result[0]["value"][1]) if result else 0.0
 
 
+def wait_rules(running: Running, pods: int) -> None:
+    """Wait until the per-pod recording rules have been evaluated, then a minute more (every 1-minute group ran)."""
+    rule = "count(namespace_pod:gpu_pulse_pod_gpu_utilization_ratio:avg)"
+    _wait(lambda: scalar(running, rule) >= pods, "recording rules evaluated", 300, running, "prometheus")
+    time.sleep(60)
+
+
 def wait_warm(running: Running, pods: int) -> float:
-    """Wait until every target has been scraped for WARM_SECONDS with every pod's series, and (with rules) the pod
-    recording rules have been evaluated; the seconds waited."""
+    """Wait until every target has been scraped for WARM_SECONDS with every pod's series; the seconds waited."""
     started = time.monotonic()
     count = f"count({POD_UTILIZATION})"
     _wait(lambda: scalar(running, count) >= pods, "every pod scraped", 300, running, "prometheus")
     first_full = time.monotonic()
-    if RULE_FILE.name in json.dumps(api(running, "/api/v1/status/config")):
-        rule = "count(namespace_pod:gpu_pulse_pod_gpu_utilization_ratio:avg)"
-        _wait(lambda: scalar(running, rule) >= pods, "recording rules evaluated", 300, running, "prometheus")
     scrapes = f'min(count_over_time(up{{job="{JOB}"}}[{WARM_SECONDS}s]))'
     warm = f"targets scraped for {WARM_SECONDS} s"
     _wait(lambda: time.monotonic() - first_full >= WARM_SECONDS, warm, 300, running, "prometheus")
@@ -882,16 +911,22 @@ def run(args: argparse.Namespace, workdir: Path) -> int:
         start_adapter(running, role_url(running, "cluster"), args.profile)
         report = backfill(placements, args.hours, args.step, int(time.time()), workdir / "tsdb", workdir)
         print(describe_history(report), flush=True)
-        start_prometheus(running, workdir / "tsdb", role_url(running, "exporters"), args)
+        targets = role_url(running, "exporters")
+        start_prometheus(running, workdir / "tsdb", targets, args)
         warmed = wait_warm(running, len(placements))
         _wait(
             lambda: _get_ok(running.adapter + "/readyz", running.client_ssl), "adapter ready", 300, running, "adapter"
         )
-        rules = ", the rules evaluated" if args.rules else " (no rules loaded)"
-        print(f"warm after {warmed:.0f} s: every target scraped for {WARM_SECONDS} s{rules}", flush=True)
+        print(f"warm after {warmed:.0f} s: every target scraped for {WARM_SECONDS} s", flush=True)
         for line in describe_tsdb(running, report):
             print(line)
-        costs, window = watch_rules(running, args.rule_window)
+        baseline = steady_cpu(running, args.baseline_window)
+        print(f"steady work for {args.baseline_window:.0f} s without the rules: prometheus used {baseline:.2f} cores")
+        if args.rules:
+            load_rules(running, targets, args)
+            wait_rules(running, len(placements))
+        costs, window, with_rules = watch_rules(running, args.rule_window)
+        rules_cpu = with_rules - baseline if args.rules else None
         cpu_before, started = prometheus_cpu(running), time.monotonic()
         storm = RuleGroupSampler.of(running.prometheus)
         storm.start()
@@ -906,11 +941,15 @@ def run(args: argparse.Namespace, workdir: Path) -> int:
     panels_met = report_panels(panels) if args.panels else True
     rules_met = True
     if args.rules:
-        print(cost_table(costs, window, "steady work (scrapes and rules, no client): the budget"))
+        print(cost_table(costs, window, "steady work (scrapes and rules, no client): the budget", rules_cpu))
         print(cost_table(storm_costs, storm_window, "the requests above, back to back (not judged)"))
         print(recorded)
         print("costliest rules (mean time, query log):", *costly_rules(workdir / "query.log"), sep="\n")
-        rules_met = within_budget(costs)
+        print(
+            f"the CPU the rules add: {rules_cpu:.3f} cores ({with_rules:.3f} with them, {baseline:.3f} without, same"
+            f" run); the groups' wall-time shares summed: {sum(cost.share for cost in costs):.3f}"
+        )
+        rules_met = within_budget(costs, rules_cpu)
         print(
             f"rule budget: each group < {GROUP_SHARE:.0%} of its interval, no missed iteration, all < {TOTAL_CORES}"
             f" core: {'met' if rules_met else 'NOT met'}"
@@ -926,11 +965,12 @@ def run(args: argparse.Namespace, workdir: Path) -> int:
     return 0 if met and rules_met and panels_met else 1
 
 
-def watch_rules(running: Running, seconds: float) -> tuple[list[GroupCost], float]:
+def watch_rules(running: Running, seconds: float) -> tuple[list[GroupCost], float, float]:
     """Every rule group's evaluations over `seconds` of the work a fleet's Prometheus does all day, scraping the
     exporters and evaluating the rules, with no client of this script asking anything: what the budget is judged on.
     The back-to-back requests measured after it are a load test of the adapter's queries (1,000-series answers as
-    fast as Prometheus gives them), not the fleet's steady state; the groups' times under them are printed apart."""
+    fast as Prometheus gives them), not the fleet's steady state; the groups' times under them are printed apart.
+    Returns the groups' costs, the window's seconds and Prometheus' CPU over it (cores)."""
     cpu_before, started = prometheus_cpu(running), time.monotonic()
     sampler = RuleGroupSampler.of(running.prometheus)
     sampler.start()
@@ -938,7 +978,7 @@ def watch_rules(running: Running, seconds: float) -> tuple[list[GroupCost], floa
     costs, window = sampler.stop(), time.monotonic() - started
     busy = (prometheus_cpu(running) - cpu_before) / window
     print(f"steady work for {window:.0f} s: prometheus used {busy:.2f} cores; load {load_average()}", flush=True)
-    return costs, window
+    return costs, window, busy
 
 
 def time_panels(running: Running, repeats: int) -> list[Timing]:
@@ -1002,6 +1042,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         help="time every dashboard query after the adapter's (--no-panels: skip)",
     )
     parser.add_argument("--panel-repeats", type=int, default=5, help="times each dashboard query is sent")
+    parser.add_argument(
+        "--baseline-window",
+        type=float,
+        default=180.0,
+        help="seconds of steady work without the rules first, whose CPU is taken from the rule window's",
+    )
     parser.add_argument("--profile", action="store_true", help="run the adapter under cProfile and print the top")
     parser.add_argument("--keep", type=Path, help="work in this directory and keep it (blocks, logs, query log)")
     parser.add_argument("--role", choices=("cluster", "exporters"), help=argparse.SUPPRESS)

@@ -80,8 +80,15 @@ def test_the_budget_is_a_tenth_of_the_interval_no_missed_iteration_and_a_quarter
     assert not within_budget(costs_of(("a", 30, 1.0, 1)))
     # each within its tenth, together 0.29 of an interval
     assert not within_budget(costs_of(("a", 30, 2.9, 0), ("b", 30, 2.9, 0), ("c", 30, 2.9, 0)))
+    # the same groups whose waits for a core made the sum: the CPU they add decides when it is known
+    assert within_budget(costs_of(("a", 30, 2.9, 0), ("b", 30, 2.9, 0), ("c", 30, 2.9, 0)), rules_cpu=0.2)
+    assert not within_budget(costs_of(("a", 30, 1.0, 0)), rules_cpu=0.3)
+    assert not within_budget(costs_of(("a", 30, 3.1, 0)), rules_cpu=0.1)
     table = cost_table(costs_of(("a", 30, 3.1, 0)), 60)
     assert "NO" in table.splitlines()[3]
+    lines = cost_table(costs_of(("a", 30, 2.9, 0), ("b", 30, 2.9, 0), ("c", 30, 2.9, 0)), 60, rules_cpu=0.2)
+    shares, cpu = lines.splitlines()[-2:]
+    assert shares.endswith("(bound)") and cpu.startswith("all groups, CPU they add") and cpu.endswith("yes")
 
 
 def test_the_sampler_reads_until_stopped_and_survives_a_failed_read() -> None:
