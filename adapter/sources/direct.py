@@ -108,10 +108,9 @@ class DirectSource:
         """From the pod figure index where it serves the pod, else as `_values_at_nodes` (which says so for the pods
         it is asked about exactly as it would have for all of them): see the module's docstring."""
         namespace = _asked_namespace(pods)
-        served = self._indexed_values(metric, pods, namespace)
-        rest = [i for i, (pod, value) in enumerate(zip(pods, served, strict=True)) if value is None and pod.node]
+        served, rest = self._indexed_values(metric, pods, namespace)
         if rest:
-            some_answered = any(value is not None for value in served)
+            some_answered = len(rest) < len(served) and any(value is not None for value in served)
             others = await self._values_at_nodes(
                 metric, [pods[i] for i in rest], namespace, some_answered=some_answered
             )
@@ -121,21 +120,26 @@ class DirectSource:
 
     def _indexed_values(
         self, metric: MetricDefinition, pods: Sequence[Pod], namespace: str | None
-    ) -> list[ServedValue | None]:
-        """Each pod's value from the pod figure index when it is there, fresh and the pod's own; else None."""
+    ) -> tuple[list[ServedValue | None], list[int]]:
+        """Each pod's value from the pod figure index when it is there, fresh and the pod's own, else None; and where
+        in `pods` the scheduled pods without one are (for `_values_at_nodes`)."""
         found = self._cache.figures_at_hand(metric, pods, namespace)
         now = self._clock()
         fixed_age = self._max_age
         served: list[ServedValue | None] = []
-        keep = served.append
-        for pod, entry in zip(pods, found, strict=True):
-            if entry is None:
-                keep(None)
-                continue
-            value = entry.value
-            max_age = fixed_age if fixed_age is not None else default_max_age(entry.answer.document.interval_seconds)
-            keep(value if now - value.sampled_at <= max_age and _same_pod(entry.uid, pod) else None)
-        return served
+        rest: list[int] = []
+        for i, (pod, entry) in enumerate(zip(pods, found, strict=True)):
+            if entry is not None:
+                value = entry.value
+                interval = entry.answer.document.interval_seconds
+                max_age = fixed_age if fixed_age is not None else default_max_age(interval)
+                if now - value.sampled_at <= max_age and _same_pod(entry.uid, pod):
+                    served.append(value)
+                    continue
+            served.append(None)
+            if pod.node:
+                rest.append(i)
+        return served, rest
 
     async def _values_at_nodes(
         self, metric: MetricDefinition, pods: Sequence[Pod], namespace: str | None, *, some_answered: bool = False
