@@ -10,6 +10,13 @@ A feed nobody asked about within `keep_warm_seconds` is closed. So what crosses 
 need, once per node and not once per namespace or per query, and an exporter sees one request per stream (its
 streams end after about five minutes and are opened again) instead of one per document.
 
+The HPA's question (1,000 pods over some 800 nodes) is answered from the pod figure index: for each metric asked about
+by `figures_at_hand`, one flat dict from (node, namespace, pod) to the pod's value in its node's current document
+(`IndexedFigures`), kept as documents arrive. A document replaces its node's entries (those of pods it no longer
+lists go); a feed that fails, is closed or is replaced (the exporter moved) takes its node's entries with it. So at
+every moment the index holds exactly the values of the current answers of the current feeds, and a question looks
+each pod up once instead of visiting each node's feed, answer and values (`cached_many`).
+
 An exporter that answers a plain document instead of a stream (one without streams) is asked again each `refresh`
 seconds (at least its interval). So is one that refuses the stream with `429` (every stream slot taken, perhaps by
 another client, exporter/server.py): the feed asks a plain `/pods` at once, which the exporter never refuses for that,
@@ -34,13 +41,14 @@ import logging
 import math
 import ssl
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from email.utils import parsedate_to_datetime
 from http import HTTPStatus
 
 import aiohttp
+import msgspec
 
 from adapter.metrics_config import MetricDefinition
 from adapter.sources.figures import pod_sample, pod_values
@@ -55,6 +63,7 @@ from exporter.pods_document import (
     parse_stream_event,
 )
 from toolkit.logs import fields
+from toolkit.pods import Pod
 from toolkit.responses import UpstreamAnswerError, read_bounded
 
 log = logging.getLogger(__name__)
@@ -77,6 +86,9 @@ WHOLE_DOCUMENT_NAMESPACES = 3
 STREAM_REFUSED_SECONDS = 30.0
 # a warm-up (`warm`) is over when every node it opened has answered or failed, or after this many seconds
 WARM_UP_SECONDS = 20.0
+# A feed served from the pod figure index is marked wanted again (`_want`) once its mark is this old (at most a quarter
+# of `keep_warm_seconds`): a 1,000-pod answer then writes to a few feeds a second, not to 800 each time.
+WANT_AGAIN_SECONDS = 1.0
 FetchObserver = Callable[[str, float], None]  # (outcome "ok" | "error" | "timeout", seconds)
 
 
@@ -129,6 +141,20 @@ class NodeAnswer:
                     found[(pod.namespace, pod.name)] = sample
             self._samples[metric.name] = found
         return found
+
+
+IndexKey = tuple[str, str, str]  # (node, namespace, pod): a pod name may stand in two nodes' documents for a while
+
+
+class IndexedFigures(msgspec.Struct, frozen=True, gc=False):
+    """A pod's value of one metric in the newest document of its node, and its uid there: an entry of the pod figure
+    index (`NodePodsCache.figures_at_hand`). One is made per pod of every document that arrives; like ServedValue it
+    is never tracked by the garbage collector (adapter/sources/model.py says why). It takes part in no cycle: nothing
+    it refers to refers back to it."""
+
+    value: ServedValue
+    uid: str | None
+    answer: NodeAnswer  # the document it comes from: served only while that is its node's current answer
 
 
 Namespaces = frozenset[str] | None  # what a feed carries: these namespaces, or every one (None)
@@ -198,6 +224,11 @@ class NodePodsCache:
         self._observe = observe
         self._feeds: dict[str, _Feed] = {}
         self._wanted_metrics: dict[str, MetricDefinition] = {}
+        # the pod figure index: by metric name, each pod's value in its node's current answer; and the answer of each
+        # node whose values are in it (always its current feed's current answer)
+        self._indexes: dict[str, dict[IndexKey, IndexedFigures]] = {}
+        self._indexed: dict[str, NodeAnswer] = {}
+        self._want_again = min(WANT_AGAIN_SECONDS, keep_warm_seconds / 4)
         self._session: aiohttp.ClientSession | None = None
         self._sweeper: asyncio.Task[None] | None = None
         self._closed = False
@@ -222,6 +253,8 @@ class NodePodsCache:
         self._feeds.clear()
         for feed in feeds:
             self._drop(feed)
+        self._indexes.clear()
+        self._indexed.clear()
         tasks = [t for t in (self._sweeper, *(f.task for f in feeds)) if t is not None]
         if self._sweeper is not None:
             self._sweeper.cancel()
@@ -257,6 +290,40 @@ class NodePodsCache:
             if not _covers(feed.streamed, namespace) and feed.reconnect is None:
                 feed.reconnect = asyncio.get_running_loop().call_later(GATHER_SECONDS, self._reconnect, feed)
             found[node] = MISS
+        return found
+
+    def figures_at_hand(
+        self, metric: MetricDefinition, pods: Sequence[Pod], namespace: str | None
+    ) -> list[IndexedFigures | None]:
+        """Each pod's value of `metric` in the current document of its node (`pod.node`) when one is at hand that
+        carries `namespace` (every namespace for None, as `cached`) and lists the pod; else None: whether the pod has
+        a figure at all is then for `cached_many` and `answer` to say. Whether a value is fresh enough to serve, or
+        the pod's own (its uid), is the caller's to judge. Each feed a value comes from stays wanted, as `cached`
+        keeps it, its mark renewed once it is `_want_again` seconds old."""
+        index = self._indexes.get(metric.name)
+        if index is None:
+            index = self._new_index(metric)
+        feeds = self._feeds
+        now = self._clock()
+        renew_before = now - self._want_again
+        found: list[IndexedFigures | None] = []
+        keep = found.append
+        for pod in pods:
+            node = pod.node
+            if not node or (entry := index.get((node, pod.namespace, pod.name))) is None:
+                keep(None)
+                continue
+            feed = feeds.get(node)
+            if feed is None or feed.answer is not entry.answer or feed.error is not None:
+                keep(None)  # never so while the index is kept right: the entries of a lost answer go with it
+                continue
+            if not _covers(feed.carried, namespace):
+                keep(None)  # the question needs more of the node than it carries: `cached_many` reconnects it
+                continue
+            marked = feed.everything_asked_at if namespace is None else feed.asked.get(namespace, -math.inf)
+            if marked < renew_before:
+                self._want(feed, namespace, now)
+            keep(entry)
         return found
 
     def warm(self, urls: Mapping[str, str]) -> None:
@@ -358,6 +425,7 @@ class NodePodsCache:
         feed.task = asyncio.create_task(self._follow(feed), name=f"gpu-pulse-node-feed-{feed.node}")
 
     def _drop(self, feed: _Feed) -> None:
+        self._unindex(feed)
         if feed.task is not None:
             feed.task.cancel()
         if feed.reconnect is not None:
@@ -478,6 +546,7 @@ class NodePodsCache:
         offset = exporter_clock_offset(document, exporter_now, received)
         feed.answer = NodeAnswer(document, self._wanted_metrics, offset)
         feed.carried, feed.error, feed.failures = carried, None, 0
+        self._index(feed)
         feed.interval = document.interval_seconds
         self.documents += 1
         if self._observe is not None and not math.isnan(started):
@@ -494,11 +563,51 @@ class NodePodsCache:
                 problem,
                 extra=fields(node=feed.node, reason=problem),
             )
+        self._unindex(feed)
         feed.answer, feed.carried, feed.error = None, frozenset(), problem
         feed.failures += 1
         if self._observe is not None:
             self._observe(outcome, time.perf_counter() - started)
         self._wake(feed, everyone=True)
+
+    # ---- the pod figure index ----------------------------------------------------------------------------------------
+    def _new_index(self, metric: MetricDefinition) -> dict[IndexKey, IndexedFigures]:
+        """The index of a metric asked about for the first time, filled from the answers at hand (whose values of it
+        are worked out now; every later document works them out as it arrives, see NodeAnswer)."""
+        self._wanted_metrics.setdefault(metric.name, metric)  # worked out for each document from now on
+        index: dict[IndexKey, IndexedFigures] = {}
+        for node, answer in self._indexed.items():
+            _add_entries(index, node, answer, answer.values(metric))
+        self._indexes[metric.name] = index
+        return index
+
+    def _index(self, feed: _Feed) -> None:
+        """Replace the node's entries by those of the feed's new answer: about 25 pods a document, a thousand documents
+        a second at fleet size. The feed of a dropped node (its task outlived its cancellation) adds none."""
+        answer = feed.answer
+        if answer is None or self._feeds.get(feed.node) is not feed:
+            return
+        node = feed.node
+        previous = self._indexed.get(node)
+        self._indexed[node] = answer
+        for name, index in self._indexes.items():
+            metric = self._wanted_metrics[name]
+            values = answer.values(metric)
+            if previous is not None:
+                for namespace, pod in previous.values(metric).keys() - values.keys():
+                    index.pop((node, namespace, pod), None)
+            _add_entries(index, node, answer, values)
+
+    def _unindex(self, feed: _Feed) -> None:
+        """Remove the node's entries if they come from the feed's answer (which it is about to lose)."""
+        answer = feed.answer
+        node = feed.node
+        if answer is None or self._indexed.get(node) is not answer:
+            return
+        del self._indexed[node]
+        for name, index in self._indexes.items():
+            for namespace, pod in answer.values(self._wanted_metrics[name]):
+                index.pop((node, namespace, pod), None)
 
     def _wake(self, feed: _Feed, *, everyone: bool = False) -> None:
         """Wake the queries waiting for a document carrying their namespace (all of them after a failure)."""
@@ -513,6 +622,13 @@ class NodePodsCache:
     def _retry_after(self, failures: int) -> float:
         """Seconds until a node that failed `failures` times in a row is asked again: doubling, capped."""
         return min(self._max_failure_ttl, self._failure_ttl * 2.0 ** min(max(failures, 1) - 1, 30))
+
+
+def _add_entries(
+    index: dict[IndexKey, IndexedFigures], node: str, answer: NodeAnswer, values: Mapping[PodKey, PodFigures]
+) -> None:
+    for (namespace, pod), (value, uid) in values.items():
+        index[(node, namespace, pod)] = IndexedFigures(value, uid, answer)
 
 
 def _current(feed: _Feed) -> bool:

@@ -338,6 +338,40 @@ async def test_exporters_are_found_by_their_pods(make_adapter: AdapterFactory, c
         await second.stop()
 
 
+async def test_an_exporter_pod_replaced_at_a_new_address_is_followed_there(
+    make_adapter: AdapterFactory, cluster: Cluster
+) -> None:
+    """A rolling update replaces gpu-1's exporter pod by one at another IP. The HPA's answers come from the pod figure
+    index, which does not ask the locator (see adapter/sources/direct.py): they serve the old exporter's figures while
+    it answers, and the new exporter's once the old one is gone, never nothing in between for long."""
+    old = SimulatedNode("gpu-1", host="127.0.0.2")
+    await old.start()
+    new = SimulatedNode("gpu-1", host="127.0.0.4", port=old.port)
+    await new.start()
+    try:
+        old.set_pod("ml", "infer-a", [Gpu(utilization=11.0)])
+        new.set_pod("ml", "infer-a", [Gpu(utilization=44.0)])
+        kube = cluster.kube
+        kube.put_pod("gpu-pulse", "exporter-1", node="gpu-1", labels=EXPORTER_LABELS, pod_ip="127.0.0.2")
+        await eventually(lambda: cluster.pods.get("gpu-pulse", "exporter-1") is not None, "the exporter pod is cached")
+        locator = PodExporters(cluster.pods, parse_selector("app.kubernetes.io/name=gpu-pulse-exporter"), old.port)
+        client = await make_adapter(locator=locator)
+        for _ in range(3):  # the first answer opens the node's feed, the next ones come from the index
+            assert parse_quantity((await served(client))["infer-a"]["value"]) == Decimal(11)
+        kube.put_pod("gpu-pulse", "exporter-1", node="gpu-1", labels=EXPORTER_LABELS, pod_ip="127.0.0.4")
+        await eventually(lambda: cluster.pods.get("gpu-pulse", "exporter-1").pod_ip == "127.0.0.4", "moved")  # type: ignore[union-attr]
+        await old.stop()  # the old pod's exporter goes away
+        deadline = time.monotonic() + 10
+        while (value := (await served(client)).get("infer-a")) is None or parse_quantity(value["value"]) != 44:
+            assert value is None or parse_quantity(value["value"]) == Decimal(11)
+            assert time.monotonic() < deadline, "the new exporter's figures are never served"
+            await asyncio.sleep(0.02)
+        assert new.requests == 1 and old.requests == 1  # one stream each
+    finally:
+        await old.stop()
+        await new.stop()
+
+
 async def test_pod_values_leave_out_what_samples_leave_out(cluster: Cluster) -> None:
     """The HPA's pods answers (`pod_values`) and every other answer (`samples`) see the same fresh figures: a pod
     whose figures are too old, that is not scheduled, or whose node has no exporter has neither."""
