@@ -9,7 +9,7 @@ split evenly among the pods holding it.
 Rules are priced like code (docs/performance.md, bench/fleet_prometheus.py): what several rules need is recorded once
 and read after (rules of a group run in order, so a rule reads what an earlier one of its group recorded in the same
 evaluation), aggregations run before renames, joins are against recorded per-pod series, not raw ones, and the device
-and pod levels are two groups each (state, utilization and allocation; memory and power), so that no group's
+and pod levels are two groups each (state, utilization, allocation and energy; memory and power), so that no group's
 evaluation comes near its interval.
 """
 
@@ -30,18 +30,19 @@ from rules.workloads import workload_rules
 INTERVAL = "1m"
 
 
-# The families of the second group of the device and pod levels: memory, power and energy (and the devices a node
-# offers, counted from the framebuffer totals). A group's rules run one after another, so a group's evaluation lasts
-# as long as all its rules together; at fleet size (docs/performance.md) the device and pod levels in one group each
-# came near a tenth of the interval. Their rules form independent chains per family (a node or namespace sum reads
-# the per-GPU or per-pod series of its own family), so they split in two groups per level with no rule reading what
-# the other group records: every result stays what it was, and each group's evaluation takes about half as long.
-_MEMORY_POWER = ("memory", "power", "energy", "allocatable")
+# The families of the second group of the device and pod levels: memory and power (and the devices a node offers,
+# counted from the framebuffer totals); energy stays with state, utilization and allocation, which evens the work
+# out. A group's rules run one after another, so a group's evaluation lasts as long as all its rules together; at
+# fleet size (docs/performance.md) the device and pod levels in one group each came near a tenth of the interval.
+# Their rules form independent chains per family (a node or namespace sum reads the per-GPU or per-pod series of its
+# own family), so they split in two groups per level with no rule reading what the other group records: every result
+# stays what it was, and each group's evaluation takes about half as long.
+_MEMORY_POWER = ("memory", "power", "allocatable")
 
 
 def split_by_family(name: str, rules: tuple[Recording, ...]) -> tuple[Group, Group]:
-    """`rules` as two groups, `name` (state, utilization and allocation) and `name`'s memory and power group, in their
-    order; ValueError if a rule would read a series the other group records (it would read it one evaluation late)."""
+    """`rules` as two groups, `name` (state, utilization, allocation, energy) and `name`'s memory and power group, in
+    their order; ValueError if a rule would read a series the other group records (one evaluation late, then)."""
     memory_power = tuple(r for r in rules if any(family in r.record for family in _MEMORY_POWER))
     others = tuple(r for r in rules if r not in memory_power)
     for part, sibling in ((others, memory_power), (memory_power, others)):
