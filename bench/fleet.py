@@ -850,6 +850,26 @@ def in_restart(answer: Answer, restarts: list[tuple[int, float, float]]) -> bool
 FRESHLY_READY = 30.0  # seconds after a restarted replica is ready in which its answers are also shown apart
 
 
+SLOWEST_SHOWN = 5  # the slowest answers of the largest Deployments listed, with when and which replica
+
+
+def slowest(
+    answers: list[Answer], started: float, restarts: list[tuple[int, float, float]], shown: int
+) -> list[dict[str, Any]]:
+    """The `shown` slowest answers: their time, when they were asked (seconds into the measurement), the replica, and
+    whether that replica had come back from a restart less than FRESHLY_READY seconds before: what a p99 over a few
+    hundred answers (its second or third slowest) rests on."""
+    return [
+        {
+            "ms": a.seconds * 1000,
+            "at_s": a.asked - started,
+            "replica": a.replica,
+            "freshly_ready": freshly_ready(a, restarts),
+        }
+        for a in sorted(answers, key=lambda a: -a.seconds)[:shown]
+    ]
+
+
 def freshly_ready(answer: Answer, restarts: list[tuple[int, float, float]]) -> bool:
     """Whether the answer was asked of a restarted replica within FRESHLY_READY s after it said it was ready."""
     return any(
@@ -898,6 +918,9 @@ def figures_of(args: argparse.Namespace, info: dict[str, Any], measured: dict[st
         "duration_s": args.duration,
         "answers": len(answers),
         "answers_large": {"pods": large_pods, **spread([a.seconds * 1000 for a in ok if a.pods >= large_pods])},
+        "slowest_large": slowest(
+            [a for a in ok if a.pods >= large_pods], started, measured["events"].restarts, shown=SLOWEST_SHOWN
+        ),
         "answers_ten": {"pods": ten_pods, **spread(ten)},
         "answers_2_to_20_pods": spread([a.seconds * 1000 for a in ok if 2 <= a.pods <= 20]),
         "baseline": spread(floor),
@@ -1065,6 +1088,12 @@ def details(args: argparse.Namespace, figures: dict[str, Any]) -> None:
     peak_each = ", ".join(f"{m:.1f}" for m in figures["peak_rss_mib_per_replica"])
     large, ten, small = figures["answers_large"], figures["answers_ten"], figures["answers_2_to_20_pods"]
     floor = figures["baseline"]
+    slow = "; ".join(
+        f"{a['ms']:.1f} ms at +{a['at_s']:.0f} s, replica {a['replica']}"
+        + (" (freshly ready)" if a["freshly_ready"] else "")
+        for a in figures["slowest_large"]
+    )
+    print(f"the slowest {large['pods']:,}-pod answers: {slow}")
     print(
         f"{figures['answers']} HPA answers in {args.duration:g} s; {large['pods']:,}-pod p50 {large['p50_ms']:.2f} ms "
         f"({large['answers']} answers); {ten['pods']}-pod p50 {ten['p50_ms']:.2f} ms ({ten['answers']}); 2-20-pod p50 "

@@ -36,3 +36,20 @@ def test_the_histograms_are_read_from_an_adapters_exposition() -> None:
     assert found["loop_lag"][0.0025] == 0 and found["loop_lag"][0.005] == 1
     assert found["gc2"][0.25] == 1 and found["gc2"][0.1] == 0 and found["gc2"][SUM] == 0.2
     assert found["gc0"][0.001] == 1 and found["gc1"][math.inf] == 0
+
+
+def test_the_slowest_answers_say_when_and_which_replica_and_whether_it_was_just_back() -> None:
+    from fleet import FRESHLY_READY, Answer, slowest
+
+    started = 1000.0
+    restarts = [(1, 1100.0, 1110.0)]  # replica 1: stopped at +100 s, ready again at +110 s
+    answers = [
+        Answer(1000, 0.012, 200, 1000, [], replica=0, asked=1050.0),
+        Answer(1000, 0.030, 200, 1000, [], replica=1, asked=1115.0),  # 5 s after its replica came back
+        Answer(1000, 0.025, 200, 1000, [], replica=1, asked=1110.0 + FRESHLY_READY + 1),
+        Answer(1000, 0.009, 200, 1000, [], replica=0, asked=1200.0),
+    ]
+    listed = slowest(answers, started, restarts, shown=2)
+    assert [round(a["ms"]) for a in listed] == [30, 25]
+    assert [a["freshly_ready"] for a in listed] == [True, False]
+    assert listed[0]["replica"] == 1 and listed[0]["at_s"] == 115.0
