@@ -9,12 +9,13 @@ import sys
 from decimal import Decimal
 from pathlib import Path
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
-from fleet import Answer, AnswerChecker, Membership, milli_units, timestamp_second
+from fleet import Answer, AnswerChecker, Membership, answer_items, milli_units, timestamp_second
 from fleet_cluster import GpuPod, Node, Snapshots, sample_second, utilization_tenths
 
 from adapter.api.bodies import CustomItems, described_object, rfc3339
@@ -123,7 +124,7 @@ def check(*texts: str, grace: float = 2.0) -> tuple[AnswerChecker, Answer]:
     items = [json.loads(text) for text in texts]
     answer = Answer(6, 0.01, 200, len(items), [], 0, ASKED, ASKED + 0.01, (NAMESPACE, DEPLOYMENT))
     checker = AnswerChecker(membership(), grace)
-    checker.check_now(answer, items)
+    checker.check(answer, items)
     return checker, answer
 
 
@@ -186,17 +187,25 @@ def test_pods_left_out_are_missing_unless_their_figures_could_not_be_fresh() -> 
     checker = AnswerChecker(membership(), 2.0)
     checker.exporter_down[2].append((ASKED - 20, ASKED - 3))  # pod 2's exporter restarted a while ago
     answer = Answer(6, 0.01, 200, 2, [], 0, ASKED, ASKED + 0.01, (NAMESPACE, DEPLOYMENT))
-    checker.check_now(answer, [json.loads(text) for text in RIGHT[:2]])
+    checker.check(answer, [json.loads(text) for text in RIGHT[:2]])
     assert answer.missing == 1
 
 
-def test_the_check_yields_between_chunks() -> None:
-    """A 1,000-item answer is checked in chunks, so that the HPAs' event loop is not held for all of it."""
-    items = [json.loads(text) for text in RIGHT] * 250
-    answer = Answer(6, 0.01, 200, len(items), [], 0, ASKED, ASKED + 0.01, (NAMESPACE, DEPLOYMENT))
-    checker = AnswerChecker(membership(), 2.0)
-    assert sum(1 for _ in checker.check(answer, items)) == 1000 // AnswerChecker.CHUNK
-    assert checker.wrong == {"duplicate": 996}
+def test_an_answer_s_body_is_parsed_after_the_measurement_with_its_ages() -> None:
+    """The HPAs' client keeps bodies; `answer_items` parses one later and sets the item count and the figures' ages."""
+    body = ('{"kind":"MetricValueList","items":[' + ",".join(RIGHT[:2]) + "]}").encode()
+    answer = Answer(6, 0.01, 200, 0, [], 0, ASKED, ASKED + 0.01, (NAMESPACE, DEPLOYMENT))
+    items = answer_items(answer, body)
+    assert items == [json.loads(text) for text in RIGHT[:2]]
+    assert answer.items == 2
+    assert answer.ages == [ASKED + 0.01 - timestamp_second(item["timestamp"]) for item in items]
+
+
+@pytest.mark.parametrize("body", [b"<html>", b'{"kind":"Status"}', b'{"items":{}}', b'{"items":[{"value":"1"}]}'])
+def test_a_body_that_is_not_a_metric_value_list_fails_the_answer(body: bytes) -> None:
+    answer = Answer(6, 0.01, 200, 0, [], 0, ASKED, ASKED + 0.01, (NAMESPACE, DEPLOYMENT))
+    assert answer_items(answer, body) is None
+    assert answer.status == 0 and answer.failure.startswith("200 with a body that is not a MetricValueList")
 
 
 def test_a_failed_answer_is_explained_only_when_every_pod_s_exporter_was_restarting() -> None:
