@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from rules.dialect import Vocabulary
 from rules.examples import GPU1, TRAIN_ON_GPU0, TRAIN_ON_GPU2
-from rules.gpu_health import fast_gpu_alerts, lab, slow_gpu_alerts
+from rules.gpu_health import fast_gpu_alerts, lab, slow_gpu_alerts, steady_gpu_alerts
 from rules.jobs import Jobs
 from rules.model import Alert, AlertCase, ExpectedAlert, Group, InputSeries, RuleTest, Severity
 from rules.names import POD_UTIL
@@ -26,6 +26,13 @@ from rules.series import (
 # which lose nothing by being evaluated every 5 minutes instead of every 30 seconds: they fire within one evaluation
 # of when they would have, and their range function reads 60 to 240 samples of each series per evaluation.
 SLOW_INTERVAL = "5m"
+
+# The evaluation interval of the per-minute GPU alert group: alerts whose condition must hold for 10 minutes or more
+# (GPURowRemapPending, GPUThermalThrottling, GPUPowerCapped, GPUMemoryNearlyFull), each an instant expression over a
+# family with a series per GPU and pod. Evaluated every minute instead of every 30 seconds (a common global
+# evaluation interval), they fire at most 30 seconds later, a twentieth of the shortest hold; the rule tests, which
+# evaluate every minute, fire them at the same minute.
+STEADY_INTERVAL = "1m"
 
 # the labels of one exporter's scrape target in the rule tests (its job is the generator's exporter job)
 EXPORTER_INSTANCE = {"instance": "10.0.0.11:9400", "node": "gpu-node-1"}
@@ -352,6 +359,7 @@ def alert_groups(vocab: Vocabulary, jobs: Jobs) -> tuple[Group, ...]:
     targets by the job names in `jobs`."""
     return (
         Group("gpu-pulse.gpu.alerts", fast_gpu_alerts(vocab)),
+        Group("gpu-pulse.gpu.steady.alerts", steady_gpu_alerts(vocab), interval=STEADY_INTERVAL),
         Group("gpu-pulse.gpu.slow.alerts", slow_gpu_alerts(vocab) + pod_alerts(), interval=SLOW_INTERVAL),
         Group("gpu-pulse.exporter.alerts", exporter_alerts(jobs)),
         Group("gpu-pulse.adapter.alerts", adapter_alerts(jobs)),

@@ -445,11 +445,17 @@ def slow_gpu_alerts(v: Vocabulary) -> tuple[Alert, ...]:
     return tuple(a for a in gpu_alerts(v) if a.alert in SLOW_ALERTS)
 
 
+def steady_gpu_alerts(v: Vocabulary) -> tuple[Alert, ...]:
+    """The GPU health alerts of the per-minute group (alerting.py): a condition held for 10 minutes or more."""
+    return tuple(a for a in gpu_alerts(v) if a.alert in STEADY_ALERTS)
+
+
 def fast_gpu_alerts(v: Vocabulary) -> tuple[Alert, ...]:
-    return tuple(a for a in gpu_alerts(v) if a.alert not in SLOW_ALERTS)
+    return tuple(a for a in gpu_alerts(v) if a.alert not in SLOW_ALERTS | STEADY_ALERTS)
 
 
 SLOW_ALERTS = frozenset({"GPUMemoryFillingUp"})
+STEADY_ALERTS = frozenset({"GPURowRemapPending", "GPUThermalThrottling", "GPUPowerCapped", "GPUMemoryNearlyFull"})
 
 
 def _ecc(v: Vocabulary) -> str:

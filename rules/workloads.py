@@ -32,12 +32,19 @@ def _owner_expr() -> str:
         "max by (cluster, namespace, replicaset, owner_kind, owner_name)"
         ' (kube_replicaset_owner{owner_kind="Deployment"})'
     )
+    # The pod's own series are narrowed to the labels the branches read before any label_replace or join: each of
+    # those builds a new label set per series, and kube_pod_owner carries uid, owner_is_controller and the scrape's
+    # labels besides, which the outer `max by` drops anyway (one label set per pod and owner either way).
+    by_rs = f'max by ({BY_POD}, owner_name) (kube_pod_owner{{owner_kind="ReplicaSet"}})'
     deployment = (
-        'label_replace(kube_pod_owner{owner_kind="ReplicaSet"}, "replicaset", "$1", "owner_name", "(.*)")'
+        f'label_replace({by_rs}, "replicaset", "$1", "owner_name", "(.*)")'
         " * on (cluster, namespace, replicaset) group_left (owner_kind, owner_name)"
         f" topk by (cluster, namespace, replicaset) (1, {rs_owner})"
     )
-    owned = 'kube_pod_owner{owner_kind!="<none>", owner_is_controller!="false"}'
+    owned = (
+        f"max by ({BY_POD}, owner_kind, owner_name)"
+        ' (kube_pod_owner{owner_kind!="<none>", owner_is_controller!="false"})'
+    )
     ownerless = _relabel('kube_pod_owner{owner_kind="<none>"}', "workload_type", "Pod", "owner_kind", ".*")
     ownerless = _relabel(ownerless, "workload", "$1", "pod", "(.*)")
     unknown = f"group by ({BY_POD}) ({POD_INFO}) unless on ({BY_POD}) kube_pod_owner"
