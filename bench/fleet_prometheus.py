@@ -13,7 +13,10 @@ The series: per (pod, GPU) the exporter's six per-pod families (`gpu_pulse_pod_*
 the device families the adapter's default queries and the shipped recording rules read (DCGM_FI_DEV_FB_FREE/USED/
 RESERVED, GPU_UTIL, POWER_USAGE, TOTAL_ENERGY_CONSUMPTION with the pod's container/namespace/pod labels, and
 gpu_pulse_gpu_up), labelled by the exporter's own functions (exporter.exposition.labels) plus what the shipped scrape
-configuration adds (deploy/overlays/plain: job, instance = the node's exporter pod, node): 13 series per pod.
+configuration adds (deploy/overlays/plain: job, instance = the node's exporter pod, node): 13 series per pod. And what
+kube-state-metrics serves of the pods' owners, which the workload rules read: kube_pod_owner per pod and
+kube_replicaset_owner per ReplicaSet (--no-kube-state-metrics leaves them out, and every pod is then a workload of its
+own to the rules).
 
 1. The Kubernetes API stand-in (simulation.kubeapi) with the same pods and the real adapter CLI on it (`--source
    prometheus`, TLS, client-certificate auth) start first: the adapter's pod cache fills while the history is written.
@@ -77,6 +80,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+import uuid
 from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -136,6 +140,8 @@ FB_RESERVED_MIB = 597
 KUBE_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # what Kubernetes draws pod-name suffixes and template hashes from
 
 JOB = "gpu-pulse-exporter"  # the job name of the shipped scrape configuration
+KSM_JOB = "kube-state-metrics"
+KSM_PATH = "/kube-state-metrics"
 SCRAPE_INTERVAL = 15
 BLOCK_SECONDS = 2 * 3600  # promtool writes 2-hour blocks
 WARM_SECONDS = 65  # scraped this long before measuring: the [1m] windows hold live samples only
@@ -455,10 +461,37 @@ class FleetTargets:
         return web.Response(text=body, content_type="text/plain", charset="utf-8")
 
 
+def owner_series(placements: Sequence[Placement]) -> str:
+    """What kube-state-metrics serves of the fleet's owners, which the workload rules read: `kube_pod_owner` per pod
+    (owned by its ReplicaSet) and `kube_replicaset_owner` per ReplicaSet (owned by its Deployment), with the labels of
+    kube-state-metrics v2 (docs/metrics/workload/pod-metrics.md and replicaset-metrics.md there). Without them every
+    pod would fall to the rules' last resort, a workload of its own, as in a cluster without kube-state-metrics."""
+    lines = ["# TYPE kube_pod_owner gauge\n"]
+    for p in placements:
+        uid = uuid.uuid5(uuid.NAMESPACE_URL, f"{p.namespace}/{p.pod}")
+        lines.append(
+            f'kube_pod_owner{{namespace="{p.namespace}",pod="{p.pod}",uid="{uid}",owner_kind="ReplicaSet",'
+            f'owner_name="{p.replica_set}",owner_is_controller="true"}} 1\n'
+        )
+    lines.append("# TYPE kube_replicaset_owner gauge\n")
+    for namespace, replica_set, deployment in sorted({(p.namespace, p.replica_set, p.deployment) for p in placements}):
+        lines.append(
+            f'kube_replicaset_owner{{namespace="{namespace}",replicaset="{replica_set}",owner_kind="Deployment",'
+            f'owner_name="{deployment}",owner_is_controller="true"}} 1\n'
+        )
+    return "".join(lines)
+
+
 async def serve_targets(placements: Sequence[Placement], shards: int, ready: Path) -> None:
     targets = FleetTargets(placements, shards)
+    owners = owner_series(placements)
+
+    async def kube_state_metrics(_: web.Request) -> web.Response:
+        return web.Response(text=owners, content_type="text/plain", charset="utf-8")
+
     app = web.Application()
     app.router.add_get("/metrics", targets.handle)
+    app.router.add_get(KSM_PATH, kube_state_metrics)
     runner = web.AppRunner(app, access_log=None, handle_signals=False)
     await runner.setup()
     port = free_port()
@@ -557,7 +590,20 @@ def prometheus_config(targets_url: str, args: argparse.Namespace, query_log: Pat
         "rule_files": [str(RULE_FILE)] if rules else [],
         "scrape_configs": [
             {"job_name": JOB, "honor_labels": True, "scrape_interval": f"{SCRAPE_INTERVAL}s", "static_configs": shards}
-        ],
+        ]
+        + (
+            [  # as kube-prometheus scrapes it: honor_labels, so its namespace and pod labels are the pod's
+                {
+                    "job_name": KSM_JOB,
+                    "honor_labels": True,
+                    "scrape_interval": "30s",
+                    "metrics_path": KSM_PATH,
+                    "static_configs": [{"targets": [address], "labels": {"instance": "kube-state-metrics-0"}}],
+                }
+            ]
+            if args.kube_state_metrics
+            else []
+        ),
     }
 
 
@@ -1028,6 +1074,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--shards", type=int, default=20, help="scrape targets the fleet's series are spread over")
     parser.add_argument("--rules", action=argparse.BooleanOptionalAction, default=True, help="load the shipped rules")
     parser.add_argument("--evaluation-interval", type=int, default=30, help="seconds between rule evaluations")
+    parser.add_argument(
+        "--kube-state-metrics",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="scrape kube-state-metrics' owner series of the fleet's pods too (--no-kube-state-metrics: every pod is "
+        "a workload of its own to the rules, as before 2026-11-28)",
+    )
     parser.add_argument(
         "--rule-window",
         type=float,
