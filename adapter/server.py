@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import logging
 import ssl
 import time
@@ -30,6 +29,7 @@ from adapter.auth.reload import TrustReloader
 from adapter.auth.requests import DelegatingAuthenticator, auth_middleware
 from adapter.auth.sar import SubjectAccessReviewer
 from adapter.auth.tokenreview import TokenReviewer
+from adapter.heap import HeapSettler
 from adapter.metrics_config import MetricsConfig, MetricsConfigError, default_metrics_config, load_metrics_config
 from adapter.podcache.cache import PodCache
 from adapter.selectors import parse_selector
@@ -78,8 +78,9 @@ def build_app(
     freeze_gc: bool = False,
 ) -> web.Application:
     """The application: every route, `Status` errors, request timing, optional auth; starting and stopping the
-    source (and the pod cache, when given its lifecycle) with the application. `freeze_gc` keeps the pod cache out
-    of the garbage collector's full passes (see `_keep_gc_short`), for a process that serves one adapter."""
+    source (and the pod cache, when given its lifecycle) with the application. `freeze_gc` keeps the pod cache and the
+    source's streams out of the garbage collector's full passes (adapter.heap), for a process that serves one
+    adapter; it is then ready only once they are out."""
     middlewares: list[Middleware] = [instrument(metrics), status_errors]
     if auth is not None:
         middlewares.append(auth)
@@ -87,13 +88,17 @@ def build_app(
     state = ApiState(config=config, pods=pods, source=source, metrics=metrics, clock=clock)
     metrics.caches.pod_cache_size = lambda: pods.size
     metrics.caches.pod_cache_synced = lambda: pods.synced
-    add_routes(app, state, readiness=[("pod-cache", lambda: pods.synced), ("metrics-source", source.ready)])
+    readiness = [("pod-cache", lambda: pods.synced), ("metrics-source", source.ready)]
+    heap = HeapSettler(lambda: pods.synced, source.ready) if freeze_gc else None
+    if heap is not None:  # the collection that walks what the source has just opened runs before queries come
+        readiness.append(("heap-settled", heap.settled))
+    add_routes(app, state, readiness=readiness)
 
     async def lifecycle(_: web.Application) -> AsyncIterator[None]:
         if pod_cache_lifecycle is not None:
             await pod_cache_lifecycle.start()
         await source.start()
-        housekeeping = asyncio.create_task(_keep_gc_short(pods)) if freeze_gc else None
+        housekeeping = asyncio.create_task(heap.run(), name="gpu-pulse-heap") if heap is not None else None
         watching = asyncio.create_task(metrics.stalls.watch(), name="gpu-pulse-stalls")
         try:
             yield
@@ -111,32 +116,6 @@ def build_app(
 
     app.cleanup_ctx.append(lifecycle)
     return app
-
-
-GC_REFREEZE_SECONDS = 600.0
-GC_YOUNG_THRESHOLD = 10_000  # Python's default is 700
-
-
-async def _keep_gc_short(pods: PodDirectory) -> None:
-    """Move the long-lived objects (the pod cache: 10,000 pods are ~10^5 objects) out of the collector's reach, and
-    let the collector run rarely.
-
-    A full collection walks every tracked object; with the pod cache inside, one takes 100+ ms, stalling whatever
-    query it lands on. Once the cache has synced, and every ten minutes after (pods come and go), collect and then
-    freeze the survivors: later full passes only walk what is new since.
-
-    The adapter makes next to no reference cycles: an answer's objects, and a node document with its figures, are
-    freed by reference counting when the answer is sent or the document replaced. At Python's default threshold the
-    collector still ran several times a second, found nothing to free, and promoted live documents into older
-    generations whose passes took 5-20 ms of some query's time; at 10,000 it runs a few times a minute.
-    """
-    while not pods.synced:
-        await asyncio.sleep(0.2)
-    gc.set_threshold(GC_YOUNG_THRESHOLD, *gc.get_threshold()[1:])
-    while True:
-        gc.collect()
-        gc.freeze()
-        await asyncio.sleep(GC_REFREEZE_SECONDS)
 
 
 def build_source(settings: AdapterSettings, pods: PodDirectory, metrics: AdapterMetrics) -> MetricSource:
