@@ -7,7 +7,7 @@ import math
 from aiohttp import web
 
 from adapter.api.bodies import CustomItems
-from adapter.api.objects import POD, described_objects, described_pods, object_kind, pod_reference
+from adapter.api.objects import POD, described_objects, described_pods, object_kind
 from adapter.api.paths import CUSTOM_GROUP, CUSTOM_VERSIONS, parse_custom_path
 from adapter.api.state import API_STATE, query_selector, unknown_metric
 from adapter.sources.values import served_value
@@ -32,10 +32,7 @@ async def custom_metrics(request: web.Request) -> web.Response:
     if kind is POD and metric_selector.empty:  # the HPA's question: each pod's value over all its devices
         pods = described_pods(state.pods, path, label_selector)
         values = await state.source.pod_values(metric, pods) if pods else []
-        for pod, served in zip(pods, values, strict=True):
-            if served is not None:
-                oldest = min(oldest, served.sampled_at)
-                items.add(pod_reference(pod), served)
+        oldest = items.add_pods(POD.kind, POD.api_version, pods, values)
     else:
         objects = described_objects(state.pods, path, kind, label_selector)
         behind_objects = [pod for obj in objects for pod in obj.pods]  # no pod stands behind two objects

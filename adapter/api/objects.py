@@ -87,11 +87,6 @@ def described_pods(directory: PodDirectory, path: CustomMetricPath, selector: Se
     return _pods(directory, path, selector)
 
 
-def pod_reference(pod: Pod) -> str:
-    """The describedObject of a pod's metric item (what `DescribedObject.reference` gives for it), as JSON text."""
-    return described_object(POD.kind, POD.api_version, pod.namespace, pod.name)
-
-
 def _check_path(path: CustomMetricPath, kind: ObjectKind, selector: Selector) -> None:
     if kind.namespaced and path.namespace is None:
         raise ApiError(404, f"{kind.resource} are namespaced: use namespaces/{{namespace}}/{kind.resource}/...")

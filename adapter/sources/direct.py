@@ -12,7 +12,7 @@ fleet is sent questions only once it answers them as its peer does, not with eve
 yet left out, or after a wait for hundreds of first documents.
 
 The HPA's question (`pod_values`: 1,000 pods over some 800 nodes, every 15 s) looks each pod up in the pod figure
-index (nodepods.NodePodsCache.figures_at_hand) and serves what it finds there fresh and of the same uid. Every other
+index (nodepods.NodePodsCache.served_at_hand) and serves what it finds there fresh and of the same uid. Every other
 pod (its node not followed yet, failing, carrying too little of its document, not listing the pod; a stale figure; a
 uid that differs) goes the node by node way as before (`_values_at_nodes`), which opens, reconnects and waits for
 feeds, and drops the pods of silent nodes, as it did for every pod. A pod served from the index costs no work per
@@ -123,23 +123,9 @@ class DirectSource:
     ) -> tuple[list[ServedValue | None], list[int]]:
         """Each pod's value from the pod figure index when it is there, fresh and the pod's own, else None; and where
         in `pods` the scheduled pods without one are (for `_values_at_nodes`)."""
-        found = self._cache.figures_at_hand(metric, pods, namespace)
-        now = self._clock()
         fixed_age = self._max_age
-        served: list[ServedValue | None] = []
-        rest: list[int] = []
-        for i, (pod, entry) in enumerate(zip(pods, found, strict=True)):
-            if entry is not None:
-                value = entry.value
-                interval = entry.answer.document.interval_seconds
-                max_age = fixed_age if fixed_age is not None else default_max_age(interval)
-                if now - value.sampled_at <= max_age and _same_pod(entry.uid, pod):
-                    served.append(value)
-                    continue
-            served.append(None)
-            if pod.node:
-                rest.append(i)
-        return served, rest
+        max_age = default_max_age if fixed_age is None else (lambda _interval: fixed_age)
+        return self._cache.served_at_hand(metric, pods, namespace, self._clock(), max_age)
 
     async def _values_at_nodes(
         self, metric: MetricDefinition, pods: Sequence[Pod], namespace: str | None, *, some_answered: bool = False

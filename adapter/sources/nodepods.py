@@ -11,7 +11,7 @@ need, once per node and not once per namespace or per query, and an exporter see
 streams end after about five minutes and are opened again) instead of one per document.
 
 The HPA's question (1,000 pods over some 800 nodes) is answered from the pod figure index: for each metric asked about
-by `figures_at_hand`, one flat dict from (node, namespace, pod) to the pod's value in its node's current document
+by `served_at_hand`, one flat dict from (node, namespace, pod) to the pod's value in its node's current document
 (`IndexedFigures`), kept as documents arrive. A document replaces its node's entries (those of pods it no longer
 lists go); a feed that fails, is closed or is replaced (the exporter moved) takes its node's entries with it. So at
 every moment the index holds exactly the values of the current answers of the current feeds, and a question looks
@@ -148,7 +148,7 @@ IndexKey = tuple[str, str, str]  # (node, namespace, pod): a pod name may stand 
 
 class IndexedFigures(msgspec.Struct, frozen=True, gc=False):
     """A pod's value of one metric in the newest document of its node, and its uid there: an entry of the pod figure
-    index (`NodePodsCache.figures_at_hand`). One is made per pod of every document that arrives; like ServedValue it
+    index (`NodePodsCache.served_at_hand`). One is made per pod of every document that arrives; like ServedValue it
     is never tracked by the garbage collector (adapter/sources/model.py says why). It takes part in no cycle: nothing
     it refers to refers back to it."""
 
@@ -292,39 +292,64 @@ class NodePodsCache:
             found[node] = MISS
         return found
 
-    def figures_at_hand(
-        self, metric: MetricDefinition, pods: Sequence[Pod], namespace: str | None
-    ) -> list[IndexedFigures | None]:
+    def served_at_hand(
+        self,
+        metric: MetricDefinition,
+        pods: Sequence[Pod],
+        namespace: str | None,
+        now: float,
+        max_age: Callable[[float], float],
+    ) -> tuple[list[ServedValue | None], list[int]]:
         """Each pod's value of `metric` in the current document of its node (`pod.node`) when one is at hand that
-        carries `namespace` (every namespace for None, as `cached`) and lists the pod; else None: whether the pod has
-        a figure at all is then for `cached_many` and `answer` to say. Whether a value is fresh enough to serve, or
-        the pod's own (its uid), is the caller's to judge. Each feed a value comes from stays wanted, as `cached`
-        keeps it, its mark renewed once it is `_want_again` seconds old."""
+        carries `namespace` (every namespace for None, as `cached`) and lists the pod, and the value is fresh (no
+        older at `now` than `max_age` of the document's interval) and the pod's own (the uid the exporter knew, when
+        both know one); else None. And where in `pods` the scheduled pods without one are: whether those have a
+        figure at all is for `cached_many` and `answer` to say. Each feed a value comes from stays wanted, as `cached`
+        keeps it, its mark renewed once it is `_want_again` seconds old.
+
+        The HPA's question goes through here for every pod it selects (1,000 pods over some 800 nodes): one loop,
+        each pod looked up once in the index and its feed once in the feeds."""
         index = self._indexes.get(metric.name)
         if index is None:
             index = self._new_index(metric)
         feeds = self._feeds
-        now = self._clock()
-        renew_before = now - self._want_again
-        found: list[IndexedFigures | None] = []
-        keep = found.append
-        for pod in pods:
+        renew_before = self._clock() - self._want_again
+        limits: dict[float, float] = {}  # max_age by document interval: a fleet's exporters mostly share one
+        served: list[ServedValue | None] = []
+        keep = served.append
+        rest: list[int] = []
+        for i, pod in enumerate(pods):
             node = pod.node
-            if not node or (entry := index.get((node, pod.namespace, pod.name))) is None:
-                keep(None)
+            if not node:
+                keep(None)  # not scheduled: no node has figures of it
                 continue
-            feed = feeds.get(node)
-            if feed is None or feed.answer is not entry.answer or feed.error is not None:
-                keep(None)  # never so while the index is kept right: the entries of a lost answer go with it
-                continue
-            if not _covers(feed.carried, namespace):
-                keep(None)  # the question needs more of the node than it carries: `cached_many` reconnects it
-                continue
-            marked = feed.everything_asked_at if namespace is None else feed.asked.get(namespace, -math.inf)
-            if marked < renew_before:
-                self._want(feed, namespace, now)
-            keep(entry)
-        return found
+            entry = index.get((node, pod.namespace, pod.name))
+            if entry is not None:
+                feed = feeds.get(node)
+                answer = entry.answer
+                # the feed's answer is the entry's while the index is kept right (a lost answer's entries go with it);
+                # a feed that does not carry the question's namespaces is for `cached_many` to reconnect
+                if (
+                    feed is not None
+                    and feed.answer is answer
+                    and feed.error is None
+                    and ((carried := feed.carried) is None or (namespace is not None and namespace in carried))
+                ):
+                    marked = feed.everything_asked_at if namespace is None else feed.asked.get(namespace, -math.inf)
+                    if marked < renew_before:
+                        self._want(feed, namespace, self._clock())
+                    value = entry.value
+                    interval = answer.document.interval_seconds
+                    limit = limits.get(interval)
+                    if limit is None:
+                        limit = limits[interval] = max_age(interval)
+                    uid = entry.uid
+                    if now - value.sampled_at <= limit and not (uid and pod.uid and uid != pod.uid):
+                        keep(value)
+                        continue
+            keep(None)
+            rest.append(i)
+        return served, rest
 
     def warm(self, urls: Mapping[str, str]) -> None:
         """Follow these nodes (node -> exporter URL) before any question about them: whole documents, as a node asked

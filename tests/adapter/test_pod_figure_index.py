@@ -1,4 +1,4 @@
-"""The pod figure index (nodepods.NodePodsCache.figures_at_hand) behind the HPA's question (DirectSource.pod_values):
+"""The pod figure index (nodepods.NodePodsCache.served_at_hand) behind the HPA's question (DirectSource.pod_values):
 it serves the very values the node by node way serves (DirectSource._values_at_nodes), holds exactly the pods of each
 followed node's current document, and keeps the feeds it serves followed."""
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from datetime import UTC, datetime
 from decimal import Decimal
 from urllib.parse import quote
@@ -18,6 +19,7 @@ from adapter.metrics_config import MetricsConfig, MetricsConfigError, parse_metr
 from adapter.quantity import canonical_quantity, decimal_from_float, parse_quantity
 from adapter.sources.model import ServedValue
 from adapter.status import ApiError
+from toolkit.pods import Pod
 
 names = st.from_regex(r"\A[a-z0-9]([a-z0-9.-]{0,20}[a-z0-9])?\Z")
 metric_names = st.from_regex(r"\A[a-z_][a-z0-9_]{0,30}\Z")
@@ -275,3 +277,32 @@ def test_every_problem_of_a_configuration_is_named_on_its_one_line() -> None:
         "external: Input should be a valid tuple (got 3)",
     ):
         assert words in message, message
+
+
+@given(
+    st.sampled_from(["v1beta1", "v1beta2"]),
+    metric_names,
+    st.lists(
+        st.tuples(
+            names,
+            names,
+            st.one_of(st.none(), st.decimals(min_value=0, max_value=10**6, places=4)),
+            st.floats(min_value=1e9, max_value=2e9),
+        ),
+        max_size=20,
+    ),
+)
+def test_pods_added_at_once_render_as_added_one_by_one(
+    version: str, metric: str, pods: list[tuple[str, str, Decimal | None, float]]
+) -> None:
+    """`add_pods`, the HPA question's loop, writes the same items as `add` does pod by pod, leaves out the pods
+    without a value, and gives the oldest sample time among those it wrote."""
+    listed = [Pod(namespace=namespace, name=name, uid="", node="n", phase="Running") for name, namespace, _, _ in pods]
+    values = [None if value is None else ServedValue(value, at, 30) for _, _, value, at in pods]
+    at_once, one_by_one = CustomItems(version, metric, None), CustomItems(version, metric, None)
+    oldest = at_once.add_pods("Pod", "/v1", listed, values)
+    for pod, served in zip(listed, values, strict=True):
+        if served is not None:
+            one_by_one.add(described_object("Pod", "/v1", pod.namespace, pod.name), served)
+    assert at_once.text() == one_by_one.text()
+    assert oldest == min((served.sampled_at for served in values if served is not None), default=math.inf)
