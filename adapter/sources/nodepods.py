@@ -12,10 +12,12 @@ streams end after about five minutes and are opened again) instead of one per do
 
 The HPA's question (1,000 pods over some 800 nodes) is answered from the pod figure index: for each metric asked about
 by `served_at_hand`, one flat dict from (node, namespace, pod) to the pod's value in its node's current document
-(`IndexedFigures`), kept as documents arrive. A document replaces its node's entries (those of pods it no longer
-lists go); a feed that fails, is closed or is replaced (the exporter moved) takes its node's entries with it. So at
-every moment the index holds exactly the values of the current answers of the current feeds, and a question looks
-each pod up once instead of visiting each node's feed, answer and values (`cached_many`).
+(`IndexedFigures`), kept as documents arrive. A document replaces its node's entries (those of pods it no longer lists
+go); a feed that fails, is closed or is replaced (the exporter moved) takes its node's entries with it. An index made
+at a metric's first question takes the documents already at hand a hundred nodes at a time, the event loop free
+between (`_fill`); until a node is in, questions about its pods go the node by node way. So at every moment the index
+holds only values of the current answers of the current feeds, and once filled all of them; a question looks each pod
+up once instead of visiting each node's feed, answer and values (`cached_many`).
 
 An exporter that answers a plain document instead of a stream (one without streams) is asked again each `refresh`
 seconds (at least its interval). So is one that refuses the stream with `429` (every stream slot taken, perhaps by
@@ -86,6 +88,10 @@ WHOLE_DOCUMENT_NAMESPACES = 3
 STREAM_REFUSED_SECONDS = 30.0
 # a warm-up (`warm`) is over when every node it opened has answered or failed, or after this many seconds
 WARM_UP_SECONDS = 20.0
+# A metric's pod figure index, made at its first question, takes the answers at hand this many nodes at a time, the
+# event loop free between: at 2,000 nodes all at once takes about 50 ms in-process, and 2-4 times that on a loaded
+# replica, a wait for every question in flight in a restarted replica's first seconds of serving.
+INDEX_FILL_NODES = 100
 # A feed served from the pod figure index is marked wanted again (`_want`) once its mark is this old (at most a quarter
 # of `keep_warm_seconds`): a 1,000-pod answer then writes to a few feeds a second, not to 800 each time.
 WANT_AGAIN_SECONDS = 1.0
@@ -228,6 +234,7 @@ class NodePodsCache:
         # node whose values are in it (always its current feed's current answer)
         self._indexes: dict[str, dict[IndexKey, IndexedFigures]] = {}
         self._indexed: dict[str, NodeAnswer] = {}
+        self._fills: set[asyncio.Task[None]] = set()  # new indexes being filled from the answers at hand (`_fill`)
         self._want_again = min(WANT_AGAIN_SECONDS, keep_warm_seconds / 4)
         self._session: aiohttp.ClientSession | None = None
         self._sweeper: asyncio.Task[None] | None = None
@@ -255,9 +262,11 @@ class NodePodsCache:
             self._drop(feed)
         self._indexes.clear()
         self._indexed.clear()
-        tasks = [t for t in (self._sweeper, *(f.task for f in feeds)) if t is not None]
+        tasks = [t for t in (self._sweeper, *(f.task for f in feeds), *self._fills) if t is not None]
         if self._sweeper is not None:
             self._sweeper.cancel()
+        for fill in self._fills:
+            fill.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         self._sweeper = None
         if self._session is not None:
@@ -597,14 +606,35 @@ class NodePodsCache:
 
     # ---- the pod figure index ----------------------------------------------------------------------------------------
     def _new_index(self, metric: MetricDefinition) -> dict[IndexKey, IndexedFigures]:
-        """The index of a metric asked about for the first time, filled from the answers at hand (whose values of it
-        are worked out now; every later document works them out as it arrives, see NodeAnswer)."""
+        """The index of a metric asked about for the first time. It starts empty: from now on each document that
+        arrives works the metric's values out and adds its node's (`_index`), and the answers already at hand are added
+        INDEX_FILL_NODES at a time by a task of its own (`_fill`), the event loop free between. Until a node's values
+        are in, questions about its pods take the node by node way (`served_at_hand` lists them in `rest`), which
+        works out the values of just their nodes."""
         self._wanted_metrics.setdefault(metric.name, metric)  # worked out for each document from now on
         index: dict[IndexKey, IndexedFigures] = {}
-        for node, answer in self._indexed.items():
-            _add_entries(index, node, answer, answer.values(metric))
         self._indexes[metric.name] = index
+        if self._indexed:
+            task = asyncio.create_task(
+                self._fill(metric, index, list(self._indexed.items())), name=f"gpu-pulse-index-{metric.name}"
+            )
+            self._fills.add(task)
+            task.add_done_callback(self._fills.discard)
         return index
+
+    async def _fill(
+        self, metric: MetricDefinition, index: dict[IndexKey, IndexedFigures], answers: Sequence[tuple[str, NodeAnswer]]
+    ) -> None:
+        """Add to a new `index` the values of `answers` (each node's answer when the index was made) that are still
+        their node's current answer: one replaced since has added its own values as it arrived, one lost since has
+        none to add."""
+        for start in range(0, len(answers), INDEX_FILL_NODES):
+            if self._indexes.get(metric.name) is not index:
+                return  # the cache closed
+            for node, answer in answers[start : start + INDEX_FILL_NODES]:
+                if self._indexed.get(node) is answer:
+                    _add_entries(index, node, answer, answer.values(metric))
+            await asyncio.sleep(0)
 
     def _index(self, feed: _Feed) -> None:
         """Replace the node's entries by those of the feed's new answer: about 25 pods a document, a thousand documents

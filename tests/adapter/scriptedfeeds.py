@@ -137,6 +137,11 @@ class ScriptedFeeds(NodePodsCache):
             assert loop.time() < deadline, f"{url} never took {sent if isinstance(sent, str) else 'its document'}"
             await asyncio.sleep(0.001)
 
+    async def filled(self) -> None:
+        """Wait until the indexes being filled from the answers at hand (NodePodsCache._fill) are."""
+        while self._fills:
+            await asyncio.gather(*self._fills)
+
     def indexed_keys(self, metric_name: str) -> set[tuple[str, str, str]]:
         return set(self._indexes.get(metric_name, {}))
 

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from adapter.metrics_config import MetricDefinition, default_metrics_config
+from adapter.sources import nodepods
 from adapter.sources.direct import DirectSource, _asked_namespace, default_max_age
 from adapter.sources.exporters import StaticExporters
 from adapter.sources.model import ServedValue, SourceUnavailableError
@@ -159,6 +160,7 @@ async def test_a_pod_that_moved_node_is_served_from_the_node_it_is_on(scripted: 
     await scripted.send("n2", {("ml", "db-0"): Figure(70.0, uid="new")})
     assert utilizations(await scripted.values([pod("db-0", "n1", uid="old")])) == [10.0]
     assert utilizations(await scripted.values([pod("db-0", "n2", uid="new")])) == [70.0]
+    await scripted.cache.filled()
     assert scripted.cache.indexed_keys("gpu_utilization") == {("n1", "ml", "db-0"), ("n2", "ml", "db-0")}
     await scripted.send("n1", {})
     assert utilizations(await scripted.values([pod("db-0", "n2", uid="new")])) == [70.0]
@@ -213,6 +215,7 @@ async def test_a_feed_served_only_from_the_index_stays_followed_with_its_namespa
 async def test_index_entries_are_not_tracked_by_the_garbage_collector(scripted: Scripted) -> None:
     await scripted.send("n1", {("ml", f"p-{i}"): Figure(float(i)) for i in range(10)})
     await scripted.values([pod("p-0", "n1")])
+    await scripted.cache.filled()
     entries = list(scripted.cache._indexes["gpu_utilization"].values())
     assert len(entries) == 10
     gc.collect()
@@ -340,6 +343,7 @@ class IndexAgreesWithNodeByNode(RuleBasedStateMachine):
     @invariant()
     def the_index_holds_the_current_answers_exactly(self) -> None:
         cache = self.scripted.cache
+        self.run(cache.filled())
         if "gpu_utilization" in cache._indexes:
             assert cache.indexed_keys("gpu_utilization") == cache.current_keys("gpu_utilization")
             for (node, _, _), entry in cache._indexes["gpu_utilization"].items():
@@ -364,3 +368,35 @@ def _served(outcome: list[ServedValue | None] | str) -> list[float | None] | str
 
 TestIndexAgreesWithNodeByNode = IndexAgreesWithNodeByNode.TestCase
 TestIndexAgreesWithNodeByNode.settings = settings(max_examples=40, stateful_step_count=25, deadline=None)
+
+
+async def test_an_index_made_at_the_first_question_fills_a_slice_at_a_time(
+    scripted: Scripted, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first question about a metric does not build its index from every document at hand at once: it is
+    answered the node by node way for the nodes not in yet, and the index takes the answers at hand a slice at a
+    time; a document arriving meanwhile puts its own values in, which the slice then leaves alone."""
+    monkeypatch.setattr(nodepods, "INDEX_FILL_NODES", 1)
+    for node in NODES:
+        await scripted.send(node, {("ml", f"{node}-p"): Figure(10.0)})
+    # the nodes are followed (a question about another metric), but nothing is indexed for utilization yet
+    other = default_metrics_config().custom("gpu_power_watts")
+    assert other is not None
+    await scripted.source.pod_values(other, [pod("n1-p", "n1")])
+    assert scripted.cache.indexed_keys("gpu_utilization") == set()
+    pods = [pod(f"{node}-p", node) for node in NODES]
+    served, rest = scripted.cache.served_at_hand(scripted.metric, pods, "ml", scripted.clock.now, default_max_age)
+    assert (served, rest) == ([None, None, None], [0, 1, 2])  # for the node by node way: nothing is in yet
+    assert scripted.cache.indexed_keys("gpu_utilization") == set()
+    await asyncio.sleep(0)
+    assert len(scripted.cache.indexed_keys("gpu_utilization")) == 1  # a slice of one node, then the loop is free
+    assert utilizations(await scripted.values(pods)) == [10.0, 10.0, 10.0]
+    await scripted.send("n3", {("ml", "n3-p"): Figure(30.0), ("ml", "n3-q"): Figure(31.0)})
+    await scripted.cache.filled()
+    assert scripted.cache.indexed_keys("gpu_utilization") == {
+        ("n1", "ml", "n1-p"),
+        ("n2", "ml", "n2-p"),
+        ("n3", "ml", "n3-p"),
+        ("n3", "ml", "n3-q"),
+    }
+    assert utilizations(await scripted.values(pods)) == [10.0, 10.0, 30.0]
