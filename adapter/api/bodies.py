@@ -85,21 +85,22 @@ class CustomItems:
             self._selector = ""
 
     def add(self, described: str, served: ServedValue) -> None:
-        self._items.append(
-            f'{{"describedObject":{described},{self._metric}"timestamp":"{rfc3339(served.sampled_at)}",'
-            f'"{self._window}":{served.window_seconds},"value":"{quantity(served.value)}"{self._selector}}}'
-        )
+        """One item: the object `described` (its describedObject, as JSON text) and its value."""
+        self.add_all((described,), (served,))
 
     def add_pods(self, kind: str, api_version: str, pods: Sequence[Pod], values: Sequence[ServedValue | None]) -> float:
-        """`add` for each pod with a value (`values[i]` is `pods[i]`'s; None leaves the pod out), each pod describing
-        itself; returns the oldest sample time among them (inf for none). The HPA's question: one loop over up to
-        thousands of pods, so what `add` looks up per item is looked up once, and a document's pods, which share a
-        sample time, share its text."""
+        """`add_all` for pods that describe themselves (the HPA's question); the oldest sample time among them."""
+        return self.add_all([described_object(kind, api_version, pod.namespace, pod.name) for pod in pods], values)
+
+    def add_all(self, described: Sequence[str], values: Sequence[ServedValue | None]) -> float:
+        """An item for each object with a value (`values[i]` is that of `described[i]`; None leaves it out); returns
+        the oldest sample time among them (inf for none). One loop over up to thousands of items, what is the same for
+        all looked up once, and a document's items, which share a sample time, share its text."""
         oldest = math.inf
         keep = self._items.append
         metric, window, selector = self._metric, self._window, self._selector
         last_at, stamp = math.nan, ""
-        for pod, served in zip(pods, values, strict=True):
+        for reference, served in zip(described, values, strict=True):
             if served is None:
                 continue
             at = served.sampled_at
@@ -108,9 +109,8 @@ class CustomItems:
                 if at < oldest:
                     oldest = at
             keep(
-                f'{{"describedObject":{described_object(kind, api_version, pod.namespace, pod.name)},{metric}'
-                f'"timestamp":"{stamp}","{window}":{served.window_seconds},"value":"{quantity(served.value)}"'
-                f"{selector}}}"
+                f'{{"describedObject":{reference},{metric}"timestamp":"{stamp}",'
+                f'"{window}":{served.window_seconds},"value":"{quantity(served.value)}"{selector}}}'
             )
         return oldest
 

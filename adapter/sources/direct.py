@@ -37,7 +37,7 @@ from collections.abc import Callable, Mapping, Sequence
 from adapter.metrics_config import MetricDefinition
 from adapter.sources.exporters import ExporterLocator
 from adapter.sources.model import PodKey, PodSample, ServedValue, SourceUnavailableError
-from adapter.sources.nodepods import Miss, NodeAnswer, NodePodsCache, PodFigures
+from adapter.sources.nodepods import Miss, NodeAnswer, NodePodsCache, PodFigures, same_pod
 from toolkit.pods import Pod
 
 _NO_FIGURES: tuple[Mapping[PodKey, PodFigures], float] = ({}, 0.0)  # for a pod whose node gave no answer
@@ -100,7 +100,7 @@ class DirectSource:
             if answer is None:
                 continue
             sample = answer.samples(metric).get((pod.namespace, pod.name))
-            if sample is not None and now - sample.sampled_at <= max_age and _same_pod(sample.uid, pod):
+            if sample is not None and now - sample.sampled_at <= max_age and same_pod(sample.uid, pod):
                 found[(pod.namespace, pod.name)] = sample
         return found
 
@@ -145,7 +145,7 @@ class DirectSource:
                 keep(None)
                 continue
             value, uid = found
-            keep(value if now - value.sampled_at <= max_age and _same_pod(uid, pod) else None)
+            keep(value if now - value.sampled_at <= max_age and same_pod(uid, pod) else None)
         return served
 
     async def _answers(
@@ -180,8 +180,3 @@ def _asked_namespace(pods: Sequence[Pod]) -> str | None:
     """The namespace a question is about when its scheduled pods are all in one, else None (the whole documents)."""
     namespaces = {pod.namespace for pod in pods if pod.node}
     return next(iter(namespaces)) if len(namespaces) == 1 else None
-
-
-def _same_pod(uid: str | None, pod: Pod) -> bool:
-    """Whether figures of a pod of this name (`uid` as the exporter knew it) are this pod's, not an earlier one's."""
-    return not (uid and pod.uid and uid != pod.uid)

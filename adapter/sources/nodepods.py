@@ -166,6 +166,11 @@ class IndexedFigures(msgspec.Struct, frozen=True, gc=False):
 Namespaces = frozenset[str] | None  # what a feed carries: these namespaces, or every one (None)
 
 
+def same_pod(uid: str | None, pod: Pod) -> bool:
+    """Whether figures of a pod of this name (`uid` as the exporter knew it) are this pod's, not an earlier one's."""
+    return not (uid and pod.uid and uid != pod.uid)
+
+
 def _covers(carried: Namespaces, namespace: str | None) -> bool:
     if carried is None:
         return True
@@ -342,7 +347,7 @@ class NodePodsCache:
                     feed is not None
                     and feed.answer is answer
                     and feed.error is None
-                    and ((carried := feed.carried) is None or (namespace is not None and namespace in carried))
+                    and _covers(feed.carried, namespace)
                 ):
                     marked = feed.everything_asked_at if namespace is None else feed.asked.get(namespace, -math.inf)
                     if marked < renew_before:
@@ -352,8 +357,7 @@ class NodePodsCache:
                     limit = limits.get(interval)
                     if limit is None:
                         limit = limits[interval] = max_age(interval)
-                    uid = entry.uid
-                    if now - value.sampled_at <= limit and not (uid and pod.uid and uid != pod.uid):
+                    if now - value.sampled_at <= limit and same_pod(entry.uid, pod):
                         keep(value)
                         continue
             keep(None)
