@@ -17,9 +17,10 @@ answer's objects, a node document and its figures are freed by reference countin
 document replaced), and at Python's default (700) the collector ran several times a second, found nothing to free and
 promoted live documents into older generations whose passes took 5-20 ms of some query's time.
 
-What a freeze costs: an object frozen while alive and later part of unreachable cycle is never collected (reference
-counting still frees everything that is not a cycle). Streams and pods leave behind few such cycles; the replicas'
-RSS is measured flat over the fleet benchmark's runs (docs/performance.md).
+What a freeze costs: an object frozen while alive and later part of an unreachable cycle is never collected
+(reference counting still frees everything that is not a cycle). Streams and pods leave behind few such cycles: in
+each 10-minute fleet benchmark run a replica's RSS ended at 239-242 MiB, which was also its peak (docs/performance.md);
+runs of hours were not made.
 """
 
 from __future__ import annotations
