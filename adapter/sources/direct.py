@@ -36,11 +36,12 @@ from collections.abc import Callable, Mapping, Sequence
 
 from adapter.metrics_config import MetricDefinition
 from adapter.sources.exporters import ExporterLocator
-from adapter.sources.model import PodKey, PodSample, ServedValue, SourceUnavailableError
-from adapter.sources.nodepods import Miss, NodeAnswer, NodePodsCache, PodFigures, same_pod
+from adapter.sources.model import PodFigures, PodKey, PodSample, ServedValue, SourceUnavailableError
+from adapter.sources.nodepods import Miss, NodeAnswer, NodePodsCache, PodsFigures, same_pod
 from toolkit.pods import Pod
 
-_NO_FIGURES: tuple[Mapping[PodKey, PodFigures], float] = ({}, 0.0)  # for a pod whose node gave no answer
+_NO_FIGURES: tuple[PodsFigures, float] = ({}, 0.0)  # for a pod whose node gave no answer
+_NO_PODS: Mapping[str, PodFigures] = {}
 _NO_ANSWER: tuple[NodeAnswer | None, float] = (None, 0.0)
 
 
@@ -133,19 +134,19 @@ class DirectSource:
         """Each pod's value from its node's answer (`_answers`), node by node."""
         at_node = await self._answers(pods, namespace, some_answered=some_answered)
         now = self._clock()
-        values: dict[str, tuple[Mapping[PodKey, PodFigures], float]] = {
+        values: dict[str, tuple[PodsFigures, float]] = {
             node: (answer.values(metric), max_age) for node, (answer, max_age) in at_node.items() if answer is not None
         }
         served: list[ServedValue | None] = []
         keep = served.append
         for pod in pods:
             figures, max_age = values.get(pod.node or "", _NO_FIGURES)
-            found = figures.get((pod.namespace, pod.name))
+            found = figures.get(pod.namespace, _NO_PODS).get(pod.name)
             if found is None:
                 keep(None)
                 continue
-            value, uid = found
-            keep(value if now - value.sampled_at <= max_age and same_pod(uid, pod) else None)
+            value = found.value
+            keep(value if now - value.sampled_at <= max_age and same_pod(found.uid, pod) else None)
         return served
 
     async def _answers(
@@ -171,7 +172,7 @@ class DirectSource:
         fixed_age = self._max_age
         for node, answer in answers.items():
             if isinstance(answer, NodeAnswer):
-                max_age = fixed_age if fixed_age is not None else default_max_age(answer.document.interval_seconds)
+                max_age = fixed_age if fixed_age is not None else default_max_age(answer.interval_seconds)
                 at_node[node] = (answer, max_age)
         return at_node
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from decimal import Decimal, DivisionByZero, InvalidOperation
-from functools import lru_cache
 from types import MappingProxyType
+from typing import Any
 
 from adapter.metrics_config import Figure, MetricDefinition
 from adapter.quantity import QuantityError, decimal_from_float
-from adapter.sources.model import DeviceValue, PodSample, ServedValue
+from adapter.sources.model import DeviceValue, PodFigures, PodSample, ServedValue
 from adapter.sources.values import combined_value
 from exporter.pods_document import (
     MEMORY_BYTES_BOUNDS,
@@ -35,13 +35,32 @@ def within_bounds(figure: Figure, value: Decimal) -> bool:
     return value.is_finite() and low <= value <= high
 
 
-@lru_cache(maxsize=65536)  # figures repeat (a percent to a tenth, a GPU's memory size) across pods and documents
+# Figures repeat (a percent to a tenth, a GPU's memory size) across pods and documents: each number's decimal is
+# worked out once, until EXACT_CACHE_SIZE numbers are known (then the cache starts over). Plain dicts of numbers to
+# decimals, not functools.lru_cache: that keeps a float argument under a new 1-tuple, which the garbage collector
+# tracks, so every figure not seen before (a power draw, a memory fill) added an object to its young generation
+# (adapter/sources/nodepods.py, NodeAnswer says what that cost). A dict of numbers is never tracked. Integers and
+# floats apart: 100 and 100.0 are one key to a dict, but not one decimal (100, 1E+2).
+EXACT_CACHE_SIZE = 65536
+_EXACT_FLOATS: dict[float, Decimal | None] = {}
+_EXACT_INTS: dict[int, Decimal | None] = {}
+_UNKNOWN = Decimal("NaN")  # never a cached value: `exact` gives None for what is not finite
+
+
 def exact(number: float | int) -> Decimal | None:
     """A JSON number as the decimal it stands for (85.3 stays 85.3, float noise goes); None when not finite."""
+    cache: dict[Any, Decimal | None] = _EXACT_FLOATS if type(number) is float else _EXACT_INTS
+    found = cache.get(number, _UNKNOWN)
+    if found is not _UNKNOWN:
+        return found
     try:
-        return decimal_from_float(number)
+        found = decimal_from_float(number)
     except QuantityError:
-        return None
+        found = None
+    if len(cache) >= EXACT_CACHE_SIZE:
+        cache.clear()
+    cache[number] = found
+    return found
 
 
 def figure_of(device: ReceivedDevice, figure: Figure) -> Decimal | None:
@@ -131,15 +150,19 @@ _ONE = Decimal(1)
 
 def pod_values(
     metric: MetricDefinition, pods: Iterable[ReceivedPod], clock_offset: float
-) -> dict[tuple[str, str], tuple[ServedValue, str | None]]:
-    """Each pod's value of `metric` (`pod_served_value`) with its uid, by (namespace, pod): what the direct source works
-    out for every document that arrives, so the common case (one container on one device, a figure as the device
-    carries it, no scale) is done inline. `clock_offset` places the exporter's sample times on the adapter's clock."""
+) -> dict[str, dict[str, PodFigures]]:
+    """Each pod's value of `metric` (`pod_served_value`) with its uid, by namespace and then pod name: what the direct
+    source works out for every document that arrives, so the common case (one container on one device, a figure as
+    the device carries it, no scale) is done inline. `clock_offset` places the exporter's sample times on the adapter's
+    clock. Keyed by names, not (namespace, name) tuples, so that nothing in it is tracked by the garbage collector
+    (model.PodFigures)."""
     attribute = _PLAIN_FIGURES.get(metric.figure)
     plain = attribute is not None and metric.scale == _ONE
     fixed_window = metric.window_seconds
-    found: dict[tuple[str, str], tuple[ServedValue, str | None]] = {}
+    found: dict[str, dict[str, PodFigures]] = {}
     last_at, when = None, 0.0  # a document's pods mostly share one sample time
+    last_namespace = ""  # a document's pods mostly come namespace by namespace
+    in_namespace: dict[str, PodFigures] = {}
     for pod in pods:
         if pod.sampled_at != last_at:
             last_at = pod.sampled_at
@@ -151,7 +174,14 @@ def pod_values(
             if value is None:
                 continue
             window = fixed_window if fixed_window is not None else max(1, math.ceil(pod.window_seconds))
-            found[(pod.namespace, pod.name)] = (ServedValue(value, when, window), pod.uid)
-        elif (served := pod_served_value(metric, pod, when)) is not None:
-            found[(pod.namespace, pod.name)] = (served, pod.uid)
+            served = ServedValue(value, when, window)
+        else:
+            combined = pod_served_value(metric, pod, when)
+            if combined is None:
+                continue
+            served = combined
+        if pod.namespace != last_namespace or not found:
+            last_namespace = pod.namespace
+            in_namespace = found.setdefault(last_namespace, {})
+        in_namespace[pod.name] = PodFigures(served, pod.uid)
     return found

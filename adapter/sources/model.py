@@ -62,6 +62,16 @@ class ServedValue(msgspec.Struct, frozen=True, gc=False):
     window_seconds: int
 
 
+class PodFigures(msgspec.Struct, frozen=True, gc=False):
+    """A pod's value of one metric in one node document, and the pod's uid there (a re-created pod of the same name has
+    another). Made per pod of every document as ServedValue is, and for the same reason never tracked: a dict of these
+    by pod name (strings) is not tracked either, so a document's figures add nothing per pod to the collector's young
+    generation (adapter/sources/nodepods.py, NodeAnswer)."""
+
+    value: ServedValue
+    uid: str | None
+
+
 class PodDirectory(Protocol):
     """The read side of the pod cache that the API and the sources use."""
 

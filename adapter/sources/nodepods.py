@@ -54,7 +54,7 @@ import msgspec
 
 from adapter.metrics_config import MetricDefinition
 from adapter.sources.figures import pod_sample, pod_values
-from adapter.sources.model import PodKey, PodSample, ServedValue
+from adapter.sources.model import PodFigures, PodKey, PodSample, ServedValue
 from exporter.pods_document import (
     ANSWERED_AT_HEADER,
     STREAM_CONTENT_TYPE,
@@ -105,7 +105,8 @@ class Miss:
 MISS = Miss()
 
 
-PodFigures = tuple[ServedValue, str | None]  # a pod's value of one metric in one document, and its uid there
+PodsFigures = Mapping[str, Mapping[str, PodFigures]]  # a document's figures of one metric: by namespace, by pod name
+RereadDocument = Callable[[bytes], ReceivedNodePods]  # a document again from the bytes it came in
 
 
 class NodeAnswer:
@@ -114,35 +115,68 @@ class NodeAnswer:
     `wanted` is shared by the answers of one cache: metrics ever asked about, which are worked out as soon as a
     document arrives, so that queries find them ready. Device by device samples (for a metricLabelSelector or an
     object's metric) are worked out on first use only.
+
+    The decoded document is not kept: only the bytes it came in (`source`), read again (`reread`) when a metric not
+    worked out yet or device by device samples are asked for (the document is kept from then on). A decoded document
+    holds two tuples per pod (its containers, their devices) that the garbage collector tracks from the moment they
+    are made; kept, a fleet's current documents filled the collector's young generation with some 100,000 of them
+    (documents replacing documents free as many objects as they make, so a young pass came rarely, and then walked
+    them all for 50-70 ms, docs/performance.md). Dropped at once, they are freed by reference counting before any pass
+    sees them, and what an answer adds to the young generation no longer grows with its pods: itself and a dict.
     """
 
-    __slots__ = ("_offset", "_samples", "_values", "_wanted", "document")
+    __slots__ = (
+        "_document",
+        "_offset",
+        "_reread",
+        "_samples",
+        "_values",
+        "_wanted",
+        "interval_seconds",
+        "node",
+        "source",
+    )
 
     def __init__(
-        self, document: ReceivedNodePods, wanted: dict[str, MetricDefinition] | None = None, clock_offset: float = 0.0
+        self,
+        document: ReceivedNodePods,
+        source: bytes,
+        reread: RereadDocument,
+        wanted: dict[str, MetricDefinition] | None = None,
+        clock_offset: float = 0.0,
     ) -> None:
-        """`clock_offset`: seconds to add to the document's times to place them on the adapter's clock."""
-        self.document = document
+        """`source` and `reread`: `reread(source)` is `document` again. `clock_offset`: seconds to add to the
+        document's times to place them on the adapter's clock."""
+        self.node = document.node
+        self.interval_seconds = document.interval_seconds
+        self.source = source
+        self._reread = reread
+        self._document: ReceivedNodePods | None = None  # kept once samples are asked for
         self._offset = clock_offset
-        self._values: dict[str, dict[PodKey, PodFigures]] = {}  # by metric name (a definition hashes slowly)
+        self._values: dict[str, PodsFigures] = {}  # by metric name (a definition hashes slowly)
         self._samples: dict[str, dict[PodKey, PodSample]] = {}
         self._wanted = wanted if wanted is not None else {}
         for metric in tuple(self._wanted.values()):
-            self.values(metric)
+            self._values[metric.name] = pod_values(metric, document.pods, clock_offset)
 
-    def values(self, metric: MetricDefinition) -> Mapping[PodKey, PodFigures]:
+    def document(self) -> ReceivedNodePods:
+        """The document, decoded again unless samples were asked for (then it is kept)."""
+        return self._document if self._document is not None else self._reread(self.source)
+
+    def values(self, metric: MetricDefinition) -> PodsFigures:
         found = self._values.get(metric.name)
         if found is None:
             self._wanted.setdefault(metric.name, metric)
-            found = self._values[metric.name] = pod_values(metric, self.document.pods, self._offset)
+            found = self._values[metric.name] = pod_values(metric, self.document().pods, self._offset)
         return found
 
     def samples(self, metric: MetricDefinition) -> Mapping[PodKey, PodSample]:
         found = self._samples.get(metric.name)
         if found is None:
+            document = self._document = self.document()
             found = {}
-            for pod in self.document.pods:
-                sample = pod_sample(self.document.node, pod, metric.figure, self._offset)
+            for pod in document.pods:
+                sample = pod_sample(document.node, pod, metric.figure, self._offset)
                 if sample is not None:
                     found[(pod.namespace, pod.name)] = sample
             self._samples[metric.name] = found
@@ -353,7 +387,7 @@ class NodePodsCache:
                     if marked < renew_before:
                         self._want(feed, namespace, self._clock())
                     value = entry.value
-                    interval = answer.document.interval_seconds
+                    interval = answer.interval_seconds
                     limit = limits.get(interval)
                     if limit is None:
                         limit = limits[interval] = max_age(interval)
@@ -535,7 +569,7 @@ class NodePodsCache:
                 if exporter_now is None:
                     exporter_now = _http_date(response.headers.get("Date"))
                 document = self._plain_document(feed, url, body)
-                self._arrived(feed, document, exporter_now, carried, started)
+                self._arrived(feed, document, body, parse_node_pods, exporter_now, carried, started)
                 return max(self._refresh, document.interval_seconds)
         except UpstreamAnswerError as exc:
             raise _FeedError(f"{url}: {exc}") from None
@@ -552,7 +586,8 @@ class NodePodsCache:
             if not _current(feed):
                 return
             exporter_now, document = self._stream_event(feed, url, line)
-            self._arrived(feed, document, exporter_now, carried, started)
+            self._arrived(feed, document, line, _document_of_event, exporter_now, carried, started)
+            del document  # freed now, not when the next line arrives (NodeAnswer says why)
             started = math.nan  # only the first document of a connection is timed
 
     def _checked(self, feed: _Feed, url: str, document: ReceivedNodePods) -> ReceivedNodePods:
@@ -574,7 +609,14 @@ class NodePodsCache:
         return exporter_now, self._checked(feed, url, document)
 
     def _arrived(
-        self, feed: _Feed, document: ReceivedNodePods, exporter_now: float | None, carried: Namespaces, started: float
+        self,
+        feed: _Feed,
+        document: ReceivedNodePods,
+        source: bytes,
+        reread: RereadDocument,
+        exporter_now: float | None,
+        carried: Namespaces,
+        started: float,
     ) -> None:
         if not _current(feed):
             return
@@ -582,7 +624,7 @@ class NodePodsCache:
         if feed.error is not None:
             log.info("exporter on node %s answers again", feed.node, extra=fields(node=feed.node))
         offset = exporter_clock_offset(document, exporter_now, received)
-        feed.answer = NodeAnswer(document, self._wanted_metrics, offset)
+        feed.answer = NodeAnswer(document, source, reread, self._wanted_metrics, offset)
         feed.carried, feed.error, feed.failures = carried, None, 0
         self._index(feed)
         feed.interval = document.interval_seconds
@@ -653,8 +695,10 @@ class NodePodsCache:
             metric = self._wanted_metrics[name]
             values = answer.values(metric)
             if previous is not None:
-                for namespace, pod in previous.values(metric).keys() - values.keys():
-                    index.pop((node, namespace, pod), None)
+                for namespace, before in previous.values(metric).items():
+                    still = values.get(namespace)
+                    for pod in before if still is None else before.keys() - still.keys():
+                        index.pop((node, namespace, pod), None)
             _add_entries(index, node, answer, values)
 
     def _unindex(self, feed: _Feed) -> None:
@@ -665,8 +709,9 @@ class NodePodsCache:
             return
         del self._indexed[node]
         for name, index in self._indexes.items():
-            for namespace, pod in answer.values(self._wanted_metrics[name]):
-                index.pop((node, namespace, pod), None)
+            for namespace, pods in answer.values(self._wanted_metrics[name]).items():
+                for pod in pods:
+                    index.pop((node, namespace, pod), None)
 
     def _wake(self, feed: _Feed, *, everyone: bool = False) -> None:
         """Wake the queries waiting for a document carrying their namespace (all of them after a failure)."""
@@ -683,11 +728,17 @@ class NodePodsCache:
         return min(self._max_failure_ttl, self._failure_ttl * 2.0 ** min(max(failures, 1) - 1, 30))
 
 
-def _add_entries(
-    index: dict[IndexKey, IndexedFigures], node: str, answer: NodeAnswer, values: Mapping[PodKey, PodFigures]
-) -> None:
-    for (namespace, pod), (value, uid) in values.items():
-        index[(node, namespace, pod)] = IndexedFigures(value, uid, answer)
+def _add_entries(index: dict[IndexKey, IndexedFigures], node: str, answer: NodeAnswer, values: PodsFigures) -> None:
+    """The index's entries of the answer's `values`. A pod already in the index keeps its key: the dict holds on to
+    the first tuple made for it, and the one made here is freed at once."""
+    for namespace, pods in values.items():
+        for pod, figures in pods.items():
+            index[(node, namespace, pod)] = IndexedFigures(figures.value, figures.uid, answer)
+
+
+def _document_of_event(line: bytes) -> ReceivedNodePods:
+    """The document of a stream's line (a NodeAnswer's `reread`)."""
+    return parse_stream_event(line)[1]
 
 
 def _current(feed: _Feed) -> bool:

@@ -17,7 +17,7 @@ from typing import Any
 import msgspec
 
 from adapter.sources.nodepods import Namespaces, NodePodsCache, _Feed, _FeedError
-from exporter.pods_document import ReceivedContainer, ReceivedDevice, ReceivedNodePods, ReceivedPod
+from exporter.pods_document import ReceivedContainer, ReceivedDevice, ReceivedNodePods, ReceivedPod, parse_node_pods
 from tests.support.clocks import ManualClock
 
 
@@ -111,7 +111,9 @@ class ScriptedFeeds(NodePodsCache):
             if isinstance(sent, str):
                 raise _FeedError(sent)
             if sent is not None:
-                self._arrived(feed, _carrying(sent, carried), self.exporter_clock.time(), carried, started)
+                document = _carrying(sent, carried)
+                body = msgspec.json.encode(document)  # what the answer reads again (NodeAnswer keeps the bytes only)
+                self._arrived(feed, document, body, parse_node_pods, self.exporter_clock.time(), carried, started)
                 self.delivered[feed.url] = sent
             await changed.wait()
 
@@ -152,5 +154,6 @@ class ScriptedFeeds(NodePodsCache):
             (node, namespace, pod)
             for node, feed in self._feeds.items()
             if feed.answer is not None and (nodes is None or node in nodes)
-            for namespace, pod in feed.answer.values(metric)
+            for namespace, pods in feed.answer.values(metric).items()
+            for pod in pods
         }

@@ -408,8 +408,7 @@ async def test_a_backlog_of_stream_lines_is_skipped_to_the_newest(
         assert answer is not None
         metric = default_metrics_config().custom("gpu_utilization")
         assert metric is not None
-        value, _ = answer.values(metric)[("other", "solo")]
-        assert value.value == Decimal(30)  # the newest
+        assert answer.values(metric)["other"]["solo"].value.value == Decimal(30)  # the newest
         assert cache.documents == 1  # the two older ones were not even parsed
     finally:
         await cache.close()
