@@ -37,11 +37,25 @@ def _rfc3339_second(second: int) -> str:
 _MILLI = Decimal("0.001")
 
 
-@lru_cache(maxsize=16384)
+# quantity's texts, by value: figures repeat (a pod's percent, a GPU's memory size) across items. A plain dict, not
+# functools.lru_cache, which makes a tuple per call to key a Decimal: this is looked up once per item of every answer.
+QUANTITY_CACHE_SIZE = 16384
+_QUANTITIES: dict[Decimal, str] = {}
+
+
 def quantity(value: Decimal) -> str:
     """The served value as a canonical quantity, to the milli-unit: the HPA reads values as milli-units (MilliValue),
-    so finer digits would only make "82849271278n" out of 82.849 for whoever reads the answer. Remembered: figures
-    repeat (a pod's percent, a GPU's memory size) across items."""
+    so finer digits would only make "82849271278n" out of 82.849 for whoever reads the answer."""
+    text = _QUANTITIES.get(value)
+    if text is None:
+        text = _quantity(value)
+        if len(_QUANTITIES) >= QUANTITY_CACHE_SIZE:
+            _QUANTITIES.clear()
+        _QUANTITIES[value] = text
+    return text
+
+
+def _quantity(value: Decimal) -> str:
     if value.as_tuple().exponent < -3:  # type: ignore[operator]  # finite here: figures are checked on the way in
         with localcontext() as ctx:
             ctx.prec = max(28, value.adjusted() + 8)
@@ -63,6 +77,31 @@ def described_object(kind: str, api_version: str, namespace: str | None, name: s
     apiVersion ("/v1" for core objects, as custom-metrics-apiserver writes it)."""
     where = f',"namespace":{_string(namespace)}' if namespace is not None else ""
     return f'{{"kind":{_string(kind)}{where},"name":{_string(name)},"apiVersion":{_string(api_version)}}}'
+
+
+# describedObject texts of pods by (kind, apiVersion, namespace) and then name: an HPA's question renders one per pod,
+# and two lookups by strings (whose hashes Python keeps) cost less than described_object's key of four. Each namespace
+# keeps at most DESCRIBED_CACHE_SIZE names (then starts over), the whole at most DESCRIBED_CACHE_NAMESPACES namespaces.
+DESCRIBED_CACHE_SIZE = 32768
+DESCRIBED_CACHE_NAMESPACES = 4096
+_DESCRIBED: dict[tuple[str, str, str], dict[str, str]] = {}
+
+
+def _described_in(kind: str, api_version: str, namespace: str) -> dict[str, str]:
+    key = (kind, api_version, namespace)
+    texts = _DESCRIBED.get(key)
+    if texts is None:
+        if len(_DESCRIBED) >= DESCRIBED_CACHE_NAMESPACES:
+            _DESCRIBED.clear()
+        texts = _DESCRIBED[key] = {}
+    return texts
+
+
+def _remember(texts: dict[str, str], name: str, text: str) -> str:
+    if len(texts) >= DESCRIBED_CACHE_SIZE:
+        texts.clear()
+    texts[name] = text
+    return text
 
 
 class CustomItems:
@@ -90,28 +129,39 @@ class CustomItems:
 
     def add_pods(self, kind: str, api_version: str, pods: Sequence[Pod], values: Sequence[ServedValue | None]) -> float:
         """`add_all` for pods that describe themselves (the HPA's question); the oldest sample time among them."""
-        return self.add_all([described_object(kind, api_version, pod.namespace, pod.name) for pod in pods], values)
+        references: list[str] = []
+        keep = references.append
+        namespace, texts = None, {}
+        for pod in pods:
+            if pod.namespace != namespace:
+                namespace = pod.namespace
+                texts = _described_in(kind, api_version, namespace)
+            text = texts.get(pod.name)
+            if text is None:
+                text = _remember(texts, pod.name, described_object(kind, api_version, namespace, pod.name))
+            keep(text)
+        return self.add_all(references, values)
 
     def add_all(self, described: Sequence[str], values: Sequence[ServedValue | None]) -> float:
         """An item for each object with a value (`values[i]` is that of `described[i]`; None leaves it out); returns
         the oldest sample time among them (inf for none). One loop over up to thousands of items, what is the same for
-        all looked up once, and a document's items, which share a sample time, share its text."""
+        all looked up once, and items that share a sample time and window (a document's do) share the text between
+        their object and their value."""
         oldest = math.inf
         keep = self._items.append
         metric, window, selector = self._metric, self._window, self._selector
-        last_at, stamp = math.nan, ""
+        tail = f'"{selector}}}'
+        last_at, last_seconds, between = math.nan, -1, ""
         for reference, served in zip(described, values, strict=True):
             if served is None:
                 continue
-            at = served.sampled_at
-            if at != last_at:
-                last_at, stamp = at, rfc3339(at)
+            at, seconds = served.sampled_at, served.window_seconds
+            if at != last_at or seconds != last_seconds:  # what lies between an item's object and its value
+                last_at, last_seconds = at, seconds
+                between = f',{metric}"timestamp":"{rfc3339(at)}","{window}":{seconds},"value":"'
                 if at < oldest:
                     oldest = at
-            keep(
-                f'{{"describedObject":{reference},{metric}"timestamp":"{stamp}",'
-                f'"{window}":{served.window_seconds},"value":"{quantity(served.value)}"{selector}}}'
-            )
+            keep('{"describedObject":' + reference + between + quantity(served.value) + tail)
         return oldest
 
     def __len__(self) -> int:

@@ -376,12 +376,13 @@ class NodePodsCache:
                 feed = feeds.get(node)
                 answer = entry.answer
                 # the feed's answer is the entry's while the index is kept right (a lost answer's entries go with it);
-                # a feed that does not carry the question's namespaces is for `cached_many` to reconnect
+                # a feed that does not carry the question's namespaces is for `cached_many` to reconnect (`_covers`)
+                carried = None if feed is None else feed.carried
                 if (
                     feed is not None
                     and feed.answer is answer
                     and feed.error is None
-                    and _covers(feed.carried, namespace)
+                    and (carried is None or (namespace is not None and namespace in carried))
                 ):
                     marked = feed.everything_asked_at if namespace is None else feed.asked.get(namespace, -math.inf)
                     if marked < renew_before:
@@ -391,7 +392,8 @@ class NodePodsCache:
                     limit = limits.get(interval)
                     if limit is None:
                         limit = limits[interval] = max_age(interval)
-                    if now - value.sampled_at <= limit and same_pod(entry.uid, pod):
+                    uid, own = entry.uid, pod.uid
+                    if now - value.sampled_at <= limit and not (uid and own and uid != own):  # `same_pod`, inline
                         keep(value)
                         continue
             keep(None)
