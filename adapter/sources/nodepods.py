@@ -14,7 +14,7 @@ The HPA's question (1,000 pods over some 800 nodes) is answered from the pod fig
 by `served_at_hand`, one flat dict from (node, namespace, pod) to the pod's value in its node's current document
 (`IndexedFigures`), kept as documents arrive. A document replaces its node's entries (those of pods it no longer lists
 go); a feed that fails, is closed or is replaced (the exporter moved) takes its node's entries with it. An index made
-at a metric's first question takes the documents already at hand a hundred nodes at a time, the event loop free
+at a metric's first question takes the documents already at hand INDEX_FILL_NODES at a time, the event loop free
 between (`_fill`); until a node is in, questions about its pods go the node by node way. So at every moment the index
 holds only values of the current answers of the current feeds, and once filled all of them; a question looks each pod
 up once instead of visiting each node's feed, answer and values (`cached_many`).
@@ -89,9 +89,10 @@ STREAM_REFUSED_SECONDS = 30.0
 # a warm-up (`warm`) is over when every node it opened has answered or failed, or after this many seconds
 WARM_UP_SECONDS = 20.0
 # A metric's pod figure index, made at its first question, takes the answers at hand this many nodes at a time, the
-# event loop free between: at 2,000 nodes all at once takes about 50 ms in-process, and 2-4 times that on a loaded
-# replica, a wait for every question in flight in a restarted replica's first seconds of serving.
-INDEX_FILL_NODES = 100
+# event loop free between. Each answer's document is read again for it (NodeAnswer keeps only the bytes): 100 nodes of
+# 10 GPU pods took 3.3 ms in-process, 2-4 times that on a loaded replica; all 2,000 at once would be a wait of a
+# quarter of a second for every question in flight in a restarted replica's first seconds of serving.
+INDEX_FILL_NODES = 25
 # A feed served from the pod figure index is marked wanted again (`_want`) once its mark is this old (at most a quarter
 # of `keep_warm_seconds`): a 1,000-pod answer then writes to a few feeds a second, not to 800 each time.
 WANT_AGAIN_SECONDS = 1.0
