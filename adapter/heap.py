@@ -9,8 +9,11 @@ So `HeapSettler` collects and then freezes the survivors (`gc.freeze`: later pas
 long-lived sets have just been built: once the pod cache has synced, and again once the source is ready (the streams
 open and their first documents in). The replica reports ready only after that second pass (`settled`), so the pass
 that walks the streams runs before any query is routed to it, not in the first minute of its answers. Every
-`refreeze_seconds` after, it collects and freezes again: pods and streams come and go, and what arrived since is then
-all a full pass has to walk.
+`refreeze_seconds` after, it collects and freezes again: pods and streams come and go (an exporter ends each stream
+after about five minutes, so all 2,000 are made anew within that), and what arrived since is all a full pass has to
+walk. Once a minute, that is about a fifth of the streams, some 20,000 objects, a pass of 5-15 ms. Every ten minutes
+(as first built) it was all of them and more, and so were the collector's own full passes between: a fleet benchmark
+run had a 129-ms answer from one, 6 minutes into a replica's life (docs/performance.md).
 
 The young generation's threshold is raised (`young_threshold`): the adapter makes next to no reference cycles (an
 answer's objects, a node document and its figures are freed by reference counting when the answer is sent or the
@@ -18,9 +21,10 @@ document replaced), and at Python's default (700) the collector ran several time
 promoted live documents into older generations whose passes took 5-20 ms of some query's time.
 
 What a freeze costs: an object frozen while alive and later part of an unreachable cycle is never collected
-(reference counting still frees everything that is not a cycle). Streams and pods leave behind few such cycles: in
-each 10-minute fleet benchmark run a replica's RSS ended at 239-242 MiB, which was also its peak (docs/performance.md);
-runs of hours were not made.
+(reference counting still frees everything that is not a cycle). Streams and pods leave behind few such cycles: a
+stream read to its end and closed leaves none (200 client streams against an aiohttp server in one process, a
+collection after them found 0 unreachable objects), and in each 10-minute fleet benchmark run a replica's RSS ended at
+its peak, 224-242 MiB (docs/performance.md); runs of hours were not made.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ import asyncio
 import gc
 from collections.abc import Awaitable, Callable
 
-REFREEZE_SECONDS = 600.0
+REFREEZE_SECONDS = 60.0
 YOUNG_THRESHOLD = 10_000  # Python's default is 700
 POLL_SECONDS = 0.2
 
