@@ -11,9 +11,10 @@ open and their first documents in). The replica reports ready only after that se
 that walks the streams runs before any query is routed to it, not in the first minute of its answers. Every
 `refreeze_seconds` after, it collects and freezes again: pods and streams come and go (an exporter ends each stream
 after about five minutes, so all 2,000 are made anew within that), and what arrived since is all a full pass has to
-walk. Once a minute, that is about a fifth of the streams, some 20,000 objects, a pass of 5-15 ms. Every ten minutes
-(as first built) it was all of them and more, and so were the collector's own full passes between: a fleet benchmark
-run had a 129-ms answer from one, 6 minutes into a replica's life (docs/performance.md).
+walk. Once a minute, that is about a fifth of the streams: in a fleet benchmark run 16 more full passes than with
+passes every ten minutes, about 65 ms each (the run's pause totals, docs/performance.md). Every ten minutes (as first
+built) each pass walked all of them and more, and so did the collector's own full passes between: the likeliest cause
+of a 129-ms answer 6 minutes into a replica's life in another run.
 
 The young generation's threshold is raised (`young_threshold`): the adapter makes next to no reference cycles (an
 answer's objects, a node document and its figures are freed by reference counting when the answer is sent or the
