@@ -238,6 +238,38 @@ def test_served_values_are_rounded_to_the_milli_unit_the_hpa_reads() -> None:
     assert quantity(Decimal(64 * 2**30)) == "68719476736"  # whole numbers stay exact
 
 
+@given(st.one_of(st.floats(), st.integers(min_value=0, max_value=2**63)))
+def test_a_figures_cached_decimal_is_the_one_worked_out_afresh(number: float | int) -> None:
+    """`exact` keeps decimals in plain dicts: asked twice, it gives what decimal_from_float gives, digit for digit, and
+    an integer and the float of the same value (one key to a dict) each get their own."""
+    from adapter.quantity import QuantityError
+    from adapter.sources.figures import exact
+
+    try:
+        afresh: Decimal | None = decimal_from_float(number)
+    except QuantityError:
+        afresh = None
+    for _ in range(2):
+        found = exact(number)
+        assert (found is None) == (afresh is None)
+        assert str(found) == str(afresh)
+    if isinstance(number, int) and number < 2**53:
+        assert str(exact(float(number))) == str(decimal_from_float(float(number)))
+        assert str(exact(number)) == str(number)
+
+
+@given(st.decimals(allow_nan=False, allow_infinity=False, min_value=-(10**15), max_value=10**15, places=12))
+def test_a_cached_quantity_is_the_one_worked_out_afresh(value: Decimal) -> None:
+    """`quantity` keeps its texts in a dict by decimal: equal decimals of other exponents (85.3, 85.30) share one entry,
+    so they must share one text, and a second answer must be the first."""
+    from adapter.api.bodies import _quantity, quantity
+
+    assert quantity(value) == _quantity(value)
+    assert quantity(value) == _quantity(value)
+    assert quantity(value.normalize()) == _quantity(value)
+    assert quantity(value.quantize(Decimal("1e-12"))) == _quantity(value)
+
+
 @given(st.lists(st.booleans(), min_size=4, max_size=4), names, metric_names)
 def test_routing_and_authorization_read_the_same_path(encode: list[bool], namespace: str, metric: str) -> None:
     """However the segments are percent-encoded, the handler's path and the authorized attributes name one thing."""
