@@ -137,8 +137,8 @@ class CustomItems:
                 namespace = pod.namespace
                 texts = _described_in(kind, api_version, namespace)
             text = texts.get(pod.name)
-            if text is None:
-                text = _remember(texts, pod.name, described_object(kind, api_version, namespace, pod.name))
+            if text is None:  # made afresh (`__wrapped__`): kept here, not in described_object's cache as well
+                text = _remember(texts, pod.name, described_object.__wrapped__(kind, api_version, namespace, pod.name))
             keep(text)
         return self.add_all(references, values)
 
