@@ -131,11 +131,11 @@ class NodeAnswer:
         "_offset",
         "_reread",
         "_samples",
+        "_source",
         "_values",
         "_wanted",
         "interval_seconds",
         "node",
-        "source",
     )
 
     def __init__(
@@ -150,7 +150,7 @@ class NodeAnswer:
         document's times to place them on the adapter's clock."""
         self.node = document.node
         self.interval_seconds = document.interval_seconds
-        self.source = source
+        self._source = source
         self._reread = reread
         self._document: ReceivedNodePods | None = None  # kept once samples are asked for
         self._offset = clock_offset
@@ -162,7 +162,7 @@ class NodeAnswer:
 
     def document(self) -> ReceivedNodePods:
         """The document, decoded again unless samples were asked for (then it is kept)."""
-        return self._document if self._document is not None else self._reread(self.source)
+        return self._document if self._document is not None else self._reread(self._source)
 
     def values(self, metric: MetricDefinition) -> PodsFigures:
         found = self._values.get(metric.name)
@@ -377,13 +377,12 @@ class NodePodsCache:
                 feed = feeds.get(node)
                 answer = entry.answer
                 # the feed's answer is the entry's while the index is kept right (a lost answer's entries go with it);
-                # a feed that does not carry the question's namespaces is for `cached_many` to reconnect (`_covers`)
-                carried = None if feed is None else feed.carried
+                # a feed that does not carry the question's namespaces is for `cached_many` to reconnect
                 if (
                     feed is not None
                     and feed.answer is answer
                     and feed.error is None
-                    and (carried is None or (namespace is not None and namespace in carried))
+                    and _covers(feed.carried, namespace)
                 ):
                     marked = feed.everything_asked_at if namespace is None else feed.asked.get(namespace, -math.inf)
                     if marked < renew_before:
@@ -393,8 +392,7 @@ class NodePodsCache:
                     limit = limits.get(interval)
                     if limit is None:
                         limit = limits[interval] = max_age(interval)
-                    uid, own = entry.uid, pod.uid
-                    if now - value.sampled_at <= limit and not (uid and own and uid != own):  # `same_pod`, inline
+                    if now - value.sampled_at <= limit and same_pod(entry.uid, pod):
                         keep(value)
                         continue
             keep(None)

@@ -241,7 +241,8 @@ def test_served_values_are_rounded_to_the_milli_unit_the_hpa_reads() -> None:
 @given(st.one_of(st.floats(), st.integers(min_value=0, max_value=2**63)))
 def test_a_figures_cached_decimal_is_the_one_worked_out_afresh(number: float | int) -> None:
     """`exact` keeps decimals in plain dicts: asked twice, it gives what decimal_from_float gives, digit for digit, and
-    an integer and the float of the same value (one key to a dict) each get their own."""
+    an integer and the float of the same value (one key to a dict) each get their own. Zero is the one exception to
+    the digits: 0.0 and -0.0 are one key (as they were to the lru_cache before), so either may give "-0"; both are 0."""
     from adapter.quantity import QuantityError
     from adapter.sources.figures import exact
 
@@ -252,7 +253,8 @@ def test_a_figures_cached_decimal_is_the_one_worked_out_afresh(number: float | i
     for _ in range(2):
         found = exact(number)
         assert (found is None) == (afresh is None)
-        assert str(found) == str(afresh)
+        assert found == afresh
+        assert str(found) == str(afresh) or (found is not None and found.is_zero())
     if isinstance(number, int) and number < 2**53:
         assert str(exact(float(number))) == str(decimal_from_float(float(number)))
         assert str(exact(number)) == str(number)
