@@ -32,7 +32,7 @@ own to the rules).
    only).
 4. The baseline (--baseline-window, default 180 s): Prometheus scrapes the fleet without the rules, nothing else asks
    it anything, and its CPU is read. Then the shipped rules are loaded (the configuration rewritten, POST /-/reload)
-   and, once the per-pod rules have been evaluated and a minute more, the rule window (--rule-window, default 600 s):
+   and, once the per-pod rules have been evaluated and two minutes more, the rule window (--rule-window, default 600 s):
    the same steady work with the rules. Every group's evaluations are read every 5 s (rule_cost.py) and judged
    against the budget; the CPU the rules add is Prometheus' CPU in the rule window less the baseline's.
 5. Sequential requests over one kept-alive TLS connection, as the aggregator sends them:
@@ -698,10 +698,11 @@ def scalar(running: Running, query: str, at: float | None = None) -> float:
 
 
 def wait_rules(running: Running, pods: int) -> None:
-    """Wait until the per-pod recording rules have been evaluated, then a minute more (every 1-minute group ran)."""
+    """Wait until the per-pod recording rules have been evaluated, then two minutes more (every group of one and two
+    minutes ran: rules/recording.py's INTERVAL and ACCOUNTING_INTERVAL)."""
     rule = "count(namespace_pod:gpu_pulse_pod_gpu_utilization_ratio:avg)"
     _wait(lambda: scalar(running, rule) >= pods, "recording rules evaluated", 300, running, "prometheus")
-    time.sleep(60)
+    time.sleep(120)
 
 
 def wait_warm(running: Running, pods: int) -> float:

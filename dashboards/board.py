@@ -36,7 +36,10 @@ from grafana_foundation_sdk.models.dashboard import (
 )
 from grafana_foundation_sdk.models.prometheus import PromQueryFormat
 
-from rules.recording import INTERVAL as RECORDING_INTERVAL
+from exporter.catalogue import Dialect
+from rules.dialect import Vocabulary
+from rules.promql import metric_names
+from rules.recording import recording_intervals
 
 DATASOURCE = DataSourceRef(type_val="prometheus", uid="${datasource}")
 REF_IDS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
@@ -58,7 +61,26 @@ CLUSTER_VARIABLE = "cluster"
 # The least step of a panel over the recorded series (Grafana's "Min interval", the panel's `interval`): the recording
 # groups write one sample per interval (rules/recording.py), so a finer step draws each sample again at each step in
 # between, at that many times the cost (at the default 15-s step over an hour, four times: docs/performance.md).
-RECORDED = RECORDING_INTERVAL
+# `min_interval=RECORDED` is the interval of the fastest group among the recorded series the panel's queries read: a
+# step shorter draws no new value, a longer one would skip values of that series (a series of a slower group read
+# beside it, such as the workload relabel joined to a per-pod figure, is held between its evaluations: Prometheus
+# looks back 5 minutes for it).
+RECORDED = "recorded"
+# Which group interval writes each recorded series: the same groups, names and intervals in both dialects.
+RECORDED_EVERY = recording_intervals(Vocabulary.of(Dialect.PROMETHEUS))
+_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600}
+
+
+def _seconds(interval: str) -> int:
+    return int(interval[:-1]) * _UNIT_SECONDS[interval[-1]]
+
+
+def recorded_step(queries: tuple[Query, ...]) -> str:
+    """The interval of the fastest recording group among the recorded series `queries` read; ValueError if none."""
+    every = [RECORDED_EVERY[name] for q in queries for name in metric_names(q.expr) if name in RECORDED_EVERY]
+    if not every:
+        raise ValueError(f"a panel over recorded series reads none: {[q.expr for q in queries]}")
+    return min(every, key=_seconds)
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,7 +187,7 @@ class Board:
         min_interval: str | None = None,
     ) -> Board:
         """A time series panel; `min_interval` (Grafana's "Min interval") is the least step its queries are sent at:
-        RECORDED for series written once per recording interval."""
+        RECORDED for series written once per recording interval (the fastest of those the queries read)."""
         panel = (
             timeseries.Panel()
             .id(self._id())
@@ -189,7 +211,7 @@ class Board:
         if max_value is not None:
             panel.max(max_value)
         if min_interval is not None:
-            panel.interval(min_interval)
+            panel.interval(recorded_step(queries) if min_interval == RECORDED else min_interval)
         if stacked:
             panel.stacking(StackingConfig().mode(StackingMode.NORMAL)).fill_opacity(40)
         self._builder.with_panel(panel)

@@ -66,6 +66,11 @@ class Vocabulary:
         once per device over a handful of labels instead of over every per-pod copy of a device series with all its
         labels. The result is the same as renaming first: each normalized label is a copy of one dialect label, and the
         outer `max` only drops the dialect's names again (one series per group already).
+
+        A label is copied only where its source has a value (`(.+)`): `label_replace` builds a new label set for every
+        series its regex matches, and `(.*)` also matches the empty value of a whole GPU's `GPU_I_ID` and
+        `GPU_I_PROFILE`, only to delete a target label the inner aggregation has already dropped. The result is the
+        same; the two MIG renames of a whole GPU's series cost a lookup instead of a new label set.
         """
         by = ", ".join(level)
         if self.dialect is Dialect.PROMETHEUS:
@@ -78,11 +83,13 @@ class Vocabulary:
             "mig_profile": self.mig_profile,
         }
         inner = f"max by ({', '.join(sources.get(label, label) for label in level)}) ({expr})"
-        return f"max by ({by}) ({self.normalize_labels(inner, [label for label in level if label in sources])})"
+        targets = [label for label in level if label in sources]
+        return f"max by ({by}) ({self.normalize_labels(inner, targets, only_set=True)})"
 
-    def normalize_labels(self, expr: str, targets: list[str] | None = None) -> str:
+    def normalize_labels(self, expr: str, targets: list[str] | None = None, *, only_set: bool = False) -> str:
         """`expr` with this dialect's device labels (those of `targets`, default all) copied to the normalized names
-        (identity for prometheus)."""
+        (identity for prometheus). `only_set`: copy only non-empty values, for an `expr` that has none of the target
+        labels (with them, an empty source would leave the target as it was instead of deleting it)."""
         if self.dialect is Dialect.PROMETHEUS:
             return expr
         pairs = (
@@ -92,8 +99,9 @@ class Vocabulary:
             ("gpu_instance", self.gpu_instance),
             ("mig_profile", self.mig_profile),
         )
+        regex = "(.+)" if only_set else "(.*)"
         for target, source in pairs:
             if targets is not None and target not in targets:
                 continue
-            expr = f'label_replace({expr}, "{target}", "$1", "{source}", "(.*)")'
+            expr = f'label_replace({expr}, "{target}", "$1", "{source}", "{regex}")'
         return expr

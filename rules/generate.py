@@ -20,7 +20,7 @@ from rules.inventory import readable_names
 from rules.jobs import Jobs
 from rules.model import Alert, Group, Recording
 from rules.promql import metric_names
-from rules.recording import recording_groups
+from rules.recording import recording_groups, recording_intervals
 from rules.render import MANIFEST_FILE, RULE_FILE, TEST_FILE, dump, prometheus_rule, rule_file, test_file
 
 ROOT = Path(__file__).resolve().parent
@@ -91,8 +91,13 @@ Workloads come from kube-state-metrics (`kube_pod_owner`, and `kube_replicaset_o
 Deployment). A pod kube-state-metrics does not report (not installed, or not scraped yet) is its own workload with
 `workload_type="unknown"`; workloads are never guessed from pod names.
 
-| series | meaning |
-|---|---|
+Each series is written once per its group's interval (`every`): state and utilization every minute; allocation,
+memory, power, energy and workloads every two minutes; the waste figures every five. No alert and no autoscaling
+answer reads them (the alerts and the adapter read the exporter's series), and the dashboards step at each panel's
+slowest series. What the cadences cost and save at fleet size: docs/performance.md.
+
+| series | every | meaning |
+|---|---|---|
 """
 
 README_ADAPTER = """
@@ -113,7 +118,8 @@ These recorded series compute the same figures, for dashboards and for a `promet
 
 
 def readme() -> str:
-    rows = "".join(f"| `{r.record}` | {r.meaning} |\n" for r in recordings(Dialect.PROMETHEUS))
+    every = recording_intervals(Vocabulary.of(Dialect.PROMETHEUS))
+    rows = "".join(f"| `{r.record}` | {every[r.record]} | {r.meaning} |\n" for r in recordings(Dialect.PROMETHEUS))
     alert_rows = "".join(
         f"| [`{a.alert}`](../docs/runbooks.md#{a.anchor}) | {a.severity} | {a.summary} |\n"
         for a in alerts(Dialect.PROMETHEUS)

@@ -8,12 +8,14 @@ split evenly among the pods holding it.
 
 Rules are priced like code (docs/performance.md, bench/fleet_prometheus.py): what several rules need is recorded once
 and read after (rules of a group run in order, so a rule reads what an earlier one of its group recorded in the same
-evaluation), aggregations run before renames, joins are against recorded per-pod series, not raw ones, and the device
-and pod levels are two groups each (state, utilization, allocation and energy; memory and power), so that no group's
-evaluation comes near its interval.
+evaluation), aggregations run before renames, joins are against recorded per-pod series, not raw ones, and each level
+is split by what its series are for: state and utilization every minute, accounting (allocation, memory, power,
+energy, workloads) every two minutes, waste every five.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from rules.devices import device_rules, node_rules
 from rules.dialect import Vocabulary
@@ -23,41 +25,76 @@ from rules.promql import metric_names
 from rules.waste import waste_group
 from rules.workloads import workload_rules
 
-# The recording groups run every minute (Prometheus' own default) whatever the global evaluation interval: their
-# readers lose nothing by it. Dashboards read them at `$__rate_interval` (four 15-s scrapes) or coarser steps, the
-# report over hours, the energy rates over 5 minutes; the adapter and the alerts read the exporter's series, not these.
-# At fleet size (docs/performance.md) an evaluation of a group is seconds of work, so a minute leaves it room.
+# What the groups of state and utilization run at: whether a GPU answers and how busy GPUs, pods and namespaces are,
+# the series the dashboards' current-state panels read. Prometheus' own default evaluation interval.
 INTERVAL = "1m"
+# What the accounting groups run at: allocation (and the busy and idle devices counted against it), memory, power,
+# energy and the workload roll-ups. Allocation changes when pods are scheduled, energy is a 5-minute rate, and
+# memory, power and workloads are read by dashboards and the report over hours; no alert and no autoscaling answer
+# reads any of them (the alerts and the adapter read the exporter's series). At fleet size these groups are two
+# thirds of the rules' work (docs/performance.md), so every two minutes halves it; their dashboard panels step at
+# this interval (dashboards/board.py).
+ACCOUNTING_INTERVAL = "2m"
 
 
-# The families of the second group of the device and pod levels: memory and power (and the devices a node offers,
-# counted from the framebuffer totals); energy stays with state, utilization and allocation, which evens the work
-# out. A group's rules run one after another, so a group's evaluation lasts as long as all its rules together; at
-# fleet size (docs/performance.md) the device and pod levels in one group each came near a tenth of the interval.
-# Their rules form independent chains per family (a node or namespace sum reads the per-GPU or per-pod series of its
-# own family), so they split in two groups per level with no rule reading what the other group records: every result
-# stays what it was, and each group's evaluation takes about half as long.
-_MEMORY_POWER = ("memory", "power", "allocatable")
+@dataclass(frozen=True, slots=True)
+class Part:
+    """One group of a level: the rules whose recorded names carry one of `families`, evaluated every `interval`."""
+
+    suffix: str  # the group is `<level>.<suffix>.rules`
+    interval: str
+    families: tuple[str, ...]
 
 
-def split_by_family(name: str, rules: tuple[Recording, ...]) -> tuple[Group, Group]:
-    """`rules` as two groups, `name` (state, utilization, allocation, energy) and `name`'s memory and power group, in
-    their order; ValueError if a rule would read a series the other group records (one evaluation late, then)."""
-    memory_power = tuple(r for r in rules if any(family in r.record for family in _MEMORY_POWER))
-    others = tuple(r for r in rules if r not in memory_power)
-    for part, sibling in ((others, memory_power), (memory_power, others)):
-        recorded = {r.record for r in sibling}
-        for rule in part:
-            if read := metric_names(rule.expr) & recorded:
-                raise ValueError(f"{rule.record} reads {sorted(read)}, recorded in the other group of {name}")
+# The device level: state and utilization stay in `gpu-pulse.device.rules`; memory, power, energy and the devices a
+# node offers (counted from the framebuffer totals) are accounting.
+DEVICE_PARTS = (Part("memory-power", ACCOUNTING_INTERVAL, ("memory", "power", "energy", "allocatable")),)
+# The pod level: the utilization averages stay in `gpu-pulse.pod.rules`; allocation, with the busy sums and the idle
+# devices worked out against it, and memory, power and energy are accounting.
+POD_PARTS = (
+    Part("memory-power", ACCOUNTING_INTERVAL, ("memory", "power", "energy")),
+    Part("allocation", ACCOUNTING_INTERVAL, ("allocated", "idle", "device_info", "utilization_ratio:sum")),
+)
+
+
+def split_by_family(name: str, rules: tuple[Recording, ...], parts: tuple[Part, ...]) -> tuple[Group, ...]:
+    """`rules` as the level's own group `name` (every minute) and one group per part, each in the rules' order; a
+    rule belongs to the first part whose family its name carries. ValueError if a rule would read a series another
+    group of the level records (it would read it as of that group's last evaluation, not this one's) or a group
+    would be empty."""
     stem = name.removesuffix(".rules")
-    return Group(name, others, interval=INTERVAL), Group(f"{stem}.memory-power.rules", memory_power, interval=INTERVAL)
+    assigned: dict[str, list[Recording]] = {name: []}
+    intervals = {name: INTERVAL}
+    for part in parts:
+        assigned[f"{stem}.{part.suffix}.rules"] = []
+        intervals[f"{stem}.{part.suffix}.rules"] = part.interval
+    for rule in rules:
+        home = next((p for p in parts if any(family in rule.record for family in p.families)), None)
+        assigned[name if home is None else f"{stem}.{home.suffix}.rules"].append(rule)
+    for group, members in assigned.items():
+        if not members:
+            raise ValueError(f"{group} would have no rule")
+        elsewhere = {r.record for other, rs in assigned.items() if other != group for r in rs}
+        for rule in members:
+            if read := metric_names(rule.expr) & elsewhere:
+                raise ValueError(f"{rule.record} reads {sorted(read)}, recorded in another group of {name}")
+    return tuple(Group(group, tuple(members), interval=intervals[group]) for group, members in assigned.items())
 
 
 def recording_groups(vocab: Vocabulary) -> tuple[Group, ...]:
     return (
-        *split_by_family("gpu-pulse.device.rules", device_rules(vocab) + node_rules()),
-        *split_by_family("gpu-pulse.pod.rules", edge_rules() + pod_rules() + namespace_rules()),
-        Group("gpu-pulse.workload.rules", workload_rules(), interval=INTERVAL),
+        *split_by_family("gpu-pulse.device.rules", device_rules(vocab) + node_rules(), DEVICE_PARTS),
+        *split_by_family("gpu-pulse.pod.rules", edge_rules() + pod_rules() + namespace_rules(), POD_PARTS),
+        Group("gpu-pulse.workload.rules", workload_rules(), interval=ACCOUNTING_INTERVAL),
         waste_group(vocab),
     )
+
+
+def recording_intervals(vocab: Vocabulary) -> dict[str, str]:
+    """Each recorded series' name and the interval of the group that writes it."""
+    return {
+        rule.record: group.interval or INTERVAL
+        for group in recording_groups(vocab)
+        for rule in group.rules
+        if isinstance(rule, Recording)
+    }

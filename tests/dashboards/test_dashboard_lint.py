@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from dashboards.board import SCHEMA_VERSION
+from dashboards.board import RECORDED_EVERY, SCHEMA_VERSION, Query, recorded_step
 from dashboards.generate import ROOT, allowed_names, boards, expressions, main, panels, render_all, stale_files
 from dashboards.node import CHARTED, covered_keys
 from exporter.catalogue import MEASUREMENTS, Dialect
@@ -237,3 +237,29 @@ def test_multi_cluster_dashboards_are_never_the_committed_ones(
         main(argv)
     assert exit_info.value.code == 2 and "--multi-cluster" in capsys.readouterr().err
     assert stale_files() == []
+
+
+def _every_panel(document: dict[str, Any]) -> list[dict[str, Any]]:
+    return [p for row in document["panels"] for p in (row, *row.get("panels", []))]
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.stem)
+def test_a_panel_over_recorded_series_steps_at_the_fastest_of_their_groups(path: Path) -> None:
+    """A step shorter than every recorded series' interval draws no new value; one longer than the fastest skips
+    values of it. Panels over the exporter's own series set no least step ($__rate_interval and Grafana's own)."""
+    seconds = {"1m": 60, "2m": 120, "5m": 300}
+    for panel in _every_panel(_load(path)):
+        read = {name for t in panel.get("targets", []) for name in metric_names(t["expr"])} & set(RECORDED_EVERY)
+        if "interval" not in panel:
+            continue
+        assert read, f"{panel['title']}: a least step on a panel over no recorded series"
+        assert panel["interval"] == min((RECORDED_EVERY[n] for n in read), key=seconds.__getitem__), panel["title"]
+
+
+def test_recorded_step_is_the_fastest_groups_interval() -> None:
+    allocated = Query("sum(namespace:gpu_pulse_pod_allocated_devices:sum)")
+    busy_now = Query("namespace:gpu_pulse_pod_gpu_utilization_ratio:avg")
+    assert recorded_step((allocated,)) == RECORDED_EVERY["namespace:gpu_pulse_pod_allocated_devices:sum"] == "2m"
+    assert recorded_step((allocated, busy_now)) == "1m"
+    with pytest.raises(ValueError, match="reads none"):
+        recorded_step((Query("gpu_pulse_pod_gpu_utilization_ratio"),))
