@@ -16,7 +16,9 @@ gpu_pulse_gpu_up), labelled by the exporter's own functions (exporter.exposition
 configuration adds (deploy/overlays/plain: job, instance = the node's exporter pod, node): 13 series per pod. And what
 kube-state-metrics serves of the pods' owners, which the workload rules read: kube_pod_owner per pod and
 kube_replicaset_owner per ReplicaSet (--no-kube-state-metrics leaves them out, and every pod is then a workload of its
-own to the rules).
+own to the rules). kube-state-metrics reports every pod of the cluster, not only those holding GPUs: `--cpu-pods`
+more (default 20,000: half of four DaemonSets' on the nodes, half of CPU Deployments' in the teams' namespaces) are in
+its series and nowhere else.
 
 1. The Kubernetes API stand-in (simulation.kubeapi) with the same pods and the real adapter CLI on it (`--source
    prometheus`, TLS, client-certificate auth) start first: the adapter's pod cache fills while the history is written.
@@ -461,11 +463,39 @@ class FleetTargets:
         return web.Response(text=body, content_type="text/plain", charset="utf-8")
 
 
-def owner_series(placements: Sequence[Placement]) -> str:
+def cpu_pod_owners(count: int, namespaces: Sequence[str]) -> tuple[list[str], list[tuple[str, str, str]]]:
+    """`count` pods that hold no GPU, as kube-state-metrics reports them: half of four DaemonSets in kube-system, half
+    of CPU Deployments (50 per namespace at most) spread over `namespaces`. Their `kube_pod_owner` lines, and the
+    (namespace, ReplicaSet, Deployment) of the Deployments' ReplicaSets."""
+    lines: list[str] = []
+    replica_sets: set[tuple[str, str, str]] = set()
+    daemons = count // 2
+    for k in range(daemons):
+        pod, owner = f"node-agent-{k % 4}-{k // 4:05d}", f"node-agent-{k % 4}"
+        lines.append(
+            f'kube_pod_owner{{namespace="kube-system",pod="{pod}",uid="{uuid.uuid5(uuid.NAMESPACE_URL, pod)}",'
+            f'owner_kind="DaemonSet",owner_name="{owner}",owner_is_controller="true"}} 1\n'
+        )
+    for k in range(count - daemons):
+        namespace = namespaces[k % len(namespaces)]
+        deployment = f"cpu-{(k // len(namespaces)) % 50:02d}"
+        replica_set = f"{deployment}-7d9f5c6b8"
+        pod = f"{replica_set}-{k:05d}"
+        replica_sets.add((namespace, replica_set, deployment))
+        lines.append(
+            f'kube_pod_owner{{namespace="{namespace}",pod="{pod}",'
+            f'uid="{uuid.uuid5(uuid.NAMESPACE_URL, f"{namespace}/{pod}")}",owner_kind="ReplicaSet",'
+            f'owner_name="{replica_set}",owner_is_controller="true"}} 1\n'
+        )
+    return lines, sorted(replica_sets)
+
+
+def owner_series(placements: Sequence[Placement], cpu_pods: int = 0) -> str:
     """What kube-state-metrics serves of the fleet's owners, which the workload rules read: `kube_pod_owner` per pod
     (owned by its ReplicaSet) and `kube_replicaset_owner` per ReplicaSet (owned by its Deployment), with the labels of
     kube-state-metrics v2 (docs/metrics/workload/pod-metrics.md and replicaset-metrics.md there). Without them every
-    pod would fall to the rules' last resort, a workload of its own, as in a cluster without kube-state-metrics."""
+    pod would fall to the rules' last resort, a workload of its own, as in a cluster without kube-state-metrics.
+    `cpu_pods` more hold no GPU (cpu_pod_owners)."""
     lines = ["# TYPE kube_pod_owner gauge\n"]
     for p in placements:
         uid = uuid.uuid5(uuid.NAMESPACE_URL, f"{p.namespace}/{p.pod}")
@@ -473,8 +503,11 @@ def owner_series(placements: Sequence[Placement]) -> str:
             f'kube_pod_owner{{namespace="{p.namespace}",pod="{p.pod}",uid="{uid}",owner_kind="ReplicaSet",'
             f'owner_name="{p.replica_set}",owner_is_controller="true"}} 1\n'
         )
+    cpu_lines, cpu_replica_sets = cpu_pod_owners(cpu_pods, sorted({p.namespace for p in placements}))
+    lines += cpu_lines
     lines.append("# TYPE kube_replicaset_owner gauge\n")
-    for namespace, replica_set, deployment in sorted({(p.namespace, p.replica_set, p.deployment) for p in placements}):
+    gpu_replica_sets = {(p.namespace, p.replica_set, p.deployment) for p in placements}
+    for namespace, replica_set, deployment in sorted(gpu_replica_sets | set(cpu_replica_sets)):
         lines.append(
             f'kube_replicaset_owner{{namespace="{namespace}",replicaset="{replica_set}",owner_kind="Deployment",'
             f'owner_name="{deployment}",owner_is_controller="true"}} 1\n'
@@ -482,9 +515,9 @@ def owner_series(placements: Sequence[Placement]) -> str:
     return "".join(lines)
 
 
-async def serve_targets(placements: Sequence[Placement], shards: int, ready: Path) -> None:
+async def serve_targets(placements: Sequence[Placement], shards: int, cpu_pods: int, ready: Path) -> None:
     targets = FleetTargets(placements, shards)
-    owners = owner_series(placements)
+    owners = owner_series(placements, cpu_pods)
 
     async def kube_state_metrics(_: web.Request) -> web.Response:
         return web.Response(text=owners, content_type="text/plain", charset="utf-8")
@@ -562,7 +595,7 @@ def start_role(running: Running, role: str, args: argparse.Namespace) -> None:
     """Start this script as `role` (cluster or exporters); `role_url` waits for it."""
     argv = [sys.executable, str(Path(__file__)), f"--role={role}", f"--ready={running.workdir / f'{role}.json'}"]
     argv += [f"--pods={args.pods}", f"--namespaces={args.namespaces}", f"--namespace-pods={args.namespace_pods}"]
-    argv.append(f"--shards={args.shards}")
+    argv += [f"--shards={args.shards}", f"--cpu-pods={args.cpu_pods}"]
     running.processes.start(role, argv)
 
 
@@ -1069,6 +1102,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--pods", type=int, default=20_000)
     parser.add_argument("--namespaces", type=int, default=100)
     parser.add_argument("--namespace-pods", type=int, default=1_000)
+    parser.add_argument(
+        "--cpu-pods",
+        type=int,
+        default=20_000,
+        help="pods without GPUs that kube-state-metrics reports beside the GPU pods (the workload rules read them)",
+    )
     parser.add_argument("--hours", type=float, default=24.0, help="history to backfill, ending now")
     parser.add_argument("--step", type=int, default=1800, help="seconds between samples of the history")
     parser.add_argument("--queries", type=int, default=300, help="requests for the goal's rows (a fifth for others)")
@@ -1113,7 +1152,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         if args.role == "cluster":
             asyncio.run(serve_cluster(placements, args.ready))
         else:
-            asyncio.run(serve_targets(placements, args.shards, args.ready))
+            asyncio.run(serve_targets(placements, args.shards, args.cpu_pods, args.ready))
         return
     signal.signal(signal.SIGTERM, _terminated)  # so that the processes started are stopped (finally) on SIGTERM too
     if args.keep is not None:

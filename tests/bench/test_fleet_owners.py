@@ -34,3 +34,21 @@ def test_every_pod_is_owned_by_its_replica_set_and_every_replica_set_by_its_depl
         labels = replica_sets[(p.namespace, p.replica_set)]
         assert (labels["owner_kind"], labels["owner_name"]) == ("Deployment", p.deployment)
     assert len({labels["uid"] for labels in pods.values()}) == 120, "a pod's uid is its own"
+
+
+def test_pods_without_gpus_are_owned_too_and_every_replica_set_has_its_deployment() -> None:
+    placements = fleet(pods=120, namespaces=5, namespace_pods=40)
+    families = {f.name: f.samples for f in text_string_to_metric_families(owner_series(placements, cpu_pods=101))}
+    owners = families["kube_pod_owner"]
+    assert len({(s.labels["namespace"], s.labels["pod"]) for s in owners}) == 120 + 101
+    kinds = [s.labels["owner_kind"] for s in owners]
+    assert kinds.count("DaemonSet") == 50 and kinds.count("ReplicaSet") == 120 + 51
+    gpu_pods = {(p.namespace, p.pod) for p in placements}
+    cpu_pods = [s.labels for s in owners if (s.labels["namespace"], s.labels["pod"]) not in gpu_pods]
+    assert {labels["namespace"] for labels in cpu_pods} - {"kube-system"} <= {p.namespace for p in placements}
+    replica_sets = {(s.labels["namespace"], s.labels["replicaset"]) for s in families["kube_replicaset_owner"]}
+    owned_by_replica_sets = {
+        (labels["namespace"], labels["owner_name"]) for labels in cpu_pods if labels["owner_kind"] == "ReplicaSet"
+    }
+    assert owned_by_replica_sets <= replica_sets
+    assert len({labels["uid"] for labels in cpu_pods}) == 101
