@@ -109,9 +109,13 @@ async def test_200_concurrent_scrapes_during_polling_get_complete_consistent_exp
             again = ExpositionRenderer(Dialect.DCGM, interval_seconds=INTERVAL, version="test").render(snapshot)
             fresh[stamp] = (again.text, again.openmetrics)
         assert (rendered.text, rendered.openmetrics) == fresh[stamp]
-    # identical bodies were checked above; parse each distinct one (the parsers reject an incomplete document)
+    # identical bodies were checked above; parse each distinct one (the parsers reject an incomplete document). The
+    # set of series may differ between two cycles' snapshots: on a loaded machine a GPU whose read outlasts the
+    # collector's slow-call deadline (the poll interval, 20 ms here) is reported stalled for that cycle, with other
+    # series (exporter/nvml/collector.py). So each snapshot's responses are compared with that snapshot's rendering
+    # above, not with another cycle's.
     distinct = {(scrape.openmetrics, scrape.body) for scrape in scrapes}
     series = {(om, _series(body.decode(), om)) for om, body in distinct}
     assert {om for om, _ in series} == {False, True}
-    assert len(series) == 2, "every response has the same set of series"
+    assert all(sets for _, sets in series)
     assert all(body.endswith(b"\n# EOF\n") == om for om, body in distinct)
