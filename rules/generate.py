@@ -93,8 +93,9 @@ Deployment). A pod kube-state-metrics does not report (not installed, or not scr
 
 Each series is written once per its group's interval (`every`): state and utilization every minute; allocation,
 memory, power, energy and workloads every two minutes; the waste figures every five. No alert and no autoscaling
-answer reads them (the alerts and the adapter read the exporter's series), and the dashboards step at each panel's
-slowest series. What the cadences cost and save at fleet size: docs/performance.md.
+answer reads them (the alerts and the adapter's default queries read the exporter's series), and each dashboard panel
+steps at the fastest of the recorded series it reads. What the cadences cost and save at fleet size:
+docs/performance.md.
 
 | series | every | meaning |
 |---|---|---|

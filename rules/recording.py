@@ -31,9 +31,9 @@ INTERVAL = "1m"
 # What the accounting groups run at: allocation (and the busy and idle devices counted against it), memory, power,
 # energy and the workload roll-ups. Allocation changes when pods are scheduled, energy is a 5-minute rate, and
 # memory, power and workloads are read by dashboards and the report over hours; no alert and no autoscaling answer
-# reads any of them (the alerts and the adapter read the exporter's series). At fleet size these groups are two
-# thirds of the rules' work (docs/performance.md), so every two minutes halves it; their dashboard panels step at
-# this interval (dashboards/board.py).
+# reads any of them (the alerts and the adapter's default queries read the exporter's series). At fleet size they
+# were more than half of what the recording groups did every minute (docs/performance.md); their dashboard panels
+# step at this interval (dashboards/board.py).
 ACCOUNTING_INTERVAL = "2m"
 
 

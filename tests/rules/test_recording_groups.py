@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import pytest
 
+from adapter.metrics_config import default_metrics_config
 from exporter.catalogue import Dialect
 from rules.dialect import Vocabulary
+from rules.generate import alerts
 from rules.model import Recording
 from rules.promql import metric_names
 from rules.recording import (
@@ -104,3 +106,15 @@ def test_state_and_utilization_every_minute_accounting_every_two() -> None:
 
 def test_both_dialects_record_the_same_names_at_the_same_intervals() -> None:
     assert recording_intervals(Vocabulary.of(Dialect.DCGM)) == recording_intervals(Vocabulary.of(Dialect.PROMETHEUS))
+
+
+@pytest.mark.parametrize("dialect", list(Dialect))
+def test_no_alert_and_no_default_adapter_query_reads_a_recorded_series(dialect: Dialect) -> None:
+    """What lets the accounting groups run every two minutes: their series feed dashboards and the report only."""
+    recorded = set(recording_intervals(Vocabulary.of(dialect)))
+    assert not [a.alert for a in alerts(dialect) if metric_names(a.expr) & recorded]
+    config = default_metrics_config()
+    queries = [d.prometheus for d in (*config.metrics, *config.external) if d.prometheus is not None]
+    assert queries
+    for query in queries:
+        assert not (metric_names(query.query) | metric_names(query.sample_time_query)) & recorded
