@@ -37,6 +37,7 @@ from grafana_foundation_sdk.models.dashboard import (
 from grafana_foundation_sdk.models.prometheus import PromQueryFormat
 
 from exporter.catalogue import Dialect
+from report.window import parse_duration
 from rules.dialect import Vocabulary
 from rules.promql import metric_names
 from rules.recording import recording_intervals
@@ -68,11 +69,6 @@ CLUSTER_VARIABLE = "cluster"
 RECORDED = "recorded"
 # Which group interval writes each recorded series: the same groups, names and intervals in both dialects.
 RECORDED_EVERY = recording_intervals(Vocabulary.of(Dialect.PROMETHEUS))
-_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600}
-
-
-def _seconds(interval: str) -> int:
-    return int(interval[:-1]) * _UNIT_SECONDS[interval[-1]]
 
 
 def recorded_step(queries: tuple[Query, ...]) -> str:
@@ -80,7 +76,7 @@ def recorded_step(queries: tuple[Query, ...]) -> str:
     every = [RECORDED_EVERY[name] for q in queries for name in metric_names(q.expr) if name in RECORDED_EVERY]
     if not every:
         raise ValueError(f"a panel over recorded series reads none: {[q.expr for q in queries]}")
-    return min(every, key=_seconds)
+    return min(every, key=parse_duration)
 
 
 @dataclass(frozen=True, slots=True)

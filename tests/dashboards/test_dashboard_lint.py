@@ -14,6 +14,7 @@ from dashboards.board import RECORDED_EVERY, SCHEMA_VERSION, Query, recorded_ste
 from dashboards.generate import ROOT, allowed_names, boards, expressions, main, panels, render_all, stale_files
 from dashboards.node import CHARTED, covered_keys
 from exporter.catalogue import MEASUREMENTS, Dialect
+from report.window import parse_duration
 from rules.inventory import adapter_names, exporter_names
 from rules.jobs import Jobs
 from rules.promql import metric_names
@@ -247,13 +248,12 @@ def _every_panel(document: dict[str, Any]) -> list[dict[str, Any]]:
 def test_a_panel_over_recorded_series_steps_at_the_fastest_of_their_groups(path: Path) -> None:
     """A step shorter than every recorded series' interval draws no new value; one longer than the fastest skips
     values of it. Panels over the exporter's own series set no least step ($__rate_interval and Grafana's own)."""
-    seconds = {"1m": 60, "2m": 120, "5m": 300}
     for panel in _every_panel(_load(path)):
         read = {name for t in panel.get("targets", []) for name in metric_names(t["expr"])} & set(RECORDED_EVERY)
         if "interval" not in panel:
             continue
         assert read, f"{panel['title']}: a least step on a panel over no recorded series"
-        assert panel["interval"] == min((RECORDED_EVERY[n] for n in read), key=seconds.__getitem__), panel["title"]
+        assert panel["interval"] == min((RECORDED_EVERY[n] for n in read), key=parse_duration), panel["title"]
 
 
 def test_recorded_step_is_the_fastest_groups_interval() -> None:
