@@ -324,7 +324,7 @@ def node_rules() -> tuple[Recording, ...]:
 def cluster_utilization_rules() -> tuple[Recording, ...]:
     """The sum and the count of the whole GPUs' utilization per cluster: the fleet's mean utilization is their
     quotient (summed over the clusters chosen), the same mean as `avg` over every GPU's series, read from one series
-    per cluster instead of one per GPU (a dashboard panel over the hour: docs/performance.md)."""
+    per cluster instead of one per GPU (docs/decisions/2026-11-28-namespace-board-top-20.md)."""
     inputs = (
         normalized_input(DEV_UTIL, GPU0, steady(0.5, 3)),
         normalized_input(DEV_UTIL, GPU1, steady(0.25, 3)),

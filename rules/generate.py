@@ -95,7 +95,7 @@ Each series is written once per its group's interval (`every`): state and utiliz
 memory, power, energy and workloads every two minutes; the waste figures every five. No alert and no autoscaling
 answer reads them (the alerts and the adapter's default queries read the exporter's series), and each dashboard panel
 steps at the fastest of the recorded series it reads. What the cadences cost and save at fleet size:
-docs/performance.md.
+docs/decisions/2026-11-28-two-rule-cadences.md.
 
 | series | every | meaning |
 |---|---|---|

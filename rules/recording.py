@@ -6,11 +6,11 @@ rules serve one cluster (no such label) and many.
 Allocation is counted in devices: a whole GPU or a MIG instance is one device; a GPU shared by time-slicing or MPS is
 split evenly among the pods holding it.
 
-Rules are priced like code (docs/performance.md, bench/fleet_prometheus.py): what several rules need is recorded once
-and read after (rules of a group run in order, so a rule reads what an earlier one of its group recorded in the same
-evaluation), aggregations run before renames, joins are against recorded per-pod series, not raw ones, and each level
-is split by what its series are for: state and utilization every minute, accounting (allocation, memory, power,
-energy, workloads) every two minutes, waste every five.
+Rules are priced like code (bench/fleet_prometheus.py; docs/decisions/2026-11-27-rules-at-fleet-size.md): what several
+rules need is recorded once and read after (rules of a group run in order, so a rule reads what an earlier one of its
+group recorded in the same evaluation), aggregations run before renames, joins are against recorded per-pod series,
+not raw ones, and each level is split by what its series are for: state and utilization every minute, accounting
+(allocation, memory, power, energy, workloads) every two minutes, waste every five.
 """
 
 from __future__ import annotations
@@ -31,9 +31,8 @@ INTERVAL = "1m"
 # What the accounting groups run at: allocation (and the busy and idle devices counted against it), memory, power,
 # energy and the workload roll-ups. Allocation changes when pods are scheduled, energy is a 5-minute rate, and
 # memory, power and workloads are read by dashboards and the report over hours; no alert and no autoscaling answer
-# reads any of them (the alerts and the adapter's default queries read the exporter's series). At fleet size they
-# were more than half of what the recording groups did every minute (docs/performance.md); their dashboard panels
-# step at this interval (dashboards/board.py).
+# reads any of them (the alerts and the adapter's default queries read the exporter's series). Why two minutes:
+# docs/decisions/2026-11-28-two-rule-cadences.md; their dashboard panels step at this interval (dashboards/board.py).
 ACCOUNTING_INTERVAL = "2m"
 
 
