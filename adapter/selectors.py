@@ -143,14 +143,6 @@ class Selector:
             return requirements[0].matches(labels)
         return all(r.matches(labels) for r in requirements)
 
-    def exact_value(self, key: str) -> str | None:
-        """The single value `key` must have (k=v, k==v, k in (v)), or None (like RequiresExactMatch)."""
-        for r in self.requirements:
-            if r.key == key:
-                exact = (Operator.EQUALS, Operator.DOUBLE_EQUALS, Operator.IN)
-                return r.values[0] if r.operator in exact and len(r.values) == 1 else None
-        return None
-
     def as_label_selector(self) -> dict[str, object] | None:
         """The metav1.LabelSelector object equivalent to this selector (None when empty); `>`/`<` become the
         `Gt`/`Lt` operators of node selectors, the only spelling Kubernetes has for them."""

@@ -62,9 +62,5 @@ def bad_request(message: str) -> ApiError:
     return ApiError(400, message)
 
 
-def not_found(message: str) -> ApiError:
-    return ApiError(404, message)
-
-
 def service_unavailable(message: str) -> ApiError:
     return ApiError(503, message)

@@ -81,18 +81,6 @@ MAX_AGE = 3 * INTERVAL + 2  # the adapter's default max age of a figure (adapter
 FEW = 100  # a percentile resting on fewer answers than this is little more than a maximum
 
 
-@dataclass(frozen=True)
-class Goal:
-    what: str
-    unit: str
-    goal: float
-    stretch: float
-    lower_is_better: bool = True
-
-    def met(self, value: float, bound: float) -> bool:
-        return value < bound if self.lower_is_better else value > bound
-
-
 @dataclass(eq=False)
 class Answer:
     pods: int  # the Deployment's size

@@ -5,7 +5,6 @@ the dashboards and the adapter read, and the label sets each level aggregates by
 from __future__ import annotations
 
 from exporter import catalogue
-from rules.dialect import DEVICE_LEVEL
 
 POD_UTIL = catalogue.POD_UTILIZATION
 POD_MEMORY = catalogue.POD_MEMORY_USED
@@ -25,7 +24,6 @@ OWNER = "namespace_workload_pod:gpu_pulse_kube_pod_owner:relabel"
 CLUSTER_UTIL_SUM = "cluster:nvidia_gpu_utilization_ratio:sum"
 CLUSTER_UTIL_COUNT = "cluster:nvidia_gpu_utilization_ratio:count"
 
-BY_DEVICE = ", ".join(DEVICE_LEVEL)
 BY_CLUSTER = "cluster"
 BY_NODE = "cluster, node"
 BY_POD = "cluster, namespace, pod"

@@ -11,7 +11,7 @@ import math
 import threading
 from dataclasses import dataclass, field
 
-from simulation.curves import Curve, constant
+from simulation.curves import Curve
 
 TICK_S = 1.0  # sampling period of utilization rates and per-process samples
 # the ticks of per-process samples the driver keeps: the newest 10 s (open-gpu-kernel-modules ctrl2080perf.h,
@@ -168,6 +168,3 @@ class MixedIntegral:
 
     def at(self, t: float) -> float:
         return sum(w * i.at(t) for w, i in self._parts)
-
-
-IDLE_CURVE = constant(0.0)

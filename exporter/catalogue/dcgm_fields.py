@@ -337,11 +337,6 @@ def field_id(name: str) -> int | None:
     return FIELD_IDS.get(name)
 
 
-def is_known(name: str) -> bool:
-    """Whether dcgm-exporter accepts `name` in a counters CSV."""
-    return name in FIELD_IDS or name in EXPORTER_FIELDS
-
-
 def nearest(name: str) -> str | None:
     """The known name closest to a misspelled one (difflib's ratio), or None when nothing is close."""
     candidates = [*FIELD_IDS, *EXPORTER_FIELDS]

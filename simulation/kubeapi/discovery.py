@@ -53,10 +53,6 @@ def api_group_list(extra: list[JsonObject] | None = None) -> web.Response:
     return web.json_response({"kind": "APIGroupList", "apiVersion": "v1", "groups": [*own, *(extra or [])]})
 
 
-async def api_groups(request: web.Request) -> web.Response:
-    return api_group_list()
-
-
 async def resource_list(request: web.Request) -> web.Response:
     group_version = request.path.removeprefix("/api/").removeprefix("/apis/")
     resources: list[JsonObject] = [

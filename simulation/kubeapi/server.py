@@ -207,10 +207,6 @@ class KubeApiServer:
         with self._control:
             self._tokens[token] = user
 
-    def remove_token(self, token: str) -> None:
-        with self._control:
-            self._tokens.pop(token, None)
-
     def set_authorization(self, policy: AuthorizationPolicy | Iterable[AccessGrant] | None) -> None:
         with self._control:
             self._policy = policy_of(policy)
