@@ -11,13 +11,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from aiohttp import web
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
-from prometheus_client.exposition import choose_encoder
+from prometheus_client.openmetrics.exposition import generate_latest as generate_openmetrics
 from prometheus_client.registry import Collector
 
 from adapter.api.stalls import Stalls
 from toolkit.connections import CLOSED_REASONS_HELP, ConnectionStats
+from toolkit.negotiation import content_type, wants_openmetrics
 
 _LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 _AGE_BUCKETS = (0.5, 1.0, 2.0, 3.0, 5.0, 10.0, 15.0, 30.0, 60.0, 120.0, 300.0)
@@ -148,8 +149,7 @@ class AdapterMetrics:
         self.source_calls.labels(self._source, outcome).observe(seconds)
 
     async def handle(self, request: web.Request) -> web.Response:
-        """GET /metrics: the registry in the text format the scraper asks for."""
-        encoder, content_type = choose_encoder(request.headers.get("Accept", ""))
-        response = web.Response(body=encoder(self.registry))
-        response.headers["Content-Type"] = content_type
-        return response
+        """GET /metrics: the registry in the format the scraper asks for (toolkit.negotiation, as the exporter)."""
+        openmetrics = wants_openmetrics(request.headers.get("Accept", ""))
+        body = generate_openmetrics(self.registry) if openmetrics else generate_latest(self.registry)  # type: ignore[no-untyped-call]
+        return web.Response(body=body, headers={"Content-Type": content_type(openmetrics)})
