@@ -273,7 +273,7 @@ class Adapter:
             from adapter.keda.scaler import build_external_scaler
 
             keda = build_external_scaler(settings, config, pod_cache, source, metrics.registry)
-        limits = settings.connection_limits()
+        limits = ConnectionLimits.of(settings)
         ensure_file_limit(limits)
         adapter = cls(app=app, ssl_context=ssl_context, listen=settings.listen, api=client, limits=limits, keda=keda)
         metrics.connections.stats = adapter.connections.stats

@@ -203,7 +203,7 @@ async def _serve(settings: ExporterSettings, poll_loop: PollLoop, collector: Nvm
 
 
 def _connection_limits(settings: ExporterSettings) -> ConnectionLimits:
-    limits = settings.connection_limits()
+    limits = ConnectionLimits.of(settings)
     try:
         ensure_file_limit(limits)
     except ValueError as error:
