@@ -3,7 +3,7 @@
 - `GetMetricSpec`: one MetricSpec named after the trigger's `metric`, `targetSizeFloat` = its `target`.
 - `GetMetrics`: `metricValueFloat` = the sum of the selected pods' current values (0 when no pod is selected), so
   that KEDA's default `AverageValue` target gives the HPA ceil(sum / target) replicas, what a Pods metric gives.
-- `IsActive`, `StreamIsActive`: the workload's activity, with hysteresis (board.py).
+- `IsActive`, `StreamIsActive`: the workload's activity, with hysteresis (followed_workloads.py).
 - `StreamMetricSpec`: UNIMPLEMENTED; KEDA then keeps to GetMetricSpec (pkg/scalers/external_scaler.go,
   streamMetricSpecOnce), which is all a target fixed by the ScaledObject needs.
 
@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 
 import grpc
 
-from adapter.keda.board import ActivityBoard, ActivityUnknownError, BoardFullError
+from adapter.keda.followed_workloads import ActivityBoard, ActivityUnknownError, BoardFullError
 from adapter.keda.proto import externalscaler_pb2 as pb
 from adapter.keda.proto.externalscaler_pb2_grpc import ExternalScalerServicer
 from adapter.keda.selfmetrics import KedaMetrics
