@@ -36,7 +36,12 @@ def build_external_scaler(
         on_change=metrics.activity_changed,
     )
     servicer = ExternalScaler(
-        reader, board, metrics, call_timeout=settings.keda_call_timeout, max_streams=settings.keda_max_streams
+        reader,
+        board,
+        metrics,
+        call_timeout=settings.keda_call_timeout,
+        max_streams=settings.keda_max_streams,
+        registry=registry,
     )
     tls = None
     if settings.keda_tls:

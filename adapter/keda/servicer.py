@@ -26,11 +26,12 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
 import grpc
+from prometheus_client import CollectorRegistry
 
 from adapter.keda.followed_workloads import ActivityBoard, ActivityUnknownError, BoardFullError
 from adapter.keda.proto import externalscaler_pb2 as pb
 from adapter.keda.proto.externalscaler_pb2_grpc import ExternalScalerServicer
-from adapter.keda.selfmetrics import KedaMetrics
+from adapter.keda.selfmetrics import KedaMetrics, ScalerCollector
 from adapter.keda.trigger import Trigger, TriggerError, parse_trigger
 from adapter.keda.workload import NoFiguresError, WorkloadReader
 from adapter.sources.model import SourceError, SourceUnavailableError
@@ -74,15 +75,21 @@ class ExternalScaler(ExternalScalerServicer):
         *,
         call_timeout: float = 5.0,
         max_streams: int = 1000,
+        registry: CollectorRegistry | None = None,
     ) -> None:
+        """Given a `registry`, the open streams and followed workloads are served from it (keda/selfmetrics.py)."""
         self._reader = reader
         self._board = board
         self._metrics = metrics
         self._call_timeout = call_timeout
         self._max_streams = max_streams
         self.streams = 0
-        metrics.live.streams = lambda: self.streams
-        metrics.live.workloads = lambda: board.size
+        if registry is not None:
+            registry.register(ScalerCollector(self))
+
+    @property
+    def workloads(self) -> int:
+        return self._board.size
 
     async def start(self) -> None:
         await self._board.start()
