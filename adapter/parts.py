@@ -107,7 +107,7 @@ async def build_parts(settings: AdapterSettings) -> AdapterParts:
     pod_cache = PodCache(client, registry=metrics.registry)
     source = build_source(settings, pod_cache, metrics)
     keda = None
-    if settings.keda_listen is not None:  # gRPC (tens of ms and MiB to import) only when KEDA's scaler is served
+    if settings.keda_listen is not None:  # grpc is imported only for KEDA (tests/adapter/test_keda_serving.py)
         from adapter.keda.scaler import build_external_scaler
 
         keda = build_external_scaler(settings, config, pod_cache, source, metrics.registry)
