@@ -152,7 +152,9 @@ def _pod_side(settings: ExporterSettings, node: SimulatedNode | None, stack: Exi
     return attributor
 
 
-async def _serve(settings: ExporterSettings, poll_loop: PollLoop, collector: NvmlCollector) -> None:
+async def _serve(
+    settings: ExporterSettings, poll_loop: PollLoop, collector: NvmlCollector, connections: ConnectionGuard
+) -> None:
     access, context = _security(settings)
     app = build_app(poll_loop, access=access)
     stop = asyncio.Event()
@@ -172,12 +174,9 @@ async def _serve(settings: ExporterSettings, poll_loop: PollLoop, collector: Nvm
 
     loop.add_signal_handler(signal.SIGHUP, rediscover)
     try:
-        server = await start_server(
-            app, settings.listen, ssl_context=context, connections=ConnectionGuard(_connection_limits(settings))
-        )
+        server = await start_server(app, settings.listen, ssl_context=context, connections=connections)
     except ListenError as error:
         raise StartupError(str(error), 2) from None
-    poll_loop.connection_stats = server.connections.stats
     certificate = None
     if context is not None and settings.tls_cert_file is not None and settings.tls_private_key_file is not None:
         # a renewed certificate (cert-manager, a rotated Secret) serves without a restart
@@ -203,7 +202,7 @@ async def _serve(settings: ExporterSettings, poll_loop: PollLoop, collector: Nvm
 
 
 def _connection_limits(settings: ExporterSettings) -> ConnectionLimits:
-    limits = settings.connection_limits()
+    limits = ConnectionLimits.of(settings)
     try:
         ensure_file_limit(limits)
     except ValueError as error:
@@ -216,7 +215,7 @@ def run(settings: ExporterSettings) -> None:
     selection = _selection(settings)
     keys = selection.keys | ALWAYS_SERVED if selection is not None else None
     _security(settings)  # fail on bad TLS/auth files before touching NVML
-    _connection_limits(settings)  # and on a connection cap the open-file limit cannot hold
+    connections = ConnectionGuard(_connection_limits(settings))  # and on a cap the open-file limit cannot hold
     try:
         check_listen(settings.listen)  # and on a taken port, before the simulator, NVML and the kubelet log a word
     except ListenError as error:
@@ -254,11 +253,12 @@ def run(settings: ExporterSettings) -> None:
             node=settings.node_name or "",
             attributor=attributor,
             pods_view=PodsDocumentBuilder(interval_seconds=settings.interval),
+            connection_stats=connections.stats,  # the self-metrics of the server's guard and of the process
+            process_figures=process_reader(),
         )
-        poll_loop.process_figures = process_reader()
         asked = requested(selection, settings.dialect, collector.enabled)
         poll_loop.on_publish(UnservedReport(asked, lambda: _newest(poll_loop)))
-        asyncio.run(_serve(settings, poll_loop, collector))
+        asyncio.run(_serve(settings, poll_loop, collector, connections))
         log.info("stopped")
 
 

@@ -87,6 +87,8 @@ class PollLoop:
         node: str,
         attributor: PodAttributor | None = None,
         pods_view: PodsView | None = None,
+        connection_stats: Callable[[], ConnectionStats] | None = None,
+        process_figures: Callable[[], ProcessFigures] | None = None,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         if not interval > 0 or not math.isfinite(interval):
@@ -108,10 +110,10 @@ class PollLoop:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.overruns = 0  # ticks skipped because a cycle took longer than the interval
-        # the HTTP server's connection counts, read each cycle into the snapshot (set once the server listens)
-        self.connection_stats: Callable[[], ConnectionStats] | None = None
-        # the process's own figures (toolkit.process.process_reader), read each cycle into the snapshot (the CLI sets)
-        self.process_figures: Callable[[], ProcessFigures] | None = None
+        # the HTTP server's connection counts (its guard's `stats`) and the process's own figures
+        # (toolkit.process.process_reader), read each cycle into the snapshot with everything else it serves
+        self._connection_stats = connection_stats
+        self._process_figures = process_figures
         self._listeners: list[Callable[[], None]] = []
 
     def on_publish(self, listener: Callable[[], None]) -> None:
@@ -224,8 +226,8 @@ class PollLoop:
             collectors=_merge(statuses, (*extra, *self._stage.values())),
             kubelet_up=attribution.kubelet_up if attribution is not None else None,
             kubelet_mapping_age_seconds=attribution.mapping_age_seconds if attribution is not None else None,
-            connections=self.connection_stats() if self.connection_stats is not None else None,
-            process=self.process_figures() if self.process_figures is not None else None,
+            connections=self._connection_stats() if self._connection_stats is not None else None,
+            process=self._process_figures() if self._process_figures is not None else None,
             process_visibility=attribution.process_visibility if attribution is not None else None,
             kubelet_error=attribution.kubelet_error if attribution is not None else None,
             nvml=collection.nvml,

@@ -19,7 +19,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from aiohttp import web
 
 from exporter.access import Access
-from exporter.exposition import CONTENT_TYPE_OPENMETRICS, CONTENT_TYPE_TEXT
 from exporter.loop import PollLoop, Published
 from exporter.page import render_page
 from exporter.pods_document import (
@@ -30,6 +29,7 @@ from exporter.pods_document import (
     answered_at_header,
     stream_event,
 )
+from toolkit.negotiation import accepts_gzip, content_type, wants_openmetrics
 
 log = logging.getLogger("exporter.server")
 
@@ -44,43 +44,7 @@ _PAGE_HEADERS = {
 }
 
 
-# ---- content negotiation -------------------------------------------------------------------------------------------
-def _media_ranges(header: str) -> list[tuple[str, dict[str, str], float]]:
-    ranges = []
-    for part in header.split(","):
-        media, *params = (p.strip() for p in part.split(";"))
-        if not media:
-            continue
-        values: dict[str, str] = {}
-        for param in params:
-            key, _, value = param.partition("=")
-            values[key.strip().lower()] = value.strip().strip('"')
-        try:
-            q = float(values.pop("q", "1"))
-        except ValueError:
-            q = 0.0
-        ranges.append((media.lower(), values, q))
-    return ranges
-
-
-def wants_openmetrics(accept: str) -> bool:
-    """True when the Accept header prefers OpenMetrics 1.0 (or any version we can answer) over text 0.0.4."""
-    om_q = text_q = 0.0
-    for media, params, q in _media_ranges(accept):
-        if media == "application/openmetrics-text" and params.get("version", "1.0.0") in ("1.0.0", "0.0.1"):
-            om_q = max(om_q, q)
-        elif media in ("text/plain", "text/*", "*/*") and params.get("version", "0.0.4") == "0.0.4":
-            text_q = max(text_q, q)
-    return om_q > 0 and om_q >= text_q
-
-
-def accepts_gzip(accept_encoding: str) -> bool:
-    for coding, _, q in _media_ranges(accept_encoding):
-        if coding in ("gzip", "x-gzip", "*"):
-            return q > 0
-    return False
-
-
+# ---- gzip ------------------------------------------------------------------------------------------------------------
 class Compressor:
     """Gzip on first request per (snapshot, format), in a worker thread; concurrent requests share one job."""
 
@@ -117,7 +81,7 @@ async def metrics(request: web.Request) -> web.Response:
         return _unavailable("no snapshot yet: the first poll has not finished")
     openmetrics = wants_openmetrics(request.headers.get("Accept", ""))
     headers = {
-        "Content-Type": CONTENT_TYPE_OPENMETRICS if openmetrics else CONTENT_TYPE_TEXT,
+        "Content-Type": content_type(openmetrics),
         "Vary": "Accept, Accept-Encoding",
         "Cache-Control": "no-store",
     }

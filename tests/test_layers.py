@@ -19,6 +19,8 @@ _ABOVE_SOURCES = ("exporter.exposition", "exporter.server", "exporter.loop", "ex
 
 _STANDINS = ("simulation",)
 _CLIS = ("exporter.cli", "adapter.cli")
+# the adapter's assembly: its parts built from settings, the aiohttp application over them, the server, the CLI
+ASSEMBLY = ("adapter.parts", "adapter.application", "adapter.server", "adapter.cli")
 
 
 @dataclass(frozen=True)
@@ -93,20 +95,23 @@ RULES: list[Rule] = [
     Rule("adapter.status", ("adapter.", "exporter."), "wire formats stand alone"),
     Rule(
         "adapter.podcache",
-        ("adapter.sources", "adapter.auth", "adapter.api", "adapter.server", "adapter.cli"),
+        ("adapter.sources", "adapter.auth", "adapter.api", *ASSEMBLY),
         "the pod cache is below the API, the sources and authentication",
     ),
     Rule(
         "adapter.auth",
-        ("adapter.sources", "adapter.podcache", "adapter.api", "adapter.server", "adapter.cli"),
+        ("adapter.sources", "adapter.podcache", "adapter.api", *ASSEMBLY),
         "authentication is below the API and knows nothing of pods or figures",
     ),
-    Rule("adapter.sources", ("adapter.api", "adapter.server", "adapter.cli"), "sources know nothing of HTTP routing"),
+    Rule("adapter.sources", ("adapter.api", *ASSEMBLY), "sources know nothing of HTTP routing"),
     Rule(
         "adapter.keda",
-        ("adapter.api", "adapter.auth", "adapter.server", "adapter.cli", "aiohttp"),
+        ("adapter.api", "adapter.auth", *ASSEMBLY, "aiohttp"),
         "KEDA's external scaler sits beside the HTTP API: it uses the sources, the pod cache and the metric "
         "definitions, and knows nothing of HTTP routing",
+    ),
+    Rule(
+        "adapter.parts", ("adapter.application", "adapter.server", "aiohttp"), "the parts are built apart from the app"
     ),
     Rule(
         "adapter",

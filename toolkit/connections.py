@@ -41,12 +41,15 @@ import resource
 import ssl
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 from aiohttp.web_request import BaseRequest
 
 from toolkit.connection import CLOSE_GRACE_SECONDS, GuardedConnection, State
+
+if TYPE_CHECKING:
+    from toolkit.settings import ConnectionSettings
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +84,11 @@ class ConnectionLimits:
             raise ValueError("--idle-timeout: must be more than 0 and at most 86400 seconds")
         if self.max_head_bytes < 1024:
             raise ValueError("max_head_bytes: must be at least 1024")
+
+    @classmethod
+    def of(cls, settings: ConnectionSettings) -> ConnectionLimits:
+        """The limits a service's `--max-connections`, `--header-read-timeout` and `--idle-timeout` set."""
+        return cls(settings.max_connections, settings.header_read_timeout, settings.idle_timeout)
 
 
 @dataclass(frozen=True, slots=True)

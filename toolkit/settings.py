@@ -22,8 +22,6 @@ from pydantic import BaseModel, Field, ValidationError
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings
 
-from toolkit.connections import ConnectionLimits
-
 M = TypeVar("M", bound=BaseModel)
 
 
@@ -104,7 +102,8 @@ def comma_list(value: object) -> object:
 
 
 class ConnectionSettings(BaseSettings):
-    """The connection limits both servers take (toolkit.connections), as the same three flags in both commands."""
+    """The connection limits both servers take, as the same three flags in both commands; the servers turn them into
+    toolkit.connections' `ConnectionLimits` (this model knows nothing of the servers' runtime)."""
 
     max_connections: int = setting(
         512,
@@ -134,9 +133,6 @@ class ConnectionSettings(BaseSettings):
         le=86_400,
         allow_inf_nan=False,
     )
-
-    def connection_limits(self) -> ConnectionLimits:
-        return ConnectionLimits(self.max_connections, self.header_read_timeout, self.idle_timeout)
 
 
 def check_tls_pair(cert_file: object, key_file: object) -> None:

@@ -1,72 +1,43 @@
-"""The adapter's own metrics (`/metrics`): request and source latency, cache sizes, age of the figures it serves.
+"""The adapter's own metrics (`/metrics`): request and source latency, age of the figures it serves, connections.
 
-All names start with `gpu_pulse_adapter_`, but for the standard `process_*` series (prometheus-client's process
-collector: CPU time, memory, file descriptors, start time), which the exporter serves under the same names. The
-registry is the adapter's own (not prometheus_client's global one), so two adapters in one process, as in tests, never
-share counts.
+The parts add their own collectors to the same registry where they are built (adapter/podcache/selfmetrics.py,
+adapter/sources/feedmetrics.py, adapter/auth/selfmetrics.py, adapter/keda/selfmetrics.py). All names start with
+`gpu_pulse_adapter_`, but for the standard `process_*` series (prometheus-client's process collector: CPU time,
+memory, file descriptors, start time), which the exporter serves under the same names. The registry is the adapter's
+own (not prometheus_client's global one), so two adapters in one process, as in tests, never share counts.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
+from typing import Protocol
 
 from aiohttp import web
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
-from prometheus_client.exposition import choose_encoder
+from prometheus_client.openmetrics.exposition import generate_latest as generate_openmetrics
 from prometheus_client.registry import Collector
 
 from adapter.api.stalls import Stalls
 from toolkit.connections import CLOSED_REASONS_HELP, ConnectionStats
+from toolkit.negotiation import content_type, wants_openmetrics
 
 _LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 _AGE_BUCKETS = (0.5, 1.0, 2.0, 3.0, 5.0, 10.0, 15.0, 30.0, 60.0, 120.0, 300.0)
 
 
-class _CacheSizes(Collector):
-    """Sizes read at scrape time from the live caches."""
-
-    def __init__(self) -> None:
-        self.pod_cache_size: Callable[[], int] = lambda: 0
-        self.pod_cache_synced: Callable[[], bool] = lambda: False
-        self.node_documents: Callable[[], int] = lambda: 0
-        self.documents_received: Callable[[], int] = lambda: 0
-        self.exporter_requests: Callable[[], int] = lambda: 0
-
-    def collect(self) -> Iterable[Metric]:
-        yield GaugeMetricFamily(
-            "gpu_pulse_adapter_pod_cache_pods", "Pods held in the adapter's pod cache.", value=self.pod_cache_size()
-        )
-        yield GaugeMetricFamily(
-            "gpu_pulse_adapter_pod_cache_synced",
-            "1 once the pod cache has listed every pod and follows the watch.",
-            value=1.0 if self.pod_cache_synced() else 0.0,
-        )
-        yield GaugeMetricFamily(
-            "gpu_pulse_adapter_node_documents",
-            "Nodes whose /pods documents the direct source follows (those queries asked about recently).",
-            value=self.node_documents(),
-        )
-        yield CounterMetricFamily(
-            "gpu_pulse_adapter_node_documents_received",
-            "Exporter /pods documents received by the direct source, all nodes.",
-            value=self.documents_received(),
-        )
-        yield CounterMetricFamily(
-            "gpu_pulse_adapter_exporter_requests",
-            "Requests the direct source made to exporters (each /pods stream is one), all nodes.",
-            value=self.exporter_requests(),
-        )
+class GuardedConnections(Protocol):
+    def stats(self) -> ConnectionStats: ...
 
 
-class _Connections(Collector):
-    """The HTTP server's connection counts (toolkit.connections), read at scrape time; zeros until it serves."""
+class ConnectionsCollector(Collector):
+    """The HTTP server's connection counts, read at scrape time from its guard (toolkit.connections)."""
 
-    def __init__(self) -> None:
-        self.stats: Callable[[], ConnectionStats] | None = None
+    def __init__(self, connections: GuardedConnections) -> None:
+        self._connections = connections
 
     def collect(self) -> Iterable[Metric]:
-        stats = self.stats() if self.stats is not None else ConnectionStats(0, 0, 0, 0, 0, 0, 0)
+        stats = self._connections.stats()
         yield GaugeMetricFamily("gpu_pulse_adapter_http_connections", "HTTP connections open.", value=stats.open)
         yield GaugeMetricFamily(
             "gpu_pulse_adapter_http_connections_max",
@@ -118,16 +89,6 @@ class AdapterMetrics:
             ["group"],
             registry=self.registry,
         )
-        self.authentication_errors = Counter(
-            "gpu_pulse_adapter_authentication_errors",
-            "Requests whose credentials could not be checked (a TokenReview that failed); each was answered 401.",
-            registry=self.registry,
-        )
-        self.trust_reload_errors = Counter(
-            "gpu_pulse_adapter_trust_reload_errors",
-            "Re-reads of kube-system/extension-apiserver-authentication that failed (the trust in use was kept).",
-            registry=self.registry,
-        )
         self.info = Gauge(
             "gpu_pulse_adapter_build_info",
             "Version and number source of the adapter; always 1.",
@@ -136,10 +97,6 @@ class AdapterMetrics:
         )
         self.info.labels(version, source).set(1)
         self._source = source
-        self.caches = _CacheSizes()
-        self.registry.register(self.caches)
-        self.connections = _Connections()
-        self.registry.register(self.connections)
         self.stalls = Stalls(self.registry)  # the loop's lag and the collector's pauses, watched while the app runs
         # process_cpu_seconds_total, process_resident_memory_bytes, process_open_fds, ... (toolkit.process names them)
         ProcessCollector(registry=self.registry)
@@ -148,8 +105,7 @@ class AdapterMetrics:
         self.source_calls.labels(self._source, outcome).observe(seconds)
 
     async def handle(self, request: web.Request) -> web.Response:
-        """GET /metrics: the registry in the text format the scraper asks for."""
-        encoder, content_type = choose_encoder(request.headers.get("Accept", ""))
-        response = web.Response(body=encoder(self.registry))
-        response.headers["Content-Type"] = content_type
-        return response
+        """GET /metrics: the registry in the format the scraper asks for (toolkit.negotiation, as the exporter)."""
+        openmetrics = wants_openmetrics(request.headers.get("Accept", ""))
+        body = generate_openmetrics(self.registry) if openmetrics else generate_latest(self.registry)  # type: ignore[no-untyped-call]
+        return web.Response(body=body, headers={"Content-Type": content_type(openmetrics)})

@@ -9,7 +9,7 @@ every minute) and pkg/authentication/request/headerrequest/requestheader_control
 follow them and re-check them every minute. This reads them every `period` seconds (one GET of one small object, when
 a CA still comes from it, and the flag files through the bounded reader). Flags still win field by field; a ConfigMap
 that cannot be read, or a bundle that cannot be used, keeps the configuration in use (logged once per problem,
-counted through `on_error`), as the upstream controllers keep their last good bundle.
+counted in `failures`: adapter/auth/selfmetrics.py), as the upstream controllers keep their last good bundle.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import logging
 from collections.abc import Callable
 
 from kubernetes.client import ApiClient
+from prometheus_client import CollectorRegistry
 
 from adapter.auth.config import (
     CONFIGMAP_NAME,
@@ -30,6 +31,7 @@ from adapter.auth.config import (
     config_from_configmap,
     read_configmap,
 )
+from adapter.auth.selfmetrics import trust_reload_collector
 from toolkit.periodic import Periodic
 
 log = logging.getLogger(__name__)
@@ -49,7 +51,7 @@ class TrustReloader:
         current: AuthenticationConfig | None = None,
         period: float = DEFAULT_PERIOD,
         request_timeout: float = 5.0,
-        on_error: Callable[[], None] | None = None,
+        registry: CollectorRegistry | None = None,
     ) -> None:
         self._periodic = Periodic(self.check, period, "trust-reload")
         self._api = api_client
@@ -57,12 +59,14 @@ class TrustReloader:
         self._apply = apply
         self._config = current
         self._timeout = request_timeout
-        self._on_error = on_error
+        self.failures = 0  # re-reads that failed (the trust in use was kept)
         self._problem: str | None = None
         # the ConfigMap is read unless both CAs come from flags (then it could change nothing but headers, which the
         # flags would not override: as at start, it is not read at all)
         self._reads_configmap = flags.client_ca_file is None or flags.requestheader_client_ca_file is None
         self.reloads = 0  # configurations applied since start
+        if registry is not None:
+            registry.register(trust_reload_collector(self))
 
     async def start(self) -> None:
         await self._periodic.start()
@@ -107,8 +111,7 @@ class TrustReloader:
         return ", ".join([*([f"{CONFIGMAP_NAMESPACE}/{CONFIGMAP_NAME}"] if self._reads_configmap else []), *flags])
 
     def _failed(self, problem: str) -> None:
-        if self._on_error is not None:
-            self._on_error()
+        self.failures += 1
         if problem != self._problem:
             log.warning("%s", problem)
         self._problem = problem

@@ -11,7 +11,8 @@ A TokenReview that cannot be made (the API server unreachable) is a 401 `Unautho
 kubernetes/apiserver pkg/endpoints/filters/authentication.go `withAuthentication` logs the authenticator's error and
 serves the `failed` handler (`Unauthorized`: `apierrors.NewUnauthorized("Unauthorized")`) whether the request was
 rejected or could not be checked; pkg/authentication/request/union/union.go tries every authenticator and fails only
-when none knows the user. The error goes to the log and to `gpu_pulse_adapter_authentication_errors_total`.
+when none knows the user. The error goes to the log; the token reviewer counts it
+(`gpu_pulse_adapter_authentication_errors_total`).
 """
 
 from __future__ import annotations
@@ -161,14 +162,12 @@ def auth_middleware(
     authorizer: Authorizer,
     resource_attributes: Callable[[web.Request], ResourceAttributes | None],
     always_allow_paths: Collection[str] = (),
-    on_authentication_error: Callable[[], None] | None = None,
 ) -> Middleware:
     """Authenticate, then authorize, every request but those on health and always-allowed paths.
 
     `resource_attributes` says which API resource a request touches; None makes it a non-resource request (checked
     by path and lower-case HTTP method, as Kubernetes does for discovery and OpenAPI). Handlers find the user under
-    `USER_KEY`. `always_allow_paths` entries ending in `*` are prefixes. `on_authentication_error` counts the
-    requests whose credentials could not be checked (they are answered 401, see the module docstring).
+    `USER_KEY`. `always_allow_paths` entries ending in `*` are prefixes.
     """
     allowed_without_auth = _path_matcher((*HEALTH_PATHS, *always_allow_paths))
 
@@ -180,8 +179,6 @@ def auth_middleware(
             user = await authenticator.authenticate(request)
         except AuthenticationUnavailableError as e:
             log.warning("unable to authenticate the request to %s: %s", request.path, e)
-            if on_authentication_error is not None:
-                on_authentication_error()
             return status_response(401, "Unauthorized", "Unauthorized")
         if user is None:
             return status_response(401, "Unauthorized", "Unauthorized")

@@ -1,6 +1,7 @@
 """Bearer tokens, checked by TokenReview against the cluster (toolkit/tokenreview.py: cached briefly, yes and no, keyed
 by a hash of the token, concurrent requests sharing one review), as the adapter's authenticators see them: a
-`UserInfo`, and `AuthenticationUnavailableError` when the review cannot be made."""
+`UserInfo`, and `AuthenticationUnavailableError` when the review cannot be made (counted, adapter/auth/selfmetrics.py).
+"""
 
 from __future__ import annotations
 
@@ -8,8 +9,10 @@ import time
 from collections.abc import Callable, Sequence
 
 from kubernetes.client import ApiClient
+from prometheus_client import CollectorRegistry
 
 from adapter.auth.identity import AuthenticationUnavailableError, UserInfo
+from adapter.auth.selfmetrics import token_review_collector
 from toolkit.tokenreview import TokenReviewer as ClusterTokenReviewer
 from toolkit.tokenreview import TokenReviewUnavailableError
 
@@ -24,7 +27,9 @@ class TokenReviewer:
         max_entries: int = 4096,
         request_timeout: float = 5.0,
         clock: Callable[[], float] = time.monotonic,
+        registry: CollectorRegistry | None = None,
     ) -> None:
+        self.failures = 0  # reviews that could not be made: each request's credentials went unchecked (401)
         self._reviewer = ClusterTokenReviewer(
             api_client,
             audiences=audiences,
@@ -33,6 +38,8 @@ class TokenReviewer:
             request_timeout=request_timeout,
             clock=clock,
         )
+        if registry is not None:
+            registry.register(token_review_collector(self))
 
     @property
     def reviews(self) -> int:
@@ -45,6 +52,7 @@ class TokenReviewer:
         try:
             user = await self._reviewer.review(token)
         except TokenReviewUnavailableError as e:
+            self.failures += 1
             raise AuthenticationUnavailableError(str(e)) from e
         if user is None:
             return None

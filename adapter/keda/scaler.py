@@ -5,7 +5,7 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry
 
 from adapter.keda.activity import Hysteresis
-from adapter.keda.board import ActivityBoard
+from adapter.keda.followed_workloads import ActivityBoard
 from adapter.keda.selfmetrics import KedaMetrics
 from adapter.keda.servicer import ExternalScaler
 from adapter.keda.serving import ExternalScalerServer, ScalerTls
@@ -36,7 +36,12 @@ def build_external_scaler(
         on_change=metrics.activity_changed,
     )
     servicer = ExternalScaler(
-        reader, board, metrics, call_timeout=settings.keda_call_timeout, max_streams=settings.keda_max_streams
+        reader,
+        board,
+        metrics,
+        call_timeout=settings.keda_call_timeout,
+        max_streams=settings.keda_max_streams,
+        registry=registry,
     )
     tls = None
     if settings.keda_tls:

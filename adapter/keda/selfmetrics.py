@@ -1,8 +1,10 @@
-"""The external scaler's own metrics, in the adapter's registry (served on its `/metrics`)."""
+"""The external scaler's own metrics, in the adapter's registry (served on its `/metrics`): call durations and activity
+changes as they happen, and the streams and followed workloads read from the scaler at scrape time."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
+from typing import Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric
@@ -11,21 +13,30 @@ from prometheus_client.registry import Collector
 _LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 
-class _Live(Collector):
-    """Counts read at scrape time from the live server and board."""
+class LiveScaler(Protocol):
+    @property
+    def streams(self) -> int:
+        """StreamIsActive streams open."""
+        ...
 
-    def __init__(self) -> None:
-        self.streams: Callable[[], int] = lambda: 0
-        self.workloads: Callable[[], int] = lambda: 0
+    @property
+    def workloads(self) -> int:
+        """Workloads whose activity is followed."""
+        ...
+
+
+class ScalerCollector(Collector):
+    def __init__(self, scaler: LiveScaler) -> None:
+        self._scaler = scaler
 
     def collect(self) -> Iterable[Metric]:
         yield GaugeMetricFamily(
-            "gpu_pulse_adapter_keda_streams", "StreamIsActive streams KEDA holds open.", value=self.streams()
+            "gpu_pulse_adapter_keda_streams", "StreamIsActive streams KEDA holds open.", value=self._scaler.streams
         )
         yield GaugeMetricFamily(
             "gpu_pulse_adapter_keda_workloads",
             "Workloads whose activity the external scaler follows (those KEDA asked about recently).",
-            value=self.workloads(),
+            value=self._scaler.workloads,
         )
 
 
@@ -45,8 +56,6 @@ class KedaMetrics:
             ["state"],
             registry=registry,
         )
-        self.live = _Live()
-        registry.register(self.live)
 
     def activity_changed(self, active: bool) -> None:
         self.activity_changes.labels("active" if active else "inactive").inc()

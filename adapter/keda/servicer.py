@@ -3,7 +3,7 @@
 - `GetMetricSpec`: one MetricSpec named after the trigger's `metric`, `targetSizeFloat` = its `target`.
 - `GetMetrics`: `metricValueFloat` = the sum of the selected pods' current values (0 when no pod is selected), so
   that KEDA's default `AverageValue` target gives the HPA ceil(sum / target) replicas, what a Pods metric gives.
-- `IsActive`, `StreamIsActive`: the workload's activity, with hysteresis (board.py).
+- `IsActive`, `StreamIsActive`: the workload's activity, with hysteresis (followed_workloads.py).
 - `StreamMetricSpec`: UNIMPLEMENTED; KEDA then keeps to GetMetricSpec (pkg/scalers/external_scaler.go,
   streamMetricSpecOnce), which is all a target fixed by the ScaledObject needs.
 
@@ -26,11 +26,12 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
 import grpc
+from prometheus_client import CollectorRegistry
 
-from adapter.keda.board import ActivityBoard, ActivityUnknownError, BoardFullError
+from adapter.keda.followed_workloads import ActivityBoard, ActivityUnknownError, BoardFullError
 from adapter.keda.proto import externalscaler_pb2 as pb
 from adapter.keda.proto.externalscaler_pb2_grpc import ExternalScalerServicer
-from adapter.keda.selfmetrics import KedaMetrics
+from adapter.keda.selfmetrics import KedaMetrics, ScalerCollector
 from adapter.keda.trigger import Trigger, TriggerError, parse_trigger
 from adapter.keda.workload import NoFiguresError, WorkloadReader
 from adapter.sources.model import SourceError, SourceUnavailableError
@@ -74,15 +75,21 @@ class ExternalScaler(ExternalScalerServicer):
         *,
         call_timeout: float = 5.0,
         max_streams: int = 1000,
+        registry: CollectorRegistry | None = None,
     ) -> None:
+        """Given a `registry`, the open streams and followed workloads are served from it (keda/selfmetrics.py)."""
         self._reader = reader
         self._board = board
         self._metrics = metrics
         self._call_timeout = call_timeout
         self._max_streams = max_streams
         self.streams = 0
-        metrics.live.streams = lambda: self.streams
-        metrics.live.workloads = lambda: board.size
+        if registry is not None:
+            registry.register(ScalerCollector(self))
+
+    @property
+    def workloads(self) -> int:
+        return self._board.size
 
     async def start(self) -> None:
         await self._board.start()

@@ -15,8 +15,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from kubernetes.client import ApiClient, AppsV1Api, CoreV1Api
+from prometheus_client import CollectorRegistry
 
 from adapter.podcache.index import PodIndex, ReplicaSetOwner
+from adapter.podcache.selfmetrics import PodCacheCollector
 from adapter.selectors import EVERYTHING, Selector
 from toolkit.backoff import Backoff
 from toolkit.listwatch import ListWatch, ListWatchStats
@@ -45,7 +47,8 @@ class _ReplicaSetParser:
 class PodCache:
     """Pods by namespace, node and owner, from a watch. Read from any thread; `start()`/`stop()` on the loop.
 
-    `field_selector` narrows what is cached (e.g. `spec.nodeName=<node>`); the adapter caches everything.
+    `field_selector` narrows what is cached (e.g. `spec.nodeName=<node>`); the adapter caches everything. Given a
+    `registry`, its size and sync state are served from it (adapter/podcache/selfmetrics.py).
     """
 
     def __init__(
@@ -58,6 +61,7 @@ class PodCache:
         watch_timeout_seconds: int = 300,
         request_timeout: float = 30.0,
         backoff: Backoff | None = None,
+        registry: CollectorRegistry | None = None,
     ) -> None:
         self._index = PodIndex()
         common: dict[str, Any] = {
@@ -89,6 +93,8 @@ class PodCache:
             )
         self._stopping = threading.Event()
         self._threads: list[threading.Thread] = []
+        if registry is not None:
+            registry.register(PodCacheCollector(self))
 
     # ---- queries (no API calls; safe from any thread) ----
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 import math
 
 from exporter.catalogue import MetricType
+from toolkit.negotiation import CONTENT_TYPE_OPENMETRICS as CONTENT_TYPE_OPENMETRICS  # written once, for both services
+from toolkit.negotiation import CONTENT_TYPE_TEXT as CONTENT_TYPE_TEXT
 
-CONTENT_TYPE_TEXT = "text/plain; version=0.0.4; charset=utf-8"
-CONTENT_TYPE_OPENMETRICS = "application/openmetrics-text; version=1.0.0; charset=utf-8"
 OPENMETRICS_EOF = "# EOF\n"
 
 _INF = math.inf

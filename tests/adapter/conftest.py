@@ -8,11 +8,13 @@ import pytest
 from aiohttp.test_utils import TestClient
 
 from adapter.api.selfmetrics import AdapterMetrics
+from adapter.application import build_app
 from adapter.metrics_config import MetricsConfig, default_metrics_config
 from adapter.podcache.cache import PodCache
-from adapter.server import build_app
+from adapter.podcache.selfmetrics import PodCacheCollector
 from adapter.sources.direct import DirectSource
 from adapter.sources.exporters import ExporterLocator
+from adapter.sources.feedmetrics import NodeFeedsCollector
 from adapter.sources.model import MetricSource, PodDirectory
 from adapter.sources.nodepods import NodePodsCache
 from simulation.kubeapi import KubeApiServer
@@ -62,13 +64,13 @@ def make_adapter(
         pods: PodDirectory | None = None,
     ) -> TestClient:  # type: ignore[type-arg]
         metrics = metrics or AdapterMetrics("direct")
+        pods = pods or cluster.pods
+        metrics.registry.register(PodCacheCollector(pods))  # as adapter/parts.py registers the pod cache's
         if source is None:
             cache = NodePodsCache(timeout=1.0, observe=metrics.observe_source_call)
-            metrics.caches.node_documents = lambda: cache.size
+            metrics.registry.register(NodeFeedsCollector(cache))
             source = DirectSource(locator or cluster.locator(), cache, max_age=max_age)
-        app = build_app(
-            config=config or default_metrics_config(), pods=pods or cluster.pods, source=source, metrics=metrics
-        )
+        app = build_app(config=config or default_metrics_config(), pods=pods, source=source, metrics=metrics)
         return await aiohttp_client(app)
 
     return make

@@ -14,15 +14,16 @@ import aiohttp
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from adapter.api.selfmetrics import AdapterMetrics
+from adapter.api.selfmetrics import AdapterMetrics, ConnectionsCollector
+from adapter.application import build_app
 from adapter.metrics_config import default_metrics_config
-from adapter.server import Adapter, build_app
+from adapter.server import Adapter
 from adapter.settings import ListenAddress
 from adapter.sources.direct import DirectSource
 from adapter.sources.nodepods import NodePodsCache
 from tests.adapter.simcluster import Cluster
 from toolkit.certs import CertificateAuthority
-from toolkit.connections import ConnectionLimits
+from toolkit.connections import ConnectionGuard, ConnectionLimits
 from toolkit.kubeclient import api_client
 from toolkit.logthrottle import installed_throttle
 from toolkit.selfsigned import build_server_ssl_context
@@ -44,8 +45,9 @@ async def served(cluster: Cluster, tmp_path: Path) -> AsyncIterator[Served]:
     metrics = AdapterMetrics("direct")
     source = DirectSource(cluster.locator(), NodePodsCache(timeout=1.0))
     app = build_app(config=default_metrics_config(), pods=cluster.pods, source=source, metrics=metrics)
-    adapter = Adapter(app, context, ListenAddress("127.0.0.1", 0), api_client(base_url=cluster.kube.url), LIMITS)
-    metrics.connections.stats = adapter.connections.stats  # as Adapter.from_settings does
+    connections = ConnectionGuard(LIMITS)
+    metrics.registry.register(ConnectionsCollector(connections))  # as adapter/parts.py does
+    adapter = Adapter(app, context, ListenAddress("127.0.0.1", 0), api_client(base_url=cluster.kube.url), connections)
     stop = asyncio.Event()
     urls: asyncio.Queue[str] = asyncio.Queue()
     task = asyncio.create_task(adapter.serve(stop, [urls.put_nowait]))

@@ -154,6 +154,8 @@ async def test_self_metrics(make_adapter: AdapterFactory) -> None:
     assert families["gpu_pulse_adapter_pod_cache_pods"].samples[0].value == 6
     assert families["gpu_pulse_adapter_pod_cache_synced"].samples[0].value == 1
     assert families["gpu_pulse_adapter_node_documents"].samples[0].value == 2
+    assert families["gpu_pulse_adapter_node_documents_received"].samples[0].value >= 2, "a document from each node"
+    assert families["gpu_pulse_adapter_exporter_requests"].samples[0].value >= 2, "a stream to each node"
     source = families["gpu_pulse_adapter_source_duration_seconds"]
     assert any(s.labels == {"source": "direct", "outcome": "ok"} and s.name.endswith("_count") for s in source.samples)
     ages = families["gpu_pulse_adapter_served_figure_age_seconds"]

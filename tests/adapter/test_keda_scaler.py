@@ -14,7 +14,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from adapter.keda.activity import Hysteresis
-from adapter.keda.board import ActivityBoard
+from adapter.keda.followed_workloads import ActivityBoard
 from adapter.keda.selfmetrics import KedaMetrics
 from adapter.keda.servicer import ExternalScaler
 from adapter.keda.serving import ExternalScalerServer
@@ -86,7 +86,9 @@ async def make_scaler(cluster: Cluster) -> AsyncIterator[ScalerFactory]:
             capacity=capacity,
             on_change=metrics.activity_changed,
         )
-        servicer = ExternalScaler(reader, board, metrics, call_timeout=call_timeout, max_streams=max_streams)
+        servicer = ExternalScaler(
+            reader, board, metrics, call_timeout=call_timeout, max_streams=max_streams, registry=registry
+        )
         server = ExternalScalerServer(servicer, ListenAddress("127.0.0.1", 0), max_streams=max_streams)
         await server.start()
         channel = grpc.aio.insecure_channel(f"127.0.0.1:{server.port}")
@@ -344,6 +346,7 @@ async def test_stream_sends_the_state_at_once_then_each_change(make_scaler: Scal
     await scaler.observe(1)
     assert (await stream.read()).result is True
     assert scaler.registry.get_sample_value("gpu_pulse_adapter_keda_streams") == 1
+    assert scaler.registry.get_sample_value("gpu_pulse_adapter_keda_workloads") == 1, "one workload, followed once"
     stream.cancel()
     await eventually(lambda: scaler.registry.get_sample_value("gpu_pulse_adapter_keda_streams") == 0, "stream gone")
 

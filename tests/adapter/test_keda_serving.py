@@ -15,7 +15,7 @@ from prometheus_client import CollectorRegistry
 
 from adapter.cli import _keda_flags
 from adapter.keda.activity import Hysteresis
-from adapter.keda.board import ActivityBoard
+from adapter.keda.followed_workloads import ActivityBoard
 from adapter.keda.selfmetrics import KedaMetrics
 from adapter.keda.servicer import ExternalScaler
 from adapter.keda.serving import ExternalScalerServer, ScalerTls

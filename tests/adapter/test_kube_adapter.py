@@ -15,13 +15,13 @@ from aiohttp import web
 
 from adapter.api.paths import resource_attributes
 from adapter.api.selfmetrics import AdapterMetrics
+from adapter.application import build_app
 from adapter.auth.config import AuthenticationFlags, load_authentication_config
 from adapter.auth.requests import DelegatingAuthenticator, auth_middleware
 from adapter.auth.sar import SubjectAccessReviewer
 from adapter.auth.tokenreview import TokenReviewer
 from adapter.metrics_config import default_metrics_config
 from adapter.podcache.cache import PodCache
-from adapter.server import build_app
 from adapter.sources.direct import DirectSource
 from adapter.sources.exporters import StaticExporters
 from adapter.sources.nodepods import NodePodsCache

@@ -28,6 +28,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from hypothesis import given
 from hypothesis import strategies as st
 from multidict import CIMultiDict
+from prometheus_client import CollectorRegistry
 
 from adapter.auth.clientcert import ClientCertAuthenticator
 from adapter.auth.config import AuthenticationFlags, load_authentication_config
@@ -124,7 +125,7 @@ class Stack:
     tokens: TokenReviewer
     access: SubjectAccessReviewer
     reviews: list[Mapping[str, Any]]
-    authentication_errors: list[str] = field(default_factory=list)
+    registry: CollectorRegistry = field(default_factory=CollectorRegistry)
     reloader: TrustReloader | None = None
 
     def client_context(self, cert: tuple[Path, Path] | None = None) -> ssl.SSLContext:
@@ -189,22 +190,14 @@ async def start_stack(
     cert_dir = tmp_path / "serving"
     context = build_server_ssl_context(None, None, cert_dir, [], client_ca_data=config.ca_bundles())
     assert request_unverified_client_certificates(context), "as adapter.server does"
-    tokens = TokenReviewer(client)
+    registry = CollectorRegistry()
+    tokens = TokenReviewer(client, registry=registry)
     access = SubjectAccessReviewer(client)
-    errors: list[str] = []
     authenticator = DelegatingAuthenticator.from_config(config, tokens)
-    reloader = TrustReloader(client, flags, authenticator.reconfigure, current=config, period=reload_period or 1.0)
-    app = web.Application(
-        middlewares=[
-            auth_middleware(
-                authenticator,
-                access,
-                metric_attributes,
-                always_allow,
-                on_authentication_error=lambda: errors.append("token"),
-            )
-        ]
+    reloader = TrustReloader(
+        client, flags, authenticator.reconfigure, current=config, period=reload_period or 1.0, registry=registry
     )
+    app = web.Application(middlewares=[auth_middleware(authenticator, access, metric_attributes, always_allow)])
     app.router.add_get(METRICS + "/namespaces/{namespace}/pods/{name}/{metric}", whoami)
     app.router.add_get("/apis", whoami)
     for path in ("/healthz", "/livez", "/readyz", "/metrics"):
@@ -217,7 +210,7 @@ async def start_stack(
     if reload_period is not None:
         await reloader.start()
     try:
-        yield Stack(kube, f"https://127.0.0.1:{port}", cert_dir, tokens, access, reviews, errors, reloader)
+        yield Stack(kube, f"https://127.0.0.1:{port}", cert_dir, tokens, access, reviews, registry, reloader)
     finally:
         await reloader.stop()
         await runner.cleanup()
@@ -406,7 +399,7 @@ async def test_an_unreachable_cluster_answers_with_a_status(pki: Pki, stack: Sta
     )
     # kube-apiserver answers 401 when the token cannot be checked (kubernetes/apiserver filters/authentication.go)
     assert status == 401 and body["reason"] == "Unauthorized" and body["message"] == "Unauthorized"
-    assert stack.authentication_errors == ["token"], "counted for the self-metrics"
+    assert stack.registry.get_sample_value("gpu_pulse_adapter_authentication_errors_total") == 1, "a self-metric"
     # authenticated by certificate, but the SubjectAccessReview cannot be made
     status, body = await stack.get(f"{METRICS}/namespaces/ml/pods/x/gpu_utilization", cert=pki.files["bob"])
     assert status == 500 and body["reason"] == "InternalError" and "SubjectAccessReview" in body["message"]
@@ -514,6 +507,7 @@ async def test_an_unusable_configmap_keeps_the_trust_in_use(pki: Pki, reloading:
     assert reloader is not None
     stack.kube.set_authentication_configmap({"requestheader-client-ca-file": "not a certificate"})
     assert not await reloader.check()
+    assert (stack.registry.get_sample_value("gpu_pulse_adapter_trust_reload_errors_total") or 0) >= 1, "a self-metric"
     path = f"{METRICS}/namespaces/ml/pods/x/gpu_utilization"
     assert (await stack.get(path, cert=pki.files["proxy"], headers=AS_ALICE))[0] == 200
 

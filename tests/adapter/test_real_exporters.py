@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 
 from adapter.api.selfmetrics import AdapterMetrics
+from adapter.application import build_app
 from adapter.metrics_config import default_metrics_config
 from adapter.podcache.cache import PodCache
 from adapter.quantity import decimal_from_float, parse_quantity
-from adapter.server import build_app
 from adapter.sources.direct import DirectSource
 from adapter.sources.exporters import StaticExporters
 from adapter.sources.nodepods import NodePodsCache

@@ -220,6 +220,7 @@ def test_serves_reloads_on_sighup_and_stops_cleanly_on_sigterm(exporter: Exporte
     assert b'node="cli-node"' in body  # NODE_NAME
     for name in (b"process_cpu_seconds_total", b"process_resident_memory_bytes", b"process_open_fds"):
         assert b"\n" + name + b" " in body, name  # the exporter process's own figures, as of the snapshot
+    assert b"\ngpu_pulse_http_connections_max 512" in body, "the server's guard, as of the snapshot"
     exporter.process.send_signal(signal.SIGHUP)
     exporter.wait_for("SIGHUP: enumerating the GPUs again")
     exporter.wait_for(r"found 8 GPU")

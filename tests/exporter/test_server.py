@@ -24,7 +24,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from exporter.access import load_access
 from exporter.pods_document import ANSWERED_AT_HEADER, parse_answered_at
-from exporter.server import accepts_gzip, build_app, wants_openmetrics
+from exporter.server import build_app
 from tests.support.snapshots import SimulatedNode
 from toolkit.serving import start_server
 from toolkit.settings import ListenAddress
@@ -76,33 +76,6 @@ async def test_metrics_openmetrics_and_gzip_as_prometheus_asks(node: SimulatedNo
     assert list(parse_openmetrics(body.decode()))
     again = await client.get("/metrics", headers={"Accept-Encoding": "gzip, deflate"})
     assert gzip.decompress(await again.read()) == published.text
-
-
-@pytest.mark.parametrize(
-    ("accept", "openmetrics"),
-    [
-        ("", False),
-        ("*/*", False),
-        ("text/plain", False),
-        (PROMETHEUS_ACCEPT, True),
-        ("application/openmetrics-text", True),
-        ("application/openmetrics-text; version=0.0.1", True),
-        ("application/openmetrics-text;version=1.0.0;q=0.2,text/plain;version=0.0.4;q=0.9", False),
-        ("application/openmetrics-text;version=2.0.0", False),
-        ("application/openmetrics-text;q=0", False),
-        ("text/html, application/openmetrics-text;q=0.9", True),
-    ],
-)
-def test_accept_negotiation(accept: str, openmetrics: bool) -> None:
-    assert wants_openmetrics(accept) is openmetrics
-
-
-@pytest.mark.parametrize(
-    ("header", "gzip_ok"),
-    [("", False), ("gzip", True), ("deflate, gzip;q=0.5", True), ("gzip;q=0", False), ("*", True), ("br", False)],
-)
-def test_accept_encoding(header: str, gzip_ok: bool) -> None:
-    assert accepts_gzip(header) is gzip_ok
 
 
 async def test_pods_document_and_namespace_filter(node: SimulatedNode, client: Client) -> None:

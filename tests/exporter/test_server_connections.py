@@ -14,6 +14,9 @@ from aiohttp import web
 from prometheus_client.parser import text_string_to_metric_families
 
 from exporter.attribution.pods_builder import PodsDocumentBuilder
+from exporter.catalogue import Dialect
+from exporter.exposition import ExpositionRenderer
+from exporter.loop import PollLoop
 from exporter.server import build_app
 from tests.support.clocks import ManualClock
 from tests.support.snapshots import SimulatedNode, simulated_node
@@ -78,13 +81,27 @@ async def test_a_request_head_that_never_ends_is_cut_off(server: RunningServer) 
         writer.close()
 
 
-async def test_connections_show_in_the_self_metrics(node: SimulatedNode, server: RunningServer) -> None:
-    node.loop.connection_stats = server.connections.stats  # as the CLI does once the server listens
+async def test_connections_show_in_the_self_metrics(node: SimulatedNode) -> None:
+    guard = ConnectionGuard(LIMITS)
+    renderer = ExpositionRenderer(Dialect.DCGM, interval_seconds=1.0, version="test")
+    # as the CLI builds it: the loop reads the guard's counts into each snapshot
+    poll_loop = PollLoop(node.collector, renderer, interval=1.0, node="sim-node", connection_stats=guard.stats)
+    poll_loop.poll_once()
+    server = await start_server(
+        build_app(poll_loop, run_poll_loop=False), ListenAddress("127.0.0.1", 0), connections=guard
+    )
+    try:
+        await _connections_in_the_self_metrics(server, poll_loop)
+    finally:
+        await server.stop()
+
+
+async def _connections_in_the_self_metrics(server: RunningServer, poll_loop: PollLoop) -> None:
     _, writer = await connect(server, HALF_A_HEAD)
     while server.connections.stats().header_timeouts < 1:
         await asyncio.sleep(0.05)
     writer.close()
-    node.loop.poll_once()
+    poll_loop.poll_once()
     async with aiohttp.ClientSession() as session, session.get(server.url + "/metrics") as response:
         text = await response.text()
     samples = {

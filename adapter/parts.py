@@ -1,0 +1,185 @@
+"""The parts of a running adapter, built from its settings: metric definitions, the Kubernetes client, the pod cache,
+the number source, authentication and authorization, the serving TLS, the connection guard and KEDA's scaler.
+
+Nothing here knows the aiohttp application (adapter/application.py puts the parts behind routes); each part that has
+self-metrics registers its collector on the adapter's registry as it is built.
+"""
+
+from __future__ import annotations
+
+import ssl
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from kubernetes.client import ApiClient
+
+from adapter.api.selfmetrics import AdapterMetrics, ConnectionsCollector
+from adapter.auth.config import AuthenticationConfig, AuthenticationFlags, load_authentication_config
+from adapter.auth.reload import TrustReloader
+from adapter.auth.requests import DelegatingAuthenticator
+from adapter.auth.sar import SubjectAccessReviewer
+from adapter.auth.tokenreview import TokenReviewer
+from adapter.metrics_config import MetricsConfig, MetricsConfigError, default_metrics_config, load_metrics_config
+from adapter.podcache.cache import PodCache
+from adapter.selectors import parse_selector
+from adapter.settings import AdapterSettings
+from adapter.sources.direct import DirectSource
+from adapter.sources.exporters import (
+    ExporterLocator,
+    PodExporters,
+    StaticExporters,
+    TemplateExporters,
+    parse_endpoint_map,
+)
+from adapter.sources.feedmetrics import NodeFeedsCollector
+from adapter.sources.model import MetricSource, PodDirectory
+from adapter.sources.nodepods import NodePodsCache
+from adapter.sources.prometheus import PrometheusSource
+from toolkit.clientcerts import request_unverified_client_certificates
+from toolkit.connections import ConnectionGuard, ConnectionLimits, ensure_file_limit
+from toolkit.credentials import BearerToken, client_ssl_context
+from toolkit.kubeclient import api_client
+from toolkit.selfsigned import build_server_ssl_context
+from toolkit.tls import CertificateReloader
+
+if TYPE_CHECKING:
+    from adapter.keda.serving import ExternalScalerServer
+
+
+@dataclass(frozen=True)
+class AdapterParts:
+    """Everything the application and the server are made of, already built."""
+
+    config: MetricsConfig
+    api: ApiClient
+    metrics: AdapterMetrics
+    pods: PodCache
+    source: MetricSource
+    authenticator: DelegatingAuthenticator
+    reviewer: SubjectAccessReviewer
+    always_allow_paths: tuple[str, ...]
+    trust: TrustReloader  # the client CAs and requestheader configuration, kept current (auth/reload.py)
+    ssl_context: ssl.SSLContext
+    certificate: CertificateReloader | None  # a renewed serving pair, served without a restart
+    connections: ConnectionGuard
+    keda: ExternalScalerServer | None  # KEDA's external scaler (--keda-listen)
+
+
+async def build_parts(settings: AdapterSettings) -> AdapterParts:
+    """Build every part; raises ValueError subclasses with one line when the configuration cannot work."""
+    config = metrics_config_for(settings)
+    client = api_client(kubeconfig=settings.kubeconfig)
+    flags = AuthenticationFlags(
+        client_ca_file=settings.client_ca_file,
+        requestheader_client_ca_file=settings.requestheader_client_ca_file,
+        requestheader_allowed_names=settings.requestheader_allowed_names,
+        requestheader_username_headers=settings.requestheader_username_headers,
+        requestheader_group_headers=settings.requestheader_group_headers,
+        requestheader_extra_headers_prefix=settings.requestheader_extra_headers_prefix,
+    )
+    auth_config = await load_authentication_config(client, flags)
+    ssl_context = build_server_ssl_context(
+        settings.tls_cert_file,
+        settings.tls_private_key_file,
+        settings.cert_dir,
+        (),
+        client_ca_data=auth_config.ca_bundles(),
+    )
+    certificate = (
+        None
+        if settings.tls_cert_file is None or settings.tls_private_key_file is None
+        else CertificateReloader(ssl_context, settings.tls_cert_file, settings.tls_private_key_file)
+    )
+    # the ConfigMap is followed unless both CAs come from flags (auth/reload.py); either way some CA may change
+    follow = settings.client_ca_file is None or settings.requestheader_client_ca_file is None
+    if auth_config.ca_bundles() or follow:  # a certificate from an unknown CA is a 401, as kube-apiserver answers
+        request_unverified_client_certificates(ssl_context)
+    metrics = AdapterMetrics(settings.source)
+    authenticator = DelegatingAuthenticator.from_config(auth_config, TokenReviewer(client, registry=metrics.registry))
+
+    def trust(changed: AuthenticationConfig) -> None:
+        authenticator.reconfigure(changed)
+        for bundle in changed.ca_bundles():  # where the handshake still verifies (clientcerts.py fallback)
+            ssl_context.load_verify_locations(cadata=bundle)
+
+    # the ConfigMap, the CA files given by flag, or both, re-read while the adapter runs (auth/reload.py)
+    reloader = TrustReloader(client, flags, trust, current=auth_config, registry=metrics.registry)
+    pod_cache = PodCache(client, registry=metrics.registry)
+    source = build_source(settings, pod_cache, metrics)
+    keda = None
+    if settings.keda_listen is not None:  # grpc is imported only for KEDA (tests/adapter/test_keda_serving.py)
+        from adapter.keda.scaler import build_external_scaler
+
+        keda = build_external_scaler(settings, config, pod_cache, source, metrics.registry)
+    limits = ConnectionLimits.of(settings)
+    ensure_file_limit(limits)
+    connections = ConnectionGuard(limits)
+    metrics.registry.register(ConnectionsCollector(connections))
+    return AdapterParts(
+        config=config,
+        api=client,
+        metrics=metrics,
+        pods=pod_cache,
+        source=source,
+        authenticator=authenticator,
+        reviewer=SubjectAccessReviewer(client),
+        always_allow_paths=tuple(settings.authorization_always_allow_paths),
+        trust=reloader,
+        ssl_context=ssl_context,
+        certificate=certificate,
+        connections=connections,
+        keda=keda,
+    )
+
+
+def build_source(settings: AdapterSettings, pods: PodDirectory, metrics: AdapterMetrics) -> MetricSource:
+    """The number source the settings ask for (raises ValueError with one line on unusable credentials)."""
+    if settings.source == "prometheus":
+        assert settings.prometheus_url is not None  # checked by the settings
+        token_file = settings.prometheus_token_file
+        token = BearerToken(token_file, "--prometheus-token-file") if token_file else None
+        return PrometheusSource(
+            settings.prometheus_url,
+            headers=token.headers if token else None,
+            ssl_context=client_ssl_context(settings.prometheus_ca_file, "--prometheus-ca-file"),
+            timeout=settings.prometheus_timeout,
+            max_age=settings.max_age,
+            observe=metrics.observe_source_call,
+            max_response_bytes=settings.prometheus_max_response_bytes,
+        )
+    locator: ExporterLocator
+    if settings.exporter_endpoints is not None:
+        locator = StaticExporters(parse_endpoint_map(settings.exporter_endpoints))
+    elif settings.exporter_url_template is not None:
+        locator = TemplateExporters(settings.exporter_url_template)
+    else:
+        locator = PodExporters(
+            pods,
+            parse_selector(settings.exporter_selector),
+            settings.exporter_port,
+            settings.exporter_scheme,
+            settings.exporter_namespace,
+        )
+    token = BearerToken(settings.exporter_token_file, "--exporter-token-file") if settings.exporter_token_file else None
+    cache = NodePodsCache(
+        timeout=settings.exporter_timeout,
+        headers=token.headers if token else None,
+        ssl_context=client_ssl_context(settings.exporter_ca_file, "--exporter-ca-file"),
+        keep_warm_seconds=settings.keep_warm,
+        refresh=settings.exporter_refresh,
+        observe=metrics.observe_source_call,
+        max_document_bytes=settings.exporter_max_document_bytes,
+    )
+    metrics.registry.register(NodeFeedsCollector(cache))
+    return DirectSource(locator, cache, max_age=settings.max_age)
+
+
+def metrics_config_for(settings: AdapterSettings) -> MetricsConfig:
+    """The metric definitions (--config or the shipped defaults), checked against the chosen source."""
+    config = load_metrics_config(settings.config) if settings.config is not None else default_metrics_config()
+    if settings.source == "prometheus":
+        missing = config.without_prometheus_queries()
+        if missing:
+            where = settings.config or "the defaults"
+            raise MetricsConfigError(f"{where}: --source prometheus needs a prometheus query for {', '.join(missing)}")
+    return config
