@@ -127,14 +127,12 @@ class PodView(_Figures, frozen=True, kw_only=True):
 
 
 class NodePods(_Figures, frozen=True, kw_only=True):
-    """The whole `/pods` document of one node. `pods` stays the last field: exporter.pods_answers joins documents
-    from pods serialized once."""
+    """The whole `/pods` document of one node. `pods` stays the last field: an exporter joins documents from pods
+    serialized once."""
 
     api_version: Literal["gpu-pulse.dev/v1"] = SCHEMA_VERSION
     node: str
-    generated_at: Annotated[
-        _Aware, msgspec.Meta(description="time of the snapshot this document was built from (UTC)")
-    ]
+    generated_at: Annotated[_Aware, msgspec.Meta(description="time of the snapshot this document was built from (UTC)")]
     interval_seconds: Annotated[
         float,
         msgspec.Meta(
