@@ -33,7 +33,7 @@ INTERVAL = "1m"
 # memory, power and workloads are read by dashboards and the report over hours; no alert and no autoscaling answer
 # reads any of them (the alerts and the adapter's default queries read the exporter's series). At fleet size they
 # were more than half of what the recording groups did every minute (docs/performance.md); their dashboard panels
-# step at this interval (dashboards/board.py).
+# step at this interval (dashboards/grafana.py).
 ACCOUNTING_INTERVAL = "2m"
 
 
