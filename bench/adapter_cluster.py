@@ -6,7 +6,7 @@ simulated exporter `/pods` endpoints for the GPU nodes of the benchmarked namesp
 
 Namespace `bench` holds `--namespace-pods` pods of Deployment `infer` (label app=infer), 8 per node on nodes
 gpu-0000..; the other pods fill 100-pod namespaces team-00.. on further nodes. Every node of `bench` gets an exporter
-endpoint on loopback that answers `/pods` (the exporter's NodePods model) with fresh figures at every request. When
+endpoint on loopback that answers `/pods` (the exporter's NodePods document) with fresh figures at every request. When
 everything serves, `--ready` receives {"kube": URL, "exporters": {node: URL}}; the process runs until SIGTERM.
 """
 
@@ -31,11 +31,11 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-from exporter.pods_document import ContainerView, DeviceFigures, NodePods, PodView
 from simulation.kubeapi import KubeApiServer
 from simulation.kubeconfig import write_kubeconfig
 from tests.support.loopback import free_port
 from toolkit.certs import CertificateAuthority
+from toolkit.pods_contract import ContainerView, DeviceFigures, NodePods, PodView, encode_node_pods
 
 GPUS_PER_NODE = 8
 PODS_PER_TEAM = 100
@@ -118,7 +118,7 @@ class ExporterEndpoints:
                 )
             )
         document = NodePods(node=node, generated_at=sampled, interval_seconds=1.0, kubelet_up=True, pods=tuple(pods))
-        return document.model_dump_json().encode()
+        return encode_node_pods(document)
 
     async def start(self) -> None:
         for node in self._by_node:

@@ -11,7 +11,7 @@
 - Each GPU node's exporter: a listener on its own address, port `--port` (9400), answering `/pods` as the exporter does
   (exporter.server): a plain document, or with `watch=1` a stream of one line per snapshot (at most one per `every`
   seconds), filtered to the namespaces asked. Each node takes a snapshot every `--interval` seconds at its own phase
-  (nodes are not in step), with new figures each time: documents of real size (exporter.pods_document's model,
+  (nodes are not in step), with new figures each time: documents of real size (toolkit.pods_contract's structs,
   serialized once per snapshot and shared by every reader) that change every interval.
 - A control endpoint on 127.0.0.1 (`/stats`): requests and documents served per node so far and the exporters'
   restarts, for the benchmark; `POST /restart?node=I&seconds=S` restarts node I's exporter (its streams and
@@ -47,17 +47,18 @@ from pathlib import Path
 
 from aiohttp import web
 
-from exporter.pods_document import (
+from simulation.kubeapi import KubeApiServer
+from toolkit.pods_contract import (
     STREAM_CONTENT_TYPE,
     STREAM_SECONDS,
     ContainerView,
     DeviceFigures,
-    NodePods,
     PodView,
+    encode_json,
+    encode_node_pods,
     parse_node_pods,
     stream_event,
 )
-from simulation.kubeapi import KubeApiServer
 
 GPUS_PER_NODE = 8
 NAMESPACES = 100
@@ -194,7 +195,7 @@ def pod_template(pod: GpuPod, node: str) -> bytes:
         sampled_at=_SENTINEL_TIME,
         window_seconds=1.0,
     )
-    text = view.model_dump_json().encode().replace(b"%", b"%%")
+    text = encode_json(view).replace(b"%", b"%%")
     for sentinel, slot in (
         (b"12.25", b"%(util)s"),
         (b"123456789", b"%(used)d"),
@@ -375,7 +376,7 @@ def check_documents(fleet: Snapshots) -> None:
     node = next(n for n in fleet.nodes if n.pods)
     fleet.snapshot(node, time.time())
     document = node.document(None)
-    if NodePods.model_validate_json(document).model_dump_json().encode() != document:
+    if encode_node_pods(parse_node_pods(document)) != document:
         raise SystemExit("the simulated /pods documents are not what the exporter's model serializes")
     read = parse_node_pods(document)  # what the adapter reads
     if len(read.pods) != len(node.pods):

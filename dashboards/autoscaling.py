@@ -4,7 +4,7 @@ latency and freshness.
 
 from __future__ import annotations
 
-from dashboards.board import RECORDED, Board, Query, Variable, job_variable, matcher
+from dashboards.grafana import RECORDED, Board, Query, Variable, job_variable, matcher
 from rules.jobs import Jobs
 from rules.names import OWNER
 

@@ -23,7 +23,7 @@ from typing import Any
 import yaml
 
 from dashboards.autoscaling import autoscaling_board
-from dashboards.board import Board
+from dashboards.grafana import Board
 from dashboards.namespace import namespace_board
 from dashboards.node import node_board
 from dashboards.overview import overview_board

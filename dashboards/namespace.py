@@ -12,7 +12,7 @@ owner series (the same answer as a `group_left` join, without building a joined 
 
 from __future__ import annotations
 
-from dashboards.board import RECORDED, Board, Query, Variable, job_variable, matcher
+from dashboards.grafana import RECORDED, Board, Query, Variable, job_variable, matcher
 from rules.jobs import Jobs
 from rules.names import BY_POD, BY_WORKLOAD, OWNER
 from rules.pods import NAMESPACE_SHARES

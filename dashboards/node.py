@@ -7,7 +7,7 @@ reason, so both dashboards read alike.
 
 from __future__ import annotations
 
-from dashboards.board import Board, Query, Variable, job_variable, matcher
+from dashboards.grafana import Board, Query, Variable, job_variable, matcher
 from exporter.catalogue import BY_KEY, CLOCK_EVENT_REASONS, MEASUREMENTS, PROM_INFO, Dialect, MetricType
 from rules.dialect import Vocabulary
 from rules.jobs import Jobs

@@ -4,7 +4,7 @@ works with exporters of either dialect.
 
 from __future__ import annotations
 
-from dashboards.board import RECORDED, Board, Query, Variable, job_variable, matcher
+from dashboards.grafana import RECORDED, Board, Query, Variable, job_variable, matcher
 from rules.jobs import Jobs
 from rules.names import CLUSTER_UTIL_COUNT, CLUSTER_UTIL_SUM
 

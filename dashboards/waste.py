@@ -6,10 +6,10 @@ the report over the same window gives the same figures (docs/rightsizing.md).
 
 from __future__ import annotations
 
-from dashboards.board import Board, Query, Variable, job_variable, matcher
-from report.thresholds import Thresholds
+from dashboards.grafana import Board, Query, Variable, job_variable, matcher
 from rules.jobs import Jobs
 from rules.names import POD_SHARING
+from toolkit.thresholds import Thresholds
 
 NS = matcher(cluster="cluster", namespace="namespace")
 PER_POD = matcher(job="job", cluster="cluster", namespace="namespace")

@@ -23,9 +23,10 @@ from datetime import UTC, datetime
 
 from exporter.collection import Attribution, DeviceCollection, DeviceCollector, PodAttributor
 from exporter.exposition import ExpositionRenderer
-from exporter.pods_document import NodePods, SerializedPods
+from exporter.pods_answers import SerializedPods
 from exporter.snapshot import CollectorStatus, Snapshot
 from toolkit.connections import ConnectionStats
+from toolkit.pods_contract import NodePods
 from toolkit.process import ProcessFigures
 
 log = logging.getLogger("exporter.loop")
@@ -241,7 +242,7 @@ class PollLoop:
                 document = NodePods(
                     node=snapshot.node,
                     generated_at=datetime.fromtimestamp(snapshot.taken_at, UTC),
-                    interval_seconds=self.interval,
+                    interval_seconds=float(self.interval),  # JSON `1.0`, as a reader reads it
                     kubelet_up=snapshot.kubelet_up,
                     pods=(),
                 )

@@ -21,7 +21,7 @@ from aiohttp import web
 from exporter.access import Access
 from exporter.loop import PollLoop, Published
 from exporter.page import render_page
-from exporter.pods_document import (
+from toolkit.pods_contract import (
     ANSWERED_AT_HEADER,
     MAX_STREAMS,
     STREAM_CONTENT_TYPE,
@@ -139,7 +139,7 @@ def _bad_request(text: str) -> web.Response:
 
 async def pods(request: web.Request) -> web.StreamResponse:
     """`/pods[?namespace=a[&namespace=b...]]`: the document, whole or filtered; with `watch=1` (and optionally
-    `every=SECONDS`), a stream of them, one line per snapshot (exporter.pods_document, "the stream")."""
+    `every=SECONDS`), a stream of them, one line per snapshot (toolkit.pods_contract, "the stream")."""
     namespaces = request.query.getall("namespace", [])
     if len(namespaces) > MAX_NAMESPACES_ASKED:
         return _bad_request(f"namespace: at most {MAX_NAMESPACES_ASKED} namespaces, got {len(namespaces)}")

@@ -44,7 +44,7 @@ class ExporterSettings(ConnectionSettings):
         "Seconds between two polls of the GPUs (each scrape gets the newest poll).",
         metavar="SECONDS",
         accepts="a number of seconds from 0.05 to 3600",
-        ge=0.05,  # exporter.pods_document.INTERVAL_SECONDS_BOUNDS: what a reader of /pods accepts
+        ge=0.05,  # toolkit.pods_contract.INTERVAL_SECONDS_BOUNDS: what a reader of /pods accepts
         le=3600,
         allow_inf_nan=False,
     )

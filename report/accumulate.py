@@ -3,7 +3,7 @@ into the fleet's timeline: whole arrays at a time (rows: devices or pods; column
 
 A pod's step figures come from its devices (the rows of its edges):
 - held: the GPU share of each device held in the step: 1 for a whole GPU, the profile's share for a MIG instance
-  (report/migprofiles.py), divided by the pods sharing the device (time-slicing, MPS);
+  (toolkit/migprofiles.py), divided by the pods sharing the device (time-slicing, MPS);
 - known: the held share of the devices whose utilization is known in the step;
 - busy: each device's utilization times its GPU share (a pod's utilization on a shared GPU already is its part of
   the whole device, so it is not divided again);

@@ -18,11 +18,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from report.accumulate import EdgeSteps, FleetTimeline, FloatArray, WorkloadTotals, pod_steps
-from report.migprofiles import gpu_fraction, mig_model
 from report.model import Placement, WorkloadKey
 from report.owners import Owner, OwnerSource, promql_string
 from report.prometheus import PrometheusClient, RangeSeries
 from report.window import Window
+from toolkit.migprofiles import gpu_fraction, mig_model
 
 HELD = "gpu_pulse_pod_gpu_sharing_pods"
 UTILIZATION = "gpu_pulse_pod_gpu_utilization_ratio"

@@ -3,7 +3,7 @@
 The file is YAML: `currency` (a label, default none) and `per_hour`, a mapping from the model name NVML gives (as
 in the `model` label, e.g. "NVIDIA H100 80GB HBM3") to the price of one whole GPU for one hour; `default` prices every
 model not listed. Without a file every price is 0 and the report shows hours only. A MIG instance or a time-sliced
-share costs its share of the GPU's price (report/migprofiles.py).
+share costs its share of the GPU's price (toolkit/migprofiles.py).
 """
 
 from __future__ import annotations

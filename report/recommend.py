@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import math
 
-from report.migprofiles import MigProfile, gpu_fraction, mig_model
 from report.model import Action, Placement, Recommendation, WorkloadFigures
-from report.thresholds import Thresholds
+from toolkit.migprofiles import MigProfile, gpu_fraction, mig_model
+from toolkit.thresholds import Thresholds
 
 
 def percent(value: float | None) -> str:

@@ -17,9 +17,9 @@ from report.prices import Prices
 from report.prometheus import Connection, PrometheusClient, PrometheusError
 from report.recommend import recommend
 from report.settings import ReportSettings
-from report.thresholds import Thresholds
 from report.window import Window
 from toolkit.credentials import BearerToken, client_ssl_context
+from toolkit.thresholds import Thresholds
 
 __all__ = ["PrometheusError", "connect", "report_from", "write_outputs"]
 

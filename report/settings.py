@@ -10,7 +10,8 @@ from typing import Annotated, Literal
 from pydantic import BeforeValidator, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from report.window import MAX_WINDOW_SECONDS, parse_duration
+from report.window import MAX_WINDOW_SECONDS
+from toolkit.durations import parse_duration
 from toolkit.settings import CommandLine, lower, setting
 
 ENV_PREFIX = "GPU_PULSE_REPORT_"

@@ -1,40 +1,15 @@
-"""The rules' thresholds: defaults, a YAML file (`--thresholds FILE`) and flags, each checked with one clear line.
-
-The defaults are documented in docs/rightsizing.md; the recording rules of the waste dashboard (rules/waste.py) are
-generated from the same defaults, so the report and the dashboard call the same moments idle.
-"""
+"""The report's thresholds (toolkit.thresholds): its defaults, then a YAML file (`--thresholds FILE`), then flags, each
+checked with one clear line."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ValidationError
 
 from report.yamlinput import InputError, load_mapping
-
-
-class Thresholds(BaseModel):
-    """When a workload is idle, fits a MIG profile, or may share a GPU. Ratios are 0-1."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    idle_utilization: float = Field(
-        0.05, ge=0, le=1, description="A device whose utilization over a step is at most this is idle in that step."
-    )
-    reclaim_idle_share: float = Field(
-        0.9, gt=0, le=1, description="Reclaim a workload idle for at least this share of the GPU-hours it held."
-    )
-    headroom: float = Field(
-        0.2, ge=0, le=10, description="Margin on the observed p99 a smaller profile must leave (0.2: p99 x 1.2 fits)."
-    )
-    share_utilization: float = Field(
-        0.3, gt=0, le=1, description="A whole-GPU workload whose utilization p95 is at most this may share a GPU."
-    )
-    max_sharing: int = Field(4, ge=2, le=48, description="Most workloads proposed to time-slice one GPU.")
-    min_gpu_hours: float = Field(
-        1.0, ge=0, description="Below this many GPU-hours held in the window, a workload is kept: too little to judge."
-    )
+from toolkit.thresholds import Thresholds
 
 
 def load_thresholds(path: Path | None, overrides: dict[str, Any]) -> Thresholds:

@@ -7,34 +7,11 @@ end is on the step grid, so two runs over the same window ask Prometheus the sam
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 STEPS = (60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400)
 MAX_STEPS = 2016
 MAX_WINDOW_SECONDS = 400 * 86400
-_DURATION = re.compile(r"(\d+)([smhdw])")
-_UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-
-
-def parse_duration(text: str) -> int:
-    """`7d`, `36h`, `1h30m`, `90m`, `2w`: seconds. ValueError naming what is accepted."""
-    accepted = "a duration such as 7d, 36h or 1h30m (units s, m, h, d, w)"
-    if not isinstance(text, str) or not text or _DURATION.sub("", text.strip()):
-        raise ValueError(f"expected {accepted}")
-    seconds = sum(int(n) * _UNIT[u] for n, u in _DURATION.findall(text.strip()))
-    if seconds <= 0:
-        raise ValueError(f"expected {accepted}, longer than 0")
-    return seconds
-
-
-def format_duration(seconds: int) -> str:
-    parts = []
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
-        if seconds >= size:
-            parts.append(f"{seconds // size}{unit}")
-            seconds %= size
-    return "".join(parts) or "0s"
 
 
 def choose_step(window_seconds: int) -> int:

@@ -32,7 +32,7 @@ INTERVAL = "1m"
 # energy and the workload roll-ups. Allocation changes when pods are scheduled, energy is a 5-minute rate, and
 # memory, power and workloads are read by dashboards and the report over hours; no alert and no autoscaling answer
 # reads any of them (the alerts and the adapter's default queries read the exporter's series). Why two minutes:
-# docs/decisions/2026-11-28-two-rule-cadences.md; their dashboard panels step at this interval (dashboards/board.py).
+# docs/decisions/2026-11-28-two-rule-cadences.md; their dashboard panels step at this interval (dashboards/grafana.py).
 ACCOUNTING_INTERVAL = "2m"
 
 

@@ -2,8 +2,8 @@
 namespace, in GPUs (a whole GPU 1, a MIG instance its profile's share of its GPU, a time-sliced GPU 1/n per pod), the
 figures the GPU waste dashboard integrates over its time range and `gpu-pulse-report` over its window.
 
-The accounting and thresholds are the report's own (report/accumulate.py, report/migprofiles.py,
-report/thresholds.py): the MIG shares come from the same table, recorded once as a constant series per profile name,
+The accounting is the report's (report/accumulate.py), on the table and thresholds both share (toolkit/migprofiles.py,
+toolkit/thresholds.py): the MIG shares come from the same table, recorded once as a constant series per profile name,
 and the idle threshold is the report's default. The group runs every 5 minutes: hour-scale figures need no more, and
 it reads the per-pod series once per run.
 """
@@ -12,8 +12,6 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from report.migprofiles import FALLBACK_COMPUTE_SLICES, PROFILE_GPU_FRACTIONS
-from report.thresholds import Thresholds
 from rules.dialect import Vocabulary
 from rules.examples import (
     FINETUNE_ON_MIG,
@@ -29,6 +27,8 @@ from rules.examples import (
 from rules.model import ExprCase, Group, InputSeries, Recording, RuleTest, Sample
 from rules.names import BY_NAMESPACE, BY_POD, BY_WORKLOAD, OWNER, POD_INFO, POD_SHARING, POD_UTIL
 from rules.series import PodEdge, device_series, plain_series, pod_series, selector, steady
+from toolkit.migprofiles import FALLBACK_COMPUTE_SLICES, PROFILE_GPU_FRACTIONS
+from toolkit.thresholds import Thresholds
 
 GROUP = "gpu-pulse.waste.rules"
 INTERVAL = "5m"
@@ -67,7 +67,7 @@ def _table_expr() -> str:
 
 def fraction_expr() -> str:
     """Per (pod, device): the share of a GPU the device is: 1 whole; a MIG profile's share from the table; a profile
-    the table lacks, its GPU-instance slices out of 7, or 1 (report.migprofiles.gpu_fraction)."""
+    the table lacks, its GPU-instance slices out of 7, or 1 (toolkit.migprofiles.gpu_fraction)."""
     whole = f'max by ({BY_EDGE}) ({POD_SHARING}{{mig_profile=""}} * 0 + 1)'
     known = f'max by ({BY_EDGE}) ({POD_SHARING}{{mig_profile!=""}} * 0 + on (mig_profile) group_left () {TABLE})'
     branches = [whole, known]
@@ -255,7 +255,7 @@ def waste_rules(vocab: Vocabulary) -> tuple[Recording, ...]:
             TABLE,
             _table_expr(),
             "The share of a GPU one MIG instance of each profile holds (compute slices of the GPU's, from NVIDIA's "
-            "MIG user guide: report/migprofiles.py), 0-1.",
+            "MIG user guide: toolkit/migprofiles.py), 0-1.",
             (
                 RuleTest(
                     "MIG profile shares",

@@ -12,13 +12,13 @@ from adapter.metrics_config import Figure, MetricDefinition
 from adapter.quantity import QuantityError, decimal_from_float
 from adapter.sources.model import DeviceValue, PodFigures, PodSample, ServedValue
 from adapter.sources.values import combined_value
-from exporter.pods_document import (
+from toolkit.pods_contract import (
     MEMORY_BYTES_BOUNDS,
     POWER_WATTS_BOUNDS,
     UTILIZATION_PERCENT_BOUNDS,
-    ReceivedDevice,
-    ReceivedPod,
 )
+from toolkit.pods_contract import DeviceFigures as ReceivedDevice
+from toolkit.pods_contract import PodView as ReceivedPod
 
 # What each figure's unit allows (the /pods document's bounds; a fraction of memory in use is 0-1). A figure outside
 # its bounds comes from a broken or hostile source and never reaches an HPA.

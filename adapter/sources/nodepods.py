@@ -55,17 +55,17 @@ import msgspec
 from adapter.metrics_config import MetricDefinition
 from adapter.sources.figures import pod_sample, pod_values
 from adapter.sources.model import PodFigures, PodKey, PodSample, ServedValue
-from exporter.pods_document import (
+from toolkit.logs import fields
+from toolkit.pods import Pod
+from toolkit.pods_contract import (
     ANSWERED_AT_HEADER,
     STREAM_CONTENT_TYPE,
     PodsDocumentError,
-    ReceivedNodePods,
     parse_answered_at,
     parse_node_pods,
     parse_stream_event,
 )
-from toolkit.logs import fields
-from toolkit.pods import Pod
+from toolkit.pods_contract import NodePods as ReceivedNodePods
 from toolkit.responses import UpstreamAnswerError, read_bounded
 
 log = logging.getLogger(__name__)

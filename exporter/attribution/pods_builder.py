@@ -1,4 +1,4 @@
-"""Build the `/pods` document (exporter.pods_document) from snapshots, with per-pod utilization averaged over a window.
+"""Build the `/pods` document (toolkit.pods_contract) from snapshots, with per-pod utilization averaged over a window.
 
 The poll loop hands every snapshot to one `PodsDocumentBuilder`. For each (pod, container, device) row it keeps the
 utilization samples of the last `window_seconds`; the document reports their mean, the span they really cover (never
@@ -13,8 +13,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from exporter.pods_document import ContainerView, DeviceFigures, NodePods, PodView
 from exporter.snapshot import DeviceReading, MigIdentity, PodDeviceUse, Snapshot
+from toolkit.pods_contract import ContainerView, DeviceFigures, NodePods, PodView
 
 DEFAULT_WINDOW_SECONDS = 60.0
 MEMORY_TOTAL = "fb_total"  # catalogue key, bytes
@@ -47,8 +47,8 @@ class PodsDocumentBuilder:
     def __init__(self, *, interval_seconds: float, window_seconds: float = DEFAULT_WINDOW_SECONDS) -> None:
         if interval_seconds <= 0 or window_seconds <= 0:
             raise ValueError("the /pods interval and window must be positive")
-        self.interval = interval_seconds
-        self.window = max(window_seconds, interval_seconds)
+        self.interval = float(interval_seconds)  # JSON `1.0` for 1, as the document's type says
+        self.window = float(max(window_seconds, interval_seconds))
         # bounded even if snapshots come faster than the interval (each sample then covers less than one interval)
         self._max_points = math.ceil(self.window / self.interval) + 1
         self._rows: dict[_RowKey, _Samples] = {}

@@ -22,7 +22,7 @@ from pathlib import Path
 import aiohttp
 
 import exporter
-from exporter.pods_document import NodePods
+from toolkit.pods_contract import NodePods, parse_node_pods
 
 _PR_SET_PDEATHSIG = 1
 
@@ -70,7 +70,7 @@ class NodeExporter:
             async with session.get(f"{self.url}/pods") as response:
                 if response.status != 200:
                     return None
-                return NodePods.model_validate_json(await response.read())
+                return parse_node_pods(await response.read())
         except (aiohttp.ClientError, TimeoutError, ValueError):
             return None
 

@@ -17,8 +17,12 @@ from typing import Any
 import msgspec
 
 from adapter.sources.nodepods import Namespaces, NodePodsCache, _Feed, _FeedError
-from exporter.pods_document import ReceivedContainer, ReceivedDevice, ReceivedNodePods, ReceivedPod, parse_node_pods
 from tests.support.clocks import ManualClock
+from toolkit.pods_contract import ContainerView as ReceivedContainer
+from toolkit.pods_contract import DeviceFigures as ReceivedDevice
+from toolkit.pods_contract import NodePods as ReceivedNodePods
+from toolkit.pods_contract import PodView as ReceivedPod
+from toolkit.pods_contract import parse_node_pods
 
 
 @dataclass(frozen=True)

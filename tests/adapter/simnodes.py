@@ -1,7 +1,7 @@
 """Simulated node endpoints: small HTTP servers that answer `/pods` and `/metrics` as a gpu-pulse exporter would.
 
 They stand in for the exporters (external processes, from the adapter's point of view) in adapter tests: `/pods`
-serves an `exporter.pods_document.NodePods` document, the very model the exporter serializes (or, asked with
+serves a `toolkit.pods_contract.NodePods` document, the very structs the exporter serializes (or, asked with
 `watch=1`, a stream of them, one line each interval, as the exporter streams; `streams=False` makes a node of an
 exporter version without streams), and `/metrics` the
 exporter's own exposition rendering (prometheus dialect) of a snapshot holding the same figures. A node can be stopped
@@ -21,7 +21,8 @@ from aiohttp import web
 
 from exporter.catalogue import Dialect
 from exporter.exposition.render import render_exposition
-from exporter.pods_document import (
+from exporter.snapshot import DeviceReading, GpuIdentity, MigIdentity, PodDeviceUse, PodRef, ShareMethod, Snapshot
+from toolkit.pods_contract import (
     ANSWERED_AT_HEADER,
     STREAM_CONTENT_TYPE,
     ContainerView,
@@ -29,9 +30,9 @@ from exporter.pods_document import (
     NodePods,
     PodView,
     answered_at_header,
+    encode_node_pods,
     stream_event,
 )
-from exporter.snapshot import DeviceReading, GpuIdentity, MigIdentity, PodDeviceUse, PodRef, ShareMethod, Snapshot
 
 
 @dataclass
@@ -203,7 +204,7 @@ class SimulatedNode:
         if self.broken is not None:
             return web.Response(text=self.broken, content_type="application/json")
         self.documents += 1
-        body = self.document(namespaces).model_dump_json().encode()
+        body = encode_node_pods(self.document(namespaces))
         # the answer is dated on this node's clock, like a real exporter's
         now = self.clock()
         headers = {"Date": formatdate(now, usegmt=True), ANSWERED_AT_HEADER: answered_at_header(now)}
@@ -220,7 +221,7 @@ class SimulatedNode:
                 if self.broken is not None:
                     line = self.broken.encode() + b"\n"
                 else:
-                    body = self.document(namespaces).model_dump_json().encode()
+                    body = encode_node_pods(self.document(namespaces))
                     line = stream_event(self.clock(), body)  # dated on this node's clock
                 self.documents += 1
                 await response.write(line)

@@ -25,13 +25,13 @@ from pathlib import Path
 import pytest
 
 from adapter.quantity import parse_quantity
-from exporter.pods_document import NodePods
 from tests.support.hpa import hpa_desired_replicas
 from tests.support.kubectl import run_kubectl
 from tests.support.loopback import free_port, http_get
 from tests.support.processes import clean_environment, stop_process
 from tests.support.tools import require_tool
 from tests.support.waiting import wait_for
+from toolkit.pods_contract import NodePods, parse_node_pods
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -114,7 +114,7 @@ def demo(tmp_path: Path) -> Iterator[RunningDemo]:
 
 def _documents(demo: RunningDemo) -> dict[str, NodePods]:
     return {
-        node: NodePods.model_validate_json(http_get(f"{url}/pods?namespace=demo", timeout=5))
+        node: parse_node_pods(http_get(f"{url}/pods?namespace=demo", timeout=5))
         for node, (url, _) in demo.exporters().items()
     }
 

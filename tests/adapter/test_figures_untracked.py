@@ -16,7 +16,7 @@ from functools import partial
 from adapter.metrics_config import MetricDefinition, default_metrics_config
 from adapter.sources.model import PodFigures, ServedValue
 from adapter.sources.nodepods import IndexedFigures, NodeAnswer, _add_entries
-from exporter.pods_document import parse_node_pods
+from toolkit.pods_contract import parse_node_pods
 
 AT = datetime(2026, 11, 27, 12, 0, 0, tzinfo=UTC).isoformat().replace("+00:00", "Z")
 

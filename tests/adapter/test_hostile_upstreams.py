@@ -26,12 +26,12 @@ from adapter.sources.exporters import StaticExporters
 from adapter.sources.nodepods import MISS, NodePodsCache, exporter_clock_offset
 from adapter.sources.promanswers import SERIES_PER_BYTE, LargeAnswers
 from adapter.sources.prometheus import PrometheusSource
-from exporter.pods_document import STREAM_CONTENT_TYPE, NodePods, PodView, stream_event
 from tests.adapter.simcluster import AdapterFactory, Cluster
 from tests.adapter.simnodes import Gpu
 from tests.adapter.test_direct_source import PODS, direct, served, timestamp
 from tests.support.clocks import ManualClock
 from tests.support.waiting import eventually
+from toolkit.pods_contract import STREAM_CONTENT_TYPE, NodePods, PodView, encode_node_pods, stream_event
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -140,7 +140,7 @@ async def test_a_stalled_or_garbled_stream_drops_its_node_until_it_streams_again
     cluster: Cluster, upstreams: Callable[[Handler], Awaitable[Upstream]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(nodepods, "STALL_SECONDS", 0.3)
-    good = cluster.nodes["gpu-2"].document(None).model_dump_json().encode()
+    good = encode_node_pods(cluster.nodes["gpu-2"].document(None))
     behaviour = {"next": "stall"}
 
     async def moody(request: web.Request) -> web.StreamResponse:
@@ -171,7 +171,7 @@ async def test_a_stalled_or_garbled_stream_drops_its_node_until_it_streams_again
 async def test_redirects_from_an_exporter_are_not_followed(
     make_adapter: AdapterFactory, cluster: Cluster, upstreams: Callable[[Handler], Awaitable[Upstream]]
 ) -> None:
-    elsewhere_body = cluster.nodes["gpu-2"].document(None).model_dump_json()
+    elsewhere_body = encode_node_pods(cluster.nodes["gpu-2"].document(None)).decode()
 
     async def elsewhere_handler(request: web.Request) -> web.Response:
         return web.Response(text=elsewhere_body, content_type="application/json")
@@ -391,7 +391,7 @@ async def test_a_backlog_of_stream_lines_is_skipped_to_the_newest(
 
     def line(utilization: float) -> bytes:
         node.set_pod("other", "solo", [Gpu(utilization=utilization)])
-        return stream_event(time.time(), node.document(None).model_dump_json().encode())
+        return stream_event(time.time(), encode_node_pods(node.document(None)))
 
     async def behind(request: web.Request) -> web.StreamResponse:
         response = web.StreamResponse(headers={"Content-Type": STREAM_CONTENT_TYPE})
@@ -417,7 +417,7 @@ async def test_a_backlog_of_stream_lines_is_skipped_to_the_newest(
 async def test_a_node_that_answered_too_late_many_times_is_followed_once_it_answers(
     cluster: Cluster, upstreams: Callable[[Handler], Awaitable[Upstream]]
 ) -> None:
-    good = cluster.nodes["gpu-2"].document(None).model_dump_json().encode()
+    good = encode_node_pods(cluster.nodes["gpu-2"].document(None))
     late = {"requests": 8}
 
     async def slow_then_fine(request: web.Request) -> web.StreamResponse:

@@ -25,12 +25,12 @@ from adapter.sources.direct import DirectSource
 from adapter.sources.exporters import StaticExporters
 from adapter.sources.nodepods import NodePodsCache
 from adapter.sources.prometheus import PrometheusSource
-from exporter.pods_document import NodePods
 from simulation.kubeapi import KubeApiServer
 from tests.adapter.promserver import Prometheus, free_port
 from tests.support.waiting import eventually
 from toolkit.backoff import Backoff
 from toolkit.kubeclient import api_client
+from toolkit.pods_contract import NodePods, parse_node_pods
 
 REPO = Path(__file__).resolve().parents[2]
 # node -> (scenario, dialect): the default metrics must work with either dialect, and DRA claims with both sources
@@ -51,7 +51,7 @@ class Exporter:
 
     def document(self) -> NodePods:
         with urllib.request.urlopen(f"{self.url}/pods", timeout=5) as response:
-            return NodePods.model_validate_json(response.read())
+            return parse_node_pods(response.read())
 
 
 def _started(node: str, scenario: str, dialect: str, log: Path) -> Exporter:

@@ -21,7 +21,7 @@ from fleet_cluster import GpuPod, Node, Snapshots, sample_second, utilization_te
 from adapter.api.bodies import CustomItems, described_object, rfc3339
 from adapter.quantity import canonical_quantity
 from adapter.sources.model import ServedValue
-from exporter.pods_document import parse_node_pods
+from toolkit.pods_contract import parse_node_pods
 
 NAMESPACE, DEPLOYMENT = "team-01", "infer-001"
 ASKED = 1_800_000_000.25  # the question's time; the answer came 10 ms later

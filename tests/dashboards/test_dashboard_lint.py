@@ -10,14 +10,14 @@ from typing import Any
 
 import pytest
 
-from dashboards.board import RECORDED_EVERY, SCHEMA_VERSION, Query, recorded_step
 from dashboards.generate import ROOT, allowed_names, boards, expressions, main, panels, render_all, stale_files
+from dashboards.grafana import RECORDED_EVERY, SCHEMA_VERSION, Query, recorded_step
 from dashboards.node import CHARTED, covered_keys
 from exporter.catalogue import MEASUREMENTS, Dialect
-from report.window import parse_duration
 from rules.inventory import adapter_names, exporter_names
 from rules.jobs import Jobs
 from rules.promql import metric_names
+from toolkit.durations import parse_duration
 
 FILES = sorted((ROOT / "dist").glob("*.json"))
 RANGE_FUNCTION = re.compile(r"\b(rate|irate|increase|deriv|changes|predict_linear|[a-z]+_over_time)\(")

@@ -10,8 +10,8 @@ from decimal import Decimal
 from typing import Any
 
 from adapter.quantity import parse_quantity
-from exporter.pods_document import NodePods
 from tests.e2e.cluster import Workload
+from toolkit.pods_contract import NodePods
 
 CUSTOM = "/apis/custom.metrics.k8s.io"
 EXTERNAL = "/apis/external.metrics.k8s.io/v1beta1"

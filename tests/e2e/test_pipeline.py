@@ -19,7 +19,6 @@ from adapter.quantity import parse_quantity
 from dashboards.generate import boards
 from exporter.attribution.pods_builder import DEFAULT_WINDOW_SECONDS
 from exporter.catalogue import Dialect
-from exporter.pods_document import NodePods
 from tests.e2e.answers import (
     CUSTOM,
     EXTERNAL,
@@ -70,6 +69,7 @@ from tests.support.dashboard_queries import board_dialects, panel_targets, query
 from tests.support.kubectl import kubectl_get_raw
 from tests.support.prometheus import shipped_rules
 from tests.support.waiting import wait_for
+from toolkit.pods_contract import NodePods
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
 

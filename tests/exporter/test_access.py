@@ -23,12 +23,12 @@ from exporter.access import (
     load_access,
     load_reviewed_access,
 )
-from exporter.pods_document import MAX_STREAMS, parse_stream_event
 from exporter.server import build_app
 from simulation.kubeapi import KubeApiServer, TokenUser
 from tests.support.loopback import free_port
 from tests.support.snapshots import SimulatedNode
 from toolkit.kubeclient import api_client
+from toolkit.pods_contract import MAX_STREAMS, parse_stream_event
 from toolkit.tokenreview import TokenReviewer
 
 ADAPTER = "system:serviceaccount:gpu-pulse:gpu-pulse-adapter"

@@ -1,8 +1,9 @@
-"""The /pods document (exporter.pods_document) built from snapshots: schema, utilization windows, sample timestamps, and
+"""The /pods document (toolkit.pods_contract) built from snapshots: schema, utilization windows, sample timestamps, and
 pods that come and go."""
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from datetime import UTC, datetime
 
@@ -11,7 +12,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from exporter.attribution.pods_builder import PodsDocumentBuilder
-from exporter.pods_document import SCHEMA_VERSION, NodePods
+from exporter.pods_answers import SerializedPods
 from exporter.snapshot import (
     DeviceReading,
     GpuIdentity,
@@ -21,6 +22,7 @@ from exporter.snapshot import (
     ShareMethod,
     Snapshot,
 )
+from toolkit.pods_contract import SCHEMA_VERSION, PodsDocumentError, encode_node_pods, parse_node_pods
 
 T0 = 1_760_000_000.0
 GIB = 1024**3
@@ -72,7 +74,7 @@ def test_schema_and_figures() -> None:
     )
     assert document.api_version == SCHEMA_VERSION
     assert document.node == "node-1" and document.kubelet_up is True and document.interval_seconds == 1.0
-    parsed = NodePods.model_validate_json(document.model_dump_json())
+    parsed = parse_node_pods(encode_node_pods(document))
     assert parsed == document
     assert [(p.namespace, p.name) for p in document.pods] == [("ml", "a"), ("ml", "b"), ("research", "m")]
     a = document.pods[0]
@@ -102,7 +104,7 @@ def test_timestamps_are_sample_times_not_now() -> None:
     expected = datetime.fromtimestamp(T0 - 3600, UTC)
     assert document.generated_at == expected
     assert document.pods[0].sampled_at == expected
-    assert '"sampled_at":"' in document.model_dump_json()
+    assert b'"sampled_at":"' in encode_node_pods(document)
 
 
 def test_utilization_is_the_mean_over_the_window_actually_covered() -> None:
@@ -125,7 +127,7 @@ def test_the_window_is_given_without_clock_noise() -> None:
     for k in range(15):
         document = builder(snapshot(T0 + k * 0.9999925926, use("a", GPU0.uuid, 10.0)))
     assert document.pods[0].window_seconds == 15.0
-    assert '"window_seconds":15.0' in document.model_dump_json()
+    assert b'"window_seconds":15.0' in encode_node_pods(document)
 
 
 def test_a_pod_that_leaves_and_returns_starts_a_new_window() -> None:
@@ -196,3 +198,14 @@ def test_window_mean_and_span(interval: float, window: float, values: list[float
     assert pod.window_seconds <= window
     assert pod.window_seconds == pytest.approx(min(window, len(kept) * interval))
     assert pod.sampled_at == datetime.fromtimestamp(newest, UTC)
+
+
+def test_a_figure_a_reader_would_refuse_is_never_published() -> None:
+    """A driver that reports a megawatt for one pod: the document is built (msgspec checks bounds on decoding, not on
+    building) but not serialized, so the poll loop keeps the previous one (tests/exporter/test_loop.py)."""
+    builder = PodsDocumentBuilder(interval_seconds=1.0)
+    sound = use("a", GPU0.uuid, 10.0)
+    SerializedPods.of(builder(snapshot(T0, sound)))
+    absurd = dataclasses.replace(sound, power_milliwatts=1e9)
+    with pytest.raises(PodsDocumentError, match=r"pods\.0\.containers\.0\.devices\.0\.power_watts"):
+        SerializedPods.of(builder(snapshot(T0 + 1, absurd)))

@@ -23,9 +23,9 @@ from prometheus_client.openmetrics.parser import text_string_to_metric_families 
 from prometheus_client.parser import text_string_to_metric_families
 
 from exporter.access import load_access
-from exporter.pods_document import ANSWERED_AT_HEADER, parse_answered_at
 from exporter.server import build_app
 from tests.support.snapshots import SimulatedNode
+from toolkit.pods_contract import ANSWERED_AT_HEADER, parse_answered_at
 from toolkit.serving import start_server
 from toolkit.settings import ListenAddress
 from toolkit.tls import server_context

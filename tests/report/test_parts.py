@@ -1,9 +1,8 @@
-"""The report's parts that stand alone: durations and the window, sketches, the MIG table, recommendations."""
+"""The report's parts that stand alone: the window, sketches, recommendations, prices, the page."""
 
 from __future__ import annotations
 
 import math
-from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -11,23 +10,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from report.accumulate import EdgeSteps, pod_steps
-from report.migprofiles import MIG_MODELS, PROFILE_GPU_FRACTIONS, gpu_fraction, mig_model
 from report.model import Action, Placement, WorkloadFigures, WorkloadKey
 from report.recommend import recommend
 from report.sketch import bytes_sketch, ratio_sketch
-from report.thresholds import Thresholds
-from report.window import MAX_STEPS, Window, choose_step, format_duration, parse_duration
-
-
-@given(st.integers(min_value=1, max_value=10**8))
-def test_a_duration_reads_back(seconds: int) -> None:
-    assert parse_duration(format_duration(seconds)) == seconds
-
-
-@pytest.mark.parametrize("text", ["", "7", "d", "7 days", "-1h", "0s", "1.5h", "7dd"])
-def test_a_bad_duration_says_what_is_accepted(text: str) -> None:
-    with pytest.raises(ValueError, match="a duration such as 7d"):
-        parse_duration(text)
+from report.window import MAX_STEPS, Window, choose_step
+from toolkit.thresholds import Thresholds
 
 
 @given(st.integers(min_value=60, max_value=400 * 86400), st.integers(min_value=1_600_000_000, max_value=2_000_000_000))
@@ -64,39 +51,6 @@ def test_a_sketch_ignores_gaps_and_merges() -> None:
     a.merge(b)
     assert a.count == 2 and a.peak == 3 * 2.0**30 and a.quantile(1.0) == 3 * 2.0**30
     assert ratio_sketch().quantile(0.5) is None
-
-
-def test_every_profile_name_holds_one_share_of_its_gpu() -> None:
-    assert PROFILE_GPU_FRACTIONS["1g.10gb"] == Fraction(1, 7)
-    assert PROFILE_GPU_FRACTIONS["3g.40gb"] == Fraction(3, 7)
-    assert PROFILE_GPU_FRACTIONS["2g.12gb"] == Fraction(1, 2)  # A30: 4 slices
-    for model in MIG_MODELS:
-        full = model.profiles[-1]
-        assert full.gpu_fraction == 1 and full.memory_fraction == 1, model.product
-        assert [p.compute_slices for p in model.profiles] == sorted(p.compute_slices for p in model.profiles)
-
-
-@pytest.mark.parametrize(
-    ("name", "product"),
-    [
-        ("NVIDIA H100 80GB HBM3", "H100 80GB (SXM5, PCIe)"),
-        ("NVIDIA H100 NVL", "H100 94GB (NVL)"),
-        ("NVIDIA A100-SXM4-40GB", "A100 40GB"),
-        ("NVIDIA A100 80GB PCIe", "A100 80GB"),
-        ("NVIDIA A30", "A30 24GB"),
-        ("NVIDIA H200", "H200 141GB (SXM5, NVL)"),
-    ],
-)
-def test_nvml_names_find_their_profiles(name: str, product: str) -> None:
-    model = mig_model(name)
-    assert model is not None and model.product == product
-    assert mig_model("NVIDIA L4") is None and mig_model("Tesla T4") is None
-
-
-def test_a_profile_the_table_lacks_counts_its_slices_of_seven() -> None:
-    assert gpu_fraction("1c.3g.40gb") == Fraction(3, 7)
-    assert gpu_fraction("2g.48gb") == Fraction(2, 7)
-    assert gpu_fraction("8g.200gb") == 1 and gpu_fraction("mystery") == 1
 
 
 def figures(**changes: object) -> WorkloadFigures:

@@ -9,10 +9,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from exporter.catalogue import Dialect
-from exporter.pods_document import NodePods
 from tests.support.loopback import free_port, http_get
 from tests.support.processes import ChildProcesses, clean_environment, python_module
 from tests.support.tools import require_tool
+from toolkit.pods_contract import NodePods, parse_node_pods
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,7 @@ class ExporterProcess:
     def document(self, namespace: str | None = None) -> NodePods:
         query = f"?namespace={namespace}" if namespace else ""
         with urllib.request.urlopen(f"{self.url}/pods{query}", timeout=5) as response:
-            return NodePods.model_validate_json(response.read())
+            return parse_node_pods(response.read())
 
     def metrics(self) -> str:
         return http_get(f"{self.url}/metrics", timeout=5).decode()

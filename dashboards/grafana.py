@@ -37,10 +37,10 @@ from grafana_foundation_sdk.models.dashboard import (
 from grafana_foundation_sdk.models.prometheus import PromQueryFormat
 
 from exporter.catalogue import Dialect
-from report.window import parse_duration
 from rules.dialect import Vocabulary
 from rules.promql import metric_names
 from rules.recording import recording_intervals
+from toolkit.durations import parse_duration
 
 DATASOURCE = DataSourceRef(type_val="prometheus", uid="${datasource}")
 REF_IDS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"

@@ -1,17 +1,11 @@
-"""MIG GPU-instance profiles per GPU model: what each profile holds of its GPU, from NVIDIA's Multi-Instance GPU User
-Guide, "Supported MIG Profiles" (docs.nvidia.com/datacenter/tesla/mig-user-guide, read for the R570/R580 drivers):
-per product, the profile name, its fraction of memory (memory slices) and its fraction of SMs (compute slices).
+"""MIG GPU-instance profiles per GPU model: what each profile holds of its GPU (compute and memory slices, and the
+gigabytes in its name), from NVIDIA's Multi-Instance GPU User Guide, "Supported MIG Profiles"
+(https://docs.nvidia.com/datacenter/tesla/mig-user-guide/). The report, the waste recording rules and the waste
+dashboard count GPU shares with this one table; the method and its limits: docs/rightsizing.md, "MIG profiles".
 
-- GA100, GH100 and GB100 GPUs (A100, H100, H200, B200) have 7 compute slices and 8 memory slices; A30 has 4 and 4.
-- The profile name says its compute slices and its memory: `3g.40gb` is 3 compute slices and 40 GB. The memory a
-  profile offers is taken as that number of gigabytes (10^9 bytes): a little under what the instance reports (the
-  guide's `nvidia-smi mig -lgip` listing gives 9.75 GiB, 10.47e9 bytes, for 1g.10gb on an H100 80GB), never over.
-- `+me` profiles add the media engines to a 1g (or, on A30, 2g) instance: the same slices as the profile without.
-- The user guide's A100-SXM4-40GB table lists 1g.10gb with 1/8 of the memory; its name, its 4 possible instances and
-  the `-lgip` listing (9.62 GiB) say 2/8, which is what this table records.
-
-A profile this table does not know (another model, a compute-instance profile such as `1c.3g.40gb`) counts its GPU
-instance's slices out of 7: `(Nc.)Mg.*` is M/7 of a GPU. The recording rules (rules/waste.py) make the same choice.
+The A100-SXM4-40GB table of the guide gives 1g.10gb 1/8 of the memory; its name, its 4 possible instances and the
+driver's `nvidia-smi mig -lgip` listing say 2/8, which is what this table records. A profile the table does not know
+(another model, a compute-instance profile such as `1c.3g.40gb`) counts its GPU-instance slices out of 7.
 """
 
 from __future__ import annotations
@@ -48,6 +42,7 @@ class MigProfile:
 
     @property
     def memory_bytes(self) -> int:
+        """The name's gigabytes in 10^9 bytes: a little under what the instance reports, never over."""
         return self.memory_gb * GB
 
 
@@ -65,7 +60,8 @@ class MigModel:
 
 
 def _seven_slices(one: int, two: int, half: int, full: int) -> tuple[MigProfile, ...]:
-    """The profiles of a 7-compute, 8-memory-slice GPU: 1g (1/8 memory), 1g and 2g (2/8), 3g and 4g (4/8), 7g."""
+    """The profiles of a 7-compute, 8-memory-slice GPU (GA100, GH100, GB100): 1g (1/8 memory), 1g and 2g (2/8), 3g and
+    4g (4/8), 7g; a `+me` profile (media engines) holds the slices of the one without."""
 
     def p(name: str, c: int, m: int, gb: int) -> MigProfile:
         return MigProfile(name, c, m, 7, 8, gb)

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from exporter.pods_document import PodsDocumentError, parse_node_pods
+from toolkit.pods_contract import PodsDocumentError, parse_node_pods
 
 
 def document(**changes: Any) -> dict[str, Any]:
