@@ -21,6 +21,7 @@ from aiohttp import web
 from exporter.access import Access
 from exporter.loop import PollLoop, Published
 from exporter.page import render_page
+from toolkit.negotiation import accepts_gzip, content_type, wants_openmetrics
 from toolkit.pods_contract import (
     ANSWERED_AT_HEADER,
     MAX_STREAMS,
@@ -29,7 +30,6 @@ from toolkit.pods_contract import (
     answered_at_header,
     stream_event,
 )
-from toolkit.negotiation import accepts_gzip, content_type, wants_openmetrics
 
 log = logging.getLogger("exporter.server")
 
