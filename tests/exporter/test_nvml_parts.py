@@ -204,12 +204,14 @@ def test_unselected_measurements_are_not_read() -> None:
     assert probes_for(frozenset({"gpu_util"}), mig=True) == []  # MIG instances give memory only
 
 
-def test_pcie_throughput_and_board_constants_are_read_every_nth_cycle() -> None:
+def test_pcie_throughput_and_the_vgpu_license_are_read_every_nth_cycle_and_board_constants_once() -> None:
     table = probes_for(NVML_MEASUREMENTS, mig=False, pcie_every=5, constant_every=60)
     chosen = {probe.name: probe.every for probe, _ in table}
     assert chosen["pcie_tx_throughput"] == chosen["pcie_rx_throughput"] == 5
-    assert chosen["slowdown_threshold"] == chosen["vgpu_license"] == 60
+    assert chosen["vgpu_license"] == 60
     assert chosen["utilization"] == 1
+    static = {probe.name for probe, _ in table if probe.static}
+    assert static == {"slowdown_threshold", "shutdown_threshold", "gpu_max_threshold"}
 
 
 def _keys(entries: tuple[tuple[str, int, int], ...]) -> tuple[str, ...]:
