@@ -14,7 +14,7 @@ from exporter.collection import HistoryPoint
 from exporter.nvml import NVML_MEASUREMENTS, enabled_measurements
 from exporter.nvml.discovery import as_flag, cuda_version_string
 from exporter.nvml.errors import Disposition, ErrorNames, disposition
-from exporter.nvml.fields import FIELDS, MAX_LINKS, field_entries, field_value
+from exporter.nvml.fields import FIELDS, MAX_LINKS, decoded_entries, field_entries, field_value
 from exporter.nvml.history import SampleHistory
 from exporter.nvml.probes import probes_for
 from exporter.nvml.profiles import profile_from_attributes, profile_from_name
@@ -261,3 +261,37 @@ def test_a_field_of_unknown_value_type_is_refused() -> None:
     entry.valueType = 42
     with pytest.raises(ValueError, match="unknown NVML value type 42"):
         field_value(entry)
+
+
+@given(
+    st.lists(
+        st.sampled_from(sorted(_VALUE_TYPES)).flatmap(lambda t: st.tuples(st.just(t), _VALUE_TYPES[t][1])),
+        min_size=1,
+        max_size=40,
+    ),
+    st.integers(0, 2**62),
+)
+def test_an_answer_decoded_from_memory_reads_as_its_entries_do(cases: list[tuple[int, float]], stamp: int) -> None:
+    """pynvml's array is decoded in one pass (nvml.h's nvmlFieldValue_t layout): the same values, codes and
+    timestamps as read entry by entry through pynvml's attributes; a refused entry keeps its code."""
+    entries = (pynvml.c_nvmlFieldValue_t * len(cases))()
+    for i, (value_type, value) in enumerate(cases):
+        entries[i].fieldId = 82
+        entries[i].valueType = value_type
+        entries[i].timestamp = stamp + i
+        entries[i].nvmlReturn = pynvml.NVML_ERROR_NOT_SUPPORTED if i % 3 == 2 else pynvml.NVML_SUCCESS
+        setattr(entries[i].value, _VALUE_TYPES[value_type][0], value)
+    expected = [
+        (int(e.nvmlReturn), field_value(e) if int(e.nvmlReturn) == 0 else 0.0, int(e.timestamp)) for e in entries
+    ]
+    assert list(decoded_entries(entries)) == expected
+    assert list(decoded_entries(list(entries))) == expected  # not a buffer: attribute by attribute
+
+
+def test_an_answer_with_an_unknown_value_type_is_refused_in_either_reading() -> None:
+    entries = (pynvml.c_nvmlFieldValue_t * 1)()
+    entries[0].fieldId = 82
+    entries[0].valueType = 42
+    for answer in (entries, list(entries)):
+        with pytest.raises(ValueError, match="unknown NVML value type 42"):
+            list(decoded_entries(answer))
