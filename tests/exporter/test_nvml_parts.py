@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from exporter.catalogue import BY_KEY, DEFAULT_MEASUREMENTS
 from exporter.collection import HistoryPoint
-from exporter.nvml import NVML_MEASUREMENTS, enabled_measurements
+from exporter.nvml import NVML_MEASUREMENTS, CollectorSettings, enabled_measurements
 from exporter.nvml.discovery import as_flag, cuda_version_string
 from exporter.nvml.errors import Disposition, ErrorNames, disposition
 from exporter.nvml.fields import FIELDS, MAX_LINKS, decoded_entries, field_entries, field_value
@@ -295,3 +295,17 @@ def test_an_answer_with_an_unknown_value_type_is_refused_in_either_reading() -> 
     for answer in (entries, list(entries)):
         with pytest.raises(ValueError, match="unknown NVML value type 42"):
             list(decoded_entries(answer))
+
+
+# ---- collector settings --------------------------------------------------------------------------------------------
+
+
+def test_collector_settings_turn_periods_into_cycles_and_refuse_a_non_positive_interval() -> None:
+    settings = CollectorSettings(interval_seconds=2.0, pcie_period_seconds=5.0, constant_period_seconds=60.0)
+    assert (settings.pcie_every, settings.constant_every) == (3, 30)
+    assert settings.slow_call_deadline == 2.0  # a GPU is stalled after one interval unless told otherwise
+    assert CollectorSettings(slow_call_seconds=0.02).slow_call_deadline == 0.02
+    assert CollectorSettings(interval_seconds=0.5).pcie_every == 10
+    assert CollectorSettings(interval_seconds=10.0).pcie_every == 1
+    with pytest.raises(ValueError, match="interval must be positive, got 0"):
+        CollectorSettings(interval_seconds=0)
