@@ -24,7 +24,7 @@ from exporter.attribution.pods_builder import PodsDocumentBuilder
 from exporter.catalogue import Dialect
 from exporter.exposition import ExpositionRenderer
 from exporter.loop import PollLoop
-from exporter.nvml import NvmlCollector
+from exporter.nvml import CollectorSettings, NvmlCollector
 from simulation import Scenario, Simulator, build_scenario, install
 from simulation.kubelet import SimulatedPodSide, start_simulated_pod_side
 from simulation.node import static_directory_of
@@ -93,7 +93,7 @@ def node(
     attributor = builder = None
     try:
         with install(Simulator(scenario)):
-            collector = NvmlCollector(pynvml, interval_seconds=interval)
+            collector = NvmlCollector(pynvml, CollectorSettings(interval_seconds=interval))
             collector.start()
             try:
                 if side is not None:

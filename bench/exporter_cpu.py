@@ -2,7 +2,7 @@
 
 1. In this process, the real pipeline's cycle (collect + render + /pods), CPU time of the process (the GPUs are read
    on their own threads), median of the cycles; the simulator's own share (it stands in for libnvidia-ml, whose calls
-   are C and near free) is estimated with a profile of the polling thread and taken out.
+   are C and near free) is estimated with a CPU-time profile of every thread of a second pipeline and taken out.
 2. The whole exporter as its own process (`python -m exporter --simulate h100x8 --interval 1`: poll thread, XID
    listener, event loop, simulator included), CPU seconds from /proc over a window with a Prometheus-like scrape every
    15 s. The baseline is one core: 1 CPU second per second.
@@ -19,6 +19,7 @@ import os
 import pstats
 import statistics
 import sys
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -45,18 +46,46 @@ def in_process(cycles: int) -> tuple[float, float]:
             loop.poll_once()
             costs.append(time.process_time() - started)
             time.sleep(0.15)
-        profile = cProfile.Profile()
-        for _ in range(10):
-            profile.enable()
-            loop.poll_once()
-            profile.disable()
-            time.sleep(0.15)
-    stats = pstats.Stats(profile).stats  # type: ignore[attr-defined]
-    total = sum(entry[2] for entry in stats.values())
-    simulated = sum(
-        entry[2] for (filename, _, _), entry in stats.items() if os.path.realpath(filename).startswith(SIMULATION)
-    )
-    return statistics.median(costs), simulated / total
+    return statistics.median(costs), simulator_share()
+
+
+def simulator_share(cycles: int = 10) -> float:
+    """The simulator's share of the CPU time of a pipeline's cycles, over every thread: each thread started while the
+    pipeline is built (the GPUs' readers, the XID listener) profiles itself on its own CPU clock."""
+    profiles: list[cProfile.Profile] = []
+    lock = threading.Lock()
+
+    def profile_this_thread(*_: object) -> None:
+        sys.setprofile(None)
+        profile = cProfile.Profile(time.thread_time)
+        with lock:
+            profiles.append(profile)
+        profile.enable()
+
+    threading.setprofile(profile_this_thread)
+    try:
+        with pipeline("h100x8") as loop:
+            for _ in range(3):
+                loop.poll_once()
+                time.sleep(0.15)
+            polling = cProfile.Profile(time.thread_time)
+            for _ in range(cycles):
+                polling.enable()
+                loop.poll_once()
+                polling.disable()
+                time.sleep(0.15)
+    finally:
+        threading.setprofile(None)  # type: ignore[arg-type]
+    total = simulated = 0.0
+    with lock:
+        everything = [polling, *profiles]
+    for profile in everything:
+        profile.disable()
+        for (filename, _, _), entry in pstats.Stats(profile).stats.items():  # type: ignore[attr-defined]
+            total += entry[2]
+            if os.path.realpath(filename).startswith(SIMULATION):
+                simulated += entry[2]
+    return simulated / total if total else 0.0
 
 
 def whole_process(seconds: float) -> float:

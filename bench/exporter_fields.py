@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT))
 import pynvml
 
 from exporter.catalogue import DEFAULT_MEASUREMENTS, LABEL_FIELDS, MEASUREMENTS
-from exporter.nvml import NvmlCollector
+from exporter.nvml import CollectorSettings, NvmlCollector
 from simulation import Simulator, install
 
 CPU_BUDGET = 0.02  # of one core
@@ -83,7 +83,7 @@ def whole_process(args: list[str], seconds: float, scrapes: int) -> tuple[float,
 def collect_cost(enabled: frozenset[str], cycles: int) -> float:
     """Median CPU seconds of one collect() of h100x8 (simulator included)."""
     with install(Simulator("h100x8", sleep=lambda _: None)):
-        collector = NvmlCollector(pynvml, enabled=enabled, interval_seconds=1.0)
+        collector = NvmlCollector(pynvml, CollectorSettings(enabled=enabled))
         collector.start()
         try:
             costs = []

@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 from exporter.catalogue import Dialect  # noqa: E402
 from exporter.exposition import ExpositionRenderer  # noqa: E402
 from exporter.loop import PollLoop  # noqa: E402
-from exporter.nvml import NvmlCollector  # noqa: E402
+from exporter.nvml import CollectorSettings, NvmlCollector  # noqa: E402
 from simulation import Simulator, build_scenario, install, load_scenario  # noqa: E402
 
 SCENARIOS = ("h100x8", "mig56")
@@ -71,7 +71,7 @@ def scenario(name: str) -> Any:
 def pipeline(name: str, dialect: Dialect = Dialect.DCGM, interval: float = 1.0) -> Iterator[PollLoop]:
     """A started collector on the simulated scenario, wrapped in a PollLoop (not started: call poll_once or start)."""
     with install(Simulator(scenario(name))):
-        collector = NvmlCollector(interval_seconds=interval)
+        collector = NvmlCollector(settings=CollectorSettings(interval_seconds=interval))
         collector.start()
         try:
             renderer = ExpositionRenderer(dialect, interval_seconds=interval, version="bench")

@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT))
 import pynvml  # noqa: E402
 
 from exporter.catalogue import MEASUREMENTS  # noqa: E402
-from exporter.nvml import NvmlCollector  # noqa: E402
+from exporter.nvml import CollectorSettings, NvmlCollector  # noqa: E402
 from simulation import Simulator, install  # noqa: E402
 
 PCIE = frozenset({"pcie_tx", "pcie_rx"})
@@ -35,7 +35,7 @@ def cycles(enabled: frozenset[str], count: int) -> list[float]:
     """Wall seconds of `count` consecutive collect() calls (after three to warm up)."""
     simulator = Simulator("a100x8")  # real time: nvmlDeviceGetPcieThroughput sleeps its 20 ms
     with install(simulator):
-        collector = NvmlCollector(pynvml, enabled=enabled, interval_seconds=1.0, pcie_period_seconds=5.0)
+        collector = NvmlCollector(pynvml, CollectorSettings(enabled=enabled, pcie_period_seconds=5.0))
         collector.start()
         try:
             for _ in range(3):

@@ -29,7 +29,7 @@ from exporter.exposition import ExpositionRenderer
 from exporter.exposition.labels import DEFAULT_LABEL_FIELDS
 from exporter.fields_report import UnservedReport, log_added, requested
 from exporter.loop import PollLoop
-from exporter.nvml import NvmlCollector
+from exporter.nvml import CollectorSettings, NvmlCollector
 from exporter.server import build_app
 from exporter.settings import PROG, ExporterSettings, load_settings
 from exporter.snapshot import Snapshot
@@ -227,10 +227,12 @@ def run(settings: ExporterSettings) -> None:
                 update={"node_name": node.simulator.scenario.node if node else socket.gethostname()}
             )
         collector = NvmlCollector(
-            enabled=keys,
-            labels=(key for key, _ in selection.labels) if selection is not None else (),
-            unserved=dict(selection.unserved) if selection is not None else None,
-            interval_seconds=settings.interval,
+            settings=CollectorSettings(
+                enabled=keys,
+                labels=tuple(key for key, _ in selection.labels) if selection is not None else (),
+                unserved=dict(selection.unserved) if selection is not None else {},
+                interval_seconds=settings.interval,
+            ),
             pid_namespace=node.pid_namespace if node is not None else None,  # the scenario's, when simulating
         )
         collector.start()  # without a usable NVML it serves, not ready, and tries again (docs/install.md)

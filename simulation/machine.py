@@ -10,6 +10,7 @@ import bisect
 import math
 import random
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
@@ -359,6 +360,13 @@ class Node:
 
     def advance(self) -> None:
         self.now()
+
+    def quiet_seconds(self, longest: float) -> float:
+        """How long a waiter may sleep (at most `longest`) without missing a timeline event: on the real clock until
+        the next one is due; on any other (a test's, stepped without a word) 20 ms, then it reads the clock again."""
+        if self.clock is not time.time and self.clock is not time.monotonic:
+            return min(longest, 0.02)
+        return max(0.0, min(longest, self._next_due - (self.clock() - self.t0)))
 
     def _apply_due(self, t: float) -> None:
         with self.lock:

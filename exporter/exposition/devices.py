@@ -11,8 +11,8 @@ from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field, replace
 
 from exporter.catalogue import DCGM_UP, KEPT_WHILE_DOWN, PROM_INFO, PROM_INFOROM_INFO, PROM_UP, Dialect, MetricType
+from exporter.exposition.families import FamilyHeader, FamilyPlan, MemberPlan
 from exporter.exposition.labels import DEFAULT_LABEL_FIELDS, dcgm_pod_pairs, device_pairs, info_pairs, inforom_pairs
-from exporter.exposition.plan import FamilyHeader, FamilyPlan, MemberPlan
 from exporter.exposition.textformat import escape_label_value, format_value, label_pairs
 from exporter.exposition.xid_names import xid_name
 from exporter.snapshot import DeviceReading, DraClaim, GpuIdentity, MigIdentity, PodDeviceUse, PodRef, Snapshot

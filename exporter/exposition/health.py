@@ -28,7 +28,7 @@ from exporter.catalogue import (
     MetricType,
 )
 from exporter.exposition.devices import Families
-from exporter.exposition.plan import FamilyHeader
+from exporter.exposition.families import FamilyHeader
 from exporter.exposition.textformat import counter_value_is_valid, format_value, label_pairs
 from exporter.snapshot import CollectorStatus, MigIdentity, Snapshot
 from toolkit.connections import CLOSED_REASONS_HELP, ConnectionStats

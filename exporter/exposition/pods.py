@@ -18,8 +18,8 @@ from exporter.catalogue import (
     MetricType,
 )
 from exporter.exposition.devices import Families
+from exporter.exposition.families import FamilyHeader
 from exporter.exposition.labels import pod_series_pairs
-from exporter.exposition.plan import FamilyHeader
 from exporter.exposition.textformat import format_value, label_pairs
 from exporter.snapshot import DeviceReading, PodDeviceUse, Snapshot
 

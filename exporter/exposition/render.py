@@ -11,9 +11,9 @@ from dataclasses import dataclass
 
 from exporter.catalogue import DCGM_HOSTNAME_LABELS, DcgmFamily, Dialect
 from exporter.exposition.devices import DeviceSeries, Families
+from exporter.exposition.families import plan_families
 from exporter.exposition.health import HealthSeries
 from exporter.exposition.labels import DEFAULT_LABEL_FIELDS
-from exporter.exposition.plan import plan_families
 from exporter.exposition.pods import PodSeries
 from exporter.exposition.textformat import OPENMETRICS_EOF
 from exporter.snapshot import Snapshot

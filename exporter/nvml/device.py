@@ -21,6 +21,7 @@ from exporter.nvml.pcie import GpuLost, PcieSampler
 from exporter.nvml.probes import Probe
 from exporter.nvml.processes import ProcessSampler
 from exporter.nvml.rates import NvlinkRates
+from exporter.nvml.reader_plan import ReaderPlan
 from exporter.nvml.status import CycleStatus
 from exporter.snapshot import EMPTY_REASONS, DeviceReading, GpuIdentity, MigIdentity, ProcessUsage
 from toolkit.logs import fields
@@ -45,7 +46,7 @@ class GpuLostError(Exception):
 
 
 class DeviceReader:
-    """Reads one device every cycle. The tables are built once; only the collector's thread calls `read`."""
+    """Reads one device every cycle, as its plan says (`reader_plan.py`); only the device's thread calls `read`."""
 
     def __init__(
         self,
@@ -54,14 +55,12 @@ class DeviceReader:
         handle: Any,
         faults: DeviceFaults,
         clock: Callable[[], float],
+        plan: ReaderPlan,
         *,
-        probes: list[tuple[Probe, tuple[tuple[int, str], ...]]],
-        fields: FieldBatch | None = None,
         processes: ProcessSampler | None = None,
         gpm: GpmSampler | None = None,
         pcie: PcieSampler | None = None,
         enabled: frozenset[str] = frozenset(),
-        cannot_give: Mapping[str, str] | None = None,
         ecc_enabled: bool = True,
     ) -> None:
         self.nvml = nvml
@@ -69,7 +68,8 @@ class DeviceReader:
         self.handle = handle
         self.faults = faults
         self._clock = clock
-        self._probes = [entry for entry in probes if entry[0].name not in faults.unsupported]
+        self._probes = list(plan.probes)
+        fields = FieldBatch(plan.fields) if plan.fields else None
         self._fields = fields
         self._processes = processes
         self.gpm = gpm
@@ -81,10 +81,10 @@ class DeviceReader:
         self._mig_parent = isinstance(identity, GpuIdentity) and identity.mig_enabled
         self._last_xid = "last_xid" in enabled
         self._xid_errors = "xid_errors" in enabled
-        self._held: dict[str, tuple[float, ...]] = {}  # last values of probes read every Nth cycle
+        self._held: dict[str, tuple[float, ...]] = {}  # last values of probes read every Nth cycle, or once
         self.current_call = ""  # what `read` is asking NVML now (read by the collector when a call hangs)
         # catalogue key -> what the device is asked for it (probe name or field key), to explain a refusal
-        self._asked_by: dict[str, str] = {key: probe.name for probe, keep in probes for _, key in keep}
+        self._asked_by: dict[str, str] = {key: probe.name for probe, keep in plan.probes for _, key in keep}
         if pcie is not None:
             self._asked_by.update((key, f"pcie_{key.removeprefix('pcie_')}_throughput") for key in pcie.keys)
         for key in fields.keys if fields is not None else ():
@@ -95,7 +95,7 @@ class DeviceReader:
         for key in enabled:
             if key.startswith(LINK_RATE_PREFIX) or key in LINK_VECTORS:
                 self._asked_by[key] = "nvlink_link_tx"
-        self._cannot_give = dict(cannot_give or {})  # known before asking (GPM on Ampere, MIG)
+        self._cannot_give = dict(plan.cannot_give)  # known before asking (GPM on Ampere, MIG)
         self._unavailable: Mapping[str, str] = EMPTY_REASONS
         self._reasons_seen = -1
         self._monitor_logged = False
@@ -116,10 +116,11 @@ class DeviceReader:
         cycle = self._reads
         self._reads += 1
         for probe, keep in self._probes:
-            if probe.every > 1 and cycle % probe.every:
-                got = self._held.get(probe.name)
-                if got is None:
-                    continue
+            held = self._held.get(probe.name) if probe.static or probe.every > 1 else None
+            if held is not None and (probe.static or cycle % probe.every):
+                got = held
+            elif probe.every > 1 and cycle % probe.every:
+                continue  # nothing held yet: its first read failed
             else:
                 self.current_call = probe.name
                 try:
@@ -133,7 +134,7 @@ class DeviceReader:
                     elif kind is Disposition.FAILED:
                         failures += 1
                     continue
-                if probe.every > 1:
+                if probe.every > 1 or probe.static:
                     self._held[probe.name] = got
             for position, key in keep:
                 if position < len(got):  # a probe may have no value this time (the vGPU license of some GPUs)

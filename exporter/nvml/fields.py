@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import ctypes
+import struct
+from collections.abc import Iterable, Iterator, Mapping
 from types import MappingProxyType
 from typing import Any
 
@@ -48,6 +50,20 @@ FIELDS: Mapping[str, tuple[int, int]] = MappingProxyType(
 # nvmlValueType_t -> the member of nvmlValue_t that holds the value
 _VALUE_MEMBERS: Mapping[int, str] = MappingProxyType(
     {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}
+)
+# nvmlFieldValue_t (nvml.h): fieldId, scopeId, timestamp, latencyUsec, valueType, nvmlReturn, and the 8-byte value
+# union, each member at its natural alignment, so standard sizes without padding; the members of the union by type
+_ENTRY = struct.Struct("=IIqqII8s")
+_VALUE_LAYOUTS: Mapping[int, struct.Struct] = MappingProxyType(
+    {
+        0: struct.Struct("=d"),
+        1: struct.Struct("=I"),
+        2: struct.Struct("=Q" if ctypes.sizeof(ctypes.c_ulong) == 8 else "=I"),  # unsigned long: 8 bytes on LP64
+        3: struct.Struct("=Q"),
+        4: struct.Struct("=q"),
+        5: struct.Struct("=i"),
+        6: struct.Struct("=H"),
+    }
 )
 
 NVLINK_TOTAL = "nvlink_total"  # derived: the rate of nvlink_tx + nvlink_rx
@@ -96,6 +112,28 @@ def field_value(entry: Any) -> float:
     return float(getattr(entry.value, member))
 
 
+def decoded_entries(entries: Any) -> Iterator[tuple[int, float, int]]:
+    """(nvmlReturn, value, timestamp) of each entry of a field-values answer. pynvml answers a ctypes array, read here
+    from its memory in one pass: its structures answer every attribute through Python code, which made this decoding
+    most of the exporter's own cost of a batch (docs/decisions/2026-11-28-exporter-reader-plan.md). Anything else
+    (a stand-in's list) is read attribute by attribute. Raises ValueError for a value type NVML does not define."""
+    try:
+        rows = _ENTRY.iter_unpack(entries)
+    except TypeError:  # not a buffer
+        for entry in entries:
+            code = int(entry.nvmlReturn)
+            yield code, (field_value(entry) if code == SUCCESS else 0.0), int(entry.timestamp)
+        return
+    for field, _, timestamp, _, value_type, code, raw in rows:
+        if code != SUCCESS:
+            yield code, 0.0, timestamp
+            continue
+        layout = _VALUE_LAYOUTS.get(value_type)
+        if layout is None:
+            raise ValueError(f"field {field}: unknown NVML value type {value_type}")
+        yield code, float(layout.unpack_from(raw)[0]), timestamp
+
+
 def link_count(nvml: Any, handle: Any) -> int:
     """How many NVLinks the GPU has (0 when it has none, or NVML will not say). A lost GPU raises NVMLError."""
     try:
@@ -137,11 +175,10 @@ class FieldBatch:
             return
         entries = nvml.nvmlDeviceGetFieldValues(handle, self._ids)
         dropped: list[str] = []
-        for key, entry in zip(self._keys, entries, strict=False):
-            code = int(entry.nvmlReturn)
+        for key, (code, value, timestamp) in zip(self._keys, decoded_entries(entries), strict=False):
             if code == SUCCESS:
-                into[key] = field_value(entry)
-                stamps[key] = int(entry.timestamp)
+                into[key] = value
+                stamps[key] = timestamp
             else:
                 kind = faults.record_code(key.partition(":")[0], code)
                 if kind is Disposition.UNSUPPORTED:

@@ -8,16 +8,15 @@ that finished, and never waits for one in flight. The first run is done in the p
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
 from exporter.nvml.errors import Disposition, status_code
 from exporter.nvml.faults import DeviceFaults
-from exporter.nvml.probes import Probe
+from exporter.nvml.probes import Probe, ProbeEntry
 from exporter.nvml.worker import DeviceWorker
 
-ProbeTable = list[tuple[Probe, tuple[tuple[int, str], ...]]]
+ProbeTable = list[ProbeEntry]
 # one probe's outcome: its values, or the NVML error it raised
 Outcome = tuple[Probe, tuple[tuple[int, str], ...], tuple[float, ...] | BaseException]
 
@@ -103,14 +102,3 @@ class PcieSampler:
         if self._worker is not None:
             self._worker.stop()
             self._worker = None
-
-
-def pcie_sampler(
-    nvml: Any, handle: Any, probes: ProbeTable, every: int, name: str, names: Callable[[str], bool]
-) -> tuple[PcieSampler | None, ProbeTable]:
-    """Split the PCIe throughput probes (those `names` accepts) off a device's table: (their sampler, the rest)."""
-    mine = [entry for entry in probes if names(entry[0].name)]
-    rest = [entry for entry in probes if not names(entry[0].name)]
-    if not mine:
-        return None, rest
-    return PcieSampler(nvml, handle, mine, every, name), rest

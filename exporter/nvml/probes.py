@@ -2,8 +2,8 @@
 
 The table is built once per device at discovery (no per-cycle rebuilding); a probe the device says NOT_SUPPORTED for is
 removed from that device's table for good. Counters that NVML exposes as field values are read in one batch instead
-(see `fields.py`). Board constants (temperature thresholds, the vGPU license) are read once a minute, and PCIe
-throughput, which blocks in the driver, off the poll's path (`pcie.py`).
+(see `fields.py`). Board constants (temperature thresholds) are read once, when the device's reader is built; the vGPU
+license once a minute; PCIe throughput, which blocks in the driver, off the poll's path (`pcie.py`).
 """
 
 from __future__ import annotations
@@ -35,7 +35,8 @@ class Probe:
     keys: tuple[str, ...]
     read: Callable[[Any, Any], tuple[float, ...]]  # (nvml module, handle) -> values
     every: int = 1  # read every Nth cycle; the last values are reported in between
-    constant: bool = False  # a board constant: read once a minute
+    constant: bool = False  # changes seldom: read every `constant_every` cycles
+    static: bool = False  # never changes while the driver runs: read on the reader's first cycle only
 
 
 def _utilization(nvml: Any, handle: Any) -> tuple[float, ...]:
@@ -139,29 +140,29 @@ GPU_PROBES: tuple[Probe, ...] = (
     Probe("clock_event_reasons", ("clock_event_reasons",), _clock_event_reasons),
     Probe("pcie_tx_throughput", ("pcie_tx",), _pcie_tx),
     Probe("pcie_rx_throughput", ("pcie_rx",), _pcie_rx),
-    Probe("slowdown_threshold", ("slowdown_temp",), _threshold(_THRESHOLD_SLOWDOWN), constant=True),
-    Probe("shutdown_threshold", ("shutdown_temp",), _threshold(_THRESHOLD_SHUTDOWN), constant=True),
-    Probe("gpu_max_threshold", ("max_operating_temp",), _threshold(_THRESHOLD_GPU_MAX), constant=True),
+    Probe("slowdown_threshold", ("slowdown_temp",), _threshold(_THRESHOLD_SLOWDOWN), static=True),
+    Probe("shutdown_threshold", ("shutdown_temp",), _threshold(_THRESHOLD_SHUTDOWN), static=True),
+    Probe("gpu_max_threshold", ("max_operating_temp",), _threshold(_THRESHOLD_GPU_MAX), static=True),
     Probe("vgpu_license", ("vgpu_license_status",), _vgpu_license, constant=True),
 )
 
 MIG_PROBES: tuple[Probe, ...] = (MEMORY,)
+
+ProbeEntry = tuple[Probe, tuple[tuple[int, str], ...]]  # a probe and the (position, key) pairs of its values kept
 
 PCIE_PROBES = frozenset({"pcie_tx_throughput", "pcie_rx_throughput"})
 
 PROBE_KEYS: frozenset[str] = frozenset(key for probe in GPU_PROBES for key in probe.keys)
 
 
-def probes_for(
-    enabled: frozenset[str], *, mig: bool, pcie_every: int = 1, constant_every: int = 1
-) -> list[tuple[Probe, tuple[tuple[int, str], ...]]]:
+def probes_for(enabled: frozenset[str], *, mig: bool, pcie_every: int = 1, constant_every: int = 1) -> list[ProbeEntry]:
     """The probes one device runs, each with the (position, key) pairs of its values that are enabled.
 
     A probe none of whose keys is enabled is left out: it is never called. PCIe throughput blocks 20 ms per call inside
-    the driver, so it runs every `pcie_every` cycles; board constants every `constant_every`.
+    the driver, so it runs every `pcie_every` cycles; seldom changing figures every `constant_every`.
     """
     table = MIG_PROBES if mig else GPU_PROBES
-    chosen: list[tuple[Probe, tuple[tuple[int, str], ...]]] = []
+    chosen: list[ProbeEntry] = []
     for probe in table:
         keep = tuple((i, key) for i, key in enumerate(probe.keys) if key in enabled)
         if not keep:

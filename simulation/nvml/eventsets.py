@@ -74,13 +74,18 @@ class EventSets:
             self._changed.notify_all()
 
     def wait(
-        self, n: int, timeout_s: float, advance: Callable[[], None], lost: Callable[[], Collection[int]] = tuple
+        self,
+        n: int,
+        timeout_s: float,
+        advance: Callable[[], None],
+        lost: Callable[[], Collection[int]] = tuple,
+        quiet: Callable[[float], float] = lambda longest: min(longest, _POLL_S),
     ) -> Event | None:
         """The oldest pending event of set n, waiting up to timeout_s (real time); None on timeout or a freed set.
 
         `advance` is called while waiting so that events due on the scenario timeline are delivered even when the
-        clock is simulated. Raises RegisteredGpuLostError when nothing is pending and a GPU registered in the set is
-        among `lost()`.
+        clock is simulated; `quiet(longest)` is how long to sleep before calling it again. Raises
+        RegisteredGpuLostError when nothing is pending and a GPU registered in the set is among `lost()`.
         """
         deadline = time.monotonic() + timeout_s
         with self._changed:
@@ -96,4 +101,4 @@ class EventSets:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     return None
-                self._changed.wait(min(remaining, _POLL_S))
+                self._changed.wait(quiet(remaining))

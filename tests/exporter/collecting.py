@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import fields
 from typing import Any
 
 import pynvml
 
-from exporter.nvml import NvmlCollector
+from exporter.nvml import CollectorSettings, NvmlCollector
 from simulation import Simulator, install
 from tests.support.clocks import ManualClock
+
+SETTINGS = frozenset(field.name for field in fields(CollectorSettings))
 
 
 def no_wait(seconds: float) -> None:
@@ -22,10 +25,11 @@ def collecting(
     scenario: Any, clock: ManualClock, *, sleep: Callable[[float], None] = no_wait, **options: Any
 ) -> Iterator[tuple[Simulator, NvmlCollector]]:
     """A started collector over `scenario` (a name, file or Scenario); closed and uninstalled on exit. `sleep` is how
-    the simulated driver waits."""
+    the simulated driver waits; `options` are CollectorSettings fields, or the collector's other arguments."""
     sim = Simulator(scenario, clock=clock, sleep=sleep)
     with install(sim):
-        collector = NvmlCollector(pynvml, clock=clock, wall_clock=clock, **options)
+        given = {name: options.pop(name) for name in list(options) if name in SETTINGS}
+        collector = NvmlCollector(pynvml, CollectorSettings(**given), clock=clock, wall_clock=clock, **options)
         collector.start()
         try:
             yield sim, collector

@@ -10,7 +10,7 @@ from prometheus_client.openmetrics.parser import text_string_to_metric_families 
 from prometheus_client.parser import text_string_to_metric_families as parse_text
 
 from exporter.catalogue import MetricType
-from exporter.exposition.plan import FamilyHeader, plan_families
+from exporter.exposition.families import FamilyHeader, plan_families
 from exporter.exposition.textformat import escape_label_value, format_value, openmetrics_family
 
 any_text = st.text(st.characters(blacklist_categories=("Cs",)))

@@ -602,3 +602,17 @@ def test_an_instance_created_in_an_empty_slot_is_found_by_the_periodic_probe() -
     assert len(early) == 3, "the slots were probed at start, and are probed again only every 10 s"
     assert len(found) == 4
     assert [d.uuid for d in found[:3]] == [d.uuid for d in early]
+
+
+def test_board_temperature_thresholds_are_asked_once_and_reported_every_cycle() -> None:
+    """They never change while the driver runs (board constants): asked when a GPU's reader is built, not per poll."""
+    clock = ManualClock()
+    with collecting("h100x8", clock) as (sim, collector):
+        first = collector.collect()
+        asked = sim.call_counts["nvmlDeviceGetTemperatureThreshold"]
+        for _ in range(70):  # past the minute after which seldom-changing figures are read again
+            clock.advance(1.0)
+            latest = collector.collect()
+        assert sim.call_counts["nvmlDeviceGetTemperatureThreshold"] == asked == 3 * 8
+    for reading in (*gpus(first), *gpus(latest)):
+        assert {"slowdown_temp", "shutdown_temp", "max_operating_temp"} <= reading.values.keys()

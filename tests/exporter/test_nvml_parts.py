@@ -11,10 +11,10 @@ from hypothesis import strategies as st
 
 from exporter.catalogue import BY_KEY, DEFAULT_MEASUREMENTS
 from exporter.collection import HistoryPoint
-from exporter.nvml import NVML_MEASUREMENTS, enabled_measurements
+from exporter.nvml import NVML_MEASUREMENTS, CollectorSettings, enabled_measurements
 from exporter.nvml.discovery import as_flag, cuda_version_string
 from exporter.nvml.errors import Disposition, ErrorNames, disposition
-from exporter.nvml.fields import FIELDS, MAX_LINKS, field_entries, field_value
+from exporter.nvml.fields import FIELDS, MAX_LINKS, decoded_entries, field_entries, field_value
 from exporter.nvml.history import SampleHistory
 from exporter.nvml.probes import probes_for
 from exporter.nvml.profiles import profile_from_attributes, profile_from_name
@@ -204,12 +204,14 @@ def test_unselected_measurements_are_not_read() -> None:
     assert probes_for(frozenset({"gpu_util"}), mig=True) == []  # MIG instances give memory only
 
 
-def test_pcie_throughput_and_board_constants_are_read_every_nth_cycle() -> None:
+def test_pcie_throughput_and_the_vgpu_license_are_read_every_nth_cycle_and_board_constants_once() -> None:
     table = probes_for(NVML_MEASUREMENTS, mig=False, pcie_every=5, constant_every=60)
     chosen = {probe.name: probe.every for probe, _ in table}
     assert chosen["pcie_tx_throughput"] == chosen["pcie_rx_throughput"] == 5
-    assert chosen["slowdown_threshold"] == chosen["vgpu_license"] == 60
+    assert chosen["vgpu_license"] == 60
     assert chosen["utilization"] == 1
+    static = {probe.name for probe, _ in table if probe.static}
+    assert static == {"slowdown_threshold", "shutdown_threshold", "gpu_max_threshold"}
 
 
 def _keys(entries: tuple[tuple[str, int, int], ...]) -> tuple[str, ...]:
@@ -259,3 +261,51 @@ def test_a_field_of_unknown_value_type_is_refused() -> None:
     entry.valueType = 42
     with pytest.raises(ValueError, match="unknown NVML value type 42"):
         field_value(entry)
+
+
+@given(
+    st.lists(
+        st.sampled_from(sorted(_VALUE_TYPES)).flatmap(lambda t: st.tuples(st.just(t), _VALUE_TYPES[t][1])),
+        min_size=1,
+        max_size=40,
+    ),
+    st.integers(0, 2**62),
+)
+def test_an_answer_decoded_from_memory_reads_as_its_entries_do(cases: list[tuple[int, float]], stamp: int) -> None:
+    """pynvml's array is decoded in one pass (nvml.h's nvmlFieldValue_t layout): the same values, codes and
+    timestamps as read entry by entry through pynvml's attributes; a refused entry keeps its code."""
+    entries = (pynvml.c_nvmlFieldValue_t * len(cases))()
+    for i, (value_type, value) in enumerate(cases):
+        entries[i].fieldId = 82
+        entries[i].valueType = value_type
+        entries[i].timestamp = stamp + i
+        entries[i].nvmlReturn = pynvml.NVML_ERROR_NOT_SUPPORTED if i % 3 == 2 else pynvml.NVML_SUCCESS
+        setattr(entries[i].value, _VALUE_TYPES[value_type][0], value)
+    expected = [
+        (int(e.nvmlReturn), field_value(e) if int(e.nvmlReturn) == 0 else 0.0, int(e.timestamp)) for e in entries
+    ]
+    assert list(decoded_entries(entries)) == expected
+    assert list(decoded_entries(list(entries))) == expected  # not a buffer: attribute by attribute
+
+
+def test_an_answer_with_an_unknown_value_type_is_refused_in_either_reading() -> None:
+    entries = (pynvml.c_nvmlFieldValue_t * 1)()
+    entries[0].fieldId = 82
+    entries[0].valueType = 42
+    for answer in (entries, list(entries)):
+        with pytest.raises(ValueError, match="unknown NVML value type 42"):
+            list(decoded_entries(answer))
+
+
+# ---- collector settings --------------------------------------------------------------------------------------------
+
+
+def test_collector_settings_turn_periods_into_cycles_and_refuse_a_non_positive_interval() -> None:
+    settings = CollectorSettings(interval_seconds=2.0, pcie_period_seconds=5.0, constant_period_seconds=60.0)
+    assert (settings.pcie_every, settings.constant_every) == (3, 30)
+    assert settings.slow_call_deadline == 2.0  # a GPU is stalled after one interval unless told otherwise
+    assert CollectorSettings(slow_call_seconds=0.02).slow_call_deadline == 0.02
+    assert CollectorSettings(interval_seconds=0.5).pcie_every == 10
+    assert CollectorSettings(interval_seconds=10.0).pcie_every == 1
+    with pytest.raises(ValueError, match="interval must be positive, got 0"):
+        CollectorSettings(interval_seconds=0)

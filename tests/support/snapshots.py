@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 from exporter.catalogue import MEASUREMENTS, Dialect
 from exporter.exposition import ExpositionRenderer
 from exporter.loop import PodsView, PollLoop
-from exporter.nvml import NvmlCollector
+from exporter.nvml import CollectorSettings, NvmlCollector
 from exporter.snapshot import (
     CollectorStatus,
     DeviceReading,
@@ -212,7 +212,7 @@ def simulated_node(
 ) -> Iterator[SimulatedNode]:
     """The real pipeline on simulated GPUs: Simulator -> pynvml -> NvmlCollector -> PollLoop (not started)."""
     with install(Simulator(scenario)) as simulator:
-        collector = NvmlCollector(interval_seconds=interval)
+        collector = NvmlCollector(settings=CollectorSettings(interval_seconds=interval))
         collector.start()
         try:
             renderer = ExpositionRenderer(dialect, interval_seconds=interval, version="test")

@@ -3,7 +3,7 @@
     python -m exporter.kubelet.proto.generate            # rewrite api_pb2.py, api_pb2.pyi, api_pb2_grpc.py in place
     python -m exporter.kubelet.proto.generate --out DIR  # write them under DIR/exporter/kubelet/proto/ instead
 
-The generator is pinned (grpcio-tools, see pyproject.toml) so that regenerating gives byte-identical files; a test
+The generator is pinned (grpcio-tools, toolkit/protostubs.py) so that regenerating gives byte-identical files; a test
 regenerates into a temporary directory and compares.
 """
 
@@ -11,46 +11,20 @@ from __future__ import annotations
 
 import argparse
 import sys
-from importlib import metadata, resources
 from pathlib import Path
 
-PINNED_GRPCIO_TOOLS = "1.85.1"
+from toolkit.protostubs import PINNED_GRPCIO_TOOLS, GeneratorError, generate_stubs
+
+__all__ = ["PINNED_GRPCIO_TOOLS", "PROTO_DIR", "GeneratorError", "generate", "main"]
+
 PROTO_DIR = Path(__file__).resolve().parent
 REPO_ROOT = PROTO_DIR.parents[2]
 PROTO_RELATIVE = "exporter/kubelet/proto/api.proto"
-GENERATED = ("api_pb2.py", "api_pb2.pyi", "api_pb2_grpc.py")
-
-
-class GeneratorError(RuntimeError):
-    """The stubs could not be generated (wrong grpcio-tools version, or protoc failed)."""
 
 
 def generate(out_root: Path, tools_version: str | None = None) -> tuple[Path, ...]:
-    """Compile api.proto into `out_root`/exporter/kubelet/proto/ and return the paths written.
-
-    `tools_version` is the installed grpcio-tools version (looked up when None); anything but the pin is refused.
-    """
-    installed = tools_version if tools_version is not None else metadata.version("grpcio-tools")
-    if installed != PINNED_GRPCIO_TOOLS:
-        raise GeneratorError(f"grpcio-tools {PINNED_GRPCIO_TOOLS} is required to generate the stubs, found {installed}")
-    from grpc_tools import protoc  # type: ignore[import-untyped]  # heavy, needed only here
-
-    include = str(resources.files("grpc_tools") / "_proto")
-    target = out_root / "exporter" / "kubelet" / "proto"
-    target.mkdir(parents=True, exist_ok=True)
-    args = [
-        "grpc_tools.protoc",
-        f"--proto_path={REPO_ROOT}",
-        f"--proto_path={include}",
-        f"--python_out={out_root}",
-        f"--pyi_out={out_root}",
-        f"--grpc_python_out={out_root}",
-        PROTO_RELATIVE,
-    ]
-    status = protoc.main(args)
-    if status != 0:
-        raise GeneratorError(f"protoc failed with status {status} on {PROTO_RELATIVE}")
-    return tuple(target / name for name in GENERATED)
+    """Compile api.proto into `out_root`/exporter/kubelet/proto/ and return the paths written."""
+    return generate_stubs(REPO_ROOT, PROTO_RELATIVE, out_root, tools_version)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -83,7 +83,9 @@ class EventCalls:
             return cabi.INVALID_ARGUMENT
         node = self.node
         try:
-            event = node.events.wait(n, as_int(timeout_ms) / 1000.0, node.advance, node.lost_indices)
+            event = node.events.wait(
+                n, as_int(timeout_ms) / 1000.0, node.advance, node.lost_indices, node.quiet_seconds
+            )
         except RegisteredGpuLostError:
             return cabi.GPU_IS_LOST
         if event is None:
