@@ -42,7 +42,7 @@ from adapter.sources.exporters import (
     TemplateExporters,
     parse_endpoint_map,
 )
-from adapter.sources.model import MetricSource, PodDirectory
+from adapter.sources.metricsource import MetricSource, PodDirectory
 from adapter.sources.nodepods import NodePodsCache
 from adapter.sources.prometheus import PrometheusSource
 from toolkit.clientcerts import request_unverified_client_certificates

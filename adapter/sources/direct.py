@@ -36,12 +36,12 @@ from collections.abc import Callable, Mapping, Sequence
 
 from adapter.metrics_config import MetricDefinition
 from adapter.sources.exporters import ExporterLocator
-from adapter.sources.model import PodFigures, PodKey, PodSample, ServedValue, SourceUnavailableError
-from adapter.sources.nodepods import Miss, NodeAnswer, NodePodsCache, PodsFigures, same_pod
+from adapter.sources.metricsource import ListedValue, PodKey, PodSample, ServedValue, SourceUnavailableError
+from adapter.sources.nodepods import ListedValues, Miss, NodeAnswer, NodePodsCache, same_pod
 from toolkit.pods import Pod
 
-_NO_FIGURES: tuple[PodsFigures, float] = ({}, 0.0)  # for a pod whose node gave no answer
-_NO_PODS: Mapping[str, PodFigures] = {}
+_NO_FIGURES: tuple[ListedValues, float] = ({}, 0.0)  # for a pod whose node gave no answer
+_NO_PODS: Mapping[str, ListedValue] = {}
 _NO_ANSWER: tuple[NodeAnswer | None, float] = (None, 0.0)
 
 
@@ -134,7 +134,7 @@ class DirectSource:
         """Each pod's value from its node's answer (`_answers`), node by node."""
         at_node = await self._answers(pods, namespace, some_answered=some_answered)
         now = self._clock()
-        values: dict[str, tuple[PodsFigures, float]] = {
+        values: dict[str, tuple[ListedValues, float]] = {
             node: (answer.values(metric), max_age) for node, (answer, max_age) in at_node.items() if answer is not None
         }
         served: list[ServedValue | None] = []

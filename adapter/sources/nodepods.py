@@ -53,8 +53,8 @@ import aiohttp
 import msgspec
 
 from adapter.metrics_config import MetricDefinition
-from adapter.sources.figures import pod_sample, pod_values
-from adapter.sources.model import PodFigures, PodKey, PodSample, ServedValue
+from adapter.sources.device_figures import listed_values, pod_sample
+from adapter.sources.metricsource import ListedValue, PodKey, PodSample, ServedValue
 from exporter.pods_document import (
     ANSWERED_AT_HEADER,
     STREAM_CONTENT_TYPE,
@@ -106,7 +106,7 @@ class Miss:
 MISS = Miss()
 
 
-PodsFigures = Mapping[str, Mapping[str, PodFigures]]  # a document's figures of one metric: by namespace, by pod name
+ListedValues = Mapping[str, Mapping[str, ListedValue]]  # a document's figures of one metric: by namespace, by pod name
 RereadDocument = Callable[[bytes], ReceivedNodePods]  # a document again from the bytes it came in
 
 
@@ -154,21 +154,21 @@ class NodeAnswer:
         self._reread = reread
         self._document: ReceivedNodePods | None = None  # kept once samples are asked for
         self._offset = clock_offset
-        self._values: dict[str, PodsFigures] = {}  # by metric name (a definition hashes slowly)
+        self._values: dict[str, ListedValues] = {}  # by metric name (a definition hashes slowly)
         self._samples: dict[str, dict[PodKey, PodSample]] = {}
         self._wanted = wanted if wanted is not None else {}
         for metric in tuple(self._wanted.values()):
-            self._values[metric.name] = pod_values(metric, document.pods, clock_offset)
+            self._values[metric.name] = listed_values(metric, document.pods, clock_offset)
 
     def document(self) -> ReceivedNodePods:
         """The document, decoded again unless samples were asked for (then it is kept)."""
         return self._document if self._document is not None else self._reread(self._source)
 
-    def values(self, metric: MetricDefinition) -> PodsFigures:
+    def values(self, metric: MetricDefinition) -> ListedValues:
         found = self._values.get(metric.name)
         if found is None:
             self._wanted.setdefault(metric.name, metric)
-            found = self._values[metric.name] = pod_values(metric, self.document().pods, self._offset)
+            found = self._values[metric.name] = listed_values(metric, self.document().pods, self._offset)
         return found
 
     def samples(self, metric: MetricDefinition) -> Mapping[PodKey, PodSample]:
@@ -729,7 +729,7 @@ class NodePodsCache:
         return min(self._max_failure_ttl, self._failure_ttl * 2.0 ** min(max(failures, 1) - 1, 30))
 
 
-def _add_entries(index: dict[IndexKey, IndexedFigures], node: str, answer: NodeAnswer, values: PodsFigures) -> None:
+def _add_entries(index: dict[IndexKey, IndexedFigures], node: str, answer: NodeAnswer, values: ListedValues) -> None:
     """The index's entries of the answer's `values`. A pod already in the index keeps its key: the dict holds on to
     the first tuple made for it, and the one made here is freed at once."""
     for namespace, pods in values.items():

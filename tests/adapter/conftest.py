@@ -13,7 +13,7 @@ from adapter.podcache.cache import PodCache
 from adapter.server import build_app
 from adapter.sources.direct import DirectSource
 from adapter.sources.exporters import ExporterLocator
-from adapter.sources.model import MetricSource, PodDirectory
+from adapter.sources.metricsource import MetricSource, PodDirectory
 from adapter.sources.nodepods import NodePodsCache
 from simulation.kubeapi import KubeApiServer
 from tests.adapter.simcluster import AdapterFactory, Cluster, populate, set_figures

@@ -17,10 +17,10 @@ from adapter.metrics_config import default_metrics_config
 from adapter.quantity import parse_quantity
 from adapter.selectors import parse_selector
 from adapter.sources import nodepods
+from adapter.sources.aggregation import pod_value
 from adapter.sources.direct import DirectSource
 from adapter.sources.exporters import PodExporters, StaticExporters
 from adapter.sources.nodepods import Miss, NodePodsCache
-from adapter.sources.values import pod_value
 from tests.adapter.simcluster import EXPORTER_LABELS, AdapterFactory, Cluster
 from tests.adapter.simnodes import Gpu, SimulatedNode
 from tests.support.clocks import ManualClock

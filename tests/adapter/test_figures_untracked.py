@@ -14,7 +14,7 @@ from decimal import Decimal
 from functools import partial
 
 from adapter.metrics_config import MetricDefinition, default_metrics_config
-from adapter.sources.model import PodFigures, ServedValue
+from adapter.sources.metricsource import ListedValue, ServedValue
 from adapter.sources.nodepods import IndexedFigures, NodeAnswer, _add_entries
 from exporter.pods_document import parse_node_pods
 
@@ -62,7 +62,7 @@ def test_a_served_value_is_never_tracked() -> None:
 
 
 def test_a_pods_figures_are_never_tracked() -> None:
-    assert not gc.is_tracked(PodFigures(ServedValue(Decimal("42.5"), 1.0, 60), "uid"))
+    assert not gc.is_tracked(ListedValue(ServedValue(Decimal("42.5"), 1.0, 60), "uid"))
 
 
 def _young_added_by(make: Callable[[], object]) -> tuple[object, int]:

@@ -23,7 +23,7 @@ from adapter.metrics_config import default_metrics_config
 from adapter.quantity import parse_quantity
 from adapter.sources.direct import DirectSource
 from adapter.sources.exporters import StaticExporters
-from adapter.sources.model import MetricSource
+from adapter.sources.metricsource import MetricSource
 from adapter.sources.nodepods import NodePodsCache
 from tests.adapter.simcluster import AdapterFactory, Cluster
 from tests.adapter.simnodes import Gpu

@@ -17,10 +17,10 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from adapter.metrics_config import MetricDefinition, default_metrics_config
 from adapter.sources import nodepods
+from adapter.sources.aggregation import pod_value
 from adapter.sources.direct import DirectSource, _asked_namespace, default_max_age
 from adapter.sources.exporters import StaticExporters
-from adapter.sources.model import ServedValue, SourceUnavailableError
-from adapter.sources.values import pod_value
+from adapter.sources.metricsource import ServedValue, SourceUnavailableError
 from tests.adapter.scriptedfeeds import Figure, PodFiguresByKey, ScriptedFeeds, node_document
 from tests.support.clocks import ManualClock
 from toolkit.pods import Pod

@@ -62,7 +62,7 @@ class ServedValue(msgspec.Struct, frozen=True, gc=False):
     window_seconds: int
 
 
-class PodFigures(msgspec.Struct, frozen=True, gc=False):
+class ListedValue(msgspec.Struct, frozen=True, gc=False):
     """A pod's value of one metric in one node document, and the pod's uid there (a re-created pod of the same name has
     another). Made per pod of every document as ServedValue is, and for the same reason never tracked: a dict of these
     by pod name (strings) is not tracked either, so a document's figures add nothing per pod to the collector's young
