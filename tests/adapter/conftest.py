@@ -14,7 +14,7 @@ from adapter.server import build_app
 from adapter.sources.direct import DirectSource
 from adapter.sources.exporters import ExporterLocator
 from adapter.sources.metricsource import MetricSource, PodDirectory
-from adapter.sources.nodepods import NodePodsCache
+from adapter.sources.nodefeeds import NodeFeeds
 from simulation.kubeapi import KubeApiServer
 from tests.adapter.simcluster import AdapterFactory, Cluster, populate, set_figures
 from tests.adapter.simnodes import SimulatedNode
@@ -63,7 +63,7 @@ def make_adapter(
     ) -> TestClient:  # type: ignore[type-arg]
         metrics = metrics or AdapterMetrics("direct")
         if source is None:
-            cache = NodePodsCache(timeout=1.0, observe=metrics.observe_source_call)
+            cache = NodeFeeds(timeout=1.0, observe=metrics.observe_source_call)
             metrics.caches.node_documents = lambda: cache.size
             source = DirectSource(locator or cluster.locator(), cache, max_age=max_age)
         app = build_app(
