@@ -1,6 +1,6 @@
 """Resident memory of a replica-like adapter over hours, with and without the heap settler's one-minute refreeze.
 
-    PYTHONPATH=. python bench/adapter_heap_soak.py [--hours 1] [--nodes 100] [--gpu-pods 800] [--other-pods 2000]
+    PYTHONPATH=. python bench/adapter_heap_soak.py [--hours 1] [--nodes 120] [--gpu-pods 800] [--other-pods 2000]
 
 Starts the simulated fleet (bench/fleet_cluster.py: the Kubernetes API stand-in, one streaming exporter per GPU node
 that ends each stream after a few minutes as the exporter does, pods replaced at `--churn` a second) and two real
@@ -55,7 +55,7 @@ class Adapter:
     url: str
     samples: list[tuple[float, float]] = field(default_factory=list)  # (seconds since start, RSS MiB)
     answered: int = 0
-    failed: int = 0
+    failures: dict[str, int] = field(default_factory=dict)  # by HTTP status or exception
 
 
 def start_fleet(args: argparse.Namespace, workdir: Path, port: int) -> tuple[subprocess.Popen[bytes], dict[str, Any]]:
@@ -90,25 +90,30 @@ def start_adapter(name: str, program: list[str], credentials: AdapterCredentials
     return Adapter(name, process, f"https://127.0.0.1:{port}")
 
 
-async def hpa(path: str, adapters: list[Adapter], context: ssl.SSLContext, period: float, rng: random.Random) -> None:
+async def hpa(
+    path: str,
+    adapters: list[Adapter],
+    sessions: list[aiohttp.ClientSession],
+    context: ssl.SSLContext,
+    period: float,
+    rng: random.Random,
+) -> None:
     """One HPA: its question to every adapter every `period` seconds, the first at a random moment within one."""
     await asyncio.sleep(rng.uniform(0, period))
-    connector = aiohttp.TCPConnector(limit=4, keepalive_timeout=30)
-    async with aiohttp.ClientSession(connector=connector) as session:
-        next_at = time.monotonic()
-        while True:
-            for adapter in adapters:
-                try:
-                    async with session.get(adapter.url + path, ssl=context) as response:
-                        await response.read()
-                        if response.status == 200:
-                            adapter.answered += 1
-                        else:
-                            adapter.failed += 1
-                except (aiohttp.ClientError, TimeoutError):
-                    adapter.failed += 1
-            next_at += period
-            await asyncio.sleep(max(0.0, next_at - time.monotonic()))
+    next_at = time.monotonic()
+    while True:
+        for adapter, session in zip(adapters, sessions, strict=True):
+            try:
+                async with session.get(adapter.url + path, ssl=context) as response:
+                    await response.read()
+                    if response.status == 200:
+                        adapter.answered += 1
+                    else:
+                        adapter.failures[str(response.status)] = adapter.failures.get(str(response.status), 0) + 1
+            except (aiohttp.ClientError, TimeoutError) as error:
+                adapter.failures[type(error).__name__] = adapter.failures.get(type(error).__name__, 0) + 1
+        next_at += period
+        await asyncio.sleep(max(0.0, next_at - time.monotonic()))
 
 
 async def sample(adapters: list[Adapter], seconds: float, every: float) -> None:
@@ -127,12 +132,15 @@ async def soak(
     for adapter in adapters:
         await wait_adapter_ready(adapter.process, adapter.url, context)
     rng = random.Random(7)
+    # one client per adapter, its connections kept open as kube-aggregator keeps them (bench/fleet.py's hpa_session)
+    sessions = [aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=64, keepalive_timeout=30)) for _ in adapters]
     hpas = [
         asyncio.create_task(
             hpa(
                 f"/apis/custom.metrics.k8s.io/v1beta2/namespaces/{d['namespace']}/pods/*/gpu_utilization"
                 f"?labelSelector=app%3D{d['name']}",
                 adapters,
+                sessions,
                 context,
                 args.hpa_period,
                 rng,
@@ -146,6 +154,8 @@ async def soak(
         for task in hpas:
             task.cancel()
         await asyncio.gather(*hpas, return_exceptions=True)
+        for session in sessions:
+            await session.close()
 
 
 def slope_mib_per_hour(samples: list[tuple[float, float]], after: float) -> float:
@@ -159,7 +169,7 @@ def slope_mib_per_hour(samples: list[tuple[float, float]], after: float) -> floa
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--hours", type=float, default=1.0, help="how long to sample memory (hours)")
-    parser.add_argument("--nodes", type=int, default=100)
+    parser.add_argument("--nodes", type=int, default=120)
     parser.add_argument("--gpu-pods", type=int, default=800)
     parser.add_argument("--other-pods", type=int, default=2000)
     parser.add_argument("--churn", type=float, default=1.0, help="pods replaced a second")
@@ -196,7 +206,7 @@ def main() -> None:
         slopes[adapter.name] = slope = slope_mib_per_hour(adapter.samples, settle)
         print(
             f"{adapter.name:<12} RSS {rss[0]:7.1f} -> {rss[-1]:7.1f} MiB   peak {max(rss):7.1f} MiB"
-            f"   slope {slope:+8.2f} MiB/h   ({adapter.answered} answers, {adapter.failed} failed)"
+            f"   slope {slope:+8.2f} MiB/h   ({adapter.answered} answers, failed: {adapter.failures or 'none'})"
         )
     print(f"difference   refreeze - no-refreeze = {slopes['refreeze'] - slopes['no-refreeze']:+.2f} MiB/h")
     if args.hours < 1:

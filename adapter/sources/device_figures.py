@@ -89,7 +89,7 @@ def device_labels(node: str, container: str, device: ReceivedDevice) -> MappingP
 
 def pod_sample(node: str, pod: ReceivedPod, figure: Figure, clock_offset: float = 0.0) -> PodSample | None:
     """A pod's sample of one figure, or None when none of its devices has that figure. `clock_offset` places the
-    exporter's sample time on the adapter's clock (nodepods.exporter_clock_offset)."""
+    exporter's sample time on the adapter's clock (nodeanswer.exporter_clock_offset)."""
     devices: list[DeviceValue] = []
     for container in pod.containers:
         for device in container.devices:
