@@ -28,12 +28,7 @@ class Freshness:
         return default_max_age(interval_seconds) if fixed is None else fixed
 
 
-def same_pod(uid: str | None, pod: Pod) -> bool:
-    """Whether figures of a pod of this name (`uid` as the exporter knew it) are this pod's, not an earlier one's."""
-    return not (uid and pod.uid and uid != pod.uid)
-
-
 def servable(sampled_at: float, uid: str | None, pod: Pod, now: float, max_age: float) -> bool:
     """Whether a figure sampled at `sampled_at` of a pod the exporter knew as `uid` may be served for `pod` at `now`:
-    no older than `max_age` seconds, and the pod's own."""
+    no older than `max_age` seconds, and the pod's own, not an earlier pod's of that name (when both know a uid)."""
     return now - sampled_at <= max_age and not (uid and pod.uid and uid != pod.uid)
