@@ -16,20 +16,33 @@ from datetime import UTC, datetime
 from decimal import ROUND_HALF_UP, Decimal, localcontext
 
 from adapter.api.paths import CUSTOM_GROUP, EXTERNAL_GROUP
-from adapter.hotpath_caches import QUANTITY_TEXTS, SECOND_TEXTS, BoundedDict, described_texts
+from adapter.hotpath_caches import (
+    DESCRIBED_NAMES,
+    QUANTITY_BOUND,
+    QUANTITY_TEXTS,
+    SECOND_BOUND,
+    SECOND_TEXTS,
+    described_texts,
+    keep,
+)
 from adapter.quantity import canonical_quantity
 from adapter.sources.metricsource import ServedValue
 from toolkit.pods import Pod
 
 JsonObject = dict[str, object]
 
+# the caches' lookups, bound once: a method called on an imported name is looked up anew at each call (CPython 3.11)
+_second_text = SECOND_TEXTS.get
+_quantity_text = QUANTITY_TEXTS.get
+
 
 def rfc3339(unix_seconds: float) -> str:
     """RFC 3339 UTC with whole seconds, rounded down (a sample time is never reported later than it was)."""
     second = int(unix_seconds // 1)
-    text = SECOND_TEXTS.get(second)
+    text = _second_text(second)
     if text is None:
-        text = SECOND_TEXTS.keep(second, datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
+        text = datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        keep(SECOND_TEXTS, second, text, SECOND_BOUND)
     return text
 
 
@@ -39,9 +52,9 @@ _MILLI = Decimal("0.001")
 def quantity(value: Decimal) -> str:
     """The served value as a canonical quantity, to the milli-unit: the HPA reads values as milli-units (MilliValue),
     so finer digits would only make "82849271278n" out of 82.849 for whoever reads the answer."""
-    text = QUANTITY_TEXTS.get(value)
+    text = _quantity_text(value)
     if text is None:
-        text = QUANTITY_TEXTS.keep(value, _quantity(value))
+        text = keep(QUANTITY_TEXTS, value, _quantity(value), QUANTITY_BOUND)
     return text
 
 
@@ -68,7 +81,7 @@ def described_object(kind: str, api_version: str, namespace: str | None, name: s
     texts = described_texts(kind, api_version, namespace)
     text = texts.get(name)
     if text is None:
-        text = texts.keep(name, _described_object(kind, api_version, namespace, name))
+        text = keep(texts, name, _described_object(kind, api_version, namespace, name), DESCRIBED_NAMES)
     return text
 
 
@@ -77,7 +90,7 @@ def _described_object(kind: str, api_version: str, namespace: str | None, name: 
     return f'{{"kind":{_string(kind)}{where},"name":{_string(name)},"apiVersion":{_string(api_version)}}}'
 
 
-_NO_TEXTS: BoundedDict[str, str] = BoundedDict(0)  # before an answer's first pod
+_NO_TEXTS: dict[str, str] = {}  # before an answer's first pod
 
 
 class CustomItems:
@@ -106,7 +119,7 @@ class CustomItems:
     def add_pods(self, kind: str, api_version: str, pods: Sequence[Pod], values: Sequence[ServedValue | None]) -> float:
         """`add_all` for pods that describe themselves (the HPA's question); the oldest sample time among them."""
         references: list[str] = []
-        keep = references.append
+        refer = references.append
         namespace, texts = None, _NO_TEXTS
         for pod in pods:
             if pod.namespace != namespace:  # pods come namespace by namespace: one lookup of the namespace's texts
@@ -114,8 +127,9 @@ class CustomItems:
                 texts = described_texts(kind, api_version, namespace)
             text = texts.get(pod.name)
             if text is None:
-                text = texts.keep(pod.name, _described_object(kind, api_version, namespace, pod.name))
-            keep(text)
+                text = _described_object(kind, api_version, namespace, pod.name)
+                keep(texts, pod.name, text, DESCRIBED_NAMES)
+            refer(text)
         return self.add_all(references, values)
 
     def add_all(self, described: Sequence[str], values: Sequence[ServedValue | None]) -> float:

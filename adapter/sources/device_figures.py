@@ -8,7 +8,7 @@ from decimal import Decimal, DivisionByZero, InvalidOperation
 from types import MappingProxyType
 from typing import Any
 
-from adapter.hotpath_caches import EXACT_FLOATS, EXACT_INTS, BoundedDict
+from adapter.hotpath_caches import EXACT_BOUND, EXACT_FLOATS, EXACT_INTS, keep
 from adapter.metrics_config import Figure, MetricDefinition
 from adapter.quantity import QuantityError, decimal_from_float
 from adapter.sources.aggregation import combined_value
@@ -42,7 +42,7 @@ _UNKNOWN = Decimal("NaN")  # never a kept value: `exact` gives None for what is 
 def exact(number: float | int) -> Decimal | None:
     """A JSON number as the decimal it stands for (85.3 stays 85.3, float noise goes); None when not finite. Figures
     repeat across pods and documents: each number's decimal is worked out once (adapter.hotpath_caches)."""
-    cache: BoundedDict[Any, Decimal | None] = EXACT_FLOATS if type(number) is float else EXACT_INTS
+    cache: dict[Any, Decimal | None] = EXACT_FLOATS if type(number) is float else EXACT_INTS
     found = cache.get(number, _UNKNOWN)
     if found is not _UNKNOWN:
         return found
@@ -50,7 +50,7 @@ def exact(number: float | int) -> Decimal | None:
         found = decimal_from_float(number)
     except QuantityError:
         found = None
-    return cache.keep(number, found)
+    return keep(cache, number, found, EXACT_BOUND)
 
 
 def figure_of(device: ReceivedDevice, figure: Figure) -> Decimal | None:

@@ -7,14 +7,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from adapter.api.bodies import _described_object, described_object
-from adapter.hotpath_caches import BoundedDict, described_texts
+from adapter.hotpath_caches import described_texts, keep
 
 
 @given(st.lists(st.integers(min_value=0, max_value=50), max_size=200), st.integers(min_value=1, max_value=10))
-def test_a_bounded_dict_never_holds_more_than_its_bound_and_keeps_the_newest(keys: list[int], bound: int) -> None:
-    cache: BoundedDict[int, str] = BoundedDict(bound)
+def test_a_kept_cache_never_holds_more_than_its_bound_and_keeps_the_newest(keys: list[int], bound: int) -> None:
+    cache: dict[int, str] = {}
     for key in keys:
-        assert cache.keep(key, f"v{key}") == f"v{key}"
+        assert keep(cache, key, f"v{key}", bound) == f"v{key}"
         assert len(cache) <= bound
         assert cache.get(key) == f"v{key}"
 
