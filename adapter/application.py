@@ -25,7 +25,7 @@ from adapter.auth.requests import auth_middleware
 from adapter.heap import HeapSettler
 from adapter.metrics_config import MetricsConfig
 from adapter.parts import AdapterParts
-from adapter.sources.model import MetricSource, PodDirectory
+from adapter.sources.metricsource import MetricSource, PodDirectory
 
 
 class PodCacheLifecycle(Protocol):

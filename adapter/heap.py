@@ -1,42 +1,34 @@
-"""Keeping the garbage collector's passes short in a process that serves one adapter.
+"""Keeping the garbage collector's full passes short in a process that serves one adapter.
 
-A full collection walks every tracked object outside the permanent generation. A replica holds two big sets of
-long-lived ones: the pod cache (52,000 pods are about 230,000 objects) and, with the direct source, one open stream
-per node (2,000 nodes are about 105,000 objects: connections, transports, coroutines, buffers). With either inside, a
-full pass takes 100-260 ms, and every query it lands on waits that long (docs/performance.md measured both).
+A replica holds two large sets of long-lived objects: the pod cache and, with the direct source, one open stream per
+node; a full pass that walks them takes long enough to be seen in answer times. So `HeapSettler` collects and then
+freezes the survivors (`gc.freeze`: later passes skip them) once the pod cache has synced, again once the source is
+ready (the replica reports ready only after that pass: `settled`), and every `refreeze_seconds` after, so that a full
+pass walks only what arrived since; and it raises the young generation's threshold, the adapter making next to no
+reference cycles. What was measured, and what a freeze costs: docs/decisions/2026-11-28-adapter-hot-path.md;
+bench/adapter_heap_soak.py measures memory with and without the periodic pass.
 
-So `HeapSettler` collects and then freezes the survivors (`gc.freeze`: later passes skip them) at the moments the
-long-lived sets have just been built: once the pod cache has synced, and again once the source is ready (the streams
-open and their first documents in). The replica reports ready only after that second pass (`settled`), so the pass
-that walks the streams runs before any query is routed to it, not in the first minute of its answers. Every
-`refreeze_seconds` after, it collects and freezes again: pods and streams come and go (an exporter ends each stream
-after about five minutes, so all 2,000 are made anew within that), and what arrived since is all a full pass has to
-walk. Once a minute, that is about a fifth of the streams: in a fleet benchmark run 16 more full passes than with
-passes every ten minutes, about 65 ms each (the run's pause totals, docs/performance.md). Every ten minutes (as first
-built) each pass walked all of them and more, and so did the collector's own full passes between: the likeliest cause
-of a 129-ms answer 6 minutes into a replica's life in another run.
-
-The young generation's threshold is raised (`young_threshold`): the adapter makes next to no reference cycles (an
-answer's objects, a node document and its figures are freed by reference counting when the answer is sent or the
-document replaced), and at Python's default (700) the collector ran several times a second, found nothing to free and
-promoted live documents into older generations whose passes took 5-20 ms of some query's time.
-
-What a freeze costs: an object frozen while alive and later part of an unreachable cycle is never collected
-(reference counting still frees everything that is not a cycle). Streams and pods leave behind few such cycles: a
-stream read to its end and closed leaves none (200 client streams against an aiohttp server in one process, a
-collection after them found 0 unreachable objects), and in each 10-minute fleet benchmark run a replica's RSS ended at
-its peak, 224-242 MiB (docs/performance.md); runs of hours were not made.
+The tuning was measured on CPython 3.11 (`MEASURED_ON`) only: on another interpreter the settler leaves the collector
+as it is, says so once in the log, and is `settled` once the source is ready.
 """
 
 from __future__ import annotations
 
 import asyncio
 import gc
+import logging
+import sys
 from collections.abc import Awaitable, Callable
+
+log = logging.getLogger(__name__)
 
 REFREEZE_SECONDS = 60.0
 YOUNG_THRESHOLD = 10_000  # Python's default is 700
 POLL_SECONDS = 0.2
+
+Interpreter = tuple[str, tuple[int, int]]  # (sys.implementation.name, (major, minor))
+MEASURED_ON: Interpreter = ("cpython", (3, 11))
+RUNNING: Interpreter = (sys.implementation.name, (sys.version_info.major, sys.version_info.minor))
 
 
 def collect_and_freeze() -> None:
@@ -50,7 +42,8 @@ def raise_young_threshold(threshold: int = YOUNG_THRESHOLD) -> None:
 
 class HeapSettler:
     """Collects and freezes when the pod cache has synced, when the source is ready, and every `refreeze_seconds`
-    after; `settled` once the second pass is done (a readiness check)."""
+    after; `settled` once the second pass is done (a readiness check). `interpreter`: the one running, which decides
+    whether the tuning applies (MEASURED_ON)."""
 
     def __init__(
         self,
@@ -60,28 +53,45 @@ class HeapSettler:
         settle: Callable[[], None] = collect_and_freeze,
         prepare: Callable[[], None] = raise_young_threshold,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
-        refreeze_seconds: float = REFREEZE_SECONDS,
+        refreeze_seconds: float | None = None,
         poll_seconds: float = POLL_SECONDS,
+        interpreter: Interpreter = RUNNING,
     ) -> None:
+        """`refreeze_seconds`: REFREEZE_SECONDS as the module holds it when the settler is made, unless given."""
         self._pods_synced = pods_synced
         self._source_ready = source_ready
         self._settle = settle
         self._prepare = prepare
         self._sleep = sleep
-        self._refreeze = refreeze_seconds
+        self._refreeze = REFREEZE_SECONDS if refreeze_seconds is None else refreeze_seconds
         self._poll = poll_seconds
+        self._interpreter = interpreter
         self._settled = False
 
     def settled(self) -> bool:
         return self._settled
 
     async def run(self) -> None:
+        tuned = self._interpreter == MEASURED_ON
+        if not tuned:
+            name, (major, minor) = self._interpreter
+            log.info(
+                "garbage collector left as it is: its tuning (adapter/heap.py) was measured on CPython 3.11, "
+                "this is %s %d.%d",
+                name,
+                major,
+                minor,
+            )
         while not self._pods_synced():
             await self._sleep(self._poll)
-        self._prepare()
-        self._settle()
+        if tuned:
+            self._prepare()
+            self._settle()
         while not self._source_ready():
             await self._sleep(self._poll)
+        if not tuned:
+            self._settled = True
+            return
         self._settle()
         self._settled = True
         while True:

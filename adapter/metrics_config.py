@@ -36,7 +36,7 @@ class MetricsConfigError(ValueError):
 
 
 class Figure(StrEnum):
-    """Which per-device figure of a pod (exporter.pods_document.DeviceFigures) a metric reads."""
+    """Which per-device figure of a pod (toolkit.pods_contract.DeviceFigures) a metric reads."""
 
     UTILIZATION_PERCENT = "utilization_percent"  # the pod's GPU utilization on the device, 0-100
     MEMORY_USED_BYTES = "memory_used_bytes"  # the pod's framebuffer use on the device

@@ -32,8 +32,8 @@ from adapter.sources.exporters import (
     parse_endpoint_map,
 )
 from adapter.sources.feedmetrics import NodeFeedsCollector
-from adapter.sources.model import MetricSource, PodDirectory
-from adapter.sources.nodepods import NodePodsCache
+from adapter.sources.metricsource import MetricSource, PodDirectory
+from adapter.sources.nodefeeds import NodeFeeds
 from adapter.sources.prometheus import PrometheusSource
 from toolkit.clientcerts import request_unverified_client_certificates
 from toolkit.connections import ConnectionGuard, ConnectionLimits, ensure_file_limit
@@ -161,7 +161,7 @@ def build_source(settings: AdapterSettings, pods: PodDirectory, metrics: Adapter
             settings.exporter_namespace,
         )
     token = BearerToken(settings.exporter_token_file, "--exporter-token-file") if settings.exporter_token_file else None
-    cache = NodePodsCache(
+    cache = NodeFeeds(
         timeout=settings.exporter_timeout,
         headers=token.headers if token else None,
         ssl_context=client_ssl_context(settings.exporter_ca_file, "--exporter-ca-file"),

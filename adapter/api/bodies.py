@@ -14,44 +14,47 @@ import re
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from decimal import ROUND_HALF_UP, Decimal, localcontext
-from functools import lru_cache
 
 from adapter.api.paths import CUSTOM_GROUP, EXTERNAL_GROUP
+from adapter.hotpath_caches import (
+    DESCRIBED_NAMES,
+    QUANTITY_BOUND,
+    QUANTITY_TEXTS,
+    SECOND_BOUND,
+    SECOND_TEXTS,
+    described_texts,
+    keep,
+)
 from adapter.quantity import canonical_quantity
-from adapter.sources.model import ServedValue
+from adapter.sources.metricsource import ServedValue
 from toolkit.pods import Pod
 
 JsonObject = dict[str, object]
 
+# the caches' lookups, bound once: a method called on an imported name is looked up anew at each call (CPython 3.11)
+_second_text = SECOND_TEXTS.get
+_quantity_text = QUANTITY_TEXTS.get
+
 
 def rfc3339(unix_seconds: float) -> str:
     """RFC 3339 UTC with whole seconds, rounded down (a sample time is never reported later than it was)."""
-    return _rfc3339_second(int(unix_seconds // 1))
-
-
-@lru_cache(maxsize=256)
-def _rfc3339_second(second: int) -> str:
-    return datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    second = int(unix_seconds // 1)
+    text = _second_text(second)
+    if text is None:
+        text = datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        keep(SECOND_TEXTS, second, text, SECOND_BOUND)
+    return text
 
 
 _MILLI = Decimal("0.001")
 
 
-# quantity's texts, by value: figures repeat (a pod's percent, a GPU's memory size) across items. A plain dict, not
-# functools.lru_cache, which makes a tuple per call to key a Decimal: this is looked up once per item of every answer.
-QUANTITY_CACHE_SIZE = 16384
-_QUANTITIES: dict[Decimal, str] = {}
-
-
 def quantity(value: Decimal) -> str:
     """The served value as a canonical quantity, to the milli-unit: the HPA reads values as milli-units (MilliValue),
     so finer digits would only make "82849271278n" out of 82.849 for whoever reads the answer."""
-    text = _QUANTITIES.get(value)
+    text = _quantity_text(value)
     if text is None:
-        text = _quantity(value)
-        if len(_QUANTITIES) >= QUANTITY_CACHE_SIZE:
-            _QUANTITIES.clear()
-        _QUANTITIES[value] = text
+        text = keep(QUANTITY_TEXTS, value, _quantity(value), QUANTITY_BOUND)
     return text
 
 
@@ -71,37 +74,23 @@ def _string(text: str) -> str:
     return f'"{text}"' if _PLAIN(text) else json.dumps(text, ensure_ascii=False)
 
 
-@lru_cache(maxsize=32768)  # the same pods are asked about every HPA sync
 def described_object(kind: str, api_version: str, namespace: str | None, name: str) -> str:
     """The describedObject (an ObjectReference) as JSON text: kind, namespace (namespaced objects only), name,
-    apiVersion ("/v1" for core objects, as custom-metrics-apiserver writes it)."""
+    apiVersion ("/v1" for core objects, as custom-metrics-apiserver writes it). The same objects are asked about
+    every HPA sync: each text is made once (adapter.hotpath_caches)."""
+    texts = described_texts(kind, api_version, namespace)
+    text = texts.get(name)
+    if text is None:
+        text = keep(texts, name, _described_object(kind, api_version, namespace, name), DESCRIBED_NAMES)
+    return text
+
+
+def _described_object(kind: str, api_version: str, namespace: str | None, name: str) -> str:
     where = f',"namespace":{_string(namespace)}' if namespace is not None else ""
     return f'{{"kind":{_string(kind)}{where},"name":{_string(name)},"apiVersion":{_string(api_version)}}}'
 
 
-# describedObject texts of pods by (kind, apiVersion, namespace) and then name: an HPA's question renders one per pod,
-# and two lookups by strings (whose hashes Python keeps) cost less than described_object's key of four. Each namespace
-# keeps at most DESCRIBED_CACHE_SIZE names (then starts over), the whole at most DESCRIBED_CACHE_NAMESPACES namespaces.
-DESCRIBED_CACHE_SIZE = 32768
-DESCRIBED_CACHE_NAMESPACES = 4096
-_DESCRIBED: dict[tuple[str, str, str], dict[str, str]] = {}
-
-
-def _described_in(kind: str, api_version: str, namespace: str) -> dict[str, str]:
-    key = (kind, api_version, namespace)
-    texts = _DESCRIBED.get(key)
-    if texts is None:
-        if len(_DESCRIBED) >= DESCRIBED_CACHE_NAMESPACES:
-            _DESCRIBED.clear()
-        texts = _DESCRIBED[key] = {}
-    return texts
-
-
-def _remember(texts: dict[str, str], name: str, text: str) -> str:
-    if len(texts) >= DESCRIBED_CACHE_SIZE:
-        texts.clear()
-    texts[name] = text
-    return text
+_NO_TEXTS: dict[str, str] = {}  # before an answer's first pod
 
 
 class CustomItems:
@@ -130,16 +119,17 @@ class CustomItems:
     def add_pods(self, kind: str, api_version: str, pods: Sequence[Pod], values: Sequence[ServedValue | None]) -> float:
         """`add_all` for pods that describe themselves (the HPA's question); the oldest sample time among them."""
         references: list[str] = []
-        keep = references.append
-        namespace, texts = None, {}
+        refer = references.append
+        namespace, texts = None, _NO_TEXTS
         for pod in pods:
-            if pod.namespace != namespace:
+            if pod.namespace != namespace:  # pods come namespace by namespace: one lookup of the namespace's texts
                 namespace = pod.namespace
-                texts = _described_in(kind, api_version, namespace)
+                texts = described_texts(kind, api_version, namespace)
             text = texts.get(pod.name)
-            if text is None:  # made afresh (`__wrapped__`): kept here, not in described_object's cache as well
-                text = _remember(texts, pod.name, described_object.__wrapped__(kind, api_version, namespace, pod.name))
-            keep(text)
+            if text is None:
+                text = _described_object(kind, api_version, namespace, pod.name)
+                keep(texts, pod.name, text, DESCRIBED_NAMES)
+            refer(text)
         return self.add_all(references, values)
 
     def add_all(self, described: Sequence[str], values: Sequence[ServedValue | None]) -> float:

@@ -10,7 +10,7 @@ from adapter.api.bodies import CustomItems
 from adapter.api.objects import POD, described_objects, described_pods, object_kind
 from adapter.api.paths import CUSTOM_GROUP, CUSTOM_VERSIONS, parse_custom_path
 from adapter.api.state import API_STATE, query_selector, unknown_metric
-from adapter.sources.values import served_value
+from adapter.sources.aggregation import served_value
 from adapter.status import ApiError
 
 

@@ -8,7 +8,7 @@ from adapter.api.bodies import external_item, external_list
 from adapter.api.paths import EXTERNAL_GROUP, EXTERNAL_VERSIONS, parse_external_path
 from adapter.api.state import API_STATE, json_response, query_selector
 from adapter.selectors import EVERYTHING, Operator
-from adapter.sources.values import served_value
+from adapter.sources.aggregation import served_value
 from adapter.status import ApiError
 
 

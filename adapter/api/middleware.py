@@ -10,7 +10,7 @@ from aiohttp.typedefs import Handler, Middleware
 
 from adapter.api.paths import SERVED
 from adapter.api.selfmetrics import AdapterMetrics
-from adapter.sources.model import SourceError, SourceUnavailableError
+from adapter.sources.metricsource import SourceError, SourceUnavailableError
 from adapter.status import REASONS, ApiError, status_response
 
 log = logging.getLogger(__name__)

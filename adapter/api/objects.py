@@ -15,7 +15,7 @@ from typing import Final, NamedTuple
 from adapter.api.bodies import described_object
 from adapter.api.paths import CustomMetricPath
 from adapter.selectors import Selector
-from adapter.sources.model import PodDirectory
+from adapter.sources.metricsource import PodDirectory
 from adapter.status import ApiError, bad_request
 from toolkit.pods import Pod
 

@@ -12,7 +12,7 @@ from aiohttp import web
 from adapter.api.selfmetrics import AdapterMetrics
 from adapter.metrics_config import MetricsConfig
 from adapter.selectors import EVERYTHING, Selector, SelectorError, parse_selector
-from adapter.sources.model import MetricSource, PodDirectory
+from adapter.sources.metricsource import MetricSource, PodDirectory
 from adapter.status import ApiError, bad_request, service_unavailable
 
 

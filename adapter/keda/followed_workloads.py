@@ -20,7 +20,7 @@ from decimal import Decimal
 from adapter.keda.activity import UNKNOWN_STATE, ActivityState, Hysteresis, Observation
 from adapter.keda.trigger import Trigger
 from adapter.keda.workload import NoFiguresError, Reading, WorkloadReader
-from adapter.sources.model import SourceError, SourceUnavailableError
+from adapter.sources.metricsource import SourceError, SourceUnavailableError
 from toolkit.logs import fields
 
 log = logging.getLogger(__name__)

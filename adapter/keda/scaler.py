@@ -12,7 +12,7 @@ from adapter.keda.serving import ExternalScalerServer, ScalerTls
 from adapter.keda.workload import WorkloadReader
 from adapter.metrics_config import MetricsConfig
 from adapter.settings import AdapterSettings
-from adapter.sources.model import MetricSource, PodDirectory
+from adapter.sources.metricsource import MetricSource, PodDirectory
 from toolkit.selfsigned import DEFAULT_HOSTNAMES, ensure_self_signed
 
 

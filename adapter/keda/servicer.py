@@ -34,7 +34,7 @@ from adapter.keda.proto.externalscaler_pb2_grpc import ExternalScalerServicer
 from adapter.keda.selfmetrics import KedaMetrics, ScalerCollector
 from adapter.keda.trigger import Trigger, TriggerError, parse_trigger
 from adapter.keda.workload import NoFiguresError, WorkloadReader
-from adapter.sources.model import SourceError, SourceUnavailableError
+from adapter.sources.metricsource import SourceError, SourceUnavailableError
 
 T = TypeVar("T")
 Context = grpc.aio.ServicerContext[Any, Any]

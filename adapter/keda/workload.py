@@ -14,8 +14,8 @@ from decimal import Decimal
 
 from adapter.keda.trigger import Trigger
 from adapter.metrics_config import Combine, MetricDefinition, MetricsConfig
-from adapter.sources.model import MetricSource, PodDirectory, SourceUnavailableError
-from adapter.sources.values import combine
+from adapter.sources.aggregation import combine
+from adapter.sources.metricsource import MetricSource, PodDirectory, SourceUnavailableError
 
 
 class UnknownMetricError(LookupError):

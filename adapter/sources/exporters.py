@@ -7,7 +7,7 @@ from collections.abc import Collection, Mapping
 from typing import Protocol
 
 from adapter.selectors import Selector
-from adapter.sources.model import PodDirectory
+from adapter.sources.metricsource import PodDirectory
 from toolkit.pods import Pod
 
 

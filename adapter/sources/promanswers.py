@@ -35,7 +35,7 @@ from typing import Any
 
 import msgspec
 
-from adapter.sources.model import PodKey, SourceError, SourceUnavailableError
+from adapter.sources.metricsource import PodKey, SourceError, SourceUnavailableError
 
 log = logging.getLogger(__name__)
 

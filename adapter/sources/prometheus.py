@@ -29,10 +29,17 @@ import aiohttp
 
 from adapter.metrics_config import MetricDefinition
 from adapter.quantity import QuantityError, decimal_from_float
-from adapter.sources.figures import within_bounds
-from adapter.sources.model import DeviceValue, PodKey, PodSample, ServedValue, SourceError, SourceUnavailableError
+from adapter.sources.aggregation import pod_value
+from adapter.sources.device_figures import within_bounds
+from adapter.sources.metricsource import (
+    DeviceValue,
+    PodKey,
+    PodSample,
+    ServedValue,
+    SourceError,
+    SourceUnavailableError,
+)
 from adapter.sources.promanswers import SERIES_PER_BYTE, LargeAnswers, PodSeries
-from adapter.sources.values import pod_value
 from toolkit.pods import Pod
 from toolkit.responses import UpstreamAnswerError, read_bounded
 

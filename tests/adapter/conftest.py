@@ -15,8 +15,8 @@ from adapter.podcache.selfmetrics import PodCacheCollector
 from adapter.sources.direct import DirectSource
 from adapter.sources.exporters import ExporterLocator
 from adapter.sources.feedmetrics import NodeFeedsCollector
-from adapter.sources.model import MetricSource, PodDirectory
-from adapter.sources.nodepods import NodePodsCache
+from adapter.sources.metricsource import MetricSource, PodDirectory
+from adapter.sources.nodefeeds import NodeFeeds
 from simulation.kubeapi import KubeApiServer
 from tests.adapter.simcluster import AdapterFactory, Cluster, populate, set_figures
 from tests.adapter.simnodes import SimulatedNode
@@ -67,7 +67,7 @@ def make_adapter(
         pods = pods or cluster.pods
         metrics.registry.register(PodCacheCollector(pods))  # as adapter/parts.py registers the pod cache's
         if source is None:
-            cache = NodePodsCache(timeout=1.0, observe=metrics.observe_source_call)
+            cache = NodeFeeds(timeout=1.0, observe=metrics.observe_source_call)
             metrics.registry.register(NodeFeedsCollector(cache))
             source = DirectSource(locator or cluster.locator(), cache, max_age=max_age)
         app = build_app(config=config or default_metrics_config(), pods=pods, source=source, metrics=metrics)

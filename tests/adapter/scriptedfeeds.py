@@ -1,9 +1,9 @@
-"""Node feeds fed in-process: a NodePodsCache whose connections reach scripted exporters instead of HTTP servers.
+"""Node feeds fed in-process: NodeFeeds whose connections reach scripted exporters instead of HTTP servers.
 
 Everything past the connection is the cache's own (documents arriving, failures, reconnects, the sweep, the pod figure
 index), so tests can drive many nodes through many documents quickly and on a manual clock. The exporter answers on
-the same clock, so a document's figures are placed on the adapter's clock as sent (nodepods.exporter_clock_offset is
-0), and a reconnect that hands the same document again does not make its figures look fresher.
+the same clock, so a document's figures are placed on the adapter's clock as sent (nodeanswer.exporter_clock_offset
+is 0), and a reconnect that hands the same document again does not make its figures look fresher.
 """
 
 from __future__ import annotations
@@ -16,13 +16,12 @@ from typing import Any
 
 import msgspec
 
-from adapter.sources.nodepods import Namespaces, NodePodsCache, _Feed, _FeedError
+from adapter.sources.figureindex import IndexedValue, IndexKey
+from adapter.sources.nodeanswer import Namespaces
+from adapter.sources.nodefeed import FeedError, NodeFeed
+from adapter.sources.nodefeeds import NodeFeeds
 from tests.support.clocks import ManualClock
-from toolkit.pods_contract import ContainerView as ReceivedContainer
-from toolkit.pods_contract import DeviceFigures as ReceivedDevice
-from toolkit.pods_contract import NodePods as ReceivedNodePods
-from toolkit.pods_contract import PodView as ReceivedPod
-from toolkit.pods_contract import parse_node_pods
+from toolkit.pods_contract import ContainerView, DeviceFigures, NodePods, PodView, parse_node_pods
 
 
 @dataclass(frozen=True)
@@ -42,9 +41,9 @@ def _when(seconds: float) -> datetime:
     return datetime.fromtimestamp(seconds, UTC)
 
 
-def node_document(node: str, pods: PodFiguresByKey, now: float, interval: float = 1.0) -> ReceivedNodePods:
+def node_document(node: str, pods: PodFiguresByKey, now: float, interval: float = 1.0) -> NodePods:
     """A document of `node` generated at `now` (seconds on the test's clock) listing `pods`."""
-    return ReceivedNodePods(
+    return NodePods(
         node=node,
         generated_at=_when(now),
         interval_seconds=interval,
@@ -52,8 +51,8 @@ def node_document(node: str, pods: PodFiguresByKey, now: float, interval: float 
     )
 
 
-def _pod(node: str, namespace: str, name: str, figure: Figure, now: float) -> ReceivedPod:
-    device = ReceivedDevice(
+def _pod(node: str, namespace: str, name: str, figure: Figure, now: float) -> PodView:
+    device = DeviceFigures(
         uuid=f"GPU-{node}-0",
         gpu=0,
         gpu_uuid=f"GPU-{node}-0",
@@ -61,17 +60,17 @@ def _pod(node: str, namespace: str, name: str, figure: Figure, now: float) -> Re
         share="exclusive",
         utilization_percent=figure.utilization,
     )
-    return ReceivedPod(
+    return PodView(
         namespace=namespace,
         name=name,
         uid=figure.uid,
-        containers=(ReceivedContainer(name="main", devices=(device,)),),
+        containers=(ContainerView(name="main", devices=(device,)),),
         sampled_at=_when(now - figure.age),
         window_seconds=1.0,
     )
 
 
-def _carrying(document: ReceivedNodePods, carried: Namespaces) -> ReceivedNodePods:
+def _carrying(document: NodePods, carried: Namespaces) -> NodePods:
     """The document filtered to the namespaces a connection asked for, as the exporter filters it."""
     if carried is None:
         return document
@@ -83,48 +82,61 @@ class ScriptedExporter:
     """A node's exporter: what it sends now (a document, a failure to raise, or nothing yet), and the namespaces each
     connection asked for (None: the whole document)."""
 
-    sent: ReceivedNodePods | str | None = None
+    sent: NodePods | str | None = None
     connections: list[Namespaces] = field(default_factory=list)
     changed: asyncio.Event = field(default_factory=asyncio.Event)
 
-    def send(self, sent: ReceivedNodePods | str) -> None:
+    def send(self, sent: NodePods | str) -> None:
         self.sent = sent
         changed, self.changed = self.changed, asyncio.Event()
         changed.set()
 
 
-class ScriptedFeeds(NodePodsCache):
-    """A NodePodsCache whose feeds read `exporters[url]` instead of connecting: a connection hands the exporter's
+class ScriptedFeed(NodeFeed):
+    """A node's feed that reads `script.exporters[url]` instead of connecting: a connection hands the exporter's
     current document at once and each one it sends later, or fails with its failure."""
+
+    script: ScriptedFeeds | None = None
+
+    async def connect(self, carried: Namespaces, started: float) -> float:
+        script = self.script
+        assert script is not None
+        exporter = script.exporter(self.url)
+        exporter.connections.append(carried)
+        while True:
+            changed, sent = exporter.changed, exporter.sent
+            if isinstance(sent, str):
+                raise FeedError(sent)
+            if sent is not None:
+                document = _carrying(sent, carried)
+                body = msgspec.json.encode(document)  # what the answer reads again (NodeAnswer keeps the bytes only)
+                self.arrived(document, body, parse_node_pods, script.exporter_clock.time(), carried, started)
+                script.delivered[self.url] = sent
+            await changed.wait()
+
+
+class ScriptedFeeds(NodeFeeds):
+    """NodeFeeds whose feeds are ScriptedFeed: each reads its exporter's script instead of connecting."""
 
     def __init__(self, clock: ManualClock, **options: Any) -> None:
         options = {"timeout": 0.5, "failure_ttl": 0.01, "max_failure_ttl": 0.02, **options}
         super().__init__(clock=clock.monotonic, wall_clock=clock.time, **options)
         self.exporter_clock = clock
         self.exporters: dict[str, ScriptedExporter] = {}
-        self.delivered: dict[str, ReceivedNodePods] = {}  # url -> the document last handed to its feed
+        self.delivered: dict[str, NodePods] = {}  # url -> the document last handed to its feed
 
     def exporter(self, url: str) -> ScriptedExporter:
         return self.exporters.setdefault(url, ScriptedExporter())
 
-    async def _connect(self, feed: _Feed, carried: Namespaces, started: float) -> float:
-        exporter = self.exporter(feed.url)
-        exporter.connections.append(carried)
-        while True:
-            changed, sent = exporter.changed, exporter.sent
-            if isinstance(sent, str):
-                raise _FeedError(sent)
-            if sent is not None:
-                document = _carrying(sent, carried)
-                body = msgspec.json.encode(document)  # what the answer reads again (NodeAnswer keeps the bytes only)
-                self._arrived(feed, document, body, parse_node_pods, self.exporter_clock.time(), carried, started)
-                self.delivered[feed.url] = sent
-            await changed.wait()
+    def _feed(self, node: str, url: str, now: float) -> NodeFeed:
+        feed = ScriptedFeed(node, url, self._client, self._arrived, self._failed, now)
+        feed.script = self
+        return feed
 
-    def following(self, url: str) -> _Feed | None:
+    def following(self, url: str) -> NodeFeed | None:
         return next((feed for feed in self._feeds.values() if feed.url == url), None)
 
-    async def send(self, url: str, sent: ReceivedNodePods | str) -> None:
+    async def send(self, url: str, sent: NodePods | str) -> None:
         """Have the exporter at `url` send a document (or fail), and wait until the feed following it, if any, took
         it."""
         self.exporter(url).send(sent)
@@ -144,16 +156,19 @@ class ScriptedFeeds(NodePodsCache):
             await asyncio.sleep(0.001)
 
     async def filled(self) -> None:
-        """Wait until the indexes being filled from the answers at hand (NodePodsCache._fill) are."""
-        while self._fills:
-            await asyncio.gather(*self._fills)
+        """Wait until the metrics being filled into the pod figure index from the answers at hand are."""
+        await self._index.filled()
 
-    def indexed_keys(self, metric_name: str) -> set[tuple[str, str, str]]:
-        return set(self._indexes.get(metric_name, {}))
+    def entries(self, metric_name: str) -> Mapping[IndexKey, IndexedValue] | None:
+        """The pod figure index's entries of `metric_name`; None before its first question."""
+        return self._index.entries(metric_name)
 
-    def current_keys(self, metric_name: str, nodes: Iterable[str] | None = None) -> set[tuple[str, str, str]]:
+    def indexed_keys(self, metric_name: str) -> set[IndexKey]:
+        return set(self._index.entries(metric_name) or {})
+
+    def current_keys(self, metric_name: str, nodes: Iterable[str] | None = None) -> set[IndexKey]:
         """What the index of `metric_name` must hold: each current feed's current answer's pods."""
-        metric = self._wanted_metrics[metric_name]
+        metric = next(m for m in self._index.metrics() if m.name == metric_name)
         return {
             (node, namespace, pod)
             for node, feed in self._feeds.items()

@@ -20,7 +20,7 @@ from adapter.metrics_config import default_metrics_config
 from adapter.server import Adapter
 from adapter.settings import ListenAddress
 from adapter.sources.direct import DirectSource
-from adapter.sources.nodepods import NodePodsCache
+from adapter.sources.nodefeeds import NodeFeeds
 from tests.adapter.simcluster import Cluster
 from toolkit.certs import CertificateAuthority
 from toolkit.connections import ConnectionGuard, ConnectionLimits
@@ -43,7 +43,7 @@ async def served(cluster: Cluster, tmp_path: Path) -> AsyncIterator[Served]:
     client_ca = CertificateAuthority.create("clients")
     context = build_server_ssl_context(None, None, tmp_path, (), client_ca_data=[client_ca.cert_pem])
     metrics = AdapterMetrics("direct")
-    source = DirectSource(cluster.locator(), NodePodsCache(timeout=1.0))
+    source = DirectSource(cluster.locator(), NodeFeeds(timeout=1.0))
     app = build_app(config=default_metrics_config(), pods=cluster.pods, source=source, metrics=metrics)
     connections = ConnectionGuard(LIMITS)
     metrics.registry.register(ConnectionsCollector(connections))  # as adapter/parts.py does

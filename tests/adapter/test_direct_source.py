@@ -16,11 +16,11 @@ from adapter.api.selfmetrics import AdapterMetrics
 from adapter.metrics_config import default_metrics_config
 from adapter.quantity import parse_quantity
 from adapter.selectors import parse_selector
-from adapter.sources import nodepods
+from adapter.sources import nodefeed, nodefeeds
+from adapter.sources.aggregation import pod_value
 from adapter.sources.direct import DirectSource
 from adapter.sources.exporters import PodExporters, StaticExporters
-from adapter.sources.nodepods import Miss, NodePodsCache
-from adapter.sources.values import pod_value
+from adapter.sources.nodefeeds import Miss, NodeFeeds
 from tests.adapter.simcluster import EXPORTER_LABELS, AdapterFactory, Cluster
 from tests.adapter.simnodes import Gpu, SimulatedNode
 from tests.support.clocks import ManualClock
@@ -54,7 +54,7 @@ def timestamp(item: dict[str, Any]) -> float:
 
 
 def direct(cluster: Cluster, clock: ManualClock, max_age: float | None = None, **cache: Any) -> DirectSource:
-    nodes_cache = NodePodsCache(clock=clock.monotonic, wall_clock=clock.time, **cache)
+    nodes_cache = NodeFeeds(clock=clock.monotonic, wall_clock=clock.time, **cache)
     return DirectSource(cluster.locator(), nodes_cache, max_age=max_age, clock=clock.time)
 
 
@@ -163,14 +163,14 @@ async def test_a_warm_up_is_over_after_warm_up_seconds_whatever_the_nodes_do() -
     silent = await asyncio.start_server(lambda reader, writer: None, "127.0.0.1", 0)
     port = silent.sockets[0].getsockname()[1]
     clock = ManualClock(time.time())
-    cache = NodePodsCache(timeout=60.0, clock=clock.monotonic, wall_clock=clock.time)
+    cache = NodeFeeds(timeout=60.0, clock=clock.monotonic, wall_clock=clock.time)
     await cache.start()
     try:
         assert not cache.warmed()  # not before a warm-up began
         cache.warm({"gpu-9": f"http://127.0.0.1:{port}"})
         await asyncio.sleep(0.2)
         assert not cache.warmed() and isinstance(cache.cached("gpu-9", f"http://127.0.0.1:{port}", None), Miss)
-        clock.advance(nodepods.WARM_UP_SECONDS)
+        clock.advance(nodefeeds.WARM_UP_SECONDS)
         assert cache.warmed()
         cache.warm({})  # a warm-up of nothing is over at once
         assert cache.warmed()
@@ -179,7 +179,7 @@ async def test_a_warm_up_is_over_after_warm_up_seconds_whatever_the_nodes_do() -
         silent.close()
 
 
-class LostCancellations(NodePodsCache):
+class LostCancellations(NodeFeeds):
     """A cache whose reconnects never reach the task they replace, as when a cancellation is swallowed."""
 
     def _reconnect(self, feed: Any) -> None:
@@ -227,7 +227,7 @@ async def test_a_node_whose_stream_slots_are_taken_is_read_by_plain_documents(
 ) -> None:
     """Another client holds every stream slot of gpu-1's exporter (429 to watch=1): its pods are served from plain
     documents asked each interval, and the feed takes a stream again once a slot is free."""
-    monkeypatch.setattr(nodepods, "STREAM_REFUSED_SECONDS", 0.5)
+    monkeypatch.setattr(nodefeed, "STREAM_REFUSED_SECONDS", 0.5)
     gpu1 = cluster.nodes["gpu-1"]
     gpu1.streams_taken, gpu1.interval = True, 0.2
     client = await make_adapter()
@@ -242,7 +242,7 @@ async def test_a_node_whose_stream_slots_are_taken_is_read_by_plain_documents(
 
 
 async def test_followed_nodes_are_dropped_when_nobody_asks(cluster: Cluster) -> None:
-    cache = NodePodsCache(keep_warm_seconds=0.6)
+    cache = NodeFeeds(keep_warm_seconds=0.6)
     source = DirectSource(cluster.locator(), cache)
     await source.start()
     try:
@@ -276,7 +276,7 @@ async def test_slow_or_broken_exporters_drop_only_their_pods(make_adapter: Adapt
     cluster.nodes["gpu-2"].delay = 2.0
     metrics = AdapterMetrics("direct")
     client = await make_adapter(
-        source=DirectSource(cluster.locator(), NodePodsCache(timeout=0.3, observe=metrics.observe_source_call)),
+        source=DirectSource(cluster.locator(), NodeFeeds(timeout=0.3, observe=metrics.observe_source_call)),
         metrics=metrics,
     )
     assert set(await served(client)) == {"infer-a", "train-0"}
@@ -291,7 +291,7 @@ async def test_slow_or_broken_exporters_drop_only_their_pods(make_adapter: Adapt
     )
     for broken in ("not json", '{"api_version": "gpu-pulse.dev/v1"}'):
         cluster.nodes["gpu-1"].broken = broken
-        client = await make_adapter(source=DirectSource(cluster.locator(), NodePodsCache(timeout=0.3)))
+        client = await make_adapter(source=DirectSource(cluster.locator(), NodeFeeds(timeout=0.3)))
         response = await client.get(PODS)
         assert response.status == 503  # no node gave a usable answer
         assert "no exporter answered" in (await response.json())["message"]

@@ -1,8 +1,8 @@
 """A node's answer and the figures worked out from it hold nothing the garbage collector walks, but a few containers,
 whatever the document's size, and from the moment they are made: at a thousand documents a second, tracked objects per
-pod lived into the oldest generation and made every full collection longer (adapter/sources/model.py, ServedValue),
-and, untracked only by a collection, filled the young generation until a young pass walked them all
-(adapter/sources/nodepods.py, NodeAnswer)."""
+pod lived into the oldest generation and made every full collection longer (adapter/sources/metricsource.py,
+ServedValue), and, untracked only by a collection, filled the young generation until a young pass walked them all
+(adapter/sources/nodeanswer.py; docs/decisions/2026-11-28-adapter-hot-path.md)."""
 
 from __future__ import annotations
 
@@ -14,8 +14,9 @@ from decimal import Decimal
 from functools import partial
 
 from adapter.metrics_config import MetricDefinition, default_metrics_config
-from adapter.sources.model import PodFigures, ServedValue
-from adapter.sources.nodepods import IndexedFigures, NodeAnswer, _add_entries
+from adapter.sources.figureindex import PodFigureIndex
+from adapter.sources.metricsource import ListedValue, ServedValue
+from adapter.sources.nodeanswer import NodeAnswer
 from toolkit.pods_contract import parse_node_pods
 
 AT = datetime(2026, 11, 27, 12, 0, 0, tzinfo=UTC).isoformat().replace("+00:00", "Z")
@@ -62,7 +63,7 @@ def test_a_served_value_is_never_tracked() -> None:
 
 
 def test_a_pods_figures_are_never_tracked() -> None:
-    assert not gc.is_tracked(PodFigures(ServedValue(Decimal("42.5"), 1.0, 60), "uid"))
+    assert not gc.is_tracked(ListedValue(ServedValue(Decimal("42.5"), 1.0, 60), "uid"))
 
 
 def _young_added_by(make: Callable[[], object]) -> tuple[object, int]:
@@ -81,7 +82,7 @@ def _young_added_by(make: Callable[[], object]) -> tuple[object, int]:
 
 
 def _answer(body: bytes, wanted: dict[str, MetricDefinition]) -> NodeAnswer:
-    return NodeAnswer(parse_node_pods(body), body, parse_node_pods, wanted)
+    return NodeAnswer(parse_node_pods(body), body, parse_node_pods, worked_out=wanted.values())
 
 
 def test_an_answer_adds_the_same_few_tracked_objects_whatever_its_pods() -> None:
@@ -102,9 +103,12 @@ def test_the_index_entries_of_an_answer_are_not_tracked() -> None:
     metric = default_metrics_config().custom("gpu_utilization")
     assert metric is not None
     body = _document(50)
-    answer = NodeAnswer(parse_node_pods(body), body, parse_node_pods, {metric.name: metric})
-    index: dict[tuple[str, str, str], IndexedFigures] = {}
-    _add_entries(index, "gpu-1", answer, answer.values(metric))
+    answer = NodeAnswer(parse_node_pods(body), body, parse_node_pods, worked_out=(metric,))
+    figures = PodFigureIndex()
+    figures.serve(metric, [], None, 0.0, lambda _interval: 0.0)  # the metric's first question: indexed from now on
+    figures.replace("gpu-1", answer)
+    index = figures.entries(metric.name)
+    assert index is not None
     gc.collect()  # the keys, tuples of strings, are untracked by their first pass; the entries never were
     assert len(index) == 50
     assert not any(gc.is_tracked(entry) or gc.is_tracked(key) for key, entry in index.items())
@@ -116,7 +120,7 @@ def test_an_answer_reads_its_document_again_for_samples_and_new_metrics() -> Non
     assert utilization is not None and power is not None
     body = _document(12)
     document = parse_node_pods(body)
-    answer = NodeAnswer(document, body, parse_node_pods, {utilization.name: utilization})
+    answer = NodeAnswer(document, body, parse_node_pods, worked_out=(utilization,))
     assert answer.node == "gpu-1" and answer.interval_seconds == 1.0
     assert answer.document() == document
     assert answer.values(power)["team-0"]["p-0"].value.value == Decimal("300.5")

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
+import logging
 
 import pytest
 
@@ -79,3 +81,37 @@ async def test_the_real_passes_freeze_what_lives() -> None:
         with pytest.raises(asyncio.CancelledError):
             await task
         gc.unfreeze()
+
+
+@pytest.mark.parametrize("interpreter", [("cpython", (3, 13)), ("pypy", (3, 11))])
+async def test_on_an_interpreter_it_was_not_measured_on_the_collector_is_left_alone(
+    interpreter: tuple[str, tuple[int, int]], caplog: pytest.LogCaptureFixture
+) -> None:
+    """The tuning was measured on CPython 3.11: elsewhere nothing is frozen or re-tuned, the log says so once, and
+    the replica still settles once its source is ready."""
+    world = World()
+    world.synced = True
+    settler = HeapSettler(
+        lambda: world.synced,
+        lambda: world.ready,
+        settle=lambda: world.done.append("settle"),
+        prepare=lambda: world.done.append("prepare"),
+        sleep=world.sleep,
+        refreeze_seconds=600.0,
+        interpreter=interpreter,
+    )
+    caplog.set_level(logging.INFO, logger="adapter.heap")
+    task = asyncio.create_task(settler.run())
+    try:
+        await _until(lambda: len(world.slept) > 3)
+        assert not settler.settled()  # the source is not ready yet
+        world.ready = True
+        await _until(settler.settled)
+        await _until(task.done)
+        assert world.done == []
+        said = [r.getMessage() for r in caplog.records if r.name == "adapter.heap"]
+        assert len(said) == 1 and "measured on CPython 3.11" in said[0] and interpreter[0] in said[0]
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task

@@ -20,10 +20,11 @@ from hypothesis import strategies as st
 from adapter.api.selfmetrics import AdapterMetrics
 from adapter.metrics_config import default_metrics_config
 from adapter.quantity import parse_quantity
-from adapter.sources import nodepods
+from adapter.sources import nodefeed
 from adapter.sources.direct import DirectSource
 from adapter.sources.exporters import StaticExporters
-from adapter.sources.nodepods import MISS, NodePodsCache, exporter_clock_offset
+from adapter.sources.nodeanswer import exporter_clock_offset
+from adapter.sources.nodefeeds import MISS, NodeFeeds
 from adapter.sources.promanswers import SERIES_PER_BYTE, LargeAnswers
 from adapter.sources.prometheus import PrometheusSource
 from tests.adapter.simcluster import AdapterFactory, Cluster
@@ -109,7 +110,7 @@ async def test_an_endless_chunked_document_is_cut_at_the_cap(
     hostile = await upstreams(endless_chunks)
     metrics = AdapterMetrics("direct")
     locator = StaticExporters({"gpu-1": cluster.nodes["gpu-1"].url, "gpu-2": hostile.url})
-    cache = NodePodsCache(timeout=30.0, max_document_bytes=256 * 1024, observe=metrics.observe_source_call)
+    cache = NodeFeeds(timeout=30.0, max_document_bytes=256 * 1024, observe=metrics.observe_source_call)
     client = await make_adapter(source=DirectSource(locator, cache), metrics=metrics)
     assert set(await served(client)) == {"infer-a", "train-0"}  # gpu-2's pods left out, gpu-1's served
     # refused as too large as soon as the cap was passed, not read on until the (30 s) timeout
@@ -129,7 +130,7 @@ async def test_an_endless_stream_line_is_cut_at_the_cap(
     hostile = await upstreams(endless_line)
     metrics = AdapterMetrics("direct")
     locator = StaticExporters({"gpu-1": cluster.nodes["gpu-1"].url, "gpu-2": hostile.url})
-    cache = NodePodsCache(timeout=30.0, max_document_bytes=256 * 1024, observe=metrics.observe_source_call)
+    cache = NodeFeeds(timeout=30.0, max_document_bytes=256 * 1024, observe=metrics.observe_source_call)
     client = await make_adapter(source=DirectSource(locator, cache), metrics=metrics)
     assert set(await served(client)) == {"infer-a", "train-0"}
     assert outcomes(metrics, "direct") == {"ok": 1.0, "error": 1.0, "timeout": None}
@@ -139,7 +140,7 @@ async def test_an_endless_stream_line_is_cut_at_the_cap(
 async def test_a_stalled_or_garbled_stream_drops_its_node_until_it_streams_again(
     cluster: Cluster, upstreams: Callable[[Handler], Awaitable[Upstream]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(nodepods, "STALL_SECONDS", 0.3)
+    monkeypatch.setattr(nodefeed, "STALL_SECONDS", 0.3)
     good = encode_node_pods(cluster.nodes["gpu-2"].document(None))
     behaviour = {"next": "stall"}
 
@@ -154,7 +155,7 @@ async def test_a_stalled_or_garbled_stream_drops_its_node_until_it_streams_again
             await response.write(stream_event(time.time(), good))
 
     hostile = await upstreams(moody)
-    cache = NodePodsCache(failure_ttl=0.05, max_failure_ttl=0.05)
+    cache = NodeFeeds(failure_ttl=0.05, max_failure_ttl=0.05)
     await cache.start()
     try:
         assert await cache.answer("gpu-2", hostile.url, None) is not None
@@ -196,7 +197,7 @@ async def test_a_failing_node_is_asked_again_less_and_less_often(
         return web.Response(status=500, text="broken\n")
 
     hostile = await upstreams(failing)
-    cache = NodePodsCache(failure_ttl=0.1, max_failure_ttl=3.0)
+    cache = NodeFeeds(failure_ttl=0.1, max_failure_ttl=3.0)
     await cache.start()
     try:
         assert await cache.answer("gpu-2", hostile.url, None) is None
@@ -401,7 +402,7 @@ async def test_a_backlog_of_stream_lines_is_skipped_to_the_newest(
         return response
 
     hostile = await upstreams(behind)
-    cache = NodePodsCache()
+    cache = NodeFeeds()
     await cache.start()
     try:
         answer = await cache.answer("gpu-2", hostile.url, None)
@@ -431,7 +432,7 @@ async def test_a_node_that_answered_too_late_many_times_is_followed_once_it_answ
             await asyncio.sleep(0.05)
 
     hostile = await upstreams(slow_then_fine)
-    cache = NodePodsCache(timeout=0.1, failure_ttl=0.02, max_failure_ttl=0.05)
+    cache = NodeFeeds(timeout=0.1, failure_ttl=0.02, max_failure_ttl=0.05)
     await cache.start()
     try:
         assert await cache.answer("gpu-2", hostile.url, None) is None

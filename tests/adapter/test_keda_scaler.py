@@ -23,8 +23,8 @@ from adapter.metrics_config import default_metrics_config
 from adapter.quantity import parse_quantity
 from adapter.sources.direct import DirectSource
 from adapter.sources.exporters import StaticExporters
-from adapter.sources.model import MetricSource
-from adapter.sources.nodepods import NodePodsCache
+from adapter.sources.metricsource import MetricSource
+from adapter.sources.nodefeeds import NodeFeeds
 from tests.adapter.simcluster import AdapterFactory, Cluster
 from tests.adapter.simnodes import Gpu
 from tests.support import keda
@@ -72,7 +72,7 @@ async def make_scaler(cluster: Cluster) -> AsyncIterator[ScalerFactory]:
         capacity: int = 100,
     ) -> Scaler:
         if source is None:
-            source = DirectSource(cluster.locator(), NodePodsCache(timeout=1.0))
+            source = DirectSource(cluster.locator(), NodeFeeds(timeout=1.0))
         await source.start()
         clock = ManualClock()
         registry = CollectorRegistry()
@@ -159,7 +159,7 @@ async def test_pods_whose_figures_aged_past_max_age_are_unavailable_never_stale(
     clock = ManualClock(time.time())
     for node in cluster.nodes.values():
         node.clock = clock.time
-    cache = NodePodsCache(clock=clock.monotonic, wall_clock=clock.time)
+    cache = NodeFeeds(clock=clock.monotonic, wall_clock=clock.time)
     scaler = await make_scaler(source=DirectSource(cluster.locator(), cache, max_age=3.0, clock=clock.time))
     request = keda.metrics_request("ml", INFER, "gpu_utilization")
     assert (await scaler.client.get_metrics(request)).metricValues[0].metricValueFloat == 130.25
@@ -177,7 +177,7 @@ async def test_pods_whose_figures_aged_past_max_age_are_unavailable_never_stale(
 
 async def test_no_exporter_answering_is_unavailable(make_scaler: ScalerFactory) -> None:
     dead = StaticExporters({"gpu-1": "http://127.0.0.1:1", "gpu-2": "http://127.0.0.1:1"})
-    cache = NodePodsCache(timeout=0.5)
+    cache = NodeFeeds(timeout=0.5)
     scaler = await make_scaler(source=DirectSource(dead, cache))
     failure = await refused(scaler.client.get_metrics(keda.metrics_request("ml", INFER, "")))
     assert failure.code() is grpc.StatusCode.UNAVAILABLE and "no exporter answered" in failure.details()
@@ -323,7 +323,7 @@ async def test_quiet_pods_seen_first_count_as_active_until_quiet_long_enough(
 
 async def test_activity_is_unavailable_until_a_figure_is_known(make_scaler: ScalerFactory) -> None:
     dead = StaticExporters({"gpu-1": "http://127.0.0.1:1", "gpu-2": "http://127.0.0.1:1"})
-    cache = NodePodsCache(timeout=0.5)
+    cache = NodeFeeds(timeout=0.5)
     scaler = await make_scaler(source=DirectSource(dead, cache))
     failure = await refused(scaler.client.is_active(ref()))
     assert failure.code() is grpc.StatusCode.UNAVAILABLE and "no exporter answered" in failure.details()

@@ -23,7 +23,7 @@ from adapter.keda.workload import WorkloadReader
 from adapter.metrics_config import default_metrics_config
 from adapter.settings import load_settings
 from adapter.sources.direct import DirectSource
-from adapter.sources.nodepods import NodePodsCache
+from adapter.sources.nodefeeds import NodeFeeds
 from tests.adapter.simcluster import Cluster
 from tests.support import keda
 from toolkit.certs import CertificateAuthority
@@ -35,7 +35,7 @@ METADATA = {"metric": "gpu_utilization", "podSelector": "app=infer", "target": "
 
 
 def _servicer(cluster: Cluster) -> ExternalScaler:
-    source = DirectSource(cluster.locator(), NodePodsCache(timeout=1.0))
+    source = DirectSource(cluster.locator(), NodeFeeds(timeout=1.0))
     reader = WorkloadReader(default_metrics_config(), cluster.pods, source)
     metrics = KedaMetrics(CollectorRegistry())
     return ExternalScaler(reader, ActivityBoard(reader, Hysteresis()), metrics)

@@ -24,7 +24,7 @@ from adapter.metrics_config import default_metrics_config
 from adapter.podcache.cache import PodCache
 from adapter.sources.direct import DirectSource
 from adapter.sources.exporters import StaticExporters
-from adapter.sources.nodepods import NodePodsCache
+from adapter.sources.nodefeeds import NodeFeeds
 from simulation.kubeapi import KubeApiServer
 from toolkit.certs import CertificateAuthority
 from toolkit.kubeclient import api_client
@@ -93,7 +93,7 @@ async def served(cluster: Cluster, tmp_path: Path) -> AsyncIterator[Served]:
     app = build_app(
         config=default_metrics_config(),
         pods=cluster.pods,
-        source=DirectSource(cluster.locator(), NodePodsCache(timeout=1.0), max_age=None),
+        source=DirectSource(cluster.locator(), NodeFeeds(timeout=1.0), max_age=None),
         metrics=metrics,
         auth=auth_middleware(
             DelegatingAuthenticator.from_config(auth_config, TokenReviewer(client)),

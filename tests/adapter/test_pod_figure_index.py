@@ -1,4 +1,4 @@
-"""The pod figure index (nodepods.NodePodsCache.served_at_hand) behind the HPA's question (DirectSource.pod_values):
+"""The pod figure index (nodefeeds.NodeFeeds.served_at_hand) behind the HPA's question (DirectSource.pod_values):
 it serves the very values the node by node way serves (DirectSource._values_at_nodes), holds exactly the pods of each
 followed node's current document, and keeps the feeds it serves followed."""
 
@@ -16,11 +16,12 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from adapter.metrics_config import MetricDefinition, default_metrics_config
-from adapter.sources import nodepods
-from adapter.sources.direct import DirectSource, _asked_namespace, default_max_age
+from adapter.sources import figureindex
+from adapter.sources.aggregation import pod_value
+from adapter.sources.direct import DirectSource, _asked_namespace
 from adapter.sources.exporters import StaticExporters
-from adapter.sources.model import ServedValue, SourceUnavailableError
-from adapter.sources.values import pod_value
+from adapter.sources.freshness import default_max_age
+from adapter.sources.metricsource import ServedValue, SourceUnavailableError
 from tests.adapter.scriptedfeeds import Figure, PodFiguresByKey, ScriptedFeeds, node_document
 from tests.support.clocks import ManualClock
 from toolkit.pods import Pod
@@ -216,7 +217,9 @@ async def test_index_entries_are_not_tracked_by_the_garbage_collector(scripted: 
     await scripted.send("n1", {("ml", f"p-{i}"): Figure(float(i)) for i in range(10)})
     await scripted.values([pod("p-0", "n1")])
     await scripted.cache.filled()
-    entries = list(scripted.cache._indexes["gpu_utilization"].values())
+    indexed = scripted.cache.entries("gpu_utilization")
+    assert indexed is not None
+    entries = list(indexed.values())
     assert len(entries) == 10
     gc.collect()
     assert not any(gc.is_tracked(entry) for entry in entries)
@@ -344,9 +347,10 @@ class IndexAgreesWithNodeByNode(RuleBasedStateMachine):
     def the_index_holds_the_current_answers_exactly(self) -> None:
         cache = self.scripted.cache
         self.run(cache.filled())
-        if "gpu_utilization" in cache._indexes:
+        entries = cache.entries("gpu_utilization")
+        if entries is not None:
             assert cache.indexed_keys("gpu_utilization") == cache.current_keys("gpu_utilization")
-            for (node, _, _), entry in cache._indexes["gpu_utilization"].items():
+            for (node, _, _), entry in entries.items():
                 assert entry.answer is cache._feeds[node].answer
 
 
@@ -376,7 +380,7 @@ async def test_an_index_made_at_the_first_question_fills_a_slice_at_a_time(
     """The first question about a metric does not build its index from every document at hand at once: it is
     answered the node by node way for the nodes not in yet, and the index takes the answers at hand a slice at a
     time; a document arriving meanwhile puts its own values in, which the slice then leaves alone."""
-    monkeypatch.setattr(nodepods, "INDEX_FILL_NODES", 1)
+    monkeypatch.setattr(figureindex, "INDEX_FILL_NODES", 1)
     for node in NODES:
         await scripted.send(node, {("ml", f"{node}-p"): Figure(10.0)})
     # the nodes are followed (a question about another metric), but nothing is indexed for utilization yet

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from adapter.sources.model import SourceError, SourceUnavailableError
+from adapter.sources.metricsource import SourceError, SourceUnavailableError
 from adapter.sources.promanswers import decode_answer
 
 NAMES = st.sampled_from(["a", "b", "c"])

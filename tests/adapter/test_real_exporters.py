@@ -23,7 +23,7 @@ from adapter.podcache.cache import PodCache
 from adapter.quantity import decimal_from_float, parse_quantity
 from adapter.sources.direct import DirectSource
 from adapter.sources.exporters import StaticExporters
-from adapter.sources.nodepods import NodePodsCache
+from adapter.sources.nodefeeds import NodeFeeds
 from adapter.sources.prometheus import PrometheusSource
 from simulation.kubeapi import KubeApiServer
 from tests.adapter.promserver import Prometheus, free_port
@@ -152,7 +152,7 @@ async def test_direct_source_serves_what_the_real_exporters_report(
     app = build_app(
         config=default_metrics_config(),
         pods=real_cluster.pods,
-        source=DirectSource(locator, NodePodsCache()),
+        source=DirectSource(locator, NodeFeeds()),
         metrics=AdapterMetrics("direct"),
     )
     client = await aiohttp_client(app)
@@ -200,7 +200,7 @@ async def test_both_sources_agree_on_the_real_exporters(
             build_app(
                 config=default_metrics_config(),
                 pods=real_cluster.pods,
-                source=DirectSource(locator, NodePodsCache()),
+                source=DirectSource(locator, NodeFeeds()),
                 metrics=AdapterMetrics("direct"),
             )
         )

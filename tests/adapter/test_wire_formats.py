@@ -17,7 +17,7 @@ from adapter.api.bodies import CustomItems, described_object, rfc3339
 from adapter.api.paths import parse_custom_path, parse_external_path, request_attributes
 from adapter.metrics_config import MetricsConfig, MetricsConfigError, parse_metrics_config
 from adapter.quantity import canonical_quantity, decimal_from_float, parse_quantity
-from adapter.sources.model import ServedValue
+from adapter.sources.metricsource import ServedValue
 from adapter.status import ApiError
 from toolkit.pods import Pod
 
@@ -244,7 +244,7 @@ def test_a_figures_cached_decimal_is_the_one_worked_out_afresh(number: float | i
     an integer and the float of the same value (one key to a dict) each get their own. Zero is the one exception to
     the digits: 0.0 and -0.0 are one key (as they were to the lru_cache before), so either may give "-0"; both are 0."""
     from adapter.quantity import QuantityError
-    from adapter.sources.figures import exact
+    from adapter.sources.device_figures import exact
 
     try:
         afresh: Decimal | None = decimal_from_float(number)

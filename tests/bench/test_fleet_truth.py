@@ -20,7 +20,7 @@ from fleet_cluster import GpuPod, Node, Snapshots, sample_second, utilization_te
 
 from adapter.api.bodies import CustomItems, described_object, rfc3339
 from adapter.quantity import canonical_quantity
-from adapter.sources.model import ServedValue
+from adapter.sources.metricsource import ServedValue
 from toolkit.pods_contract import parse_node_pods
 
 NAMESPACE, DEPLOYMENT = "team-01", "infer-001"

@@ -51,10 +51,9 @@ class PodSample:
 class ServedValue(msgspec.Struct, frozen=True, gc=False):
     """A metric's value for one object (a pod, a workload, a selection of pods), as the API serves it.
 
-    One is made per pod of every document that arrives (a thousand documents a second at fleet size), and lives until
-    the next. A NamedTuple stayed tracked by the garbage collector (CPython untracks only exact tuples), so each lived
-    into the oldest generation, and full collections, walking them all, paused the adapter 100-250 ms every few
-    seconds. A struct with `gc=False` is never tracked: it holds numbers only, and so takes part in no cycle.
+    One is made per pod of every document that arrives, and lives until the next. A struct with `gc=False` is never
+    tracked by the garbage collector (it holds numbers only, so it takes part in no cycle), where a NamedTuple would
+    live into the oldest generation and lengthen every full pass (docs/decisions/2026-11-28-adapter-hot-path.md).
     """
 
     value: Decimal  # in the served unit (scale applied)
@@ -62,14 +61,16 @@ class ServedValue(msgspec.Struct, frozen=True, gc=False):
     window_seconds: int
 
 
-class PodFigures(msgspec.Struct, frozen=True, gc=False):
-    """A pod's value of one metric in one node document, and the pod's uid there (a re-created pod of the same name has
-    another). Made per pod of every document as ServedValue is, and for the same reason never tracked: a dict of these
-    by pod name (strings) is not tracked either, so a document's figures add nothing per pod to the collector's young
-    generation (adapter/sources/nodepods.py, NodeAnswer)."""
+class ListedValue(msgspec.Struct, frozen=True, gc=False):
+    """A pod's value of one metric as its node's document lists it, and the pod's uid there (a re-created pod of the
+    same name has another). Made per pod of every document, and never tracked for the reason ServedValue is not: a dict
+    of these by pod name (strings) is not tracked either."""
 
     value: ServedValue
     uid: str | None
+
+
+ListedValues = Mapping[str, Mapping[str, ListedValue]]  # a document's values of one metric: by namespace, by pod name
 
 
 class PodDirectory(Protocol):

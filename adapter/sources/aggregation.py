@@ -13,7 +13,7 @@ from decimal import ROUND_HALF_EVEN, Context, Decimal
 
 from adapter.metrics_config import Combine, MetricDefinition
 from adapter.selectors import Selector
-from adapter.sources.model import PodSample, ServedValue
+from adapter.sources.metricsource import PodSample, ServedValue
 
 DEFAULT_WINDOW_SECONDS = 60  # the HPA's own assumption when a metric says nothing
 # Arithmetic in an explicit context (not the thread's): sums of figures are exact, a mean keeps 34 digits, far finer

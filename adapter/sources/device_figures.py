@@ -8,17 +8,18 @@ from decimal import Decimal, DivisionByZero, InvalidOperation
 from types import MappingProxyType
 from typing import Any
 
+from adapter.hotpath_caches import EXACT_BOUND, EXACT_FLOATS, EXACT_INTS, keep
 from adapter.metrics_config import Figure, MetricDefinition
 from adapter.quantity import QuantityError, decimal_from_float
-from adapter.sources.model import DeviceValue, PodFigures, PodSample, ServedValue
-from adapter.sources.values import combined_value
+from adapter.sources.aggregation import combined_value
+from adapter.sources.metricsource import DeviceValue, ListedValue, PodSample, ServedValue
 from toolkit.pods_contract import (
     MEMORY_BYTES_BOUNDS,
     POWER_WATTS_BOUNDS,
     UTILIZATION_PERCENT_BOUNDS,
+    DeviceFigures,
+    PodView,
 )
-from toolkit.pods_contract import DeviceFigures as ReceivedDevice
-from toolkit.pods_contract import PodView as ReceivedPod
 
 # What each figure's unit allows (the /pods document's bounds; a fraction of memory in use is 0-1). A figure outside
 # its bounds comes from a broken or hostile source and never reaches an HPA.
@@ -35,21 +36,13 @@ def within_bounds(figure: Figure, value: Decimal) -> bool:
     return value.is_finite() and low <= value <= high
 
 
-# Figures repeat (a percent to a tenth, a GPU's memory size) across pods and documents: each number's decimal is
-# worked out once, until EXACT_CACHE_SIZE numbers are known (then the cache starts over). Plain dicts of numbers to
-# decimals, not functools.lru_cache: that keeps a float argument under a new 1-tuple, which the garbage collector
-# tracks, so every figure not seen before (a power draw, a memory fill) added an object to its young generation
-# (adapter/sources/nodepods.py, NodeAnswer says what that cost). A dict of numbers is never tracked. Integers and
-# floats apart: 100 and 100.0 are one key to a dict, but not one decimal (100, 1E+2).
-EXACT_CACHE_SIZE = 65536
-_EXACT_FLOATS: dict[float, Decimal | None] = {}
-_EXACT_INTS: dict[int, Decimal | None] = {}
-_UNKNOWN = Decimal("NaN")  # never a cached value: `exact` gives None for what is not finite
+_UNKNOWN = Decimal("NaN")  # never a kept value: `exact` gives None for what is not finite
 
 
 def exact(number: float | int) -> Decimal | None:
-    """A JSON number as the decimal it stands for (85.3 stays 85.3, float noise goes); None when not finite."""
-    cache: dict[Any, Decimal | None] = _EXACT_FLOATS if type(number) is float else _EXACT_INTS
+    """A JSON number as the decimal it stands for (85.3 stays 85.3, float noise goes); None when not finite. Figures
+    repeat across pods and documents: each number's decimal is worked out once (adapter.hotpath_caches)."""
+    cache: dict[Any, Decimal | None] = EXACT_FLOATS if type(number) is float else EXACT_INTS
     found = cache.get(number, _UNKNOWN)
     if found is not _UNKNOWN:
         return found
@@ -57,13 +50,10 @@ def exact(number: float | int) -> Decimal | None:
         found = decimal_from_float(number)
     except QuantityError:
         found = None
-    if len(cache) >= EXACT_CACHE_SIZE:
-        cache.clear()
-    cache[number] = found
-    return found
+    return keep(cache, number, found, EXACT_BOUND)
 
 
-def figure_of(device: ReceivedDevice, figure: Figure) -> Decimal | None:
+def figure_of(device: DeviceFigures, figure: Figure) -> Decimal | None:
     """One device's figure in its /pods unit, or None when the exporter does not know it."""
     if figure is Figure.UTILIZATION_PERCENT:
         return None if device.utilization_percent is None else exact(device.utilization_percent)
@@ -81,7 +71,7 @@ def figure_of(device: ReceivedDevice, figure: Figure) -> Decimal | None:
     return fraction if within_bounds(Figure.MEMORY_UTILIZATION, fraction) else None
 
 
-def device_labels(node: str, container: str, device: ReceivedDevice) -> MappingProxyType[str, str]:
+def device_labels(node: str, container: str, device: DeviceFigures) -> MappingProxyType[str, str]:
     """The labels `metricLabelSelector` matches, named like the exporter's per-pod series."""
     labels = {
         "node": node,
@@ -97,9 +87,9 @@ def device_labels(node: str, container: str, device: ReceivedDevice) -> MappingP
     return MappingProxyType(labels)
 
 
-def pod_sample(node: str, pod: ReceivedPod, figure: Figure, clock_offset: float = 0.0) -> PodSample | None:
+def pod_sample(node: str, pod: PodView, figure: Figure, clock_offset: float = 0.0) -> PodSample | None:
     """A pod's sample of one figure, or None when none of its devices has that figure. `clock_offset` places the
-    exporter's sample time on the adapter's clock (nodepods.exporter_clock_offset)."""
+    exporter's sample time on the adapter's clock (nodeanswer.exporter_clock_offset)."""
     devices: list[DeviceValue] = []
     for container in pod.containers:
         for device in container.devices:
@@ -118,8 +108,8 @@ def pod_sample(node: str, pod: ReceivedPod, figure: Figure, clock_offset: float 
     )
 
 
-def pod_served_value(metric: MetricDefinition, pod: ReceivedPod, sampled_at: float) -> ServedValue | None:
-    """A pod's value of `metric` over all its devices, as `values.pod_value` gives it for the pod's `pod_sample`,
+def pod_served_value(metric: MetricDefinition, pod: PodView, sampled_at: float) -> ServedValue | None:
+    """A pod's value of `metric` over all its devices, as `aggregation.pod_value` gives it for the pod's `pod_sample`,
     without building the sample (its device labels are only needed for a metricLabelSelector): this is worked out
     for every pod of every document that arrives. `sampled_at`: the pod's sample time on the adapter's clock."""
     figure = metric.figure
@@ -148,21 +138,21 @@ _PLAIN_FIGURES = {
 _ONE = Decimal(1)
 
 
-def pod_values(
-    metric: MetricDefinition, pods: Iterable[ReceivedPod], clock_offset: float
-) -> dict[str, dict[str, PodFigures]]:
+def listed_values(
+    metric: MetricDefinition, pods: Iterable[PodView], clock_offset: float
+) -> dict[str, dict[str, ListedValue]]:
     """Each pod's value of `metric` (`pod_served_value`) with its uid, by namespace and then pod name: what the direct
     source works out for every document that arrives, so the common case (one container on one device, a figure as
     the device carries it, no scale) is done inline. `clock_offset` places the exporter's sample times on the adapter's
     clock. Keyed by names, not (namespace, name) tuples, so that nothing in it is tracked by the garbage collector
-    (model.PodFigures)."""
+    (metricsource.ListedValue)."""
     attribute = _PLAIN_FIGURES.get(metric.figure)
     plain = attribute is not None and metric.scale == _ONE
     fixed_window = metric.window_seconds
-    found: dict[str, dict[str, PodFigures]] = {}
+    found: dict[str, dict[str, ListedValue]] = {}
     last_at, when = None, 0.0  # a document's pods mostly share one sample time
     last_namespace = ""  # a document's pods mostly come namespace by namespace
-    in_namespace: dict[str, PodFigures] = {}
+    in_namespace: dict[str, ListedValue] = {}
     for pod in pods:
         if pod.sampled_at != last_at:
             last_at = pod.sampled_at
@@ -183,5 +173,5 @@ def pod_values(
         if pod.namespace != last_namespace or not found:
             last_namespace = pod.namespace
             in_namespace = found.setdefault(last_namespace, {})
-        in_namespace[pod.name] = PodFigures(served, pod.uid)
+        in_namespace[pod.name] = ListedValue(served, pod.uid)
     return found

@@ -1,0 +1,57 @@
+"""The hot path's caches, in one place: what the adapter works out once and then looks up.
+
+Figures (a percent to a tenth, a GPU's memory size), sample seconds and pod names repeat across node documents and
+answers, so their decimals and texts are kept here, each a plain dict bounded by `keep`. Not functools.lru_cache, which
+keys each call by a tuple the garbage collector tracks; a dict of strings and numbers is never tracked
+(docs/decisions/2026-11-28-adapter-hot-path.md). Callers look up with the dict's `get` and store with `keep`. Nothing
+else here: what each value is stays with the code that works it out.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import TypeVar
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+def keep(cache: dict[K, V], key: K, value: V, bound: int) -> V:
+    """Store `value` under `key` in `cache`, a dict of at most `bound` keys: a full one starts over (no order of use to
+    keep up). Returns `value`. The caches stay plain dicts, looked up with `get`: a subclass's lookups cost more."""
+    if len(cache) >= bound:
+        cache.clear()
+    cache[key] = value
+    return value
+
+
+# A JSON number of a /pods document as the decimal it stands for (device_figures.exact; None: not finite). Integers and
+# floats apart: 100 and 100.0 are one key to a dict, but not one decimal (100, 1E+2).
+EXACT_FLOATS: dict[float, Decimal | None] = {}
+EXACT_INTS: dict[int, Decimal | None] = {}
+EXACT_BOUND = 65536
+
+# A served value's canonical quantity text (adapter.api.bodies.quantity), by value.
+QUANTITY_TEXTS: dict[Decimal, str] = {}
+QUANTITY_BOUND = 16384
+
+# A whole second's RFC 3339 text (adapter.api.bodies.rfc3339): an answer's items share a few sample seconds.
+SECOND_TEXTS: dict[int, str] = {}
+SECOND_BOUND = 256
+
+# describedObject texts (adapter.api.bodies.described_object) by (kind, apiVersion, namespace) and then name: an HPA's
+# question renders one per pod, and two lookups by strings (whose hashes Python keeps) cost less than one by a key of
+# four. At most DESCRIBED_NAMES names in a namespace, and DESCRIBED_NAMESPACES namespaces.
+DESCRIBED_NAMES = 32768
+DESCRIBED_NAMESPACES = 4096
+_DESCRIBED: dict[tuple[str, str, str | None], dict[str, str]] = {}
+
+
+def described_texts(kind: str, api_version: str, namespace: str | None) -> dict[str, str]:
+    """The describedObject texts of `kind` objects in `namespace` (None: objects that are not namespaced), by name:
+    `keep` them with DESCRIBED_NAMES."""
+    key = (kind, api_version, namespace)
+    texts = _DESCRIBED.get(key)
+    if texts is None:
+        texts = keep(_DESCRIBED, key, {}, DESCRIBED_NAMESPACES)
+    return texts

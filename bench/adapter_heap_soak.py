@@ -1,0 +1,222 @@
+"""Resident memory of a replica-like adapter over hours, with and without the heap settler's one-minute refreeze.
+
+    PYTHONPATH=. python bench/adapter_heap_soak.py [--hours 1] [--nodes 120] [--gpu-pods 800] [--other-pods 2000]
+
+Starts the simulated fleet (bench/fleet_cluster.py: the Kubernetes API stand-in, one streaming exporter per GPU node
+that ends each stream after a few minutes as the exporter does, pods replaced at `--churn` a second) and two real
+adapter processes on it, each as a replica runs: TLS, client-certificate auth, exporters found by their pods, the
+CLI's heap settler (adapter/heap.py). One is the adapter as shipped, collecting and freezing every
+adapter.heap.REFREEZE_SECONDS; the other freezes only at start (its REFREEZE_SECONDS set to infinity before the CLI
+runs). Both are asked the same HPA-like questions (each Deployment's pods, every `--hpa-period` seconds) and their RSS
+is read from /proc every `--sample-seconds`. Prints each one's RSS at the start and end, its peak, and its slope (a
+least-squares line over the samples after `--settle-minutes`) in MiB per hour; the two share the machine and its
+noise, so the difference of the slopes is what the refreeze does to memory. A run of an hour or more also checks the
+goal: the shipped adapter's slope under `--flat` MiB per hour (docs/decisions/2026-11-28-adapter-hot-path.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import random
+import ssl
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from adapter_cluster import AdapterCredentials, wait_adapter_ready, wait_for_ready_file
+from fleet import memory, stop
+
+from tests.support.loopback import free_port
+
+REPO = Path(__file__).resolve().parents[1]
+WITHOUT_REFREEZE = (
+    "import math, sys, adapter.heap\n"
+    "adapter.heap.REFREEZE_SECONDS = math.inf  # the settler freezes at start only\n"
+    "from adapter.cli import main\n"
+    "sys.exit(main())\n"
+)
+
+
+@dataclass
+class Adapter:
+    name: str
+    process: subprocess.Popen[bytes]
+    url: str
+    samples: list[tuple[float, float]] = field(default_factory=list)  # (seconds since start, RSS MiB)
+    answered: int = 0
+    failures: dict[str, int] = field(default_factory=dict)  # by HTTP status or exception
+
+
+def start_fleet(args: argparse.Namespace, workdir: Path, port: int) -> tuple[subprocess.Popen[bytes], dict[str, Any]]:
+    """The simulated fleet, niced as bench/fleet.py does: it stands for other machines."""
+    ready = workdir / "fleet.json"
+    process = subprocess.Popen(
+        [
+            "nice",
+            "-n10",
+            sys.executable,
+            str(REPO / "bench" / "fleet_cluster.py"),
+            f"--ready={ready}",
+            f"--nodes={args.nodes}",
+            f"--gpu-pods={args.gpu_pods}",
+            f"--other-pods={args.other_pods}",
+            f"--churn={args.churn}",
+            f"--port={port}",
+        ],
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    return process, wait_for_ready_file(process, ready, "the simulated fleet")
+
+
+def start_adapter(name: str, program: list[str], credentials: AdapterCredentials, exporter_port: int) -> Adapter:
+    port = free_port()
+    flags = [*credentials.flags(port), f"--exporter-port={exporter_port}"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GPU_PULSE_")}
+    env["PYTHONPATH"] = str(REPO)
+    log = (credentials.workdir / f"{name}.log").open("ab")
+    process = subprocess.Popen([sys.executable, *program, *flags], cwd=REPO, env=env, stderr=log)
+    return Adapter(name, process, f"https://127.0.0.1:{port}")
+
+
+async def hpa(
+    path: str,
+    adapters: list[Adapter],
+    sessions: list[aiohttp.ClientSession],
+    context: ssl.SSLContext,
+    period: float,
+    rng: random.Random,
+) -> None:
+    """One HPA: its question to every adapter every `period` seconds, the first at a random moment within one."""
+    await asyncio.sleep(rng.uniform(0, period))
+    next_at = time.monotonic()
+    while True:
+        for adapter, session in zip(adapters, sessions, strict=True):
+            try:
+                async with session.get(adapter.url + path, ssl=context) as response:
+                    await response.read()
+                    if response.status == 200:
+                        adapter.answered += 1
+                    else:
+                        adapter.failures[str(response.status)] = adapter.failures.get(str(response.status), 0) + 1
+            except (aiohttp.ClientError, TimeoutError) as error:
+                adapter.failures[type(error).__name__] = adapter.failures.get(type(error).__name__, 0) + 1
+        next_at += period
+        await asyncio.sleep(max(0.0, next_at - time.monotonic()))
+
+
+async def sample(adapters: list[Adapter], seconds: float, every: float) -> None:
+    started = time.monotonic()
+    while (elapsed := time.monotonic() - started) < seconds:
+        for adapter in adapters:
+            if adapter.process.poll() is not None:
+                raise SystemExit(f"the {adapter.name} adapter exited")
+            adapter.samples.append((elapsed, memory(adapter.process.pid)["VmRSS"]))
+        await asyncio.sleep(every)
+
+
+async def soak(
+    args: argparse.Namespace, info: dict[str, Any], adapters: list[Adapter], context: ssl.SSLContext
+) -> None:
+    for adapter in adapters:
+        await wait_adapter_ready(adapter.process, adapter.url, context)
+    rng = random.Random(7)
+    # one client per adapter, its connections kept open as kube-aggregator keeps them (bench/fleet.py's hpa_session)
+    sessions = [aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=64, keepalive_timeout=30)) for _ in adapters]
+    hpas = [
+        asyncio.create_task(
+            hpa(
+                f"/apis/custom.metrics.k8s.io/v1beta2/namespaces/{d['namespace']}/pods/*/gpu_utilization"
+                f"?labelSelector=app%3D{d['name']}",
+                adapters,
+                sessions,
+                context,
+                args.hpa_period,
+                rng,
+            )
+        )
+        for d in info["deployments"]
+    ]
+    try:
+        await sample(adapters, args.hours * 3600, args.sample_seconds)
+    finally:
+        for task in hpas:
+            task.cancel()
+        await asyncio.gather(*hpas, return_exceptions=True)
+        for session in sessions:
+            await session.close()
+
+
+def slope_mib_per_hour(samples: list[tuple[float, float]], after: float) -> float:
+    """The least-squares slope of RSS over time, for the samples taken `after` seconds or later."""
+    kept = [(t / 3600, rss) for t, rss in samples if t >= after]
+    if len(kept) < 3:
+        return float("nan")
+    return statistics.linear_regression([t for t, _ in kept], [rss for _, rss in kept]).slope
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--hours", type=float, default=1.0, help="how long to sample memory (hours)")
+    parser.add_argument("--nodes", type=int, default=120)
+    parser.add_argument("--gpu-pods", type=int, default=800)
+    parser.add_argument("--other-pods", type=int, default=2000)
+    parser.add_argument("--churn", type=float, default=1.0, help="pods replaced a second")
+    parser.add_argument("--hpa-period", type=float, default=15.0, help="seconds between an HPA's questions")
+    parser.add_argument("--sample-seconds", type=float, default=10.0, help="seconds between RSS samples")
+    parser.add_argument(
+        "--settle-minutes", type=float, default=10.0, help="minutes left out of the slope (at most half the run)"
+    )
+    parser.add_argument("--flat", type=float, default=1.0, help="the goal: slope under this many MiB per hour")
+    args = parser.parse_args()
+    settle = min(args.settle_minutes * 60, args.hours * 3600 / 2)
+    with tempfile.TemporaryDirectory(prefix="gpu-pulse-soak-") as tmp:
+        workdir = Path(tmp)
+        exporter_port = free_port()
+        fleet, info = start_fleet(args, workdir, exporter_port)
+        adapters: list[Adapter] = []
+        try:
+            credentials = AdapterCredentials.write(workdir, str(info["kube"]))
+            adapters = [
+                start_adapter("refreeze", ["-m", "adapter.cli"], credentials, exporter_port),
+                start_adapter("no-refreeze", ["-c", WITHOUT_REFREEZE], credentials, exporter_port),
+            ]
+            asyncio.run(soak(args, info, adapters, credentials.client_ssl()))
+        finally:
+            stop([adapter.process for adapter in adapters] + [fleet])
+    print(
+        f"soak: {args.hours:g} h, {info['nodes']} GPU nodes, {info['gpu_pods']} GPU pods,"
+        f" {info['other_pods']} other pods, {len(info['deployments'])} HPAs every {args.hpa_period:g} s;"
+        f" slope after the first {settle / 60:g} min"
+    )
+    slopes = {}
+    for adapter in adapters:
+        rss = [value for _, value in adapter.samples]
+        slopes[adapter.name] = slope = slope_mib_per_hour(adapter.samples, settle)
+        print(
+            f"{adapter.name:<12} RSS {rss[0]:7.1f} -> {rss[-1]:7.1f} MiB   peak {max(rss):7.1f} MiB"
+            f"   slope {slope:+8.2f} MiB/h   ({adapter.answered} answers, failed: {adapter.failures or 'none'})"
+        )
+    print(f"difference   refreeze - no-refreeze = {slopes['refreeze'] - slopes['no-refreeze']:+.2f} MiB/h")
+    if args.hours < 1:
+        print(f"goal         slope < {args.flat:g} MiB/h: not judged (a run under an hour)")
+        return
+    flat = slopes["refreeze"] < args.flat
+    print(f"goal         slope < {args.flat:g} MiB/h: {'met' if flat else 'NOT met'} ({slopes['refreeze']:+.2f})")
+    if not flat:
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
