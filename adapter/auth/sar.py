@@ -19,8 +19,8 @@ from adapter.auth.identity import (
     ResourceAttributes,
     UserInfo,
 )
-from adapter.auth.ttlcache import CoalescingCache
 from toolkit.kuberest import KubeRequestError, KubeRequests
+from toolkit.ttlcache import CoalescingCache
 
 # how long a decision is kept fresh after the last request that needed it
 KEEP_FRESH_SECONDS = 60.0

@@ -11,7 +11,7 @@ from kubernetes.client import ApiClient
 
 from adapter.auth.identity import Decision, ResourceAttributes, UserInfo
 from adapter.auth.sar import SubjectAccessReviewer
-from adapter.auth.ttlcache import CoalescingCache, ExpiringCache
+from toolkit.ttlcache import CoalescingCache, ExpiringCache
 
 operations = st.lists(
     st.one_of(
