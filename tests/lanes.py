@@ -1,0 +1,83 @@
+"""The two lanes of the suite: the fast lane (`-m "not slow"`: unit and in-process tests) and the slow one.
+
+A test is slow when it starts a child process: a service (exporter, adapter, report CLI, the demo), prometheus,
+promtool, kubectl, buildah, chromium, faketime. The files below hold such tests, so each of their tests is marked
+`slow` at collection (as are those marked `e2e` or `image`); scripts/test.sh runs the fast lane first, so a unit
+failure shows in minutes. A test outside them that starts a process fails, naming this list: the fast lane stays
+fast without anyone timing it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+TESTS = Path(__file__).resolve().parent
+
+# paths relative to tests/: a folder (ending in /) or a file
+SLOW_PATHS = (
+    "e2e/",
+    "adapter/test_demo_run.py",
+    "adapter/test_keda_demo.py",
+    "adapter/test_kube_tables.py",
+    "adapter/test_kubectl.py",
+    "adapter/test_prometheus_source.py",
+    "adapter/test_real_exporters.py",
+    "adapter/test_settings_cli.py",
+    "dashboards/test_live_prometheus.py",
+    "deploy/test_images.py",
+    "deploy/test_scrape_labels.py",
+    "exporter/test_cli.py",
+    "exporter/test_cli_logs.py",
+    "exporter/test_dcgm_exporter_files.py",
+    "exporter/test_exposition_prometheus.py",
+    "exporter/test_simulator_fields.py",
+    "report/test_cli.py",
+    "report/test_page.py",
+    "rules/test_alerts_can_fire.py",
+    "test_cli_parity.py",
+)
+SLOW_MARKERS = ("e2e", "image")
+
+
+def is_slow(item: pytest.Item) -> bool:
+    path = item.path.resolve().relative_to(TESTS).as_posix()
+    listed = any(path == p or (p.endswith("/") and path.startswith(p)) for p in SLOW_PATHS)
+    return listed or any(item.get_closest_marker(name) for name in SLOW_MARKERS)
+
+
+def check_listed_paths() -> None:
+    """A path that no longer exists (a file moved or renamed) would put its tests in the fast lane unnoticed."""
+    missing = [p for p in SLOW_PATHS if not (TESTS / p).exists()]
+    if missing:
+        raise pytest.UsageError(f"tests/lanes.py SLOW_PATHS names what does not exist: {', '.join(missing)}")
+
+
+class ProcessWatch:
+    """Which programs the current fast-lane test started, seen through the interpreter's audit events (every
+    `subprocess.Popen`, asyncio's child processes included, raises one; os.posix_spawn and os.system too):
+    https://docs.python.org/3/library/audit_events.html"""
+
+    def __init__(self) -> None:
+        self.started: list[str] | None = None  # None: not watching (a slow test, or between tests)
+        sys.addaudithook(self._audit)
+
+    def _audit(self, event: str, args: tuple[Any, ...]) -> None:
+        if self.started is None:
+            return
+        if event in ("subprocess.Popen", "os.posix_spawn"):
+            program, argv = args[0], args[1]
+            self.started.append(" ".join(os.fsdecode(a) for a in (argv or [program]))[:200])
+        elif event == "os.system":
+            self.started.append(os.fsdecode(args[0])[:200])
+
+    def watch(self) -> None:
+        self.started = []
+
+    def stop(self) -> list[str]:
+        started, self.started = self.started or [], None
+        return started
