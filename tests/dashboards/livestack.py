@@ -180,8 +180,7 @@ def _evaluated_after_scrapes(server: PrometheusServer, expected: int, scrapes: i
         counts = server.query(f'count_over_time(up{{job="{EXPORTER_JOB}"}}[5m]) >= {scrapes}')
         if len(counts) != expected:
             return False
-        groups = json.loads(http_get(f"{server.url}/api/v1/rules", timeout=10))["data"]["groups"]
-        return all(not group["lastEvaluation"].startswith("0001-") for group in groups)
+        return all(not group["lastEvaluation"].startswith("0001-") for group in server.rule_groups())
 
     return ready
 

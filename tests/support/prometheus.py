@@ -80,6 +80,11 @@ class PrometheusServer:
         values: list[str] = json.loads(http_get(url, timeout=10))["data"]
         return values
 
+    def rule_groups(self) -> list[dict[str, Any]]:
+        """The rule groups as /api/v1/rules describes them (`lastEvaluation`, `rules`, ...)."""
+        groups: list[dict[str, Any]] = json.loads(http_get(f"{self.url}/api/v1/rules", timeout=10))["data"]["groups"]
+        return groups
+
     def ready(self) -> bool:
         if self.process.poll() is not None:
             raise AssertionError(f"prometheus ({self.dialect}) exited: see its log in the test's tmp directory")
