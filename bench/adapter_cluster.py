@@ -16,6 +16,7 @@ import argparse
 import asyncio
 import json
 import os
+import re
 import signal
 import socket
 import ssl
@@ -33,7 +34,8 @@ from aiohttp import web
 
 from simulation.kubeapi import KubeApiServer
 from simulation.kubeconfig import write_kubeconfig
-from tests.support.loopback import free_port
+from tests.support.exporters import SERVING_LINE
+from tests.support.loopback import listening_socket, port_of
 from toolkit.certs import CertificateAuthority
 from toolkit.pods_contract import ContainerView, DeviceFigures, NodePods, PodView, encode_node_pods
 
@@ -187,8 +189,9 @@ class AdapterCredentials:
         write_kubeconfig(workdir / "adapter.kubeconfig", server=kube_url)
         return cls(workdir, ca.cert_pem)
 
-    def flags(self, port: int) -> list[str]:
-        """The adapter CLI's flags for listening on `port` with these credentials (TLS, client certificates)."""
+    def flags(self, port: int = 0) -> list[str]:
+        """The adapter CLI's flags for listening on `port` (0: one it picks, read back with `served_url`) with these
+        credentials (TLS, client certificates), logging at level info (its "serving" line says where it listens)."""
         work = self.workdir
         return [
             f"--listen=127.0.0.1:{port}",
@@ -197,7 +200,7 @@ class AdapterCredentials:
             f"--tls-private-key-file={work / 'serving.key'}",
             f"--client-ca-file={work / 'client-ca.crt'}",
             f"--requestheader-client-ca-file={work / 'client-ca.crt'}",
-            "--log-level=warning",
+            "--log-level=info",
         ]
 
     def client_ssl(self) -> ssl.SSLContext:
@@ -208,7 +211,7 @@ class AdapterCredentials:
 
 
 BASELINE_SERVER = """
-import ssl, sys
+import socket, ssl, sys
 from aiohttp import web
 body = sys.stdin.buffer.read()
 async def handler(request):
@@ -217,28 +220,35 @@ app = web.Application()
 app.router.add_get("/{tail:.*}", handler)
 context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
 context.load_cert_chain(sys.argv[2], sys.argv[3])
-web.run_app(app, host="127.0.0.1", port=int(sys.argv[1]), ssl_context=context, print=None, access_log=None)
+listening = socket.socket(fileno=int(sys.argv[1]))  # bound and listening already, inherited from the benchmark
+web.run_app(app, sock=listening, ssl_context=context, print=None, access_log=None)
 """
 
 
 def start_baseline_server(body: bytes, cert: Path, key: Path) -> tuple[subprocess.Popen[bytes], str]:
     """A bare aiohttp TLS server in its own process answering `body` to every GET: the floor an adapter's answer
-    times are compared with in the same run. Returns the process and its base URL once it accepts connections."""
-    port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-c", BASELINE_SERVER, str(port), str(cert), str(key)],
-        stdin=subprocess.PIPE,
-        cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-    )
+    times are compared with in the same run. Returns the process and its base URL once it accepts connections.
+    It serves on a socket this process bound and hands down (no port is picked before it is bound)."""
+    with listening_socket() as listening:
+        port = port_of(listening)
+        process = subprocess.Popen(
+            [sys.executable, "-c", BASELINE_SERVER, str(listening.fileno()), str(cert), str(key)],
+            stdin=subprocess.PIPE,
+            cwd=REPO,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+            pass_fds=[listening.fileno()],
+        )
     assert process.stdin is not None
     process.stdin.write(body)
     process.stdin.close()
     deadline = time.monotonic() + 30
+    handshake = ssl.create_default_context()  # a connection is accepted by the kernel already: wait for TLS
+    handshake.check_hostname = False
+    handshake.verify_mode = ssl.CERT_NONE
     while True:
         try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return process, f"https://127.0.0.1:{port}"
+            with socket.create_connection(("127.0.0.1", port), timeout=1) as raw, handshake.wrap_socket(raw):
+                return process, f"https://127.0.0.1:{port}"
         except OSError:
             if process.poll() is not None or time.monotonic() > deadline:
                 process.kill()
@@ -255,6 +265,18 @@ def wait_for_ready_file(process: subprocess.Popen[bytes], ready: Path, what: str
         time.sleep(0.2)
     info: dict[str, Any] = json.loads(ready.read_text())
     return info
+
+
+def served_url(process: subprocess.Popen[bytes], log: Path, after: int = 0, timeout: float = 600) -> str:
+    """The address a service started on port 0 (an adapter with `AdapterCredentials.flags()`, an exporter) serves
+    on, from the "serving" line it writes to `log` past byte `after` (what the log held before it started);
+    SystemExit when it exits or takes too long."""
+    deadline = time.monotonic() + timeout
+    while (found := re.search(SERVING_LINE, log.read_bytes()[after:].decode(errors="replace"))) is None:
+        if process.poll() is not None or time.monotonic() > deadline:
+            raise SystemExit(f"no serving line from the process logging to {log}")
+        time.sleep(0.05)
+    return found.group(1)
 
 
 async def wait_adapter_ready(process: subprocess.Popen[bytes], url: str, context: ssl.SSLContext) -> None:
@@ -324,27 +346,33 @@ def launch(
 ) -> Launched:
     """Start the simulated cluster, then the adapter CLI on it (direct source, a static exporter map, changed by
     `exporter_map` when given), and wait until the adapter is ready (its pod cache synced). `log`: where the adapter's
-    stderr goes (default: this process's)."""
+    stderr goes (default: adapter.log in `workdir`), where its "serving" line says which port it bound."""
     cluster, info = start_cluster(pods, namespace_pods, workdir)
     credentials = AdapterCredentials.write(workdir, str(info["kube"]))
     exporters = info["exporters"]
     assert isinstance(exporters, dict)
     if exporter_map is not None:
         exporters = exporter_map(exporters)
-    port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("GPU_PULSE_")}
     env["GPU_PULSE_ADAPTER_EXPORTER_ENDPOINTS"] = ",".join(f"{node}={url}" for node, url in exporters.items())
+    log = log or workdir / "adapter.log"
+    before = log.stat().st_size if log.exists() else 0
     adapter = subprocess.Popen(
-        [sys.executable, "-m", "adapter.cli", *credentials.flags(port), *extra_flags],
+        [sys.executable, "-m", "adapter.cli", *credentials.flags(), *extra_flags],
         cwd=REPO,
         env=env,
-        stderr=None if log is None else log.open("ab"),
+        stderr=log.open("ab"),
     )
     client_ssl = credentials.client_ssl()
+    try:
+        url = served_url(adapter, log, before)
+    except SystemExit:
+        Launched(cluster, adapter, "", client_ssl, workdir / "serving.crt", workdir / "serving.key", "").stop()
+        raise
     launched = Launched(
         cluster,
         adapter,
-        f"https://127.0.0.1:{port}",
+        url,
         client_ssl,
         workdir / "serving.crt",
         workdir / "serving.key",

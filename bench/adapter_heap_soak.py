@@ -34,10 +34,8 @@ import aiohttp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from adapter_cluster import AdapterCredentials, wait_adapter_ready, wait_for_ready_file
+from adapter_cluster import AdapterCredentials, served_url, wait_adapter_ready, wait_for_ready_file
 from fleet import memory, stop
-
-from tests.support.loopback import free_port
 
 REPO = Path(__file__).resolve().parents[1]
 WITHOUT_REFREEZE = (
@@ -81,13 +79,14 @@ def start_fleet(args: argparse.Namespace, workdir: Path, port: int) -> tuple[sub
 
 
 def start_adapter(name: str, program: list[str], credentials: AdapterCredentials, exporter_port: int) -> Adapter:
-    port = free_port()
-    flags = [*credentials.flags(port), f"--exporter-port={exporter_port}"]
+    flags = [*credentials.flags(), f"--exporter-port={exporter_port}"]
     env = {k: v for k, v in os.environ.items() if not k.startswith("GPU_PULSE_")}
     env["PYTHONPATH"] = str(REPO)
-    log = (credentials.workdir / f"{name}.log").open("ab")
-    process = subprocess.Popen([sys.executable, *program, *flags], cwd=REPO, env=env, stderr=log)
-    return Adapter(name, process, f"https://127.0.0.1:{port}")
+    path = credentials.workdir / f"{name}.log"
+    before = path.stat().st_size if path.exists() else 0
+    with path.open("ab") as log:
+        process = subprocess.Popen([sys.executable, *program, *flags], cwd=REPO, env=env, stderr=log)
+    return Adapter(name, process, served_url(process, path, before))
 
 
 async def hpa(
@@ -173,6 +172,7 @@ def main() -> None:
     parser.add_argument("--gpu-pods", type=int, default=800)
     parser.add_argument("--other-pods", type=int, default=2000)
     parser.add_argument("--churn", type=float, default=1.0, help="pods replaced a second")
+    parser.add_argument("--port", type=int, default=9400, help="the exporters' port on each node's address")
     parser.add_argument("--hpa-period", type=float, default=15.0, help="seconds between an HPA's questions")
     parser.add_argument("--sample-seconds", type=float, default=10.0, help="seconds between RSS samples")
     parser.add_argument(
@@ -183,14 +183,13 @@ def main() -> None:
     settle = min(args.settle_minutes * 60, args.hours * 3600 / 2)
     with tempfile.TemporaryDirectory(prefix="gpu-pulse-soak-") as tmp:
         workdir = Path(tmp)
-        exporter_port = free_port()
-        fleet, info = start_fleet(args, workdir, exporter_port)
+        fleet, info = start_fleet(args, workdir, args.port)
         adapters: list[Adapter] = []
         try:
             credentials = AdapterCredentials.write(workdir, str(info["kube"]))
             adapters = [
-                start_adapter("refreeze", ["-m", "adapter.cli"], credentials, exporter_port),
-                start_adapter("no-refreeze", ["-c", WITHOUT_REFREEZE], credentials, exporter_port),
+                start_adapter("refreeze", ["-m", "adapter.cli"], credentials, args.port),
+                start_adapter("no-refreeze", ["-c", WITHOUT_REFREEZE], credentials, args.port),
             ]
             asyncio.run(soak(args, info, adapters, credentials.client_ssl()))
         finally:

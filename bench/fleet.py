@@ -65,10 +65,14 @@ from prometheus_client.parser import text_string_to_metric_families
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from adapter_cluster import AdapterCredentials, start_baseline_server, wait_adapter_ready, wait_for_ready_file
+from adapter_cluster import (
+    AdapterCredentials,
+    served_url,
+    start_baseline_server,
+    wait_adapter_ready,
+    wait_for_ready_file,
+)
 from fleet_cluster import utilization_tenths
-
-from tests.support.loopback import free_port
 
 REPO = Path(__file__).resolve().parents[1]
 HPA_PERIOD = 15.0
@@ -415,15 +419,21 @@ def spawn_adapter(command: list[str], log: Path) -> subprocess.Popen[bytes]:
 
 
 def start_replicas(args: argparse.Namespace, workdir: Path, kube: str) -> tuple[list[Replica], ssl.SSLContext]:
+    """The adapter replicas, each on port 0; returns once each says where it serves (its log's "serving" line)."""
     credentials = AdapterCredentials.write(workdir, kube)
-    replicas = []
+    flags = [f"--exporter-port={args.port}", f"--exporter-refresh={args.refresh}", *args.adapter_flag]
+    command = [sys.executable, "-m", "adapter.cli", *credentials.flags(), *flags]
+    started = []
     for index in range(args.replicas):
-        port = free_port()
-        flags = [f"--exporter-port={args.port}", f"--exporter-refresh={args.refresh}", *args.adapter_flag]
-        command = [sys.executable, "-m", "adapter.cli", *credentials.flags(port), *flags]
-        url = f"https://127.0.0.1:{port}"
         log = workdir / f"adapter-{index}.log"
-        replicas.append(Replica(spawn_adapter(command, log), url, command, log, index, Target(index, url)))
+        before = log.stat().st_size if log.exists() else 0
+        started.append((index, log, before, spawn_adapter(command, log)))
+    replicas = []
+    for index, log, before, process in started:
+        url = served_url(process, log, before)
+        # relaunched, a replica comes back on its address, as a restarted pod behind its Service
+        again = [f"--listen={url.removeprefix('https://')}" if a.startswith("--listen=") else a for a in command]
+        replicas.append(Replica(process, url, again, log, index, Target(index, url)))
     return replicas, credentials.client_ssl()
 
 

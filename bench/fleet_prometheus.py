@@ -113,8 +113,9 @@ from exporter.exposition.textformat import label_pairs
 from exporter.snapshot import DeviceReading, GpuIdentity, PodDeviceUse, PodRef, ShareMethod
 from simulation.kubeapi import KubeApiServer
 from tests.support.dashboard_queries import board_dialects
-from tests.support.loopback import free_port
+from tests.support.exporters import SERVING_LINE
 from tests.support.processes import ChildProcesses, python_module
+from tests.support.prometheus import LISTENING_LINE
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -527,9 +528,8 @@ async def serve_targets(placements: Sequence[Placement], shards: int, cpu_pods: 
     app.router.add_get(KSM_PATH, kube_state_metrics)
     runner = web.AppRunner(app, access_log=None, handle_signals=False)
     await runner.setup()
-    port = free_port()
-    await web.TCPSite(runner, "127.0.0.1", port).start()
-    _announce(ready, {"url": f"http://127.0.0.1:{port}"})
+    await web.TCPSite(runner, "127.0.0.1", 0).start()  # the port it bound, read back
+    _announce(ready, {"url": f"http://127.0.0.1:{runner.addresses[0][1]}"})
     await _until_terminated()
     await runner.cleanup()
 
@@ -585,7 +585,7 @@ class Running:
 
     processes: ChildProcesses
     workdir: Path
-    prometheus: str
+    prometheus: str = ""  # known once it listens (start_prometheus)
     adapter: str = ""
     client_ssl: ssl.SSLContext | None = None
     profile: Path | None = None
@@ -650,11 +650,12 @@ def start_prometheus(running: Running, data_dir: Path, targets_url: str, args: a
         _tool("prometheus"),
         f"--config.file={config}",
         f"--storage.tsdb.path={data_dir}",
-        f"--web.listen-address={running.prometheus.removeprefix('http://')}",
+        "--web.listen-address=127.0.0.1:0",  # the port it bound is in its log, at its default level (info)
         "--storage.tsdb.max-block-duration=2h",
         "--web.enable-lifecycle",  # POST /-/reload: the rules are loaded after the baseline (load_rules)
     ]
     running.processes.start("prometheus", argv)
+    running.prometheus = "http://" + running.processes.wait_for_line("prometheus", LISTENING_LINE, 120).group(1)
     _wait(lambda: _get_ok(f"{running.prometheus}/-/ready"), "prometheus ready", 120, running, "prometheus")
 
 
@@ -680,19 +681,19 @@ def steady_cpu(running: Running, seconds: float) -> float:
 
 
 def start_adapter(running: Running, kube_url: str, profile: bool) -> None:
-    """The adapter CLI with --source prometheus (TLS, client-certificate auth), started before Prometheus is: its
-    pod cache fills meanwhile."""
+    """The adapter CLI with --source prometheus (TLS, client-certificate auth), started once Prometheus listens
+    (it needs its address), while Prometheus warms up: its pod cache fills meanwhile. On port 0: its "serving"
+    line says where it listens."""
     work = running.workdir
     credentials = AdapterCredentials.write(work, kube_url)
-    port = free_port()
-    flags = [*credentials.flags(port), "--source=prometheus", f"--prometheus-url={running.prometheus}"]
+    flags = [*credentials.flags(), "--source=prometheus", f"--prometheus-url={running.prometheus}"]
     if profile:
         running.profile = work / "adapter.prof"
         argv = [sys.executable, "-m", "cProfile", "-o", str(running.profile), "-m", "adapter.cli", *flags]
     else:
         argv = python_module("adapter.cli", *flags)
     running.processes.start("adapter", argv)
-    running.adapter = f"https://127.0.0.1:{port}"
+    running.adapter = running.processes.wait_for_line("adapter", SERVING_LINE, 300).group(1)
     running.client_ssl = credentials.client_ssl()
 
 
@@ -984,15 +985,15 @@ def run(args: argparse.Namespace, workdir: Path) -> int:
     print(
         f"fleet: {len(placements):,} GPU pods in {args.namespaces} namespaces on {nodes:,} nodes; load {load_average()}"
     )
-    running = Running(ChildProcesses(workdir), workdir, f"http://127.0.0.1:{free_port()}")
+    running = Running(ChildProcesses(workdir), workdir)
     try:
         start_role(running, "exporters", args)
         start_role(running, "cluster", args)
-        start_adapter(running, role_url(running, "cluster"), args.profile)
         report = backfill(placements, args.hours, args.step, int(time.time()), workdir / "tsdb", workdir)
         print(describe_history(report), flush=True)
         targets = role_url(running, "exporters")
         start_prometheus(running, workdir / "tsdb", targets, args)
+        start_adapter(running, role_url(running, "cluster"), args.profile)
         warmed = wait_warm(running, len(placements))
         _wait(
             lambda: _get_ok(running.adapter + "/readyz", running.client_ssl), "adapter ready", 300, running, "adapter"

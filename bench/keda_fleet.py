@@ -23,6 +23,7 @@ import argparse
 import asyncio
 import json
 import random
+import re
 import ssl
 import sys
 import tempfile
@@ -40,7 +41,7 @@ from fleet import Run, hpa, percentile, start_fleet, start_replicas, stop, wait_
 
 from adapter.quantity import parse_quantity
 from tests.support import keda
-from tests.support.loopback import free_port
+from tests.support.adapters import KEDA_SERVING_LINE
 
 GOAL, STRETCH = 1.25, 1.0
 WARMUP = 15.0
@@ -157,6 +158,16 @@ def summary(args: argparse.Namespace, measured: dict[str, Any]) -> bool:
     return met
 
 
+def keda_address(log: Path, timeout: float = 60) -> str:
+    """host:port of KEDA's external scaler, from the adapter's log (it logs it once the scaler serves)."""
+    deadline = time.monotonic() + timeout
+    while (found := re.search(KEDA_SERVING_LINE, log.read_text(errors="replace"))) is None:
+        if time.monotonic() > deadline:
+            raise SystemExit("the adapter did not say where KEDA's external scaler listens")
+        time.sleep(0.1)
+    return found.group(1)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--duration", type=float, default=120.0, help="seconds measured, after warm-up")
@@ -169,9 +180,8 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=9400, help="the exporters' port on each node's address")
     parser.add_argument("--adapter-flag", action="append", default=[], help="another flag for the adapter")
     args = parser.parse_args()
-    scaler = f"127.0.0.1:{free_port()}"
     args.replicas = 1
-    args.adapter_flag = [*args.adapter_flag, f"--keda-listen={scaler}"]
+    args.adapter_flag = [*args.adapter_flag, "--keda-listen=127.0.0.1:0"]  # the port it bound is in its log
     processes = []
     with tempfile.TemporaryDirectory(prefix="gpu-pulse-keda-fleet-") as tmp:
         workdir = Path(tmp)
@@ -184,6 +194,7 @@ def main() -> None:
             replicas, context = start_replicas(args, workdir, info["kube"])
             processes.extend(r.process for r in replicas)
             asyncio.run(wait_ready(replicas, context))
+            scaler = keda_address(replicas[0].log)
             measured = asyncio.run(measure(args, info, replicas[0].url, scaler, context))
         except SystemExit as failure:
             for log in sorted(workdir.glob("adapter-*.log")):

@@ -51,8 +51,8 @@ from report.history import HistoryReader
 from report.owners import PrometheusOwners
 from report.prometheus import Connection, PrometheusClient, RangeSeries
 from report.window import Window
-from tests.support.loopback import free_port
 from tests.support.processes import ChildProcesses, clean_environment, python_module
+from tests.support.prometheus import LISTENING_LINE
 
 REPO = Path(__file__).resolve().parents[1]
 GPUS = 8
@@ -238,18 +238,17 @@ def main(argv: list[str] | None = None) -> int:
             f"{history.lines:,} samples, {history.blocks} blocks, written and converted in {history.seconds:.0f} s",
             flush=True,
         )
-        port = free_port()
         config = workdir / "prometheus.yml"
         config.write_text(yaml.safe_dump({"global": {"scrape_interval": "1m"}}), encoding="utf-8")
         processes.start(
             "prometheus",
             [
                 _tool("prometheus"), f"--config.file={config}", f"--storage.tsdb.path={data_dir}",
-                f"--web.listen-address=127.0.0.1:{port}", "--storage.tsdb.max-block-duration=2h",
-                "--storage.tsdb.retention.time=60d", "--log.level=warn",
+                "--web.listen-address=127.0.0.1:0", "--storage.tsdb.max-block-duration=2h",
+                "--storage.tsdb.retention.time=60d", "--log.level=info",  # says which port it bound
             ],
         )  # fmt: skip
-        url = f"http://127.0.0.1:{port}"
+        url = "http://" + processes.wait_for_line("prometheus", LISTENING_LINE, 600).group(1)
         deadline = time.monotonic() + 600
         while not _ready(url):
             processes.check_running("prometheus")

@@ -62,11 +62,18 @@ import aiohttp
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import soak_attacks as attacks
-from adapter_cluster import REPO, AdapterCredentials, Launched, launch, wait_adapter_ready, wait_for_ready_file
+from adapter_cluster import (
+    REPO,
+    AdapterCredentials,
+    Launched,
+    launch,
+    served_url,
+    wait_adapter_ready,
+    wait_for_ready_file,
+)
 from soak_upstreams import ADAPTER_TOKEN, AUDIENCE, TENANT_TOKEN, HostileExporters
 
 from simulation.kubeconfig import write_kubeconfig
-from tests.support.loopback import free_port
 from toolkit.connections import ConnectionLimits, files_needed
 
 CAP = 128
@@ -210,17 +217,18 @@ def _service(program: str, flags: list[str], log: Path) -> subprocess.Popen[byte
 
 
 def start_exporter(workdir: Path, kubeconfig: Path) -> tuple[subprocess.Popen[bytes], str, Path]:
-    port = free_port()
+    """The exporter on port 0; its address is read from its "serving" line (hence level info)."""
     log = workdir / "exporter.log"
     flags = [
         "--simulate=h100x8",
-        f"--listen=127.0.0.1:{port}",
-        "--log-level=warning",
+        "--listen=127.0.0.1:0",
+        "--log-level=info",
         "--auth-allowed-users=system:serviceaccount:gpu-pulse:gpu-pulse-adapter",
         f"--auth-token-audience={AUDIENCE}",
         f"--kubeconfig={kubeconfig}",
     ]
-    return _service("exporter", flags, log), loopback(f"http://127.0.0.1:{port}"), log
+    process = _service("exporter", flags, log)
+    return process, loopback(served_url(process, log)), log
 
 
 def start_upstreams(workdir: Path) -> tuple[subprocess.Popen[bytes], dict[str, str]]:
@@ -246,11 +254,10 @@ def start_prometheus_adapter(
     """A second adapter on the simulated cluster, reading the hostile Prometheus."""
     workdir.mkdir()
     credentials = AdapterCredentials.write(workdir, kube_url)
-    port = free_port()
     log = workdir / "adapter.log"
-    flags = [*credentials.flags(port), "--source=prometheus", f"--prometheus-url={loopback(prometheus_url)}"]
+    flags = [*credentials.flags(), "--source=prometheus", f"--prometheus-url={loopback(prometheus_url)}"]
     process = _service("adapter.cli", flags, log)
-    return process, loopback(f"https://127.0.0.1:{port}"), log, credentials
+    return process, loopback(served_url(process, log)), log, credentials
 
 
 async def wait_serving(url: str) -> None:

@@ -31,7 +31,6 @@ from adapter_cluster import NAMESPACE, bench_pod_name, serve_until_terminated
 from aiohttp import web
 
 from simulation.kubeapi import KubeApiServer, TokenUser
-from tests.support.loopback import free_port
 
 ADAPTER_USER = "system:serviceaccount:gpu-pulse:gpu-pulse-adapter"
 ADAPTER_TOKEN = "soak-adapter-token-for-the-exporters"
@@ -44,9 +43,8 @@ async def _serve(handler: Callable[[web.Request], object]) -> tuple[web.AppRunne
     app.router.add_route("*", "/{tail:.*}", handler)  # type: ignore[arg-type]
     runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=0.1)
     await runner.setup()
-    port = free_port()
-    await web.TCPSite(runner, "127.0.0.1", port).start()
-    return runner, f"http://127.0.0.1:{port}"
+    await web.TCPSite(runner, "127.0.0.1", 0).start()  # the port it bound, read back
+    return runner, f"http://127.0.0.1:{runner.addresses[0][1]}"
 
 
 async def _endless(request: web.Request) -> web.StreamResponse:

@@ -1,9 +1,25 @@
 #!/usr/bin/env bash
 # Installs everything the tests need (as root: the Debian packages prometheus, buildah and mmdebstrap too), then runs
-# lint, type checks and the whole test suite.
-# Usage: bash scripts/test.sh [extra pytest args]
+# lint, the fast lane of the tests (unit and in-process: a failure shows within minutes), type checks and the slow
+# lane (services in child processes, prometheus, promtool, kubectl, buildah, chromium, end to end).
+# Usage: bash scripts/test.sh [extra pytest args]   (the lanes: tests/lanes.py)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+echo "== installing gpu-pulse with its test extras"
+python3 -m pip install --quiet --disable-pip-version-check -e '.[test]'
+
+echo "== ruff"
+ruff check .
+ruff format --check .
+# one worker per core (PYTEST_WORKERS overrides, 0 runs in this process), each test file on one worker: the e2e
+# files share their stack within a worker, and the image test builds once
+workers=("-n" "${PYTEST_WORKERS:-auto}" "--dist" "loadfile")
+echo "== pytest, the fast lane: -m 'not slow'"
+python3 -m pytest "${workers[@]}" -m "not slow" "$@"
+
+echo "== mypy (strict: exporter, adapter)"
+mypy
 
 if ! command -v promtool >/dev/null 2>&1 || ! command -v prometheus >/dev/null 2>&1; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
@@ -35,15 +51,5 @@ if [ -n "$missing" ]; then
     fi
 fi
 
-echo "== installing gpu-pulse with its test extras"
-python3 -m pip install --quiet --disable-pip-version-check -e '.[test]'
-
-echo "== ruff"
-ruff check .
-ruff format --check .
-echo "== mypy (strict: exporter, adapter)"
-mypy
-echo "== pytest"
-# one worker per core (PYTEST_WORKERS overrides, 0 runs in this process), each test file on one worker: the e2e
-# files share their stack within a worker, and the image test builds once
-python3 -m pytest -n "${PYTEST_WORKERS:-auto}" --dist loadfile "$@"
+echo "== pytest, the slow lane: -m slow"
+python3 -m pytest "${workers[@]}" -m slow "$@"

@@ -3,7 +3,8 @@ with its simulated kubelet and proc tree started inside it. pynvml holds one NVM
 process per node.
 
 Children run in their own session (a Ctrl-C in the terminal reaches the demo, which stops them in order) and, on
-Linux, get SIGTERM should the demo die without stopping them.
+Linux, get SIGTERM should the demo die without stopping them. Each binds port 0 and says in its log where it serves
+(exporter/cli.py): a port chosen here and bound there could be taken in between.
 """
 
 from __future__ import annotations
@@ -12,8 +13,8 @@ import asyncio
 import contextlib
 import ctypes
 import os
+import re
 import signal
-import socket
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -25,13 +26,8 @@ import exporter
 from toolkit.pods_contract import NodePods, parse_node_pods
 
 _PR_SET_PDEATHSIG = 1
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        port: int = s.getsockname()[1]
-        return port
+# what an exporter logs (at level info) once it listens, with the port it bound
+_SERVING = re.compile(r"serving .* on (http://[0-9.]+:[0-9]+)")
 
 
 def child_environment(environ: Mapping[str, str]) -> dict[str, str]:
@@ -57,13 +53,23 @@ class NodeExporter:
     """One simulated node's exporter process."""
 
     node: str
-    url: str
     log: Path
     process: asyncio.subprocess.Process
+    url: str = ""  # known once it serves (`read_address`)
 
     @property
     def pid(self) -> int:
         return self.process.pid
+
+    def read_address(self) -> bool:
+        """Whether its address is known: read from its log's "serving" line once that is written."""
+        if not self.url:
+            try:
+                found = _SERVING.search(self.log.read_text(errors="replace"))
+            except OSError:
+                found = None
+            self.url = found.group(1) if found else ""
+        return bool(self.url)
 
     async def document(self, session: aiohttp.ClientSession) -> NodePods | None:
         try:
@@ -93,11 +99,10 @@ class NodeExporter:
 
 
 async def start_node_exporter(node: str, scenario: Path, workdir: Path, environ: Mapping[str, str]) -> NodeExporter:
-    port = free_port()
     log = workdir / f"exporter-{node}.log"
     argv = [
         sys.executable, "-m", "exporter", f"--simulate={scenario}", f"--node-name={node}",
-        f"--listen=127.0.0.1:{port}", "--interval=1", "--dialect=prometheus", "--log-level=warning",
+        "--listen=127.0.0.1:0", "--interval=1", "--dialect=prometheus", "--log-level=info",
     ]  # fmt: skip
     with log.open("wb") as output:
         process = await asyncio.create_subprocess_exec(
@@ -109,7 +114,7 @@ async def start_node_exporter(node: str, scenario: Path, workdir: Path, environ:
             start_new_session=True,
             preexec_fn=_terminate_with_parent if _PRCTL is not None else None,
         )
-    return NodeExporter(node, f"http://127.0.0.1:{port}", log, process)
+    return NodeExporter(node, log, process)
 
 
 class NodeStartError(RuntimeError):
@@ -128,7 +133,7 @@ async def wait_serving(nodes: Mapping[str, NodeExporter], pods: Mapping[str, int
                     raise NodeStartError(
                         f"the exporter of node {name} exited ({node.process.returncode}):\n{node.log_tail()}"
                     )
-                document = await node.document(session)
+                document = await node.document(session) if node.read_address() else None
                 if document is not None and len(document.pods) == pods[name]:
                     del waiting[name]
             if waiting and loop.time() > deadline:

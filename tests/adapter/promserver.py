@@ -1,8 +1,10 @@
-"""A real `prometheus` process for adapter tests: it scrapes the targets a test writes to its file_sd file."""
+"""A real `prometheus` process for adapter tests: it scrapes the targets a test writes to its file_sd file. It binds
+port 0 and says in its log which port it got (tests/support/prometheus.py)."""
 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import time
 import urllib.parse
@@ -13,8 +15,9 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.support.loopback import free_port
+from tests.support.prometheus import LISTENING_LINE
 from tests.support.tools import require_tool
+from tests.support.waiting import patience
 
 
 class Prometheus:
@@ -36,24 +39,27 @@ class Prometheus:
             ],
         }
         (workdir / "prometheus.yml").write_text(yaml.safe_dump(config))
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log = (workdir / "prometheus.log").open("w")
+        log_path = workdir / "prometheus.log"
+        self.log = log_path.open("w")
         self.process = subprocess.Popen(
             [
                 binary,
                 f"--config.file={workdir / 'prometheus.yml'}",
                 f"--storage.tsdb.path={workdir / 'data'}",
-                f"--web.listen-address=127.0.0.1:{self.port}",
+                "--web.listen-address=127.0.0.1:0",
+                "--log.level=info",  # where it says which port it bound
             ],
             stdout=self.log,
             stderr=subprocess.STDOUT,
         )
-        deadline = time.monotonic() + 30
-        while not self._ready():
+        self.url = ""
+        deadline = time.monotonic() + patience(30)
+        while not self.url or not self._ready():
             if self.process.poll() is not None or time.monotonic() > deadline:
                 self.stop()
-                pytest.fail(f"prometheus did not start; see {workdir / 'prometheus.log'}")
+                pytest.fail(f"prometheus did not start; see {log_path}")
+            if not self.url and (listening := re.search(LISTENING_LINE, log_path.read_text(errors="replace"))):
+                self.url = f"http://{listening.group(1)}"
             time.sleep(0.1)
 
     def _ready(self) -> bool:

@@ -11,6 +11,7 @@ exporter's own exposition rendering (prometheus dialect) of a snapshot holding t
 from __future__ import annotations
 
 import asyncio
+import socket
 import time
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
@@ -85,6 +86,9 @@ class SimulatedNode:
     name: str
     host: str = "127.0.0.1"
     port: int = 0
+    # a listening socket to serve on (tests/support/loopback.py), kept open across stop() and start(): the node keeps
+    # its address while stopped, and connections to it wait instead of being refused
+    listener: socket.socket | None = None
     interval: float = 1.0
     lag: float = 0.5
     clock: Callable[[], float] = time.time
@@ -239,11 +243,13 @@ class SimulatedNode:
         app.router.add_get("/metrics", self._metrics)
         self._runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=0.1)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port)
+        site: web.BaseSite
+        if self.listener is not None:  # the site closes its own copy when it stops
+            site = web.SockSite(self._runner, self.listener.dup())
+        else:
+            site = web.TCPSite(self._runner, self.host, self.port)
         await site.start()
-        server = site._server
-        assert isinstance(server, asyncio.Server)
-        self.port = server.sockets[0].getsockname()[1]
+        self.host, self.port = self._runner.addresses[0][:2]
         return self.url
 
     async def stop(self) -> None:

@@ -36,7 +36,6 @@ from simulation.demo.trust import (
 )
 from simulation.scenario import Scenario
 from tests.support.hpa import hpa_desired_replicas
-from tests.support.loopback import free_port
 from toolkit.settings import ListenAddress, parse_listen
 
 TARGET = Decimal(TARGET_UTILIZATION)
@@ -217,8 +216,8 @@ def test_a_taken_address_fails_at_once_without_a_kubeconfig(tmp_path: Path, caps
 def test_options_that_cannot_work_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     foreign = tmp_path / "config"
     foreign.write_text("current-context: production\n")
-    listen = f"127.0.0.1:{free_port()}"
-    assert run_demo(DemoOptions(listen=listen, kubeconfig=foreign), out=io.StringIO()) == 2
+    # port 0: an address that can be bound, so that the kubeconfig is what fails
+    assert run_demo(DemoOptions(listen="127.0.0.1:0", kubeconfig=foreign), out=io.StringIO()) == 2
     err = capsys.readouterr().err
     assert err.startswith("gpu-pulse-adapter: error: --demo-kubeconfig") and "production" in foreign.read_text()
     assert run_demo(DemoOptions(listen="nowhere", kubeconfig=tmp_path / "k"), out=io.StringIO()) == 2

@@ -27,10 +27,10 @@ import pytest
 from adapter.quantity import parse_quantity
 from tests.support.hpa import hpa_desired_replicas
 from tests.support.kubectl import run_kubectl
-from tests.support.loopback import free_port, http_get
+from tests.support.loopback import http_get
 from tests.support.processes import clean_environment, stop_process
 from tests.support.tools import require_tool
-from tests.support.waiting import wait_for
+from tests.support.waiting import patience, wait_for
 from toolkit.pods_contract import NodePods, parse_node_pods
 
 pytestmark = pytest.mark.timeout(180)
@@ -83,8 +83,7 @@ def running_demo(tmp_path: Path, *extra: str) -> Iterator[RunningDemo]:
     kubeconfig = Path("gpu-pulse-demo.kubeconfig")  # relative, as the default: the printed commands use it
     with stdout.open("wb") as out, stderr.open("wb") as err:
         process = subprocess.Popen(
-            [sys.executable, *ENTRY, "--listen", f"127.0.0.1:{free_port()}", "--demo-kubeconfig", str(kubeconfig),
-             *extra],
+            [sys.executable, *ENTRY, "--listen", "127.0.0.1:0", "--demo-kubeconfig", str(kubeconfig), *extra],
             cwd=cwd, env=clean_environment({"TMPDIR": str(tmpdir)}), stdout=out, stderr=err,
             stdin=subprocess.DEVNULL,
         )  # fmt: skip
@@ -96,7 +95,7 @@ def running_demo(tmp_path: Path, *extra: str) -> Iterator[RunningDemo]:
                 raise AssertionError(f"the demo exited ({process.returncode}): {stderr.read_text()}")
             return running.kubeconfig.exists()
 
-        wait_for(ready, "the demo's kubeconfig", 90)
+        wait_for(ready, "the demo's kubeconfig", patience(90))
         yield running
     finally:
         stop_process(process, grace=20)

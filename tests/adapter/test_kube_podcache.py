@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import threading
 from collections.abc import AsyncIterator, Callable
 
@@ -195,9 +194,10 @@ async def test_reconnects_and_resumes_after_a_restart(
     cache = await started(make_cache(resolve_owners=False))
 
     port = server.port
+    errors = cache.stats().pod_watch.errors
     await server.stop()
     server.put_pod("ml", "b", node="n1")
-    await asyncio.sleep(0.3)  # let the cache fail to reconnect a few times
+    await eventually(lambda: cache.stats().pod_watch.errors >= errors + 2, "the cache failing to reconnect twice")
     await server.start(port=port)
 
     await eventually(lambda: cache.get("ml", "b") is not None, "pod added while the server was down")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import signal
 import ssl
 import sys
@@ -25,8 +26,9 @@ from adapter.quantity import parse_quantity
 from simulation.kubeapi import AccessGrant
 from simulation.kubeconfig import write_kubeconfig
 from tests.adapter.simcluster import Cluster
-from tests.support.loopback import free_port
+from tests.support.exporters import SERVING_LINE
 from tests.support.tools import require_tool
+from tests.support.waiting import patience
 from toolkit.certs import CertificateAuthority
 
 REPO = Path(__file__).resolve().parents[2]
@@ -80,7 +82,6 @@ async def adapter(cluster: Cluster, tmp_path: Path) -> AsyncIterator[RunningAdap
     serving.write(tmp_path / "serving.crt", tmp_path / "serving.key")
     (tmp_path / "client-ca.crt").write_bytes(ca.cert_pem)
     write_kubeconfig(tmp_path / "adapter.kubeconfig", server=cluster.kube.url)
-    port = free_port()
     endpoints = ",".join(f"{name}={node.url}" for name, node in cluster.nodes.items())
     env = {k: v for k, v in os.environ.items() if not k.startswith("GPU_PULSE_")}
     env["GPU_PULSE_ADAPTER_EXPORTER_ENDPOINTS"] = endpoints  # a variable, beside the flags
@@ -88,7 +89,8 @@ async def adapter(cluster: Cluster, tmp_path: Path) -> AsyncIterator[RunningAdap
         sys.executable,
         "-m",
         "adapter.cli",
-        f"--listen=127.0.0.1:{port}",
+        "--listen=127.0.0.1:0",  # its "serving" line says which port it bound
+        "--log-level=info",
         f"--kubeconfig={tmp_path / 'adapter.kubeconfig'}",
         f"--tls-cert-file={tmp_path / 'serving.crt'}",
         f"--tls-private-key-file={tmp_path / 'serving.key'}",
@@ -99,13 +101,29 @@ async def adapter(cluster: Cluster, tmp_path: Path) -> AsyncIterator[RunningAdap
         env=env,
         stderr=asyncio.subprocess.PIPE,
     )
-    running = RunningAdapter(f"https://127.0.0.1:{port}", tmp_path, ca, process)
+    assert process.stderr is not None
+    log: list[str] = []
+
+    async def serving_address(stderr: asyncio.StreamReader) -> str:
+        while line := (await stderr.readline()).decode(errors="replace"):
+            log.append(line)
+            if found := re.search(SERVING_LINE, line):
+                return found.group(1)
+        pytest.fail(f"the adapter exited: {''.join(log)}")
+
+    async def drain(stderr: asyncio.StreamReader) -> None:  # so that its log never fills the pipe
+        while line := await stderr.readline():
+            log.append(line.decode(errors="replace"))
+
+    url = await asyncio.wait_for(serving_address(process.stderr), patience(60))
+    draining = asyncio.create_task(drain(process.stderr))
+    running = RunningAdapter(url, tmp_path, ca, process)
     trust = ssl.create_default_context(cadata=ca.cert_pem.decode())
     async with aiohttp.ClientSession() as session:
         for _ in range(300):
             if process.returncode is not None:
-                assert process.stderr is not None
-                pytest.fail(f"the adapter exited: {(await process.stderr.read()).decode()}")
+                await draining
+                pytest.fail(f"the adapter exited: {''.join(log)}")
             try:
                 async with session.get(f"{running.url}/readyz", ssl=trust) as response:
                     if response.status == 200:
@@ -121,6 +139,7 @@ async def adapter(cluster: Cluster, tmp_path: Path) -> AsyncIterator[RunningAdap
         if process.returncode is None:
             process.send_signal(signal.SIGTERM)
         assert await asyncio.wait_for(process.wait(), 20) == 0  # a clean stop on SIGTERM
+        await draining
 
 
 async def test_kubectl_reads_custom_and_external_metrics_and_discovery(adapter: RunningAdapter) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import socket
 import time
 from collections.abc import Iterator
 from decimal import Decimal
@@ -16,8 +17,9 @@ from adapter.api.selfmetrics import AdapterMetrics
 from adapter.metrics_config import MetricsConfigError, default_metrics_config, parse_metrics_config
 from adapter.quantity import parse_quantity
 from adapter.sources.prometheus import PrometheusSource, namespace_matcher
-from tests.adapter.promserver import Prometheus, free_port
+from tests.adapter.promserver import Prometheus
 from tests.adapter.simcluster import AdapterFactory, Cluster
+from tests.support.loopback import listening_socket, port_of, refused_port
 from tests.support.waiting import eventually
 
 V2 = "/apis/custom.metrics.k8s.io/v1beta2"
@@ -32,19 +34,22 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus]
 
 
 @pytest.fixture(scope="module")
-def node_ports(prometheus: Prometheus) -> dict[str, int]:
-    """Fixed ports for the simulated nodes of every test here, so that Prometheus' targets never change."""
-    ports = {"gpu-1": free_port(), "gpu-2": free_port()}
-    prometheus.set_targets([f"127.0.0.1:{port}" for port in ports.values()])
-    return ports
+def node_listeners(prometheus: Prometheus) -> Iterator[dict[str, socket.socket]]:
+    """Sockets the simulated nodes of every test here serve on, held for the whole module, so that Prometheus'
+    targets never change and their addresses stay ours between tests."""
+    listeners = {"gpu-1": listening_socket(), "gpu-2": listening_socket()}
+    prometheus.set_targets([f"127.0.0.1:{port_of(listener)}" for listener in listeners.values()])
+    yield listeners
+    for listener in listeners.values():
+        listener.close()
 
 
 @pytest.fixture
-async def scraped(prometheus: Prometheus, node_ports: dict[str, int], cluster: Cluster) -> Prometheus:
+async def scraped(prometheus: Prometheus, node_listeners: dict[str, socket.socket], cluster: Cluster) -> Prometheus:
     """Prometheus scraping this test's simulated nodes, with every pod's series present and fresh."""
     for name, node in cluster.nodes.items():
         await node.stop()
-        node.port = node_ports[name]
+        node.listener = node_listeners[name]
         await node.start()
     started = time.time()
 
@@ -152,8 +157,9 @@ async def test_figures_older_than_max_age_are_left_out(make_adapter: AdapterFact
 
 
 async def test_prometheus_down_is_service_unavailable(make_adapter: AdapterFactory) -> None:
-    client = await make_adapter(source=PrometheusSource(f"http://127.0.0.1:{free_port()}", timeout=1))
-    body = await get(client, f"{V2}/namespaces/ml/pods/*/gpu_utilization", status=503)
+    with refused_port() as port:
+        client = await make_adapter(source=PrometheusSource(f"http://127.0.0.1:{port}", timeout=1))
+        body = await get(client, f"{V2}/namespaces/ml/pods/*/gpu_utilization", status=503)
     assert body["reason"] == "ServiceUnavailable"
     assert "cannot reach prometheus" in body["message"]
 

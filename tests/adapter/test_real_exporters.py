@@ -4,13 +4,11 @@ and server on the NVML simulator and its simulated kubelet), read directly and t
 from __future__ import annotations
 
 import calendar
-import subprocess
-import sys
 import time
-import urllib.request
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from decimal import Decimal
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -25,14 +23,15 @@ from adapter.sources.direct import DirectSource
 from adapter.sources.exporters import StaticExporters
 from adapter.sources.nodefeeds import NodeFeeds
 from adapter.sources.prometheus import PrometheusSource
+from exporter.catalogue import Dialect
 from simulation.kubeapi import KubeApiServer
-from tests.adapter.promserver import Prometheus, free_port
-from tests.support.waiting import eventually
+from tests.adapter.promserver import Prometheus
+from tests.support.exporters import ExporterProcess, start_exporter
+from tests.support.processes import ChildProcesses
+from tests.support.waiting import eventually, patience, wait_for
 from toolkit.backoff import Backoff
 from toolkit.kubeclient import api_client
-from toolkit.pods_contract import NodePods, parse_node_pods
 
-REPO = Path(__file__).resolve().parents[2]
 # node -> (scenario, dialect): the default metrics must work with either dialect, and DRA claims with both sources
 SCENARIOS = {
     "gpu-h100": ("h100x8", "prometheus"),
@@ -43,75 +42,37 @@ SCENARIOS = {
 V2 = "/apis/custom.metrics.k8s.io/v1beta2"
 
 
-@dataclass
-class Exporter:
-    node: str
-    url: str
-    process: subprocess.Popen[bytes]
-
-    def document(self) -> NodePods:
-        with urllib.request.urlopen(f"{self.url}/pods", timeout=5) as response:
-            return parse_node_pods(response.read())
-
-
-def _started(node: str, scenario: str, dialect: str, log: Path) -> Exporter:
-    port = free_port()
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "exporter",
-            f"--simulate={scenario}",
-            f"--node-name={node}",
-            f"--listen=127.0.0.1:{port}",
-            f"--dialect={dialect}",
-            "--log-level=warning",
-        ],
-        cwd=REPO,
-        stdout=log.open("w"),
-        stderr=subprocess.STDOUT,
-    )
-    return Exporter(node, f"http://127.0.0.1:{port}", process)
+def _serves_pods(processes: ChildProcesses, exporter: ExporterProcess) -> bool:
+    processes.check_running(exporter.name)
+    return bool(exporter.document().pods)
 
 
 @pytest.fixture(scope="module")
-def exporters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Exporter]]:
-    logs = tmp_path_factory.mktemp("exporters")
-    running = {
-        node: _started(node, scenario, dialect, logs / f"{node}.log") for node, (scenario, dialect) in SCENARIOS.items()
-    }
+def exporters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, ExporterProcess]]:
+    processes = ChildProcesses(tmp_path_factory.mktemp("exporters"))
     try:
-        deadline = time.monotonic() + 60
-        for exporter in running.values():
-            while True:
-                if exporter.process.poll() is not None:
-                    pytest.fail(
-                        f"the exporter for {exporter.node} exited: {(logs / f'{exporter.node}.log').read_text()}"
-                    )
-                try:
-                    if exporter.document().pods:
-                        break
-                except OSError:
-                    pass
-                if time.monotonic() > deadline:
-                    pytest.fail(f"the exporter for {exporter.node} never served its pods")
-                time.sleep(0.1)
+        running = {
+            node: start_exporter(processes, node, scenario, dialect=Dialect(dialect))
+            for node, (scenario, dialect) in SCENARIOS.items()
+        }
+        for node, exporter in running.items():
+            wait_for(
+                partial(_serves_pods, processes, exporter), f"the exporter for {node} serving its pods", patience(60)
+            )
         yield running
     finally:
-        for exporter in running.values():
-            exporter.process.terminate()
-            exporter.process.wait(10)
+        processes.stop_all()
 
 
 @dataclass
 class RealCluster:
     kube: KubeApiServer
     pods: PodCache
-    exporters: dict[str, Exporter]
+    exporters: dict[str, ExporterProcess]
 
 
 @pytest.fixture
-async def real_cluster(exporters: dict[str, Exporter]) -> AsyncIterator[RealCluster]:
+async def real_cluster(exporters: dict[str, ExporterProcess]) -> AsyncIterator[RealCluster]:
     """The Kubernetes API test server holding exactly the pods the exporters attribute GPUs to, with their uids."""
     kube = KubeApiServer()
     await kube.start()

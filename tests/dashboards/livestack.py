@@ -6,26 +6,21 @@ with the shipped recording rules loaded, scraping every second.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import threading
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, BinaryIO
-
-import yaml
+from typing import Any
 
 from exporter.catalogue import Dialect
-from tests.support.loopback import free_port, http_get
-from tests.support.processes import stop_process
-from tests.support.prometheus import PrometheusServer, rule_file_evaluated_every_time
-from tests.support.waiting import wait_for
+from tests.support.exporters import start_exporter
+from tests.support.loopback import http_get
+from tests.support.processes import ChildProcesses
+from tests.support.prometheus import PrometheusServer, rule_file_evaluated_every_time, start_prometheus, wait_ready
+from tests.support.waiting import patience, wait_for
 
-REPO = Path(__file__).resolve().parents[2]
 CLUSTER = "sim"
 EXPORTER_JOB = "gpu-pulse-exporter"
 
@@ -177,59 +172,55 @@ def _scraped(server: PrometheusServer, expected: int) -> Callable[[], bool]:
     return lambda: len(server.query(f'up{{job="{EXPORTER_JOB}"}} == 1')) == expected
 
 
+def _evaluated_after_scrapes(server: PrometheusServer, expected: int, scrapes: int) -> Callable[[], bool]:
+    """Every exporter scraped `scrapes` times, and every rule group evaluated since: enough samples for the rate
+    windows ($__rate_interval = 10s) and recorded series built from them."""
+
+    def ready() -> bool:
+        counts = server.query(f'count_over_time(up{{job="{EXPORTER_JOB}"}}[5m]) >= {scrapes}')
+        if len(counts) != expected:
+            return False
+        return all(not group["lastEvaluation"].startswith("0001-") for group in server.rule_groups())
+
+    return ready
+
+
 @contextmanager
 def running_stack(prometheus_binary: str, workdir: Path) -> Iterator[LiveStack]:
     """Start the stack, yield it once every exporter is scraped and the rules have run, then stop everything."""
-    processes: list[subprocess.Popen[bytes]] = []
-    logs: list[BinaryIO] = []
+    processes = ChildProcesses(workdir)
     kube: SimulatedKube | None = None
     try:
-        exporter_urls: dict[tuple[Dialect, str], str] = {}
-        for dialect, scenario, node in EXPORTERS:
-            port = free_port()
-            log: BinaryIO = open(workdir / f"exporter-{dialect}-{node}.log", "wb")
-            logs.append(log)
-            processes.append(
-                subprocess.Popen(
-                    [sys.executable, "-m", "exporter", "--simulate", scenario, "--dialect", str(dialect),
-                     "--listen", f"127.0.0.1:{port}", "--interval", "1", "--node-name", node],
-                    cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
-                )
-            )  # fmt: skip
-            exporter_urls[(dialect, node)] = f"http://127.0.0.1:{port}"
+        exporters = {
+            (dialect, node): start_exporter(
+                processes, node, scenario, dialect=dialect, process_name=f"exporter-{dialect}-{node}"
+            )
+            for dialect, scenario, node in EXPORTERS
+        }
+        exporter_urls = {key: exporter.url for key, exporter in exporters.items()}
         kube = SimulatedKube(list(exporter_urls.values()))
         kube_port = kube.start()
         for url in exporter_urls.values():
-            wait_for(_serving(url), f"exporter {url}", 30)
+            wait_for(_serving(url), f"exporter {url}", patience(30))
         servers: dict[Dialect, PrometheusServer] = {}
         for dialect in Dialect:
-            port = free_port()
-            config = workdir / f"prometheus-{dialect}.yml"
             targets = [(node, url.removeprefix("http://")) for (d, node), url in exporter_urls.items() if d is dialect]
             rules = rule_file_evaluated_every_time(dialect, workdir)
-            config.write_text(yaml.safe_dump(_scrape_config(dialect, targets, kube_port, rules)), encoding="utf-8")
-            log = open(workdir / f"prometheus-{dialect}.log", "wb")
-            logs.append(log)
-            process = subprocess.Popen(
-                [prometheus_binary, f"--config.file={config}", f"--storage.tsdb.path={workdir / f'tsdb-{dialect}'}",
-                 f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"],
-                stdout=log, stderr=subprocess.STDOUT,
-            )  # fmt: skip
-            processes.append(process)
-            servers[dialect] = PrometheusServer(dialect, f"http://127.0.0.1:{port}", process)
+            config = _scrape_config(dialect, targets, kube_port, rules)
+            servers[dialect] = start_prometheus(
+                prometheus_binary, config, workdir, processes, f"prometheus-{dialect}", dialect
+            )
         for server in servers.values():
-            wait_for(server.ready, f"{server.dialect} prometheus ready", 20)
+            wait_ready(server)
             expected = sum(1 for d, _, _ in EXPORTERS if d is server.dialect)
-            wait_for(_scraped(server, expected), f"{server.dialect} exporters scraped", 20)
-        # rate windows ($__rate_interval = 10s) and the rule groups need a few scrapes and evaluations
-        time.sleep(8)
+            wait_for(_scraped(server, expected), f"{server.dialect} exporters scraped", patience(20))
         for server in servers.values():
+            # rate windows ($__rate_interval = 10s) and the rule groups need a few scrapes and evaluations
+            ready = _evaluated_after_scrapes(server, sum(1 for d, _, _ in EXPORTERS if d is server.dialect), 9)
+            wait_for(ready, f"{server.dialect} exporters scraped 9 times, rules evaluated", patience(30))
             server.names = set(server.label_values("__name__"))
         yield LiveStack(servers, exporter_urls)
     finally:
-        for process in processes:
-            stop_process(process)
+        processes.stop_all()
         if kube is not None:
             kube.stop()
-        for log in logs:
-            log.close()

@@ -27,9 +27,11 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.deploy.rendering import DEPLOY, REPO
-from tests.support.loopback import free_port, http_get
+from tests.support.exporters import SERVING_LINE
+from tests.support.loopback import http_get
+from tests.support.processes import first_line_matching
 from tests.support.tools import require_tool
-from tests.support.waiting import wait_for
+from tests.support.waiting import patience, wait_for
 
 pytestmark = [pytest.mark.image, pytest.mark.timeout(1200)]
 
@@ -148,13 +150,21 @@ def running(built: Built, image: str, *command: str, user: str | None = None) ->
         built.buildah("rm", container, check=False)
 
 
+def _served_url(log: Path) -> str:
+    """The address a service in a container bound on port 0, from its "serving ... on URL" line."""
+    found = first_line_matching(log, SERVING_LINE)
+    if found is None:
+        raise ValueError("not serving yet")  # wait_for: not yet
+    return found.group(1)
+
+
 def test_exporter_image_serves_metrics_on_simulated_gpus(built: Built) -> None:
-    port = free_port()
-    command = ("gpu-pulse-exporter", "--simulate", "h100x8", "--listen", f"127.0.0.1:{port}")
+    command = ("gpu-pulse-exporter", "--simulate", "h100x8", "--listen", "127.0.0.1:0")
     with running(built, built.exporter, *command) as log:
-        url = f"http://127.0.0.1:{port}"
         try:
-            wait_for(lambda: b"DCGM_FI_DEV_GPU_UTIL" in http_get(f"{url}/metrics"), "GPU series", timeout=60)
+            wait_for(lambda: bool(_served_url(log)), "the exporter's serving line", timeout=patience(60))
+            url = _served_url(log)
+            wait_for(lambda: b"DCGM_FI_DEV_GPU_UTIL" in http_get(f"{url}/metrics"), "GPU series", patience(60))
         except AssertionError:
             raise AssertionError(log.read_text(errors="replace")[-3000:]) from None
         text = http_get(f"{url}/metrics").decode()
@@ -164,22 +174,21 @@ def test_exporter_image_serves_metrics_on_simulated_gpus(built: Built) -> None:
 
 
 def test_adapter_image_serves_the_metrics_api_as_non_root(built: Built, tmp_path: Path) -> None:
-    port = free_port()
     kubeconfig = "/tmp/demo.kubeconfig"
-    command = ("gpu-pulse-adapter", "--demo", "--listen", f"127.0.0.1:{port}", "--demo-kubeconfig", kubeconfig)
+    command = ("gpu-pulse-adapter", "--demo", "--listen", "127.0.0.1:0", "--demo-kubeconfig", kubeconfig)
     with running(built, built.adapter, *command, user="65532:65532") as log:
         context = ssl.create_default_context()
         context.check_hostname = False
         context.verify_mode = ssl.CERT_NONE  # /healthz only; the metrics API is checked below with the CA
 
-        def healthy() -> bool:
-            with urllib.request.urlopen(f"https://127.0.0.1:{port}/healthz", timeout=2, context=context) as answer:
+        def healthy() -> bool:  # the demo says "adapter serving ... on URL" once its adapter is ready
+            with urllib.request.urlopen(f"{_served_url(log)}/healthz", timeout=2, context=context) as answer:
                 return bool(answer.read() == b"ok")
 
         try:
-            wait_for(healthy, "the adapter's /healthz", timeout=90)
+            wait_for(healthy, "the adapter's /healthz", timeout=patience(90))
             written = log.parent / kubeconfig.removeprefix("/tmp/")
-            wait_for(written.is_file, "the demo's kubeconfig", timeout=30)
+            wait_for(written.is_file, "the demo's kubeconfig", timeout=patience(30))
         except AssertionError:
             raise AssertionError(log.read_text(errors="replace")[-3000:]) from None
         kubectl = require_tool("kubectl")

@@ -15,7 +15,7 @@ from tests.e2e.cluster import Workload, pods_of
 from tests.e2e.stack import TARGET_UTILIZATION, E2EStack
 from tests.support.adapters import AdapterProcess
 from tests.support.hpa import hpa_desired_replicas
-from tests.support.waiting import wait_for
+from tests.support.waiting import patience, wait_for
 
 TARGET = Decimal(TARGET_UTILIZATION)
 # how far an adapter's answer may be from the exporter's own figure read a moment later
@@ -25,6 +25,13 @@ SOURCES_TOLERANCE = 5.0  # both are means over the last minute (avg_over_time(..
 # measuring a propagation by polling adds up to one polling period and the requests' round trips
 OBSERVATION = 1.0
 POLL = 0.2
+HEADROOM = 5.0  # seconds a wait for a timeline event gets beyond its bound, more on a busy machine (`headroom`)
+
+
+def headroom() -> float:
+    """Slack for waiting on something the timeline makes happen: a wait that ends sooner costs nothing, and what a
+    test asserts about delays it measures itself, from the figures' own timestamps."""
+    return patience(HEADROOM)
 
 
 def exporter_truth(stack: E2EStack, workload: Workload, adapter: AdapterProcess) -> dict[str, float | None]:
@@ -74,14 +81,15 @@ def desired_replicas(items: dict[str, Served]) -> int:
 
 
 def eventually_selects(stack: E2EStack, expr: str, what: str, timeout: float) -> list[dict[str, Any]]:
-    """Wait until the PromQL expression selects something; its result."""
+    """Wait until the PromQL expression selects something (within `timeout` seconds, stretched on a busy machine);
+    its result."""
     found: list[dict[str, Any]] = []
 
     def selects() -> bool:
         found[:] = stack.prometheus.query(expr)
         return bool(found)
 
-    wait_for(selects, what, timeout)
+    wait_for(selects, what, patience(timeout))
     return found
 
 

@@ -6,7 +6,8 @@ Each node is a scenario file written for the run (the simulator's file format); 
 the same pods, with the UIDs the scenario loader derives, their workload's labels, and owner references (Deployment
 pods through a ReplicaSet), as a cluster would have them.
 
-Timeline (seconds of each node's scenario time, which starts when its exporter starts):
+Timeline (seconds of each node's scenario time, which starts when its exporter starts), stretched by
+TIMELINE_STRETCH on a busy machine so that the stack is up before the first event (tests/support/waiting.py):
 - LOAD_CHANGE_AT: the two GPUs of Deployment `llm-serve` go from 30 % (flat) to 90 %;
 - GPU_LOST_AT: GPU 5 of `e2e-whole` (no pod on it) falls off the bus, and GPU 4 (chat's) reports XID 13 (an
   application error). Its driver (550.54.15) posts no event for the lost GPU, as a real one does not: the exporter
@@ -25,9 +26,11 @@ from exporter.catalogue import Dialect
 from simulation import load_scenario
 from simulation.kubeapi import KubeApiServer
 from simulation.scenario import Scenario
+from tests.support.waiting import patience
 
-LOAD_CHANGE_AT = 45.0
-GPU_LOST_AT = 50.0
+TIMELINE_STRETCH = patience(1.0)  # the load when the test file is imported: 1 on an idle machine
+LOAD_CHANGE_AT = 45.0 * TIMELINE_STRETCH
+GPU_LOST_AT = LOAD_CHANGE_AT + 5.0
 LOW_LOAD = 30.0
 HIGH_LOAD = 90.0
 LOST_GPU = ("e2e-whole", 5)
@@ -196,8 +199,9 @@ MAINTAINED = {
     "pods": [_pod(INDEXER, "indexer-0", [{"gpu": 0}], [51001])],
 }
 UPGRADED_DRIVER = "570.86.15"
-MODULES_RELOADED_AT = 4.0  # scenario seconds of the exporter that comes back after the upgrade
-MIG_CHANGE_AT = 8.0  # the mig-manager's first try, refused while that exporter holds GPU 1
+# scenario seconds of the exporter that comes back after the upgrade
+MODULES_RELOADED_AT = 4.0 * TIMELINE_STRETCH
+MIG_CHANGE_AT = 8.0 * TIMELINE_STRETCH  # the mig-manager's first try, refused while that exporter holds GPU 1
 MIG_LAYOUT = [{"profile": "3g.40gb"}, {"profile": "3g.40gb"}]
 
 

@@ -6,7 +6,6 @@ activity goes false while idle and stays false once KEDA has scaled it to zero."
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any
@@ -19,7 +18,7 @@ from tests.e2e.checks import answer
 from tests.e2e.cluster import CHAT, EMBED, NOTEBOOK, RERANK, Workload
 from tests.e2e.stack import E2EStack
 from tests.support import keda
-from tests.support.waiting import wait_for
+from tests.support.waiting import patience, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -97,13 +96,13 @@ def test_an_idle_workload_goes_inactive_and_stays_so_at_zero(stack: E2EStack, cl
         return client.get_metrics(request, timeout=10).metricValues[0].metricValueFloat
 
     try:
-        wait_for(lambda: summed() == 0.0, "the adapter's pod cache without the notebook", 20)
-        time.sleep(1)  # a few activity observations of the workload without pods
-        assert client.is_active(trigger, timeout=10).result is False
+        wait_for(lambda: summed() == 0.0, "the adapter's pod cache without the notebook", patience(20))
+        # without pods it is inactive as soon as the activity board has observed the workload again
+        wait_for(lambda: client.is_active(trigger, timeout=10).result is False, "the trigger inactive", patience(10))
         stream.cancel()
     finally:
         stack.kube.put_object("pods", pod)  # the same uid: the exporter's attribution still names it
-        wait_for(lambda: summed() > 0.0, "the notebook back in the adapter's pod cache", 20)
+        wait_for(lambda: summed() > 0.0, "the notebook back in the adapter's pod cache", patience(20))
 
 
 def test_a_client_without_a_certificate_of_the_ca_is_refused(stack: E2EStack) -> None:

@@ -19,7 +19,7 @@ import pytest
 
 from exporter.catalogue import Dialect
 from tests.e2e.answers import hpa_path, served_items
-from tests.e2e.checks import answer, assert_fresh
+from tests.e2e.checks import answer, assert_fresh, headroom
 from tests.e2e.cluster import (
     EMBED,
     INDEXER,
@@ -37,7 +37,7 @@ from tests.e2e.cluster import (
 from tests.e2e.stack import INTERVAL, E2EStack
 from tests.support.adapters import AdapterProcess
 from tests.support.exporters import ExporterProcess, serving, start_exporter
-from tests.support.waiting import wait_for
+from tests.support.waiting import patience, wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
 
@@ -89,7 +89,9 @@ def _serves_the_indexer(stack: E2EStack, adapter: AdapterProcess) -> bool:
 
 def _indexer_served_again(stack: E2EStack) -> None:
     for adapter in stack.adapters:
-        wait_for(partial(_serves_the_indexer, stack, adapter), f"{adapter.name} serving the indexer again", 30)
+        wait_for(
+            partial(_serves_the_indexer, stack, adapter), f"{adapter.name} serving the indexer again", patience(30)
+        )
 
 
 def test_a_driver_upgrade_without_a_reboot_on_one_node_while_the_others_keep_serving(stack: E2EStack) -> None:
@@ -107,20 +109,20 @@ def test_a_driver_upgrade_without_a_reboot_on_one_node_while_the_others_keep_ser
             mismatch.append((body, exporter.metrics()))
         return bool(mismatch) or status == 200
 
-    wait_for(refused, "the exporter back, not ready: driver/library version mismatch", 20)
+    wait_for(refused, "the exporter back, not ready: driver/library version mismatch", patience(20))
     assert mismatch, "the exporter was ready before the modules were reloaded"
     reason, metrics = mismatch[0]
     assert "reboot the node" in reason and "restart this pod" in reason, reason
     assert "gpu_pulse_nvml_up 0" in metrics and "nvidia_gpu_up{" not in metrics
     _others_keep_serving(stack)
     # the modules are reloaded at MODULES_RELOADED_AT: NVML answers again, no restart of the exporter
-    deadline = exporter.launched_at + MODULES_RELOADED_AT + 15
+    deadline = exporter.launched_at + MODULES_RELOADED_AT + 15 + headroom()
     wait_for(lambda: _readyz(exporter)[0] == 200, "the exporter ready on the new driver", deadline - time.time())
     stack.processes.check_running(exporter.name)
     metrics = exporter.metrics()
     assert "gpu_pulse_nvml_up 1" in metrics
     assert f'driver_version="{UPGRADED_DRIVER}"' in metrics
-    wait_for(lambda: serving(stack.processes, exporter, 1), "the indexer pod back on the exporter", 10)
+    wait_for(lambda: serving(stack.processes, exporter, 1), "the indexer pod back on the exporter", patience(10))
     _indexer_served_again(stack)
     _others_keep_serving(stack)
 
@@ -131,7 +133,7 @@ def test_a_mig_mode_change_on_one_node_while_the_others_keep_serving(stack: E2ES
     log = stack.processes.log_path(exporter.name)
     # the mig-manager's try at MIG_CHANGE_AT waits while the exporter holds GPU 1, and the exporter says so (its MIG
     # layout check runs every 10 s)
-    deadline = exporter.launched_at + MIG_CHANGE_AT + 10 + 5
+    deadline = exporter.launched_at + MIG_CHANGE_AT + 10 + headroom()
     wait_for(
         lambda: "a MIG mode change (to on) is pending" in log.read_text(errors="replace"),
         "the exporter logging the MIG mode change it blocks",
@@ -140,8 +142,8 @@ def test_a_mig_mode_change_on_one_node_while_the_others_keep_serving(stack: E2ES
     _pause(stack)  # the GPU Operator's mig-manager pauses gpu.deploy.client, the change goes through
     _others_keep_serving(stack)
     exporter = _come_back(stack, "e2e-maint-mig", with_mig_on())
-    wait_for(lambda: serving(stack.processes, exporter, 1), "the exporter back with GPU 1 in MIG mode", 30)
-    wait_for(lambda: _readyz(exporter)[0] == 200, "the exporter ready", 10)
+    wait_for(lambda: serving(stack.processes, exporter, 1), "the exporter back with GPU 1 in MIG mode", patience(30))
+    wait_for(lambda: _readyz(exporter)[0] == 200, "the exporter ready", patience(10))
     metrics = exporter.metrics()
     instances = {
         line.split('gpu_instance="', 1)[1].split('"', 1)[0]

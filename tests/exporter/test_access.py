@@ -25,7 +25,7 @@ from exporter.access import (
 )
 from exporter.server import build_app
 from simulation.kubeapi import KubeApiServer, TokenUser
-from tests.support.loopback import free_port
+from tests.support.loopback import refused_port
 from tests.support.snapshots import SimulatedNode
 from toolkit.kubeclient import api_client
 from toolkit.pods_contract import MAX_STREAMS, parse_stream_event
@@ -124,11 +124,13 @@ async def test_an_api_server_that_cannot_be_reached_is_401_and_logged_once_a_sec
     node: SimulatedNode, aiohttp_client: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
     node.loop.poll_once()
-    nowhere = f"http://127.0.0.1:{free_port()}"
-    client = await aiohttp_client(build_app(node.loop, access=reviewed(nowhere), run_poll_loop=False))
-    caplog.set_level(logging.INFO)
-    for number in range(20):
-        assert (await client.get("/pods", headers=bearer(f"token-{number}"))).status == 401
+    with refused_port() as port:
+        client = await aiohttp_client(
+            build_app(node.loop, access=reviewed(f"http://127.0.0.1:{port}"), run_poll_loop=False)
+        )
+        caplog.set_level(logging.INFO)
+        for number in range(20):
+            assert (await client.get("/pods", headers=bearer(f"token-{number}"))).status == 401
     warnings = [r for r in caplog.records if r.name == "exporter.access" and r.levelno >= logging.WARNING]
     assert 1 <= len(warnings) and all("answering 401" in r.getMessage() for r in warnings)
     assert all(r.exc_info is None for r in warnings)

@@ -1,8 +1,11 @@
-"""200 concurrent scrapes while the loop polls every 20 ms: every response is a complete exposition of one snapshot.
+"""200 concurrent scrapes while the loop publishes new snapshots: every response is a complete exposition of one
+snapshot.
 
-Each response is compared byte for byte with what the renderer produced for the snapshot it claims to come from (by its
-`gpu_pulse_snapshot_timestamp_seconds`), and that with a fresh rendering of the snapshot, so a response mixing two
-cycles, or cut short, cannot pass.
+The test drives the poll loop's cycles itself (`PollLoop.poll_once` on a worker thread, as the loop's own thread runs
+it) between waves of scrapes that stay in flight, so the responses span several snapshots on any machine, however
+loaded, without depending on a 20-ms timer. Each response is compared byte for byte with what the renderer produced
+for the snapshot it claims to come from (by its `gpu_pulse_snapshot_timestamp_seconds`), and that with a fresh
+rendering of the snapshot, so a response mixing two cycles, or cut short, cannot pass.
 """
 
 from __future__ import annotations
@@ -26,7 +29,9 @@ from tests.support.snapshots import simulated_node
 from toolkit.serving import start_server
 from toolkit.settings import ListenAddress
 
-INTERVAL = 0.02
+INTERVAL = 1.0  # the loop's thread never runs: the test publishes each cycle (and no GPU read outlasts a second)
+WAVES = 4  # waves of scrapes, the next snapshot published after the first response of each
+SCRAPES = 200
 VARIANTS = [
     {},
     {"Accept-Encoding": "gzip"},
@@ -83,24 +88,30 @@ async def test_200_concurrent_scrapes_during_polling_get_complete_consistent_exp
     with simulated_node("h100x8", interval=INTERVAL) as node:
         pods_view = PodsDocumentBuilder(interval_seconds=INTERVAL)
         loop = PollLoop(node.collector, recorder, interval=INTERVAL, node="sim-node", pods_view=pods_view)
-        server = await start_server(build_app(loop), ListenAddress("127.0.0.1", 0))
+        await asyncio.to_thread(loop.poll_once)  # a snapshot to serve from the first request on
+        server = await start_server(build_app(loop, run_poll_loop=False), ListenAddress("127.0.0.1", 0))
         try:
-            # past the first cycles, whose series are still filling in (GPM ratios need samples > 100 ms apart)
-            while (published := loop.published) is None or published.cycle < 15:
-                await asyncio.sleep(INTERVAL)
-            scrapes: list[Scrape] = []
             async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0), auto_decompress=False) as session:
-                for _ in range(5):  # bursts of 200 until responses span more than one cycle
-                    burst = [_scrape(session, server.url + "/metrics", VARIANTS[i % 4]) for i in range(200)]
-                    scrapes += await asyncio.gather(*burst)
-                    stamps = {_timestamp(s.body.decode()) for s in scrapes}
-                    if len(stamps) > 1:
-                        break
+                in_flight: list[asyncio.Task[Scrape]] = []
+                for wave in range(WAVES):
+                    size = SCRAPES // WAVES
+                    scrapes = [
+                        _scrape(session, server.url + "/metrics", VARIANTS[(wave * size + i) % 4]) for i in range(size)
+                    ]
+                    tasks = [asyncio.create_task(scrape) for scrape in scrapes]
+                    in_flight += tasks
+                    # once this snapshot has been served, publish the next while the rest of the wave is in flight
+                    await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+                    await asyncio.to_thread(loop.poll_once)
+                responses = await asyncio.gather(*in_flight)
         finally:
             await server.stop()
-    assert len(stamps) > 1, "the loop polled during the scrapes"
+    stamps = {_timestamp(s.body.decode()) for s in responses}
+    assert len(responses) == SCRAPES
+    # wave k's first response came from snapshot k (published before the wave started, replaced only after it)
+    assert len(stamps) >= WAVES, "responses span every snapshot published during the scrapes"
     fresh: dict[float, tuple[bytes, bytes]] = {}
-    for scrape in scrapes:
+    for scrape in responses:
         assert scrape.encoding == ("gzip" if scrape.gzip_asked else None)
         stamp = _timestamp(scrape.body.decode())
         snapshot, rendered = recorder.seen[stamp]
@@ -110,11 +121,9 @@ async def test_200_concurrent_scrapes_during_polling_get_complete_consistent_exp
             fresh[stamp] = (again.text, again.openmetrics)
         assert (rendered.text, rendered.openmetrics) == fresh[stamp]
     # identical bodies were checked above; parse each distinct one (the parsers reject an incomplete document). The
-    # set of series may differ between two cycles' snapshots: on a loaded machine a GPU whose read outlasts the
-    # collector's slow-call deadline (the poll interval, 20 ms here) is reported stalled for that cycle, with other
-    # series (exporter/nvml/collector.py). So each snapshot's responses are compared with that snapshot's rendering
-    # above, not with another cycle's.
-    distinct = {(scrape.openmetrics, scrape.body) for scrape in scrapes}
+    # set of series may differ between two cycles' snapshots (a GPU reported stalled for a cycle has other series,
+    # exporter/nvml/collector.py), so each response is compared with its own snapshot's rendering above.
+    distinct = {(scrape.openmetrics, scrape.body) for scrape in responses}
     series = {(om, _series(body.decode(), om)) for om, body in distinct}
     assert {om for om, _ in series} == {False, True}
     assert all(sets for _, sets in series)

@@ -14,7 +14,7 @@ import pytest
 from report.cli import main
 from report.progress import TerminalProgress
 from report.settings import COMMAND_LINE
-from tests.support.loopback import free_port
+from tests.support.loopback import refused_port
 from tests.support.processes import REPO, clean_environment
 
 
@@ -77,7 +77,8 @@ def test_a_bad_prices_file_names_the_problem(
 
 
 def test_an_unreachable_prometheus_is_exit_1_with_one_line(tmp_path: Path) -> None:
-    result = run("--prometheus-url", f"http://127.0.0.1:{free_port()}", "--output", str(tmp_path / "out"))
+    with refused_port() as port:
+        result = run("--prometheus-url", f"http://127.0.0.1:{port}", "--output", str(tmp_path / "out"))
     assert result.returncode == 1
     lines = result.stderr.splitlines()
     assert len(lines) == 1 and "cannot reach" in lines[0], lines

@@ -30,9 +30,10 @@ from rules.generate import ROOT
 from rules.gpu_health import HARDWARE_SLOWDOWN, POWER_CAP, THERMAL, XID_APPLICATION, XID_HARDWARE, XID_MEMORY
 from rules.jobs import Jobs
 from rules.render import RULE_FILE
-from tests.support.loopback import free_port, http_get
+from tests.support.exporters import SERVING_LINE
+from tests.support.loopback import http_get
 from tests.support.processes import ChildProcesses, python_module
-from tests.support.waiting import holds_within
+from tests.support.waiting import holds_within, patience
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -290,18 +291,19 @@ def expositions(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[tuple
     urls: dict[tuple[str, str], str] = {}
     try:
         for dialect, fields in CASES:
-            port = free_port()
             args = [
-                f"--simulate={SCENARIO}", f"--dialect={dialect}", f"--listen=127.0.0.1:{port}", "--interval=1",
-                "--log-level=warning", "--node-name=gpu-node-1",
+                f"--simulate={SCENARIO}", f"--dialect={dialect}", "--listen=127.0.0.1:0", "--interval=1",
+                "--log-level=info", "--node-name=gpu-node-1",
             ]  # fmt: skip
             if fields != "default":
                 args.append(f"--collectors={counters}")
             processes.start(f"{dialect}-{fields}", python_module("exporter", *args))
-            urls[(dialect, fields)] = f"http://127.0.0.1:{port}/metrics"
 
         def ready(case: tuple[str, str]) -> bool:
-            processes.check_running(f"{case[0]}-{case[1]}")
+            name = f"{case[0]}-{case[1]}"
+            processes.check_running(name)
+            if case not in urls:  # its address, from its "serving" line
+                urls[case] = processes.wait_for_line(name, SERVING_LINE, patience(60)).group(1) + "/metrics"
             try:
                 text = http_get(urls[case], timeout=5).decode()
             except OSError:

@@ -1,5 +1,6 @@
 """Real `gpu-pulse-adapter` processes over TLS, and clients that talk to them as the aggregator, the HPA or kubectl
-would: with a client certificate from the test cluster's CA."""
+would: with a client certificate from the test cluster's CA. Each binds port 0 (`--listen`, and `--keda-listen` when
+given one) and its addresses are read back from its log (tests/support/loopback.py says why)."""
 
 from __future__ import annotations
 
@@ -8,14 +9,16 @@ import ssl
 import urllib.error
 import urllib.request
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from simulation.kubeapi import AccessGrant
 from simulation.kubeconfig import write_kubeconfig
-from tests.support.loopback import free_port
+from tests.support.exporters import SERVING_LINE
 from tests.support.processes import ChildProcesses, python_module
+from tests.support.waiting import patience
 from toolkit.certs import CertificateAuthority
 
 HPA_USER = "system:serviceaccount:kube-system:horizontal-pod-autoscaler"
@@ -77,12 +80,26 @@ class ClusterTrust:
         return context
 
 
+# adapter/server.py logs where KEDA's external scaler listens once it serves
+KEDA_SERVING_LINE = r"serving KEDA's external scaler \S+ on ([0-9.]+:[0-9]+)"
+
+
 @dataclass(frozen=True)
 class AdapterProcess:
     name: str
-    url: str
+    processes: ChildProcesses = field(repr=False, compare=False)
     max_age: float
     trust: ClusterTrust
+
+    @cached_property
+    def url(self) -> str:
+        """Its address, from its log once it serves (waits for that)."""
+        return self.processes.wait_for_line(self.name, SERVING_LINE, patience(60)).group(1)
+
+    @cached_property
+    def keda_address(self) -> str:
+        """host:port of KEDA's external scaler (started with `--keda-listen=127.0.0.1:0`), once it serves."""
+        return self.processes.wait_for_line(self.name, KEDA_SERVING_LINE, patience(60)).group(1)
 
     def get(self, path: str, identity: ClientIdentity | None = None, timeout: float = 10) -> tuple[int, Any]:
         """(HTTP status, body): parsed JSON when it is JSON, else the text."""
@@ -119,12 +136,12 @@ def start_adapter(
     args: Sequence[str] = (),
 ) -> AdapterProcess:
     """Start the adapter CLI against the Kubernetes API test server, serving TLS with the cluster's certificates,
-    authenticating client certificates of the cluster CA (the aggregator's front proxy by its CN)."""
+    authenticating client certificates of the cluster CA (the aggregator's front proxy by its CN). Without `port` it
+    binds port 0; it logs at level info, where its "serving" line says where it listens."""
     kube_config = write_kubeconfig(trust.workdir / f"{name}-kube-api.kubeconfig", server=kube_api_url)
-    port = port or free_port()
     argv = python_module(
         "adapter.cli",
-        f"--listen=127.0.0.1:{port}",
+        f"--listen=127.0.0.1:{port or 0}",
         f"--kubeconfig={kube_config}",
         f"--tls-cert-file={trust.serving_cert}",
         f"--tls-private-key-file={trust.serving_key}",
@@ -132,8 +149,8 @@ def start_adapter(
         f"--requestheader-client-ca-file={trust.ca_file}",
         "--requestheader-allowed-names=front-proxy-client",
         f"--max-age={max_age:g}",
-        "--log-level=warning",
+        "--log-level=info",
         *args,
     )
     processes.start(name, argv)
-    return AdapterProcess(name, f"https://127.0.0.1:{port}", max_age, trust)
+    return AdapterProcess(name, processes, max_age, trust)

@@ -1,30 +1,43 @@
 """Real exporter processes on simulated GPUs (`python -m exporter --simulate ...`: the real collector, attribution and
-server over the NVML simulator, with the scenario's simulated kubelet and proc tree started in the process)."""
+server over the NVML simulator, with the scenario's simulated kubelet and proc tree started in the process).
+
+Each binds port 0 and its address is read back from its "serving ... on URL" log line (exporter/cli.py), so no port
+is picked before it is bound (tests/support/loopback.py)."""
 
 from __future__ import annotations
 
 import time
 import urllib.request
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 from exporter.catalogue import Dialect
-from tests.support.loopback import free_port, http_get
+from tests.support.loopback import http_get
 from tests.support.processes import ChildProcesses, clean_environment, python_module
 from tests.support.tools import require_tool
+from tests.support.waiting import patience
 from toolkit.pods_contract import NodePods, parse_node_pods
+
+# the line both services log once their port is bound (exporter/cli.py, adapter/server.py), at level info
+SERVING_LINE = r"serving .* on (https?://[0-9.]+:[0-9]+)"
 
 
 @dataclass(frozen=True)
 class ExporterProcess:
     node: str
-    url: str
+    processes: ChildProcesses = field(repr=False, compare=False)
     launched_at: float  # wall clock just before the process started: its scenario time 0 is after this
     process_name: str = ""  # its name among the ChildProcesses; default exporter-<node>
 
     @property
     def name(self) -> str:
         return self.process_name or f"exporter-{self.node}"
+
+    @cached_property
+    def url(self) -> str:
+        """Its address, from its log once it serves (waits for that: exporters started together start meanwhile)."""
+        return self.processes.wait_for_line(self.name, SERVING_LINE, patience(60)).group(1)
 
     @property
     def address(self) -> str:
@@ -60,11 +73,11 @@ def start_exporter(
     `clock_offset` runs it on a node whose clock is that many seconds off, under libfaketime (Debian's `faketime`),
     which shifts the process's wall clock as a misconfigured node's would be shifted; its monotonic clock, which no
     misconfiguration shifts, is left alone (DONT_FAKE_MONOTONIC). `port` and `process_name`: a new process for a
-    node whose exporter was stopped, on its old address (a DaemonSet's pod that comes back)."""
-    port = port or free_port()
+    node whose exporter was stopped, on its old address (a DaemonSet's pod that comes back); without `port` it binds
+    port 0. It logs at level info: its "serving" line says where it listens."""
     args = [
-        f"--simulate={scenario}", f"--node-name={node}", f"--listen=127.0.0.1:{port}", f"--dialect={dialect}",
-        f"--interval={interval:g}", "--log-level=warning",
+        f"--simulate={scenario}", f"--node-name={node}", f"--listen=127.0.0.1:{port or 0}", f"--dialect={dialect}",
+        f"--interval={interval:g}", "--log-level=info",
     ]  # fmt: skip
     if seed is not None:
         args.append(f"--seed={seed}")
@@ -74,7 +87,7 @@ def start_exporter(
     if clock_offset:
         command = [require_tool("faketime"), "-f", f"{clock_offset:+g}s", *command]
         env = {**clean_environment(), "DONT_FAKE_MONOTONIC": "1"}
-    exporter = ExporterProcess(node, f"http://127.0.0.1:{port}", launched, process_name)
+    exporter = ExporterProcess(node, processes, launched, process_name)
     processes.start(exporter.name, command, env=env)
     return exporter
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -67,6 +68,15 @@ def _group_alive(group: int) -> bool:
     return True
 
 
+def first_line_matching(log: Path, pattern: str) -> re.Match[str] | None:
+    """The first line of the file `log` in which `pattern` (a regular expression) is found; None if none (yet)."""
+    try:
+        text = log.read_text(errors="replace")
+    except OSError:
+        return None
+    return next((m for m in map(re.compile(pattern).search, text.splitlines()) if m is not None), None)
+
+
 @dataclass
 class ChildProcesses:
     """The processes one test (or module) started; `stop_all()` ends them in reverse order of starting."""
@@ -102,6 +112,21 @@ class ChildProcesses:
         code = self.started[name].poll()
         if code is not None:
             raise AssertionError(f"{name} exited with code {code}:\n{self.log_tail(name)}")
+
+    def wait_for_line(self, name: str, pattern: str, timeout: float) -> re.Match[str]:
+        """The first line of the process's log matching `pattern` (a regular expression), once it is written: how a
+        child that bound port 0 reports its address. AssertionError with the log's tail if it exits or `timeout`
+        seconds pass first."""
+        deadline = time.monotonic() + timeout
+        while True:
+            exited = self.started[name].poll()
+            found = first_line_matching(self.log_path(name), pattern)
+            if found is not None:
+                return found
+            if exited is not None or time.monotonic() > deadline:
+                what = f"exited with code {exited}" if exited is not None else f"wrote no such line in {timeout:g} s"
+                raise AssertionError(f"{name} {what} (waiting for /{pattern}/):\n{self.log_tail(name)}")
+            time.sleep(0.05)
 
     def stop(self, name: str) -> int:
         return stop_process(self.started[name], group=True)

@@ -1,5 +1,8 @@
-"""A real `prometheus` process for tests: started on a free loopback port with a configuration the test writes,
-queried over its HTTP API."""
+"""A real `prometheus` process for tests: started with a configuration the test writes, queried over its HTTP API.
+
+It binds port 0 (`--web.listen-address=127.0.0.1:0`) and its address is read back from its log, where the exporter
+toolkit's web server says `msg="Listening on" address=...` with the port it bound (at level info): no port is picked
+before it is bound, so no retry is needed (tests/support/loopback.py)."""
 
 from __future__ import annotations
 
@@ -8,6 +11,7 @@ import subprocess
 import urllib.error
 import urllib.parse
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -16,9 +20,11 @@ import yaml
 from exporter.catalogue import Dialect
 from rules.generate import ROOT as RULES_ROOT
 from rules.render import RULE_FILE
-from tests.support.loopback import free_port, http_get
+from tests.support.loopback import http_get
 from tests.support.processes import ChildProcesses
-from tests.support.waiting import wait_for
+from tests.support.waiting import patience, wait_for
+
+LISTENING_LINE = r'msg="Listening on" address=([0-9.]+:[0-9]+)'
 
 
 def rule_file(dialect: Dialect) -> Path:
@@ -46,9 +52,18 @@ def shipped_rules(dialect: Dialect) -> list[dict[str, Any]]:
 @dataclass
 class PrometheusServer:
     dialect: Dialect
-    url: str
-    process: subprocess.Popen[bytes]
+    processes: ChildProcesses = field(repr=False)
+    name: str
     names: set[str] = field(default_factory=set)
+
+    @property
+    def process(self) -> subprocess.Popen[bytes]:
+        return self.processes.started[self.name]
+
+    @cached_property
+    def url(self) -> str:
+        """Its address, from its log once it listens (waits for that)."""
+        return "http://" + self.processes.wait_for_line(self.name, LISTENING_LINE, patience(30)).group(1)
 
     def query(self, expr: str) -> list[dict[str, Any]]:
         url = f"{self.url}/api/v1/query?{urllib.parse.urlencode({'query': expr})}"
@@ -65,6 +80,11 @@ class PrometheusServer:
         values: list[str] = json.loads(http_get(url, timeout=10))["data"]
         return values
 
+    def rule_groups(self) -> list[dict[str, Any]]:
+        """The rule groups as /api/v1/rules describes them (`lastEvaluation`, `rules`, ...)."""
+        groups: list[dict[str, Any]] = json.loads(http_get(f"{self.url}/api/v1/rules", timeout=10))["data"]["groups"]
+        return groups
+
     def ready(self) -> bool:
         if self.process.poll() is not None:
             raise AssertionError(f"prometheus ({self.dialect}) exited: see its log in the test's tmp directory")
@@ -78,20 +98,17 @@ def start_prometheus(
     processes: ChildProcesses,
     name: str,
     dialect: Dialect,
-    *,
-    port: int | None = None,
 ) -> PrometheusServer:
-    """Write `config` and start prometheus with it (started, not yet ready: see `PrometheusServer.ready`)."""
-    port = port or free_port()
+    """Write `config` and start prometheus with it on port 0 (started, not yet ready: see `PrometheusServer.ready`)."""
     config_file = workdir / f"{name}.yml"
     config_file.write_text(yaml.safe_dump(config), encoding="utf-8")
     argv = [
         binary, f"--config.file={config_file}", f"--storage.tsdb.path={workdir / f'tsdb-{name}'}",
-        f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn",
+        "--web.listen-address=127.0.0.1:0", "--log.level=info",
     ]  # fmt: skip
-    process = processes.start(name, argv)
-    return PrometheusServer(dialect, f"http://127.0.0.1:{port}", process)
+    processes.start(name, argv)
+    return PrometheusServer(dialect, processes, name)
 
 
 def wait_ready(server: PrometheusServer, timeout: float = 20) -> None:
-    wait_for(server.ready, f"{server.dialect} prometheus ready", timeout)
+    wait_for(server.ready, f"{server.dialect} prometheus ready", patience(timeout))
