@@ -1,6 +1,6 @@
 """The series gpu-pulse and its neighbours publish: what rules and dashboards may read.
 
-Exporter names come from the catalogue; adapter names from the adapter's own metrics registry; the rest are the
+Exporter names come from the catalogue; adapter names from the collectors the adapter's parts register; the rest are the
 few external series (Prometheus, kube-state-metrics, kube-apiserver) the rules and dashboards build on.
 """
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from prometheus_client.core import Metric
 
-from adapter.api.selfmetrics import AdapterMetrics
+from adapter.self_metric_families import self_metric_families
 from exporter import catalogue
 from exporter.catalogue import Dialect
 
@@ -71,10 +71,9 @@ def _sample_names(family: Metric) -> set[str]:
 
 
 def adapter_names() -> frozenset[str]:
-    """Sample names of the adapter's self-metrics, read from a fresh instance of its registry."""
-    metrics = AdapterMetrics(source="direct")
+    """Sample names of the adapter's self-metrics, every part's (adapter/self_metric_families.py)."""
     names: set[str] = set()
-    for family in metrics.registry.collect():
+    for family in self_metric_families().collect():
         names |= _sample_names(family)
     return frozenset(names)
 

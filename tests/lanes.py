@@ -56,6 +56,7 @@ SLOW_PATHS = (
     "rules/test_alerts_can_fire.py",
     "rules/test_rule_files.py",
     "test_cli_parity.py",
+    "toolkit/test_settings.py",
 )
 SLOW_MARKERS = ("e2e", "image")
 

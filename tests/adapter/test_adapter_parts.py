@@ -11,6 +11,7 @@ from prometheus_client.openmetrics.parser import text_string_to_metric_families 
 
 from adapter.application import serving_app
 from adapter.parts import build_parts
+from adapter.self_metric_families import self_metric_families
 from adapter.settings import load_settings
 from simulation.kubeconfig import write_kubeconfig
 from tests.adapter.simcluster import Cluster
@@ -68,6 +69,8 @@ async def test_the_served_application_is_built_from_the_parts(
     try:
         registered = {f.name: f.type for f in parts.metrics.registry.collect()}
         assert {n: t for n, t in registered.items() if not n.startswith("process_")} == SELF_METRICS
+        # what rules and dashboards are held to (rules/inventory.py) is what a built adapter registers
+        assert {f.name: f.type for f in self_metric_families().collect()} == registered
         client = await aiohttp_client(serving_app(parts))  # /metrics is served without credentials by default
 
         async def pods_cached() -> float:
