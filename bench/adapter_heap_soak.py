@@ -34,8 +34,8 @@ import aiohttp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from adapter_cluster import AdapterCredentials, served_url, wait_adapter_ready, wait_for_ready_file
-from fleet import memory, stop
+from adapter_cluster import AdapterCredentials, served_url, wait_adapter_ready
+from fleet import memory, start_fleet, stop
 
 REPO = Path(__file__).resolve().parents[1]
 WITHOUT_REFREEZE = (
@@ -54,28 +54,6 @@ class Adapter:
     samples: list[tuple[float, float]] = field(default_factory=list)  # (seconds since start, RSS MiB)
     answered: int = 0
     failures: dict[str, int] = field(default_factory=dict)  # by HTTP status or exception
-
-
-def start_fleet(args: argparse.Namespace, workdir: Path, port: int) -> tuple[subprocess.Popen[bytes], dict[str, Any]]:
-    """The simulated fleet, niced as bench/fleet.py does: it stands for other machines."""
-    ready = workdir / "fleet.json"
-    process = subprocess.Popen(
-        [
-            "nice",
-            "-n10",
-            sys.executable,
-            str(REPO / "bench" / "fleet_cluster.py"),
-            f"--ready={ready}",
-            f"--nodes={args.nodes}",
-            f"--gpu-pods={args.gpu_pods}",
-            f"--other-pods={args.other_pods}",
-            f"--churn={args.churn}",
-            f"--port={port}",
-        ],
-        cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-    )
-    return process, wait_for_ready_file(process, ready, "the simulated fleet")
 
 
 def start_adapter(name: str, program: list[str], credentials: AdapterCredentials, exporter_port: int) -> Adapter:
@@ -173,6 +151,7 @@ def main() -> None:
     parser.add_argument("--other-pods", type=int, default=2000)
     parser.add_argument("--churn", type=float, default=1.0, help="pods replaced a second")
     parser.add_argument("--port", type=int, default=9400, help="the exporters' port on each node's address")
+    parser.add_argument("--fleet-nice", type=int, default=10, help="the simulated fleet's niceness (bench/fleet.py)")
     parser.add_argument("--hpa-period", type=float, default=15.0, help="seconds between an HPA's questions")
     parser.add_argument("--sample-seconds", type=float, default=10.0, help="seconds between RSS samples")
     parser.add_argument(
@@ -183,7 +162,7 @@ def main() -> None:
     settle = min(args.settle_minutes * 60, args.hours * 3600 / 2)
     with tempfile.TemporaryDirectory(prefix="gpu-pulse-soak-") as tmp:
         workdir = Path(tmp)
-        fleet, info = start_fleet(args, workdir, args.port)
+        fleet, info = start_fleet(args, workdir)
         adapters: list[Adapter] = []
         try:
             credentials = AdapterCredentials.write(workdir, str(info["kube"]))
