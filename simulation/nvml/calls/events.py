@@ -82,6 +82,8 @@ class EventCalls:
         if n is None or not self.node.events.exists(n):
             return cabi.INVALID_ARGUMENT
         node = self.node
+        # nvml.h, nvmlEventSetWait_v2: with no event ready the call "sleeps till event arrives but not longer than
+        # specified timeout"; the simulated wait sleeps until the next timeline event is due (node.quiet_seconds)
         try:
             event = node.events.wait(
                 n, as_int(timeout_ms) / 1000.0, node.advance, node.lost_indices, node.quiet_seconds
