@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import gc
 import logging
+from typing import Any
 
 import pytest
 
@@ -25,6 +26,17 @@ class World:
         self.slept.append(seconds)
         await asyncio.sleep(0)
 
+    def settler(self, **options: Any) -> HeapSettler:
+        """A settler polling this world, recording what it does here, refreezing every 600 s (unless `options` say)."""
+        return HeapSettler(
+            lambda: self.synced,
+            lambda: self.ready,
+            settle=lambda: self.done.append("settle"),
+            prepare=lambda: self.done.append("prepare"),
+            sleep=self.sleep,
+            **{"refreeze_seconds": 600.0, **options},
+        )
+
 
 async def _until(condition, tries: int = 1000) -> None:  # type: ignore[no-untyped-def]
     for _ in range(tries):
@@ -36,15 +48,7 @@ async def _until(condition, tries: int = 1000) -> None:  # type: ignore[no-untyp
 
 async def test_settles_after_the_pods_and_again_after_the_source_then_every_refreeze() -> None:
     world = World()
-    settler = HeapSettler(
-        lambda: world.synced,
-        lambda: world.ready,
-        settle=lambda: world.done.append("settle"),
-        prepare=lambda: world.done.append("prepare"),
-        sleep=world.sleep,
-        refreeze_seconds=600.0,
-        poll_seconds=0.2,
-    )
+    settler = world.settler(poll_seconds=0.2)
     task = asyncio.create_task(settler.run())
     try:
         await _until(lambda: len(world.slept) > 3)
@@ -91,15 +95,7 @@ async def test_on_an_interpreter_it_was_not_measured_on_the_collector_is_left_al
     the replica still settles once its source is ready."""
     world = World()
     world.synced = True
-    settler = HeapSettler(
-        lambda: world.synced,
-        lambda: world.ready,
-        settle=lambda: world.done.append("settle"),
-        prepare=lambda: world.done.append("prepare"),
-        sleep=world.sleep,
-        refreeze_seconds=600.0,
-        interpreter=interpreter,
-    )
+    settler = world.settler(interpreter=interpreter)
     caplog.set_level(logging.INFO, logger="adapter.heap")
     task = asyncio.create_task(settler.run())
     try:
