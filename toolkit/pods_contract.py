@@ -110,6 +110,59 @@ class DeviceFigures(_Figures, frozen=True, kw_only=True):
     ] = None
 
 
+# ---- what the serving engine in a pod knows -------------------------------------------------------------------------
+# Normalised to the Gateway API Inference Extension's model-server protocol (queued requests, running requests, KV-cache
+# utilization 0-1: https://github.com/kubernetes-sigs/gateway-api-inference-extension, docs/proposals/003-model-server-
+# protocol), plus latency percentiles over a window and rates from counters. Which engine names map to which figure is
+# the exporter's business (exporter/engines); this is only what crosses the wire.
+MAX_REQUESTS = 1e9
+MAX_LATENCY_SECONDS = 86_400.0
+MAX_RATE_PER_SECOND = 1e9
+MAX_REASON_CHARS = 200
+MAX_ENGINE_MODEL_CHARS = 256
+_Requests = Annotated[float, msgspec.Meta(ge=0, le=MAX_REQUESTS)]
+_Latency = Annotated[float, msgspec.Meta(ge=0, le=MAX_LATENCY_SECONDS)]
+_Rate = Annotated[float, msgspec.Meta(ge=0, le=MAX_RATE_PER_SECOND)]
+_Fraction = Annotated[float, msgspec.Meta(ge=0.0, le=1.0)]
+
+# ready: the engine answered with every figure it has; warming: the pod is not Ready, or its engine does not answer yet
+# (left out of every combined figure, as the HPA leaves unready pods out for CPU); unreachable: it answered before and
+# does not now; unrecognised: it answers, with no family an engine mapping knows (a renamed metric, an unknown engine);
+# refused: the answer broke a bound (size, time, series, a redirect) or the endpoint is not the pod's own.
+EngineState = Literal["ready", "warming", "unreachable", "unrecognised", "refused"]
+EngineName = Literal["vllm", "sglang", "nim", "triton-trtllm", "dynamo", "tgi"]
+
+
+class LatencyQuantiles(_Figures, frozen=True, kw_only=True):
+    """Latency percentiles over `InferenceFigures.window_seconds`, from histogram bucket deltas (not since start);
+    None where the window held no observation."""
+
+    p50: _Latency | None = None
+    p90: _Latency | None = None
+    p99: _Latency | None = None
+
+
+class InferenceFigures(_Figures, frozen=True, kw_only=True):
+    """What the serving engine of one pod reported, normalised; every figure None when the engine does not give it or
+    `state` is not "ready" (never a stale or guessed number)."""
+
+    state: EngineState
+    reason: Annotated[str, msgspec.Meta(max_length=MAX_REASON_CHARS)] | None = None
+    engine: EngineName | None = None
+    model: Annotated[str, msgspec.Meta(max_length=MAX_ENGINE_MODEL_CHARS)] | None = None
+    sampled_at: Annotated[_Aware, msgspec.Meta(description="when the engine's endpoint was read (UTC)")]
+    window_seconds: Annotated[
+        float, msgspec.Meta(gt=0, le=MAX_WINDOW_SECONDS, description="the span percentiles and rates cover")
+    ]
+    queued_requests: _Requests | None = None
+    running_requests: _Requests | None = None
+    kv_cache_utilization: Annotated[_Fraction | None, msgspec.Meta(description="0-1, as the engine reports")] = None
+    time_to_first_token_seconds: LatencyQuantiles | None = None
+    inter_token_latency_seconds: LatencyQuantiles | None = None
+    requests_per_second: _Rate | None = None
+    generated_tokens_per_second: _Rate | None = None
+
+
 class ContainerView(_Figures, frozen=True, kw_only=True):
     name: str
     devices: tuple[DeviceFigures, ...]
@@ -124,6 +177,10 @@ class PodView(_Figures, frozen=True, kw_only=True):
     window_seconds: Annotated[
         float, msgspec.Meta(gt=0, le=MAX_WINDOW_SECONDS, description="the span utilization_percent averages over")
     ]
+    inference: Annotated[
+        InferenceFigures | None,
+        msgspec.Meta(description="what the pod's serving engine reports; None where engines are not read"),
+    ] = None
 
 
 class NodePods(_Figures, frozen=True, kw_only=True):
