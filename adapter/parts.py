@@ -8,7 +8,7 @@ self-metrics registers its collector on the adapter's registry as it is built.
 from __future__ import annotations
 
 import ssl
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from kubernetes.client import ApiClient
@@ -112,7 +112,9 @@ async def build_parts(settings: AdapterSettings) -> AdapterParts:
 
         keda = build_external_scaler(settings, config, pod_cache, source, metrics.registry)
     limits = ConnectionLimits.of(settings)
-    ensure_file_limit(limits)
+    ensure_file_limit(limits)  # the whole process's connections: the KEDA port's share is taken from them
+    if keda is not None:
+        limits = replace(limits, max_connections=limits.max_connections - settings.keda_max_connections)
     connections = ConnectionGuard(limits)
     metrics.registry.register(ConnectionsCollector(connections))
     return AdapterParts(

@@ -13,7 +13,8 @@ from prometheus_client import CollectorRegistry
 
 from adapter.api.selfmetrics import AdapterMetrics, ConnectionsCollector
 from adapter.auth.selfmetrics import token_review_collector, trust_reload_collector
-from adapter.keda.selfmetrics import KedaMetrics, ScalerCollector
+from adapter.keda.admission import CallAdmission
+from adapter.keda.selfmetrics import AdmissionCollector, KedaMetrics, ScalerCollector
 from adapter.podcache.selfmetrics import PodCacheCollector
 from adapter.sources.feedmetrics import NodeFeedsCollector
 from toolkit.connections import ConnectionStats
@@ -48,6 +49,7 @@ def self_metric_families(source: str = "direct") -> CollectorRegistry:
         token_review_collector(at_start),
         trust_reload_collector(at_start),
         ScalerCollector(at_start),
+        AdmissionCollector(CallAdmission()),
     ):
         registry.register(collector)
     return registry

@@ -225,6 +225,14 @@ class AdapterSettings(ConnectionSettings):
         ge=1,
         le=100_000,
     )
+    keda_max_connections: int = setting(
+        64,
+        "Most connections the --keda-listen port holds at once, taken from --max-connections (the HTTP port keeps "
+        "the rest); gRPC closes one more as it accepts it.",
+        metavar="N",
+        ge=1,
+        le=100_000,
+    )
     keda_call_timeout: float = setting(
         5.0,
         "Seconds a call of the external scaler may take; past it the answer is UNAVAILABLE.",
@@ -299,6 +307,11 @@ class AdapterSettings(ConnectionSettings):
             raise ValueError("--keda-client-ca-file needs --keda-tls: client certificates come with TLS")
         if self.keda_tls and self.keda_listen is None:
             raise ValueError("--keda-tls needs --keda-listen: the external scaler is not served without it")
+        if self.keda_listen is not None and self.keda_max_connections >= self.max_connections:
+            raise ValueError(
+                f"--keda-max-connections {self.keda_max_connections}: must be less than --max-connections "
+                f"{self.max_connections}, which it is taken from"
+            )
         return self
 
 

@@ -24,6 +24,7 @@ SLOW_PATHS = (
     "e2e/",
     "adapter/test_demo_run.py",
     "adapter/test_keda_demo.py",
+    "adapter/test_keda_hostile.py",
     "adapter/test_keda_serving.py",
     "adapter/test_kube_auth.py",
     "adapter/test_kube_tables.py",

@@ -5,10 +5,11 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry
 
 from adapter.keda.activity import Hysteresis
+from adapter.keda.admission import CallAdmission
 from adapter.keda.followed_workloads import ActivityBoard
-from adapter.keda.selfmetrics import KedaMetrics
+from adapter.keda.selfmetrics import AdmissionCollector, KedaMetrics
 from adapter.keda.servicer import ExternalScaler
-from adapter.keda.serving import ExternalScalerServer, ScalerTls
+from adapter.keda.serving import ExternalScalerServer, ScalerConnections, ScalerTls
 from adapter.keda.workload import WorkloadReader
 from adapter.metrics_config import MetricsConfig
 from adapter.settings import AdapterSettings
@@ -50,4 +51,18 @@ def build_external_scaler(
         else:  # the HTTP side's self-signed pair (toolkit.selfsigned keeps one in --cert-dir)
             cert, key = ensure_self_signed(settings.cert_dir, DEFAULT_HOSTNAMES)
         tls = ScalerTls(cert, key, settings.keda_client_ca_file)
-    return ExternalScalerServer(servicer, settings.keda_listen, tls=tls, max_streams=settings.keda_max_streams)
+    connections = ScalerConnections(
+        max_connections=settings.keda_max_connections,
+        handshake_seconds=settings.header_read_timeout,
+        idle_seconds=settings.idle_timeout,
+    )
+    admission = CallAdmission()
+    registry.register(AdmissionCollector(admission))
+    return ExternalScalerServer(
+        servicer,
+        settings.keda_listen,
+        tls=tls,
+        max_streams=settings.keda_max_streams,
+        connections=connections,
+        admission=admission,
+    )

@@ -4,11 +4,14 @@ changes as they happen, and the streams and followed workloads read from the sca
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
+
+if TYPE_CHECKING:
+    from adapter.keda.admission import CallAdmission
 
 _LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
@@ -38,6 +41,32 @@ class ScalerCollector(Collector):
             "Workloads whose activity the external scaler follows (those KEDA asked about recently).",
             value=self._scaler.workloads,
         )
+
+
+class AdmissionCollector(Collector):
+    """The calls waiting for their request message, and those the port ended (keda/admission.py)."""
+
+    def __init__(self, admission: CallAdmission) -> None:
+        self._admission = admission
+
+    def collect(self) -> Iterable[Metric]:
+        stats = self._admission.stats()
+        yield GaugeMetricFamily(
+            "gpu_pulse_adapter_keda_calls_waiting",
+            "Calls of the external scaler whose request message has not arrived yet.",
+            value=stats.waiting,
+        )
+        ended = CounterMetricFamily(
+            "gpu_pulse_adapter_keda_calls_ended",
+            "Calls the external scaler ended before answering, by reason: request_timeout (no request message in "
+            "time), displaced (ended while waiting for it, for a newer call), too_many (unary calls in flight past "
+            "the bound).",
+            labels=["reason"],
+        )
+        ended.add_metric(["request_timeout"], stats.request_timeouts)
+        ended.add_metric(["displaced"], stats.displaced)
+        ended.add_metric(["too_many"], stats.refused)
+        yield ended
 
 
 class KedaMetrics:

@@ -5,9 +5,18 @@ TLS serves the adapter's serving certificate (`--tls-cert-file`/`--tls-private-k
 side does (toolkit.tls). With a client CA, a client must present a certificate it signed (KEDA's `tlsClientCert` and
 `tlsClientKey`), and one that does not is refused in the handshake.
 
-Bounds: messages of at most `max_message_bytes` each way (a ScaledObjectRef is a few hundred bytes); at most
-`max_streams` StreamIsActive streams (the servicer refuses more) plus `UNARY_CONCURRENCY` calls in flight (gRPC
-refuses more with RESOURCE_EXHAUSTED); keepalive pings find a KEDA that went away without closing its streams.
+Bounds: messages of at most `max_message_bytes` each way (a ScaledObjectRef is a few hundred bytes); a call holds
+a slot only once its request message arrived, within seconds (keda/admission.py), then at most `max_streams`
+StreamIsActive streams (the servicer refuses more) and `MAX_UNARY` unary calls in flight; keepalive pings find a
+KEDA that went away without closing its streams.
+
+Connections (`ScalerConnections`): the port holds at most `max_connections`, a share of the process's
+`--max-connections` (grpc core's `grpc.max_allowed_incoming_connections` closes one more as it accepts it,
+src/core/ext/transport/chttp2/server/chttp2_server.cc); a connection that has not finished its TLS handshake and
+sent HTTP/2's preface and SETTINGS within `handshake_seconds` is closed ("Did not receive HTTP/2 settings before
+handshake timeout", `grpc.server_handshake_timeout_ms`, 120 s unless set), and one without a call for
+`idle_seconds` gets a GOAWAY (`grpc.max_connection_idle_ms`; KEDA's grpc-go client connects again at its next call).
+The names and defaults: include/grpc/impl/channel_arg_names.h.
 """
 
 from __future__ import annotations
@@ -15,10 +24,12 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import grpc
 
-from adapter.keda.proto.externalscaler_pb2_grpc import add_ExternalScalerServicer_to_server
+from adapter.keda.admission import MAX_UNARY, MAX_WAITING, CallAdmission, service_handler
+from adapter.keda.proto import externalscaler_pb2 as pb
 from adapter.keda.servicer import ExternalScaler
 from toolkit.inputfiles import InputFileError, read_input_file
 from toolkit.serving import ListenError
@@ -29,9 +40,17 @@ log = logging.getLogger(__name__)
 
 LISTEN_FLAG = "--keda-listen"
 CLIENT_CA_FLAG = "--keda-client-ca-file"
-UNARY_CONCURRENCY = 256
 MAX_MESSAGE_BYTES = 64 * 1024
 KEEPALIVE_SECONDS = 60
+
+
+@dataclass(frozen=True, slots=True)
+class ScalerConnections:
+    """What the port's connections may hold (`--keda-max-connections`, `--header-read-timeout`, `--idle-timeout`)."""
+
+    max_connections: int = 64
+    handshake_seconds: float = 10.0
+    idle_seconds: float = 60.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,8 +118,12 @@ class ExternalScalerServer:
         tls: ScalerTls | None = None,
         max_streams: int = 1000,
         max_message_bytes: int = MAX_MESSAGE_BYTES,
+        connections: ScalerConnections | None = None,
+        admission: CallAdmission | None = None,
     ) -> None:
         self._servicer = servicer
+        self._connections = connections or ScalerConnections()
+        self.admission = admission or CallAdmission()
         self._listen = listen
         self._certificates = _Certificates(tls) if tls is not None else None  # TLSConfigError now, not at start
         self._require_client_certificates = tls is not None and tls.client_ca_file is not None
@@ -120,18 +143,25 @@ class ExternalScalerServer:
 
     async def start(self) -> None:
         """Serve on the listen address (port 0: an ephemeral one, then in `port`). ListenError naming --keda-listen."""
+        connections = self._connections
         server = grpc.aio.server(
             options=[
                 ("grpc.so_reuseport", 0),  # a port in use is an error, not a second server sharing it
                 ("grpc.max_receive_message_length", self._max_message_bytes),
                 ("grpc.max_send_message_length", self._max_message_bytes),
-                ("grpc.max_concurrent_streams", self._max_streams + UNARY_CONCURRENCY),
+                # one connection (KEDA's, which carries every stream) may hold every slot, and the calls waiting
+                # for their message besides
+                ("grpc.max_concurrent_streams", self._max_streams + MAX_UNARY + MAX_WAITING),
                 ("grpc.keepalive_time_ms", KEEPALIVE_SECONDS * 1000),
                 ("grpc.keepalive_timeout_ms", 20_000),
+                ("grpc.max_allowed_incoming_connections", connections.max_connections),
+                ("grpc.server_handshake_timeout_ms", max(1, round(connections.handshake_seconds * 1000))),
+                ("grpc.max_connection_idle_ms", max(1, round(connections.idle_seconds * 1000))),
             ],
-            maximum_concurrent_rpcs=self._max_streams + UNARY_CONCURRENCY,
+            # no maximum_concurrent_rpcs: grpc counts a call from its headers, so silent streams took the slots;
+            # the admission counts calls from their message instead
         )
-        add_ExternalScalerServicer_to_server(self._servicer, server)  # type: ignore[no-untyped-call]
+        server.add_generic_rpc_handlers((self._handler(),))
         host = f"[{self._listen.host}]" if ":" in self._listen.host else self._listen.host
         address = f"{host}:{self._listen.port}"
         try:
@@ -151,6 +181,22 @@ class ExternalScalerServer:
         await self._servicer.start()
         await server.start()
         self._server, self.port = server, port
+
+    def _handler(self) -> grpc.GenericRpcHandler[Any, Any]:
+        servicer = self._servicer
+        return service_handler(
+            "externalscaler.ExternalScaler",
+            self.admission,
+            unary={
+                "IsActive": (servicer.IsActive, pb.ScaledObjectRef),
+                "GetMetricSpec": (servicer.GetMetricSpec, pb.ScaledObjectRef),
+                "GetMetrics": (servicer.GetMetrics, pb.GetMetricsRequest),
+            },
+            streams={
+                "StreamIsActive": (servicer.StreamIsActive, pb.ScaledObjectRef),
+                "StreamMetricSpec": (servicer.StreamMetricSpec, pb.ScaledObjectRef),
+            },
+        )
 
     async def stop(self, grace: float = 5.0) -> None:
         """End the streams (KEDA reopens them, on another replica), give calls in flight `grace` seconds, stop."""

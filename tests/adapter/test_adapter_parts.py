@@ -45,6 +45,8 @@ SELF_METRICS = {
     "gpu_pulse_adapter_keda_activity_changes": "counter",
     "gpu_pulse_adapter_keda_streams": "gauge",
     "gpu_pulse_adapter_keda_workloads": "gauge",
+    "gpu_pulse_adapter_keda_calls_waiting": "gauge",
+    "gpu_pulse_adapter_keda_calls_ended": "counter",
 }
 PROMETHEUS_ACCEPT = (
     "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,"
@@ -67,6 +69,8 @@ async def test_the_served_application_is_built_from_the_parts(
     ]
     parts = await build_parts(load_settings(argv, {}))
     try:
+        # the KEDA port's connections are taken from --max-connections: the HTTP port keeps the rest
+        assert parts.connections.limits.max_connections == 512 - 64
         registered = {f.name: f.type for f in parts.metrics.registry.collect()}
         assert {n: t for n, t in registered.items() if not n.startswith("process_")} == SELF_METRICS
         # what rules and dashboards are held to (rules/inventory.py) is what a built adapter registers

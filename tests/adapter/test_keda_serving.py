@@ -129,6 +129,7 @@ async def test_a_port_in_use_is_a_listen_error_naming_the_flag(cluster: Cluster)
         (["--keda-listen=nowhere"], "--keda-listen: expected host:port"),
         (["--keda-listen=:9443", "--keda-deactivate-after=-1"], "--keda-deactivate-after"),
         (["--keda-listen=:9443", "--keda-max-streams=0"], "--keda-max-streams"),
+        (["--keda-listen=:9443", "--max-connections=64"], "--keda-max-connections 64: must be less than --max-conn"),
     ],
 )
 def test_flags_that_cannot_work_are_refused(argv: list[str], problem: str) -> None:
