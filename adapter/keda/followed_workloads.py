@@ -6,6 +6,12 @@ deactivates only through its polled `IsActive` (pkg/scaling/scale_handler.go, st
 are ignored"). Two triggers asking the same (namespace, metric, selector, activation target) share one followed
 workload. A workload nobody has asked about for `keep_for` seconds and that no stream follows is dropped; at most
 `capacity` are followed at once.
+
+At the capacity, a new workload takes the place of one asked about only once and followed by no stream, the one asked
+longest ago: KEDA asks about each of its workloads every `pollingInterval` (or holds a stream), so after its second
+question a workload KEDA really asks about is out of reach of a flood of made-up triggers, which only displace one
+another (one caller filled all 10,000 places for 15 minutes, and KEDA's new triggers were refused). Only when every
+place holds a workload asked about twice or streamed is a new one refused (BoardFullError).
 """
 
 from __future__ import annotations
@@ -50,6 +56,7 @@ class FollowedWorkload:
         self.state: ActivityState = UNKNOWN_STATE
         self.problem: Exception | None = None  # why the last observation was unknown
         self.asked_at = now
+        self.asked_again = False  # asked about a second time (or followed by a stream): KEDA's, not a passer-by's
         self.streams = 0
         self._changed = asyncio.Event()
         self.closed = False
@@ -97,7 +104,9 @@ class ActivityBoard:
         self._on_change = on_change
         self._followed: dict[WorkloadKey, FollowedWorkload] = {}
         self._first: dict[WorkloadKey, asyncio.Task[None]] = {}
+        self._once: dict[WorkloadKey, None] = {}  # the workloads asked about once, in the order they were asked
         self._loop: asyncio.Task[None] | None = None
+        self.displaced = 0  # workloads asked about once, dropped at the capacity for a new one
 
     @property
     def size(self) -> int:
@@ -116,6 +125,11 @@ class ActivityBoard:
         for followed in self._followed.values():
             followed.close()
         self._followed.clear()
+        self._once.clear()
+
+    def follows(self, namespace: str, trigger: Trigger) -> bool:
+        """Whether the workload's activity is followed now."""
+        return trigger.key(namespace) in self._followed
 
     # ---- what the API asks ------------------------------------------------------------------------------------------
     async def is_active(self, namespace: str, trigger: Trigger) -> bool:
@@ -129,7 +143,12 @@ class ActivityBoard:
     async def follow(self, namespace: str, trigger: Trigger) -> AsyncIterator[bool]:
         """The workload's activity once it is known, then at every change, until the board stops."""
         followed = await self._followed_workload(namespace, trigger)
+        for _ in range(2):  # made room for others while its first observation ran: follow it afresh
+            if not followed.closed:
+                break
+            followed = await self._followed_workload(namespace, trigger)
         followed.streams += 1
+        self._asked_again(trigger.key(namespace), followed)
         try:
             sent: bool | None = None
             while not followed.closed:
@@ -153,15 +172,33 @@ class ActivityBoard:
         now = self._clock()
         if followed is None:
             if len(self._followed) >= self._capacity:
-                raise BoardFullError(f"already following {self._capacity} workloads' activity")
+                self._make_room()
             followed = self._followed[key] = FollowedWorkload(namespace, trigger, now)
+            self._once[key] = None
             first = self._first[key] = asyncio.ensure_future(self._observe(followed))
-            first.add_done_callback(lambda _: self._first.pop(key, None))
+            first.add_done_callback(lambda done: self._first.pop(key) if self._first.get(key) is done else None)
+        elif not followed.asked_again:
+            self._asked_again(key, followed)
         followed.asked_at = now
         pending = self._first.get(key)
         if pending is not None:  # the first observation: every early caller waits for the same one
             await asyncio.shield(pending)
         return followed
+
+    def _make_room(self) -> None:
+        """Drop the workload asked about once, longest ago (no stream follows it); BoardFullError when none is."""
+        key = next(iter(self._once), None)
+        if key is None:
+            raise BoardFullError(
+                f"already following {self._capacity} workloads' activity, each asked about more than once"
+            )
+        del self._once[key]
+        self._followed.pop(key).close()
+        self.displaced += 1
+
+    def _asked_again(self, key: WorkloadKey, followed: FollowedWorkload) -> None:
+        followed.asked_again = True
+        self._once.pop(key, None)
 
     async def _observe(self, followed: FollowedWorkload) -> None:
         seen, problem = await self._observation(followed)
@@ -211,6 +248,7 @@ class ActivityBoard:
         for key, followed in list(self._followed.items()):
             if followed.streams == 0 and now - followed.asked_at > self._keep_for and key not in self._first:
                 del self._followed[key]
+                self._once.pop(key, None)
                 followed.close()
         due = [f for k, f in self._followed.items() if k not in self._first]
         if due:

@@ -151,7 +151,16 @@ class ExternalScaler(ExternalScalerServicer):
             self.streams += 1
             try:
                 first = True
-                async for active in self._board.follow(namespace, trigger):
+                following = aiter(self._board.follow(namespace, trigger))
+                while True:
+                    try:
+                        active = await anext(following)
+                    except StopAsyncIteration:
+                        break
+                    except Exception as exc:  # the board full, say: a status, never UNKNOWN with a traceback
+                        failure = call_error(exc)
+                        code = failure.code
+                        await context.abort(failure.code, str(failure))
                     if first:
                         self._observe_call("StreamIsActive", code, started)
                         first = False

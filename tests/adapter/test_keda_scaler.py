@@ -18,6 +18,7 @@ from adapter.keda.followed_workloads import ActivityBoard
 from adapter.keda.selfmetrics import KedaMetrics
 from adapter.keda.servicer import ExternalScaler
 from adapter.keda.serving import ExternalScalerServer
+from adapter.keda.trigger import parse_trigger
 from adapter.keda.workload import WorkloadReader
 from adapter.metrics_config import default_metrics_config
 from adapter.quantity import parse_quantity
@@ -380,8 +381,34 @@ async def test_streams_past_the_bound_are_refused(make_scaler: ScalerFactory) ->
 async def test_workloads_followed_past_the_bound_are_refused(make_scaler: ScalerFactory) -> None:
     scaler = await make_scaler(capacity=1)
     assert (await scaler.client.is_active(ref())).result is True
+    assert (await scaler.client.is_active(ref())).result is True  # asked again: KEDA's, out of a newcomer's reach
     failure = await refused(scaler.client.is_active(ref(INFER | {"activationTarget": "1"})))
     assert failure.code() is grpc.StatusCode.RESOURCE_EXHAUSTED
+    # a stream is refused with the same status, not UNKNOWN and a traceback (issue 42)
+    stream = scaler.client.stream_is_active(ref(INFER | {"activationTarget": "2"}))
+    failure = await refused(stream.read())
+    assert failure.code() is grpc.StatusCode.RESOURCE_EXHAUSTED and "already following 1" in failure.details()
+
+
+async def test_a_flood_of_made_up_triggers_displaces_only_its_own_kind(make_scaler: ScalerFactory) -> None:
+    """One caller filled all 10,000 places for 15 minutes and KEDA's new triggers were refused (issue 42): triggers
+    asked about once make room for new ones, and a workload KEDA asks about again or streams keeps its place."""
+    scaler = await make_scaler(capacity=8)
+    polled, streamed = ref(), ref(INFER | {"activationTarget": "0.5"})
+    assert (await scaler.client.is_active(polled)).result is True
+    stream = scaler.client.stream_is_active(streamed)
+    assert (await stream.read()).result is True
+    for number in range(40):  # made-up triggers, each asked once
+        flood = ref(INFER | {"activationTarget": f"{number + 1}"})
+        await scaler.client.is_active(flood)  # answered, never RESOURCE_EXHAUSTED
+        if number == 2:
+            assert (await scaler.client.is_active(polled)).result is True  # KEDA's next poll, amid the flood
+    assert scaler.board.size == 8 and scaler.board.displaced >= 32
+    fresh = ref(INFER | {"activationTarget": "0.25"})  # a trigger KEDA asks about for the first time
+    assert (await scaler.client.is_active(fresh)).result is True
+    for activation in ("0", "0.5", "0.25"):
+        assert scaler.board.follows("ml", parse_trigger(INFER | {"activationTarget": activation})), activation
+    stream.cancel()
 
 
 async def test_an_oversized_message_is_refused(make_scaler: ScalerFactory) -> None:
