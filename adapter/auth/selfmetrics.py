@@ -33,7 +33,8 @@ def token_review_collector(reviewer: Counted) -> FailureCollector:
     return FailureCollector(
         reviewer,
         "gpu_pulse_adapter_authentication_errors",
-        "Requests whose credentials could not be checked (a TokenReview that failed); each was answered 401.",
+        "Requests whose credentials could not be checked (a TokenReview that failed, or a new token past the bound on "
+        "the rate of reviews); each was answered 401.",
     )
 
 

@@ -25,11 +25,12 @@ from exporter.access import (
 )
 from exporter.server import build_app
 from simulation.kubeapi import KubeApiServer, TokenUser
+from tests.support.clocks import ManualClock
 from tests.support.loopback import refused_port
 from tests.support.snapshots import SimulatedNode
 from toolkit.kubeclient import api_client
 from toolkit.pods_contract import MAX_STREAMS, parse_stream_event
-from toolkit.tokenreview import TokenReviewer
+from toolkit.tokenreview import NEW_BURST, TokenReviewer
 
 ADAPTER = "system:serviceaccount:gpu-pulse:gpu-pulse-adapter"
 Client = Any  # aiohttp's TestClient
@@ -134,6 +135,27 @@ async def test_an_api_server_that_cannot_be_reached_is_401_and_logged_once_a_sec
     warnings = [r for r in caplog.records if r.name == "exporter.access" and r.levelno >= logging.WARNING]
     assert 1 <= len(warnings) and all("answering 401" in r.getMessage() for r in warnings)
     assert all(r.exc_info is None for r in warnings)
+
+
+async def test_a_flood_of_new_tokens_is_not_the_api_servers_load_and_the_adapter_still_reads(
+    node: SimulatedNode, kube: KubeApiServer, aiohttp_client: Any
+) -> None:
+    """2,000 random bearer tokens were 2,000 TokenReviews in 5 s (issue 42): new tokens are reviewed at a bounded rate,
+    the others refused (401) without a review, and a token the cluster accepted lately is reviewed despite the flood."""
+    node.loop.poll_once()
+    clock = ManualClock()
+    reviewer = TokenReviewer(api_client(base_url=kube.url), audiences=(DEFAULT_TOKEN_AUDIENCE,), clock=clock)
+    client = await aiohttp_client(build_app(node.loop, access=ReviewedAccess(reviewer, [ADAPTER]), run_poll_loop=False))
+    assert (await client.get("/pods", headers=bearer("adapter-token"))).status == 200
+    for number in range(300):
+        assert (await client.get("/pods", headers=bearer(f"random-{number}"))).status == 401
+    assert reviewer.reviews == NEW_BURST and reviewer.rate_limited == 300 - (NEW_BURST - 1)  # the adapter's was one
+    clock.advance(61)  # every answer cached has expired, the budget is full again, and the adapter's token known
+    for number in range(300, 400):
+        assert (await client.get("/pods", headers=bearer(f"random-{number}"))).status == 401
+    assert reviewer.reviews == 2 * NEW_BURST
+    assert (await client.get("/pods", headers=bearer("adapter-token"))).status == 200, "reviewed despite the flood"
+    assert reviewer.reviews == 2 * NEW_BURST + 1
 
 
 async def test_the_command_line_builds_the_check_from_a_kubeconfig(
