@@ -14,7 +14,7 @@ import asyncio
 import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import aiohttp
 import msgspec
@@ -23,6 +23,8 @@ import numpy.typing as npt
 
 from toolkit.credentials import BearerToken
 from toolkit.responses import UpstreamAnswerError, read_bounded
+
+T = TypeVar("T")
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -136,7 +138,7 @@ class PrometheusClient:
     @staticmethod
     def _data(body: bytes, what: str) -> msgspec.Raw:
         try:
-            answer = msgspec.json.decode(body, type=_Answer)
+            answer = _decode_json(body, type=_Answer)
         except msgspec.DecodeError as exc:
             raise PrometheusError(f"{what}: not a Prometheus API answer: {exc}") from None
         if answer.status != "success":
@@ -149,7 +151,7 @@ class PrometheusClient:
         form["timeout"] = f"{self._connection.timeout:g}s"
         body = await self._post("/api/v1/query_range", form, what)
         try:
-            data = msgspec.json.decode(self._data(body, what), type=_MatrixData)
+            data = _decode_json(self._data(body, what), type=_MatrixData)
         except msgspec.DecodeError as exc:
             raise PrometheusError(f"{what}: not a matrix: {exc}") from None
         out = []
@@ -164,7 +166,7 @@ class PrometheusClient:
         form = {"query": expr, "time": _time(at), "timeout": f"{self._connection.timeout:g}s"}
         body = await self._post("/api/v1/query", form, what)
         try:
-            data = msgspec.json.decode(self._data(body, what), type=_VectorData)
+            data = _decode_json(self._data(body, what), type=_VectorData)
         except msgspec.DecodeError as exc:
             raise PrometheusError(f"{what}: not a vector: {exc}") from None
         return [InstantSample(s.metric, float(s.value[1])) for s in data.result]
@@ -174,7 +176,7 @@ class PrometheusClient:
         form = {"match[]": match, "start": _time(start), "end": _time(end)}
         body = await self._post(f"/api/v1/label/{label}/values", form, what, method="GET")  # GET only in 2.x
         try:
-            return msgspec.json.decode(self._data(body, what), type=list[str])
+            return _decode_json(self._data(body, what), type=list[str])
         except msgspec.DecodeError as exc:
             raise PrometheusError(f"{what}: not a list of values: {exc}") from None
 
@@ -183,9 +185,18 @@ class PrometheusClient:
         form = {"match[]": match, "start": _time(start), "end": _time(end)}
         body = await self._post("/api/v1/series", form, what)
         try:
-            return msgspec.json.decode(self._data(body, what), type=list[dict[str, str]])
+            return _decode_json(self._data(body, what), type=list[dict[str, str]])
         except msgspec.DecodeError as exc:
             raise PrometheusError(f"{what}: not a list of series: {exc}") from None
+
+
+def _decode_json(body: bytes | msgspec.Raw, type: type[T]) -> T:  # msgspec's name
+    """msgspec's decode, with an answer nested past the interpreter's recursion limit (an array 100,000 deep) refused
+    as a DecodeError like any other bad answer: one line, not a RecursionError's traceback."""
+    try:
+        return msgspec.json.decode(body, type=type)
+    except RecursionError:
+        raise msgspec.DecodeError("JSON nested too deeply") from None
 
 
 def _time(t: float) -> str:
@@ -199,7 +210,7 @@ def _short(expr: str, limit: int = 100) -> str:
 
 def _error_text(body: bytes) -> str:
     try:
-        document: Any = msgspec.json.decode(body)
+        document: Any = _decode_json(body, object)
     except msgspec.DecodeError:
         return body[:200].decode("utf-8", "replace").strip() or "(empty body)"
     if isinstance(document, dict) and isinstance(document.get("error"), str):

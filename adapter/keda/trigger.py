@@ -20,6 +20,8 @@ Numbers are Kubernetes quantities ("60", "0.5", "1e3", "40Gi", "500m"), read exa
 
 from __future__ import annotations
 
+import math
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
@@ -88,9 +90,12 @@ def parse_trigger(metadata: Mapping[str, str]) -> Trigger:
 def parse_number(key: str, text: str) -> Decimal:
     """A number of the metadata: a Kubernetes quantity, exactly."""
     try:
-        return parse_quantity(text.strip())
+        value = parse_quantity(text.strip())
     except QuantityError:
         raise TriggerError(key, f"must be a number such as 60, 0.5 or 40Gi, got {text!r}") from None
+    if not math.isfinite(float(value)):  # KEDA reads the target as a double (targetSizeFloat): 1e400 would be inf
+        raise TriggerError(key, f"must be at most {sys.float_info.max:.3g}, got {text[:_SHOWN]!r}")
+    return value
 
 
 def _number(given: Mapping[str, tuple[str, str]], key: str, text: str) -> Decimal:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from decimal import Decimal
 
 import pytest
@@ -42,6 +43,8 @@ def test_numbers_are_quantities_read_exactly(text: str, value: Decimal) -> None:
         (BASE | {"target": "0"}, "target", "more than 0"),
         (BASE | {"target": "NaN"}, "target", "a number such as"),
         (BASE | {"target": "0x10"}, "target", "a number such as"),
+        (BASE | {"target": "1e400"}, "target", "at most 1.8e+308"),  # KEDA's double: it was served as inf
+        (BASE | {"activationTarget": "2E308"}, "activationTarget", "at most"),
         (BASE | {"activationTarget": "-0.1"}, "activationTarget", "0 or more"),
         (BASE | {"activationTarget": "lots"}, "activationTarget", "a number such as"),
         (BASE | {"activationThreshold": "5"}, "activationThreshold", "unknown key"),
@@ -98,3 +101,4 @@ def test_any_metadata_parses_or_is_refused_with_a_key(metadata: dict[str, str]) 
         assert refused.key in metadata or refused.key in ("metric", "podSelector", "target")
         return
     assert trigger.target > 0 and trigger.activation_target >= 0 and not trigger.selector.empty
+    assert math.isfinite(float(trigger.target)) and math.isfinite(float(trigger.activation_target))

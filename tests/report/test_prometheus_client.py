@@ -45,6 +45,10 @@ async def test_the_bearer_token_is_sent_and_posts_carry_the_query(aiohttp_server
         (b"<html>bad gateway</html>", 502, "HTTP 502: <html>bad gateway</html>"),
         (b'{"status": "success", "data": {"resultType": "matrix", "result": [{"metric": {}}]}}', 200, "not a vector"),
         (b"not json", 200, "not a Prometheus API answer"),
+        # 30,000 arrays deep (issue 42: a RecursionError's traceback), in the data and in an error's body
+        (b'{"status": "success", "data": {"resultType": "vector", "result": ' + b"[" * 30_000 + b"]" * 30_000 + b"}}",
+         200, "nested too deeply"),
+        (b'{"status": "error", "error": ' + b"[" * 30_000 + b"]" * 30_000 + b"}", 400, r"HTTP 400: \{"),
         (b'{"status": "success", "data": {"resultType": "vector", "result": []}}' + b" " * 70_000, 200,
          "more than 65536"),
     ],
