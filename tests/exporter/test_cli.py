@@ -24,6 +24,7 @@ from exporter.cli import StartupError, main, run
 from exporter.nvml.errors import BUILTIN_SCENARIO_NAMES
 from exporter.settings import COMMAND_LINE, load_settings
 from simulation.loader import BUILTIN_SCENARIOS
+from tests.support.waiting import patience
 from toolkit.certs import CertificateAuthority
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -146,7 +147,8 @@ class Exporter:
         self.process = process
         self.lines: queue.Queue[str] = queue.Queue()
         self.log: list[str] = []
-        threading.Thread(target=self._read, daemon=True).start()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
 
     def _read(self) -> None:
         assert self.process.stderr is not None
@@ -228,6 +230,23 @@ def test_serves_reloads_on_sighup_and_stops_cleanly_on_sigterm(exporter: Exporte
     exporter.process.send_signal(signal.SIGTERM)
     assert exporter.process.wait(timeout=20) == 0
     exporter.wait_for("stopped")
+
+
+def test_a_burst_of_sighups_is_merged_and_sigterm_still_stops_at_once(exporter: Exporter) -> None:
+    """200 SIGHUPs queued 200 enumerations, and SIGTERM then took 26 s (issue 42): they merge into one running and at
+    most one after it."""
+    exporter.wait_for(r"serving .* on http://")
+    for _ in range(200):  # paced as a sender would: signals sent at once are one pending signal to the kernel
+        exporter.process.send_signal(signal.SIGHUP)
+        time.sleep(0.005)
+    exporter.wait_for("SIGHUP: enumerating the GPUs again")
+    exporter.process.send_signal(signal.SIGTERM)
+    assert exporter.process.wait(timeout=patience(10)) == 0
+    exporter.reader.join(timeout=10)
+    while not exporter.lines.empty():
+        exporter.log.append(exporter.lines.get())
+    enumerations = sum("SIGHUP: enumerating the GPUs again" in line for line in exporter.log)
+    assert 1 <= enumerations <= 20, enumerations  # one each time one ends while signals keep coming
 
 
 def test_sigint_stops_cleanly_too(exporter: Exporter) -> None:
