@@ -47,6 +47,7 @@ from aiohttp import web
 from aiohttp.web_request import BaseRequest
 
 from toolkit.connection import CLOSE_GRACE_SECONDS, GuardedConnection, State
+from toolkit.memory_return import MemoryReturn
 
 if TYPE_CHECKING:
     from toolkit.settings import ConnectionSettings
@@ -61,7 +62,8 @@ OTHER_FILES = 128
 ACCEPT_BATCH = 128
 # The most a request head may take, all fields together: twice the largest field aiohttp accepts from the adapter's
 # clients (16 KiB), sixteen times a scrape's head with a bearer token. At the default cap of 512 connections, heads
-# held at once stay within 16 MiB (aiohttp's parser holds about twice what it is sent).
+# of 29 KiB held at once cost the exporter 33 MiB and the adapter, over TLS, 104 MiB (bench/heads_memory.py; asyncio
+# gives each TLS connection a 256 KiB read buffer): what the guard's memory return hands back once they close.
 MAX_HEAD_BYTES = 32 * 1024
 
 
@@ -138,6 +140,7 @@ class ConnectionGuard:
         self._sweeper: asyncio.Task[None] | None = None
         self.handshakes: set[asyncio.Task[None]] = set()  # TLS handshakes under way (a task holds no reference)
         self.ssl_context: ssl.SSLContext | None = None  # set by the site: handshakes then run under the guard
+        self.memory = MemoryReturn()  # what closed connections held, handed back to the system (memory_return.py)
 
     def now(self) -> float:
         return self._clock() if self._clock is not None else asyncio.get_running_loop().time()
@@ -213,7 +216,9 @@ class ConnectionGuard:
 
     def forget(self, connection: GuardedConnection) -> None:
         """The connection's socket is released."""
-        self._connections.pop(connection, None)
+        if connection in self._connections:
+            del self._connections[connection]
+            self.memory.closed()
         if connection.transport is not None:
             self._by_transport.pop(connection.transport, None)
 
@@ -269,6 +274,7 @@ class ConnectionGuard:
             elif state is State.WAITING and age > idle:
                 self._idle_timeouts += 1
                 connection.close(now)
+        self.memory.maybe_return(now)
 
     async def _sweep_forever(self) -> None:
         period = max(0.05, min(1.0, self.limits.header_read_timeout / 4, self.limits.idle_timeout / 4))

@@ -20,6 +20,7 @@ from tests.support.sockets import server_sockets
 from tests.support.waiting import eventually
 from toolkit.certs import CertificateAuthority
 from toolkit.connections import ConnectionGuard, ConnectionLimits
+from toolkit.memory_return import MemoryReturn
 from toolkit.serving import RunningServer, start_server
 from toolkit.settings import ListenAddress
 from toolkit.tls import server_context
@@ -192,3 +193,28 @@ async def test_a_closed_connection_whose_peer_does_not_take_the_close_is_aborted
     await writer.drain()
     await eventually(lambda: server_sockets(server.port) == 0, "every server socket released", 15)
     writer.transport.abort()
+
+
+async def test_what_closed_connections_held_is_handed_back_to_the_system() -> None:
+    """512 unfinished heads under the bound took the exporter from 77 to 110 MiB and it kept them after they closed
+    (issue 42): once enough connections have closed, the guard trims the C heap (toolkit/memory_return.py)."""
+    trims: list[int] = []
+    guard = ConnectionGuard(LIMITS)
+    guard.memory = MemoryReturn(after_closed=4, min_interval=0.0, trim=lambda pad: trims.append(pad) or 1)
+    app = web.Application()
+    app.router.add_get("/small", small)
+    server = await start_server(app, ListenAddress("127.0.0.1", 0), connections=guard)
+    try:
+        for _ in range(3):
+            connected = await connect(server, tls=False)
+            connected[1].write(b"GET /small HTTP/1.1\r\nX-Part: " + b"a" * 8000)
+            await connected[1].drain()
+            connected[1].close()
+        await eventually(lambda: guard.stats().open == 0, "three connections closed")
+        guard.sweep()
+        assert trims == [], "fewer than after_closed closed: no trim"
+        connected = await connect(server, tls=False)
+        connected[1].close()
+        await eventually(lambda: trims == [0], "the heap trimmed once four connections had closed")
+    finally:
+        await server.stop()
