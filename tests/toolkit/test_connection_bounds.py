@@ -199,8 +199,13 @@ async def test_what_closed_connections_held_is_handed_back_to_the_system() -> No
     """512 unfinished heads under the bound took the exporter from 77 to 110 MiB and it kept them after they closed
     (issue 42): once enough connections have closed, the guard trims the C heap (toolkit/memory_return.py)."""
     trims: list[int] = []
+
+    def trim(pad: int) -> int:
+        trims.append(pad)
+        return 1
+
     guard = ConnectionGuard(LIMITS)
-    guard.memory = MemoryReturn(after_closed=4, min_interval=0.0, trim=lambda pad: trims.append(pad) or 1)
+    guard.memory = MemoryReturn(after_closed=4, min_interval=0.0, trim=trim)
     app = web.Application()
     app.router.add_get("/small", small)
     server = await start_server(app, ListenAddress("127.0.0.1", 0), connections=guard)
