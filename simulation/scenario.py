@@ -350,6 +350,13 @@ class Scenario(_Model):
         "Without it (nvml.h, notes on memory info, running processes and nvmlEventSetWait) a MIG-enabled GPU's own "
         "handle gives no aggregate memory or process list, and XID events of single instances do not arrive",
     )
+    untyped_fields: tuple[int, ...] = Field(
+        default=(),
+        description="NVML field ids whose nvmlFieldValue_t.valueType this driver leaves as the caller set it (a "
+        "zero-filled array: DOUBLE) while it writes the value as its own type: NVIDIA/DCGM DcgmCacheManager.cpp "
+        "works around it for the ECC fields (1-28, 'NVML Bug 2032468': NVML 'isn't setting them') and for memory "
+        "temperature (82, 'nvbugs/4300930 affecting r545')",
+    )
     missing_functions: tuple[str, ...] = Field(
         default=(),
         description="C functions this (older) driver lacks: pynvml raises NVMLError_FunctionNotFound for them",

@@ -128,3 +128,20 @@ def test_the_energy_counter_starts_again_when_the_driver_reloads() -> None:
         clock.advance(1.0)
         after = first_gpu(collector.collect().devices).values["total_energy"]
     assert 0 < after < before / 100
+
+
+def test_ecc_counters_and_memory_temperature_nvml_leaves_untyped_read_as_dcgm_reads_them() -> None:
+    """A driver that writes the ECC counts and the memory temperature but leaves their valueType unset (the caller's
+    zero-filled array says DOUBLE): 7 double-bit errors are 7, not 3.5e-323, so the ECC alerts see them."""
+    clock = ManualClock()
+    spec = {
+        "name": "untyped-ecc",
+        "untyped_fields": [3, 4, 5, 6, 82],
+        "gpus": [{"model": "H100-SXM5-80GB", "counters": {"ecc_uncorrected": 7, "ecc_lifetime_uncorrected": 2}}],
+    }
+    with collecting(build_scenario(spec), clock, enabled=ALL) as (_, collector):
+        gpu = first_gpu(collector.collect().devices)
+    assert gpu.values["ecc_dbe_volatile"] == 7
+    assert gpu.values["ecc_dbe_aggregate"] == 9
+    assert gpu.values["ecc_sbe_volatile"] == 0
+    assert 20 <= gpu.values["memory_temp"] <= 100
