@@ -165,7 +165,8 @@ def _lost_gpu_xids(version: str, busy: bool, expected: float) -> tuple[dict[str,
     ("version", "busy", "count"),
     [
         ("550.54.15", True, 1.0),  # no event: counted from GPU_IS_LOST
-        ("570.86.15", False, 1.0),  # the GPU-unavailable event only (no channel on an idle GPU)
+        ("560.35.03", False, 1.0),  # one XID 79 event for the GPU, and GPU_IS_LOST: the same loss
+        ("570.86.15", False, 1.0),  # the GPU-unavailable event only (no channel on an idle GPU): from GPU_IS_LOST
         ("570.86.15", True, 2.0),  # one XID 79 per running channel: the count is theirs, not one more
     ],
 )
