@@ -286,7 +286,8 @@ def test_where_the_gpu_operator_runs_the_exporter_waits_for_its_toolkit_validati
 ) -> None:
     """As the operator's own operands do (gpu-operator assets/state-dcgm-exporter/0800_daemonset.yaml: init container
     `toolkit-validation` waiting for /run/nvidia/validations/toolkit-ready); not without the operator's label."""
-    exporter = _pod(renders["everything"], "DaemonSet", "gpu-pulse-exporter")
+    exporter = _pod(helm_render({"toolkitValidation": {"path": "/run/nvidia-alt/validations"}}), "DaemonSet",
+                    "gpu-pulse-exporter")  # fmt: skip
     (wait,) = exporter["initContainers"]
     assert wait["name"] == "toolkit-validation" and "toolkit-ready" in wait["args"][0]
     assert wait["securityContext"]["privileged"] is False and wait["securityContext"]["capabilities"]["drop"] == ["ALL"]
