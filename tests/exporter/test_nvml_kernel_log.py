@@ -156,3 +156,35 @@ def test_a_kernel_log_that_cannot_be_read_is_said_once_and_nothing_else_changes(
         assert holds_within(lambda: said() == 1, patience(5))
     assert all(r.up for r in readings)
     assert said() == 1
+
+
+def test_records_passed_through_a_pipe_are_read_as_the_charts_relay_writes_them(tmp_path: Path) -> None:
+    """The chart's kmsg-relay writes the driver's Xid lines to a named pipe, which may not exist yet when the exporter
+    starts, and whose writer may come and go: the reader waits for it and reads what comes."""
+    import os
+    import threading
+
+    from exporter.nvml.kernel_log import KernelLogReader
+    from exporter.nvml.xid import XidLedger
+
+    pipe = tmp_path / "xid"
+    ledger = XidLedger()
+    reader = KernelLogReader(str(pipe), ledger, lambda: {"0000:18:00": "GPU-a"}, lambda: 0.0, retry_seconds=0.05)
+    reader.start()
+    try:
+        os.mkfifo(pipe, 0o600)
+        assert holds_within(lambda: reader.opened, patience(5))
+
+        def relay(record: str) -> None:
+            out = os.open(pipe, os.O_WRONLY)
+            os.write(out, (record + "\n").encode())
+            os.close(out)
+
+        for record in (_record(0, 0x18, 0, 119, None), _record(0, 0x3B, 0, 119, None), _record(0, 0x18, 0, 13, None)):
+            writer = threading.Thread(target=relay, args=(record,))
+            writer.start()
+            writer.join(patience(5))
+        assert holds_within(lambda: ledger.read("GPU-a")[0] == {"119": 1.0}, patience(5))
+        assert reader.gsp_timed_out("GPU-a") == 0.0
+    finally:
+        reader.stop()
