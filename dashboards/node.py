@@ -21,8 +21,8 @@ SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
     )),
     ("Framebuffer memory (GPUs and MIG instances)", ("fb_used", "fb_free", "fb_reserved", "fb_total")),
     ("Power and temperature", (
-        "power_usage", "power_limit", "total_energy", "gpu_temp", "memory_temp", "slowdown_temp", "shutdown_temp",
-        "max_operating_temp",
+        "power_usage", "power_limit", "power_management_limit", "total_energy", "gpu_temp", "memory_temp",
+        "slowdown_temp", "shutdown_temp", "max_operating_temp",
     )),
     ("Clocks", ("sm_clock", "mem_clock", "pstate", "clock_event_reasons")),
     ("Clocks held down, by policy", (
@@ -79,7 +79,11 @@ TITLES = {
         "Power draw",
         "Power draw in watts: a 1 s average on Ampere and newer except A100, instantaneous on A100 and older.",
     ),
-    "power_limit": ("Power limit", "Enforced power limit."),
+    "power_limit": ("Power limit", "Enforced power limit: the lowest of every limiter, an out-of-band cap among them."),
+    "power_management_limit": (
+        "Power management limit",
+        "The power limit set on the board; above the enforced one when a cap is set elsewhere.",
+    ),
     "total_energy": ("Energy use", "Rate of the energy counter: average power over the interval."),
     "gpu_temp": ("GPU temperature", "GPU die temperature."),
     "memory_temp": ("Memory temperature", "HBM temperature."),

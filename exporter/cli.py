@@ -109,7 +109,7 @@ def _simulate(settings: ExporterSettings, stack: ExitStack) -> SimulatedNode | N
     except ScenarioError as error:
         raise StartupError(f"--simulate: {error}", 2) from None
     real_kubelet = "kubelet_socket" in settings.model_fields_set
-    node = start_simulated_node(scenario, serve_kubelet=not real_kubelet)
+    node = start_simulated_node(scenario, serve_kubelet=not real_kubelet, kernel_log_path=settings.kernel_log)
     stack.callback(node.stop)
     where = settings.kubelet_socket if real_kubelet else node.pod_side.socket_path if node.pod_side else None
     pods = f"{len(scenario.pods)} pods, kubelet at {where}" if node.pod_side else "no pods"
@@ -248,6 +248,7 @@ def run(settings: ExporterSettings) -> None:
                 labels=tuple(key for key, _ in selection.labels) if selection is not None else (),
                 unserved=dict(selection.unserved) if selection is not None else {},
                 interval_seconds=settings.interval,
+                kernel_log=str(settings.kernel_log) if settings.kernel_log is not None else None,
             ),
             pid_namespace=node.pid_namespace if node is not None else None,  # the scenario's, when simulating
         )

@@ -99,6 +99,15 @@ class ExporterSettings(ConnectionSettings):
         metavar="FILE",
         accepts="a readable file",
     )
+    kernel_log: Path | None = setting(
+        None,
+        "Read the XIDs only the kernel log carries (79, 119, 120, as DCGM does) from this file: /dev/kmsg (only a "
+        "privileged container can open it), or a pipe or file of its records (the chart's kernelLog relay); a GPU "
+        "whose GSP times out (119) is then not called for a minute. With --simulate, the simulated driver writes its "
+        "kernel log there. Default: not read.",
+        metavar="FILE",
+        accepts="a file",
+    )
     tls_cert_file: Path | None = setting(
         None,
         "Serve HTTPS with this PEM certificate (chain); needs --tls-private-key-file.",

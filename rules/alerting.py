@@ -1,5 +1,5 @@
-"""Alerts on GPU allocation and on gpu-pulse itself: an allocated GPU left idle, the exporter (down, stale snapshot,
-failing collector, no kubelet mapping) and the adapter (API unavailable, down, serving nothing).
+"""Alerts on GPU allocation and on gpu-pulse itself: an allocated GPU left idle, the exporter (down, missing from a GPU
+node, stale snapshot, failing collector, no kubelet mapping) and the adapter (API unavailable, down, serving nothing).
 """
 
 from __future__ import annotations
@@ -36,6 +36,9 @@ STEADY_INTERVAL = "1m"
 
 # the labels of one exporter's scrape target in the rule tests (its job is the generator's exporter job)
 EXPORTER_INSTANCE = {"instance": "10.0.0.11:9400", "node": "gpu-node-1"}
+# kube-state-metrics' kube_node_labels target, and the label of a node with GPUs (GPU feature discovery's)
+KSM = {"job": "kube-state-metrics", "instance": "10.0.2.1:8080"}
+GPU_NODE = {"label_nvidia_com_gpu_present": "true"}
 
 
 def pod_alerts() -> tuple[Alert, ...]:
@@ -114,6 +117,48 @@ def exporter_alerts(jobs: Jobs) -> tuple[Alert, ...]:
                                     target,
                                     f"The gpu-pulse exporter {node1} cannot be scraped: that node's GPUs have no "
                                     "metrics, and autoscalers reading them get no figures for its pods.",
+                                ),
+                            ),
+                        ),
+                    ),
+                ),
+            ),
+        ),
+        Alert(
+            "GPUNodeWithoutExporter",
+            # kube-state-metrics' node labels (with --metric-labels-allowlist=nodes=[nvidia.com/gpu.present]): a node
+            # with GPUs whose gpu-pulse exporter has no scrape target at all, which no `up == 0` can say. The GPU
+            # Operator's mig-manager leaves the pause label set when its wait for paused pods times out or applying a
+            # MIG configuration fails (mig-parted pkg/mig/reconfigure/reconfigure.go, `Run`); a driver upgrade takes
+            # minutes, so 30 minutes without an exporter is no upgrade.
+            f'max by (node) (kube_node_labels{{label_nvidia_com_gpu_present="true"}})'
+            f" unless on (node) max by (node) (up{{{jobs.exporter_selector}}})",
+            "30m",
+            Severity.WARNING,
+            "A GPU node has had no gpu-pulse exporter for 30 minutes.",
+            "Node {{ $labels.node }} has GPUs but no gpu-pulse exporter has been a scrape target on it for 30 minutes: "
+            "no GPU alert can fire for it. A GPU Operator pause label left set (nvidia.com/gpu.deploy.client not "
+            "true) is the usual cause.",
+            (
+                RuleTest(
+                    "GPUNodeWithoutExporter: a GPU node whose exporter went away, not one that keeps it",
+                    (
+                        plain_series("kube_node_labels", KSM | {"node": "gpu-node-1"} | GPU_NODE, steady(1, 45)),
+                        plain_series("kube_node_labels", KSM | {"node": "gpu-node-2"} | GPU_NODE, steady(1, 45)),
+                        plain_series("kube_node_labels", KSM | {"node": "cpu-node-1"}, steady(1, 45)),
+                        _target(steady(1, 3)),  # gone from minute 3: the pod was deleted for a pause
+                        _target(steady(1, 45), **other),
+                    ),
+                    alert_cases=(
+                        AlertCase("30m", ()),
+                        AlertCase(
+                            "40m",
+                            (
+                                ExpectedAlert(
+                                    {"node": "gpu-node-1"},
+                                    "Node gpu-node-1 has GPUs but no gpu-pulse exporter has been a scrape target on it "
+                                    "for 30 minutes: no GPU alert can fire for it. A GPU Operator pause label left set "
+                                    "(nvidia.com/gpu.deploy.client not true) is the usual cause.",
                                 ),
                             ),
                         ),

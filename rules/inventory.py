@@ -24,6 +24,7 @@ EXTERNAL_NAMES = frozenset(
         "kube_horizontalpodautoscaler_spec_target_metric",
         "kube_horizontalpodautoscaler_status_current_replicas",
         "kube_horizontalpodautoscaler_status_desired_replicas",
+        "kube_node_labels",  # kube-state-metrics, with the node labels its --metric-labels-allowlist names
         "aggregator_unavailable_apiservice",  # kube-apiserver (kube-aggregator)
     }
 )

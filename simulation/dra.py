@@ -3,8 +3,13 @@
 What the real driver does, from NVIDIA/k8s-dra-driver-gpu cmd/gpu-kubelet-plugin:
 - main.go: the driver name `gpu.nvidia.com`; driver.go: one pool per node, named after the node, published as
   ResourceSlices with `spec.nodeName` set.
-- deviceinfo.go `GpuInfo.CanonicalName`: a whole GPU is the device `gpu-<minor>`; its attributes include `type: gpu`,
-  `uuid` (`GPU-...`), `productName`, `driverVersion` ...
+- deviceinfo.go `GpuInfo.CanonicalName`: a whole GPU is the device `gpu-<minor>`; `GpuInfo.Attributes` gives it
+  `type: gpu`, `uuid` (`GPU-...`), `productName` (nvmlDeviceGetName), `brand` and `architecture` (go-nvlib's
+  `GetBrandAsString`, `GetArchitectureAsString`: "Nvidia", "Tesla"; "Hopper", "Ampere", "Ada Lovelace", "Volta"),
+  `cudaComputeCapability` ("9.0"), `driverVersion` and `cudaDriverVersion` (versions: "12.4" from 12040), and the
+  standard `resource.kubernetes.io/pciBusID` (nvlib.go, `deviceattribute.GetPCIBusIDAttribute`); a MIG device the
+  same but `uuid` of its own, `parentUUID` and `profile` (mig.go `CommonAttributesMig`). The simulator leaves out
+  `resource.kubernetes.io/pcieRoot` (read from the host's sysfs) and `addressingMode` (coherent-memory systems only).
 - mig.go `ToCanonicalName`: a MIG device is `gpu-<parent minor>-mig-<profile without dots>-<profile id>-<placement
   start>`, with `type: mig`, `uuid` (`MIG-...`), `parentUUID` and `profile`. The simulator has no MIG profile ids or
   placements; it writes the GPU-instance id in place of the profile id and the compute-instance id in place of the
@@ -62,11 +67,37 @@ def claims_of(scenario: Scenario, pod: Pod, container: Container) -> tuple[Claim
     return tuple(allocations)
 
 
+# go-nvlib pkg/nvlib/device/device.go GetArchitectureAsString, GetBrandAsString
+_ARCHITECTURES = {"volta": "Volta", "ampere": "Ampere", "ada": "Ada Lovelace", "hopper": "Hopper"}
+_BRANDS = {2: "Tesla", 14: "Nvidia"}
+# nvmlDeviceGetCudaComputeCapability by chip (CUDA C++ Programming Guide, compute capabilities table)
+_COMPUTE_CAPABILITIES = {"GV100": "7.0", "GA100": "8.0", "GA102": "8.6", "AD104": "8.9", "GH100": "9.0"}
+
+
+def _semver(version: str) -> str:
+    """A version as the driver's semver.MustParse(...).String() writes it: three numbers ("12.4" -> "12.4.0")."""
+    parts = [str(int(p)) for p in version.split(".")]
+    return ".".join([*parts, "0", "0"][:3])
+
+
 def _attributes(scenario: Scenario, gpu: Gpu, **values: str) -> dict[str, Any]:
+    model = GPU_MODELS[gpu.model]
+    cuda = scenario.cuda_driver_version
     attributes: dict[str, Any] = {key: {"string": value} for key, value in values.items()}
-    attributes["productName"] = {"string": gpu.model}
-    attributes["driverVersion"] = {"version": scenario.driver_version}  # a VersionValue upstream
+    attributes["productName"] = {"string": model.name}
+    attributes["brand"] = {"string": _BRANDS[model.brand]}
+    attributes["architecture"] = {"string": _ARCHITECTURES[model.architecture]}
+    attributes["cudaComputeCapability"] = {"version": _semver(_COMPUTE_CAPABILITIES[model.chip])}
+    attributes["driverVersion"] = {"version": _semver(scenario.driver_version)}
+    attributes["cudaDriverVersion"] = {"version": _semver(f"{cuda // 1000}.{cuda % 1000 // 10}")}
+    attributes["resource.kubernetes.io/pciBusID"] = {"string": _pci_bus_id(str(gpu.pci_bus_id))}
     return attributes
+
+
+def _pci_bus_id(nvml_bus_id: str) -> str:
+    """The standard attribute's form, "0000:18:00.0" (a 4-digit domain), of NVML's "00000000:18:00.0"."""
+    domain, rest = nvml_bus_id.lower().split(":", 1)
+    return f"{int(domain, 16):04x}:{rest}"
 
 
 def _partitions(scenario: Scenario, index: int, gpu: Gpu) -> list[dict[str, Any]]:

@@ -66,8 +66,7 @@ def rc_notifies_channels_when_lost(version: str) -> bool:
     releases also RC every channel (`kgspRcAndNotifyAllChannels`, which posts NV2080_NOTIFIERS_RC_ERROR, NVML's XID
     event, per channel). Checked against the tags of that repository: absent up to 535.183.06 and present from
     535.216.01 on R535, absent up to 550.107.02 and present from 550.120 on R550, absent in every 545, 555 and 560
-    release, present from 565.57.01 on.
-    A GPU with no running channel therefore posts no XID at all on any branch.
+    release, present from 565.57.01 on. (R555 and R560 post one XID 79 per GPU instead: `rc_error_once_when_lost`.)
     """
     major, minor, _ = _parts(version)
     if major == 535:
@@ -75,6 +74,29 @@ def rc_notifies_channels_when_lost(version: str) -> bool:
     if major == 550:
         return minor >= 120
     return major >= 565
+
+
+def rc_error_once_when_lost(version: str) -> bool:
+    """Whether a GPU that falls off the bus posts one XID 79 event for the GPU, whether or not a channel runs on it.
+
+    open-gpu-kernel-modules osinit.c `osHandleGpuLost`: `gpuNotifySubDeviceEvent(pGpu, NV2080_NOTIFIERS_RC_ERROR, NULL,
+    0, ROBUST_CHANNEL_GPU_HAS_FALLEN_OFF_THE_BUS, 0)` right after the Xid 79 line, in every 555 and 560 release
+    (checked against the tags 555.42.02 to 560.35.03; absent in every 545 and 550 release), replaced from 565.57.01 by
+    the GPU-unavailable notification and the RC of every channel.
+    """
+    return branch(version) in (555, 560)
+
+
+def gsp_timeout_posts_gpu_unavailable_event(version: str) -> bool:
+    """Whether a GSP RPC timeout posts NVML's GPU-unavailable event as well as logging Xid 119.
+
+    open-gpu-kernel-modules src/nvidia/src/kernel/gpu/gsp/kernel_gsp.c `_kgspLogXid119`: every release logs
+    `NV_ERROR_LOG(pGpu, GSP_RPC_TIMEOUT, "Timeout after %llus of waiting for RPC response from GPU%d GSP! ...")`
+    (to the kernel log only: nvErrorLog_va); from 565.57.01 it also posts NV2080_NOTIFIERS_GPU_UNAVAILABLE (checked
+    against the tags: absent in 535.216.01, 550.163.01, 560.35.03). NVML has the event type from R570
+    (`posts_gpu_unavailable_event`), with eventData 0 ("eventData is 0 for any other event", nvml.h nvmlEventData_t).
+    """
+    return posts_gpu_unavailable_event(version)
 
 
 def posts_gpu_unavailable_event(version: str) -> bool:

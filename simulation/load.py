@@ -37,11 +37,18 @@ class LoadDomain:
     processes: list[ProcessLoad] = field(default_factory=list)
     total_override: float | None = None
     process_overrides: dict[int, float] = field(default_factory=dict)
+    # a MIG instance runs only its own processes' work: with none it is idle, whatever its curve says (nvml.h,
+    # nvmlDeviceGetUtilizationRates: the time "during which one or more kernels was executing"; a MIG instance's
+    # engines are its own, NVIDIA MIG user guide). A whole GPU's curve also stands for work the scenario lists no
+    # process for.
+    idle_without_processes: bool = False
 
     def split(self, t: float) -> tuple[float, dict[int, float]]:
         """(total utilization %, {pid: utilization %}) at scenario time t; the per-pid figures sum to the total."""
         procs = self.processes
         if not procs:
+            if self.idle_without_processes:
+                return 0.0, {}
             return (self.total_override if self.total_override is not None else self.curve(t)), {}
         shared_weight = sum(p.share for p in procs if p.curve is None)
         domain_value = self.curve(t) if shared_weight else 0.0
@@ -71,6 +78,8 @@ class LoadDomain:
 
     def total(self, t: float) -> float:
         if not self.processes:
+            if self.idle_without_processes:
+                return 0.0
             return self.total_override if self.total_override is not None else self.curve(t)
         return self.split(t)[0]
 

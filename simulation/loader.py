@@ -20,6 +20,7 @@ from simulation.scenario import (
     ContainerDevices,
     Gpu,
     GpuRef,
+    GspTimeout,
     LoseGpu,
     MigInstance,
     Pod,
@@ -361,7 +362,9 @@ class _Resolver:
         targets = {g.uuid for g in gpus} | {m.uuid for g in gpus for m in g.mig or ()} | {p.ref for p in pods}
         targets |= {str(i) for i in range(len(gpus))}
         for n, ev in enumerate(self.spec.timeline):
-            if isinstance(ev, LoseGpu | RestoreGpu | XidBurst | UnbindGpu | BindGpu) and ev.gpu >= len(gpus):
+            if isinstance(ev, LoseGpu | RestoreGpu | XidBurst | GspTimeout | UnbindGpu | BindGpu) and ev.gpu >= len(
+                gpus
+            ):
                 raise _ResolveError(f"timeline.{n}: no GPU {ev.gpu} (the scenario has {len(gpus)})")
             if (
                 isinstance(ev, XidBurst)

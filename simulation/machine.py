@@ -14,16 +14,25 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
+from pathlib import Path
 
 from simulation.curves import Curve, LoadCurve
-from simulation.driver import CallerPids, posts_gpu_unavailable_event, rc_notifies_channels_when_lost
+from simulation.driver import (
+    CallerPids,
+    gsp_timeout_posts_gpu_unavailable_event,
+    posts_gpu_unavailable_event,
+    rc_error_once_when_lost,
+    rc_notifies_channels_when_lost,
+)
 from simulation.hardware import GPU_MODELS, MAX_MIG_DEVICES, MIB, GpuModel, MigProfile
+from simulation.kernel_log import KernelLog
 from simulation.lifecycle import DriverLifecycle, NodeMaintenance
 from simulation.load import TICK_S, ContinuedIntegral, Integral, LoadDomain, MixedIntegral, ProcessLoad
 from simulation.nvml.eventsets import EVENT_TYPE_GPU_UNAVAILABLE, EVENT_TYPE_XID, Event, EventSets
 from simulation.scenario import (
     BindGpu,
     Gpu,
+    GspTimeout,
     LoadDriver,
     LoseGpu,
     MigInstance,
@@ -38,6 +47,7 @@ from simulation.scenario import (
 )
 
 XID_FALLEN_OFF_BUS = 79
+GSP_RPC_TIMEOUT = 119  # the Xid kernel_gsp.c logs for a GSP RPC timeout
 MPS_SERVER_MEMORY = 32 * MIB  # what nvidia-cuda-mps-server holds on each GPU it serves
 ERROR_CODES = {"NOT_SUPPORTED": 3, "NO_PERMISSION": 4, "GPU_IS_LOST": 15, "UNKNOWN": 999}
 
@@ -101,6 +111,8 @@ class SimGpu:
     loaded_at: float = 0.0
     busy_at_load: float = 0.0
     reloaded: bool = False  # the driver reloaded during the scenario: the energy counter starts again from 0
+    gsp_stalled_until: float = -math.inf  # scenario time until which every call waits `gsp_stall_s` (a GSP timeout)
+    gsp_stall_s: float = 0.0
 
     @property
     def mig_enabled(self) -> bool:
@@ -121,9 +133,32 @@ class SimGpu:
 
     # --- physics: every figure follows the load --------------------------------------------------------------
 
-    def power_mw(self, load: float) -> float:
+    @property
+    def management_limit_mw(self) -> int:
+        """nvmlDeviceGetPowerManagementLimit: the limit set on the board (Gpu.power_limit_w), else its default."""
+        limit = self.spec.power_limit_w
+        return self.model.power_limit_mw if limit is None else int(limit * 1000)
+
+    @property
+    def enforced_limit_mw(self) -> int:
+        """nvmlDeviceGetEnforcedPowerLimit: the lowest of every limiter, an out-of-band cap among them (nvml.h)."""
+        cap = self.spec.power_cap_w
+        return self.management_limit_mw if cap is None else min(self.management_limit_mw, int(cap * 1000))
+
+    def demand_mw(self, load: float) -> float:
+        """What the board would draw at `load` without a power limit."""
         m = self.model
         return m.idle_power_mw + (m.max_power_mw - m.idle_power_mw) * load / 100.0
+
+    def power_mw(self, load: float) -> float:
+        """The draw: the demand, held at the enforced limit by the power management algorithm (nvml.h,
+        nvmlDeviceGetPowerManagementLimit: "If the card's total power draw reaches this limit the power management
+        algorithm kicks in")."""
+        return min(self.demand_mw(load), float(self.enforced_limit_mw))
+
+    def power_capped(self, load: float) -> bool:
+        """The draw is at the enforced limit: the clocks are lowered for it (the SW power cap clock-event reason)."""
+        return self.demand_mw(load) >= 0.97 * self.enforced_limit_mw
 
     def busy_since_load(self, t: float) -> float:
         """Seconds at full load since the driver loaded."""
@@ -171,7 +206,7 @@ class SimGpu:
         m = self.model
         if load < 1.0:
             return m.idle_sm_clock_mhz
-        if self.power_mw(load) >= 0.97 * m.power_limit_mw:
+        if self.power_capped(load):
             return int(m.max_sm_clock_mhz * 0.93)
         return m.max_sm_clock_mhz
 
@@ -179,7 +214,7 @@ class SimGpu:
         reasons = 0
         if load < 1.0:
             reasons |= 0x1  # GPU idle
-        if self.power_mw(load) >= 0.97 * self.model.power_limit_mw:
+        if self.power_capped(load):
             reasons |= 0x4  # SW power cap
         return reasons
 
@@ -226,7 +261,12 @@ class Node:
     (nvmlDeviceGetPcieThroughput's 20 ms) waits: real time by default, injected where a test steps the clock."""
 
     def __init__(
-        self, scenario: Scenario, clock: Callable[[], float], sleep: Callable[[float], None] = real_sleep
+        self,
+        scenario: Scenario,
+        clock: Callable[[], float],
+        sleep: Callable[[float], None] = real_sleep,
+        *,
+        kernel_log_path: Path | None = None,
     ) -> None:
         self.scenario = scenario
         self.clock = clock
@@ -234,6 +274,7 @@ class Node:
         self.t0 = clock()
         self.lock = threading.RLock()
         self.events = EventSets(self.lock)
+        self.kernel_log = KernelLog(kernel_log_path)
         key = f"{scenario.seed}/{scenario.name}"
         self.gpus: list[SimGpu] = [self._gpu(key, i, g) for i, g in enumerate(scenario.gpus)]
         self.by_uuid: dict[str, tuple[SimGpu, SimMig | None]] = {}
@@ -286,7 +327,9 @@ class Node:
             migs: dict[int, SimMig] = {}
             for m in g.mig:
                 assert m.index is not None and m.uuid is not None
-                domain = LoadDomain(_compile(m.load, f"{key}/gpu/{index}/mig/{m.index}/load"))
+                domain = LoadDomain(
+                    _compile(m.load, f"{key}/gpu/{index}/mig/{m.index}/load"), idle_without_processes=True
+                )
                 migs[m.index] = SimMig(gpu, m.index, m, model.mig_profiles[m.profile], m.uuid, domain, Integral())
             gpu.migs = migs
         return gpu
@@ -331,6 +374,10 @@ class Node:
                 for k in range(ev.repeat):
                     xid = partial(self.inject_xid, ev.gpu, ev.xid, ev.mig)
                     items.append((ev.at + k * ev.every_s, n, once(xid)))
+            elif isinstance(ev, GspTimeout):
+                for k in range(ev.repeat):
+                    timeout = partial(self.gsp_timeout, ev.gpu, ev.stall_s)
+                    items.append((ev.at + k * ev.every_s, n, once(timeout)))
             elif isinstance(ev, SetLoad):
                 items.append((ev.at, n, once(partial(self.set_load, ev.target, ev.percent))))
             elif isinstance(ev, ReconfigureMig):
@@ -492,7 +539,9 @@ class Node:
                 migs: dict[int, SimMig] = {}
                 for m in instances:
                     assert m.index is not None and m.uuid is not None
-                    domain = LoadDomain(_compile(m.load, f"{key}/gpu/{index}/mig/{m.uuid}/load"))
+                    domain = LoadDomain(
+                        _compile(m.load, f"{key}/gpu/{index}/mig/{m.uuid}/load"), idle_without_processes=True
+                    )
                     migs[m.index] = SimMig(
                         gpu, m.index, m, gpu.model.mig_profiles[m.profile], m.uuid, domain, Integral()
                     )
@@ -515,12 +564,40 @@ class Node:
             if gpu.lost:
                 return
             version = self.lifecycle.module_version or self.scenario.driver_version
+            t = self.clock() - self.t0
+            # osinit.c osHandleGpuLost: "GPU has fallen off the bus." on every release
+            self.kernel_log.xid(t, gpu.pci_bus_id, XID_FALLEN_OFF_BUS, "GPU has fallen off the bus.")
             if posts_gpu_unavailable_event(version):
-                self.events.deliver(Event(index, EVENT_TYPE_GPU_UNAVAILABLE, 0, self.clock() - self.t0))
+                self.events.deliver(Event(index, EVENT_TYPE_GPU_UNAVAILABLE, 0, t))
+            if rc_error_once_when_lost(version):  # R555, R560: one RC_ERROR for the GPU, idle or not
+                self.events.deliver(Event(index, EVENT_TYPE_XID, XID_FALLEN_OFF_BUS, t))
             if rc_notifies_channels_when_lost(version):
                 for _ in range(sum(len(domain.processes) for _, domain in gpu.domains())):
                     self.inject_xid(index, XID_FALLEN_OFF_BUS)
             gpu.lost = True
+
+    def gsp_timeout(self, index: int, stall_s: float = 0.0) -> None:
+        """An RPC to GPU `index`'s GSP timed out (kernel_gsp.c `_kgspLogXid119`): Xid 119 in the kernel log, the
+        GPU-unavailable event where the driver posts it for a timeout (R570 and later: simulation/driver.py), and the
+        GPU not lost: it answers again, each call waiting `stall_s` for the next `stall_s` seconds."""
+        gpu = self._gpu_at(index)
+        with self.lock:
+            if gpu.lost:
+                return
+            version = self.lifecycle.module_version or self.scenario.driver_version
+            t = self.clock() - self.t0
+            self.kernel_log.xid(
+                t,
+                gpu.pci_bus_id,
+                GSP_RPC_TIMEOUT,
+                f"Timeout after 6s of waiting for RPC response from GPU{index} GSP! Expected function 76 "
+                "(GSP_RM_CONTROL) (0x20800a4c 0x4).",
+            )
+            if gsp_timeout_posts_gpu_unavailable_event(version):
+                self.events.deliver(Event(index, EVENT_TYPE_GPU_UNAVAILABLE, 0, t))
+            if stall_s > 0:
+                gpu.gsp_stall_s = stall_s
+                gpu.gsp_stalled_until = t + stall_s
 
     def set_slow_call(self, index: int, function: str, seconds: float | None) -> None:
         """Make every call of `function` on GPU `index` take `seconds` (a hung driver call when long); None: answer
@@ -572,7 +649,8 @@ class Node:
             gpu.lost = False
 
     def inject_xid(self, index: int, xid: int, mig: int | None = None) -> None:
-        """An XID on GPU `index`, or on its MIG device `mig`. nvml.h (nvmlEventSetWait_v2): without the MIG monitor
+        """An XID on GPU `index`, or on its MIG device `mig`, printed to the kernel log (kernel_rc.c `krcReportXid`,
+        attributed to the instance) and posted as an event. nvml.h (nvmlEventSetWait_v2): without the MIG monitor
         privilege "only the events which affect all the instances (i.e. whole device) are reported"."""
         gpu = self._gpu_at(index)
         if xid <= 0:
@@ -582,10 +660,12 @@ class Node:
             found = (gpu.migs or {}).get(mig)
             if found is None:
                 raise ValueError(f"GPU {index} has no MIG device {mig}")
-            if not self.scenario.mig_monitor_privilege:
-                return  # never reaches an unprivileged caller
             instance = (found.gpu_instance_id, found.compute_instance_id)
-        self.events.deliver(Event(index, EVENT_TYPE_XID, xid, self.clock() - self.t0, instance))
+        t = self.clock() - self.t0
+        self.kernel_log.xid(t, gpu.pci_bus_id, xid, "Ch 00000008", instance=instance)
+        if instance is not None and not self.scenario.mig_monitor_privilege:
+            return  # never reaches an unprivileged caller
+        self.events.deliver(Event(index, EVENT_TYPE_XID, xid, t, instance))
 
     def mig_aggregate_refused(self, gpu: SimGpu, mig: SimMig | None) -> bool:
         """A MIG-enabled GPU's own handle, asked for aggregate figures by a caller without the MIG monitor privilege

@@ -78,11 +78,17 @@ class SimulatedNode:
 
 
 def start_simulated_node(
-    scenario: Scenario, *, seed: int | None = None, workdir: Path | None = None, serve_kubelet: bool = True
+    scenario: Scenario,
+    *,
+    seed: int | None = None,
+    workdir: Path | None = None,
+    serve_kubelet: bool = True,
+    kernel_log_path: Path | None = None,
 ) -> SimulatedNode:
     """Install the NVML simulator for `scenario` and, when it has pods, start its kubelet (unless `serve_kubelet` is
-    False: a real kubelet is used) and write its proc tree."""
-    simulator = Simulator(scenario, seed=seed)
+    False: a real kubelet is used) and write its proc tree. The simulated driver's kernel log (its Xid lines) goes to
+    `kernel_log_path` when one is given."""
+    simulator = Simulator(scenario, seed=seed, kernel_log_path=kernel_log_path)
     install(simulator)
     try:
         pod_side = start_simulated_pod_side(scenario, workdir, serve_kubelet=serve_kubelet) if scenario.pods else None

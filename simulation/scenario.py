@@ -106,6 +106,20 @@ class Gpu(_Model):
         description="False: the GPU is not bound to the nvidia driver at t=0 (vfio-pci, or removed): NVML does not "
         "enumerate it until a bind_gpu event",
     )
+    power_limit_w: float | None = Field(
+        default=None,
+        gt=0,
+        description="the power management limit set on the board (nvidia-smi -pl: nvmlDeviceGetPowerManagementLimit); "
+        "default: the board's default limit",
+    )
+    power_cap_w: float | None = Field(
+        default=None,
+        gt=0,
+        description="a power cap set out of band (the BMC of a power-capped hall): nvmlDeviceGetEnforcedPowerLimit "
+        "answers the lower of it and the management limit, 'the effective power limit that the driver enforces after "
+        "taking into account all limiters ... This includes the out of band power limit interface' (nvml.h), while "
+        "nvmlDeviceGetPowerManagementLimit still answers the management limit",
+    )
     ecc: bool = Field(
         default=True,
         description="ECC mode. Off: every ECC counter is NOT_SUPPORTED (nvml.h, nvmlDeviceGetTotalEccErrors: "
@@ -219,6 +233,19 @@ class XidBurst(_Model):
     every_s: float = Field(default=0.1, gt=0)
 
 
+class GspTimeout(_Model):
+    """An RPC to the GPU's GSP firmware times out: the driver logs Xid 119 to the kernel log and, from R570, posts the
+    GPU-unavailable event (simulation/driver.py); the GPU is not lost. Each of `repeat` timeouts makes the NVML calls
+    that wait on it slow: every call on the GPU takes `stall_s` until the last timeout is `stall_s` old."""
+
+    at: float = Field(ge=0)
+    action: Literal["gsp_timeout"]
+    gpu: int = Field(ge=0)
+    repeat: int = Field(default=1, ge=1, le=1000)
+    every_s: float = Field(default=6.0, gt=0, description="seconds between timeouts (the driver's RPC timeout)")
+    stall_s: float = Field(default=0.0, ge=0, description="how long each NVML call on the GPU waits meanwhile")
+
+
 class SetLoad(_Model):
     at: float = Field(ge=0)
     action: Literal["set_load"]
@@ -305,6 +332,7 @@ TimelineEvent = Annotated[
     LoseGpu
     | RestoreGpu
     | XidBurst
+    | GspTimeout
     | SetLoad
     | ReconfigureMig
     | StepWallClock
@@ -349,6 +377,13 @@ class Scenario(_Model):
         description="whether the NVML caller may monitor MIG (NVIDIA_MIG_MONITOR_DEVICES=all with CAP_SYS_ADMIN). "
         "Without it (nvml.h, notes on memory info, running processes and nvmlEventSetWait) a MIG-enabled GPU's own "
         "handle gives no aggregate memory or process list, and XID events of single instances do not arrive",
+    )
+    untyped_fields: tuple[int, ...] = Field(
+        default=(),
+        description="NVML field ids whose nvmlFieldValue_t.valueType this driver leaves as the caller set it (a "
+        "zero-filled array: DOUBLE) while it writes the value as its own type: NVIDIA/DCGM DcgmCacheManager.cpp "
+        "works around it for the ECC fields (1-28, 'NVML Bug 2032468': NVML 'isn't setting them') and for memory "
+        "temperature (82, 'nvbugs/4300930 affecting r545')",
     )
     missing_functions: tuple[str, ...] = Field(
         default=(),

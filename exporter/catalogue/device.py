@@ -198,12 +198,41 @@ POWER: tuple[Measurement, ...] = (
         ),
         dcgm_fields=(155,),
     ),
+    # DCGM reads field 160 with nvmlDeviceGetPowerManagementLimit and field 164 with nvmlDeviceGetEnforcedPowerLimit,
+    # each milliwatts / 1000 in integer arithmetic (NVIDIA/DCGM dcgmlib/src/DcgmCacheManager.cpp,
+    # DCGM_FI_DEV_BOARD_POWER_LIMIT_REQUESTED_WATTS and _ENFORCED_WATTS: `powerLimitInt / 1000`). They differ under a
+    # cap set elsewhere, "the out of band power limit interface" among them (nvml.h, nvmlDeviceGetEnforcedPowerLimit)
     Measurement(
         "power_limit",
         "mW",
         "nvmlDeviceGetEnforcedPowerLimit",
-        r("DCGM_FI_DEV_POWER_MGMT_LIMIT", G, "Power management limit (in W).", 0.001),
-        r("nvidia_gpu_power_limit_watts", G, "Enforced power limit, in watts.", 0.001),
+        r(
+            "DCGM_FI_DEV_ENFORCED_POWER_LIMIT",
+            G,
+            "Effective power limit that the driver enforces (in W).",
+            0.001,
+            integer=True,
+        ),
+        r(
+            "nvidia_gpu_power_limit_watts",
+            G,
+            "Enforced power limit, in watts: the lowest of every limiter, an out-of-band cap among them.",
+            0.001,
+        ),
+        dcgm_fields=(164,),
+    ),
+    Measurement(
+        "power_management_limit",
+        "mW",
+        "nvmlDeviceGetPowerManagementLimit",
+        r("DCGM_FI_DEV_POWER_MGMT_LIMIT", G, "Power management limit (in W).", 0.001, integer=True),
+        r(
+            "nvidia_gpu_power_management_limit_watts",
+            G,
+            "Power management limit set on the board (nvidia-smi -pl), in watts; the enforced limit is lower when a "
+            "cap is set elsewhere.",
+            0.001,
+        ),
         dcgm_fields=(160,),
     ),
     Measurement(

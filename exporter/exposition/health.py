@@ -47,8 +47,9 @@ NVML_ERRORS = FamilyHeader.of(SELF_NVML_ERRORS, C, "NVML errors per device since
 STALLED = FamilyHeader.of(
     SELF_NVML_STALLED,
     G,
-    "Seconds an NVML call on a GPU has been running past the collector's bound (a hung driver call); the GPU is "
-    "reported down meanwhile, the other GPUs keep reporting.",
+    "Seconds an NVML call on a GPU has been running past the collector's bound (a hung driver call), or, as "
+    'call="gsp_rpc_timeout", since the kernel log reported the GPU\'s GSP timing out (Xid 119; the GPU is not '
+    "called for a while after); the GPU is reported down meanwhile, the other GPUs keep reporting.",
 )
 UNAVAILABLE = FamilyHeader.of(
     SELF_UNAVAILABLE,

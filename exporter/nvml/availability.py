@@ -36,7 +36,9 @@ from toolkit.logs import fields
 
 log = logging.getLogger("exporter.nvml")
 
-DRIVER_BACKOFF = Backoff(initial=1.0, maximum=60.0)
+# at most 30 s between nvmlInit attempts: after a driver upgrade the exporter serves within 30 s of the new driver
+# being loaded (docs/install.md, "Back after a driver upgrade"); an attempt without a driver costs next to nothing
+DRIVER_BACKOFF = Backoff(initial=1.0, maximum=30.0)
 UP = NvmlState(up=True)
 
 _MODULE_VERSION = re.compile(r"Kernel Module(?: for [A-Za-z0-9_]+)?\s+(\d+\.\d+(?:\.\d+)?)\b")

@@ -26,6 +26,7 @@ from exporter.nvml.device import NO_VECTORS
 from exporter.nvml.discovery import SystemVersions, gpu_count, system_versions
 from exporter.nvml.errors import GPU_IS_LOST, ErrorNames, status_code
 from exporter.nvml.history import SampleHistory
+from exporter.nvml.kernel_log import KernelLogReader, kernel_address
 from exporter.nvml.pidspace import PidNamespace, own_pid_namespace
 from exporter.nvml.readers import DeviceReaders
 from exporter.nvml.status import CycleStatus
@@ -96,6 +97,8 @@ class NvmlCollector:
         self._ledger = XidLedger()
         self._xid: XidListener | None = None
         self._xid_failures_seen = 0
+        self._kernel_log: KernelLogReader | None = None
+        self._addresses: dict[str, str] = {}  # kernel_address -> GPU uuid, for the kernel log's Xid lines
         self._gpus: list[GpuSupervisor] = []
         self._versions = SystemVersions("", "")
         self._defects_logged: set[int] = set()
@@ -118,6 +121,10 @@ class NvmlCollector:
         """Initialize NVML and find the GPUs; without a usable NVML, say why and let `collect()` try again."""
         with self._lock:
             self._connect(self._clock())
+            path = self._settings.kernel_log
+            if path and self._enabled & XID_KEYS and self._kernel_log is None:
+                self._kernel_log = KernelLogReader(path, self._ledger, lambda: self._addresses, self._clock)
+                self._kernel_log.start()
 
     def _connect(self, now: float) -> bool:
         nvml = self._nvml
@@ -149,6 +156,9 @@ class NvmlCollector:
     def close(self) -> None:
         with self._lock:
             self._stop_xid()
+            if self._kernel_log is not None:
+                self._kernel_log.stop()
+                self._kernel_log = None
             for gpu in self._gpus:
                 gpu.close()
             self._gpus = []
@@ -202,6 +212,11 @@ class NvmlCollector:
             self._gpus.append(supervisor)
         self._restart_xid()
         self._enumerated_at = now
+        self._addresses = {
+            kernel_address(gpu.identity.pci_bus_id): gpu.identity.uuid
+            for gpu in self._gpus
+            if gpu.identity is not None and gpu.identity.pci_bus_id
+        }
         uuids = [gpu.identity.uuid for gpu in self._gpus if gpu.identity is not None]
         uuids += [mig.identity.uuid for gpu in self._gpus for mig in gpu.migs]
         self._history.retain(uuids)
@@ -309,13 +324,19 @@ class NvmlCollector:
         registered = xid.registered if xid is not None else frozenset()
         outcomes: dict[int, Outcome] = {}
         reads: dict[int, tuple[GpuSupervisor, Future[GpuReading]]] = {}
+        kernel_log = self._kernel_log
         for gpu in self._gpus:
+            uuid = gpu.identity.uuid if gpu.identity is not None else ""
+            timed_out = kernel_log.gsp_timed_out(uuid) if kernel_log is not None else None
+            if timed_out is not None and not gpu.lost and now - timed_out < self._settings.gsp_pause_seconds:
+                outcomes[gpu.index] = gpu.paused(now - timed_out)
+                continue
             outcome = gpu.begin(now)
             if outcome is not None:
                 outcomes[gpu.index] = outcome
                 continue
-            uuid = gpu.identity.uuid if gpu.identity is not None else ""
-            future = gpu.start(status, self._ledger.read(uuid) if uuid in registered else None, now)
+            heard = uuid in registered or kernel_log is not None
+            future = gpu.start(status, self._ledger.read(uuid) if heard else None, now)
             if future is not None:
                 reads[gpu.index] = (gpu, future)
         deadline = self._settings.slow_call_deadline
@@ -353,6 +374,9 @@ class NvmlCollector:
                 answered += 1
             elif outcome.verdict is Verdict.LOST:
                 lost += 1
+                readings.extend(self._down_readings(outcome.readings))
+                continue
+            elif outcome.verdict is Verdict.PAUSED:  # down, its XIDs kept: the 119 that paused it among them
                 readings.extend(self._down_readings(outcome.readings))
                 continue
             elif outcome.verdict is Verdict.FAILED:

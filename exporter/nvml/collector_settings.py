@@ -36,6 +36,10 @@ class CollectorSettings:
     # how long a cycle waits for a GPU's reads (real time) before it reports that GPU stalled; None: one interval
     slow_call_seconds: float | None = None
     xid_wait_ms: int = 250
+    # /dev/kmsg (or a file of its records) to read the XIDs only the kernel logs from (kernel_log.py); None: not read
+    kernel_log: str | None = None
+    # how long a GPU whose GSP timed out (Xid 119 in the kernel log) is not called after its last timeout
+    gsp_pause_seconds: float = 60.0
     lost_backoff: Backoff = LOST_GPU_BACKOFF
     driver_backoff: Backoff | None = None
 

@@ -51,6 +51,15 @@ FIELDS: Mapping[str, tuple[int, int]] = MappingProxyType(
 _VALUE_MEMBERS: Mapping[int, str] = MappingProxyType(
     {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}
 )
+_UINT, _ULONGLONG = 1, 3  # NVML_VALUE_TYPE_UNSIGNED_INT, NVML_VALUE_TYPE_UNSIGNED_LONG_LONG
+# Fields read from the member their field id says, whatever `valueType` says, as DCGM reads them: NVML leaves the type
+# of some unset, and the caller's zero-filled array (pynvml's) then says DOUBLE, so 7 ECC errors would read 3.5e-323.
+# - ECC (NVML_FI_DEV_ECC_CURRENT=1 .. NVML_FI_DEV_ECC_DBE_AGG_CBU=28): NVIDIA/DCGM dcgmlib/src/DcgmCacheManager.cpp,
+#   "WAR for NVML Bug 2032468. Force the valueType to unsigned long long for ECC fields, because NVML isn't setting
+#   them and it's defaulting to a double";
+# - memory temperature (NVML_FI_DEV_MEMORY_TEMP=82): the same file reads `value.uiVal`, "Ignore value.valueType, WaR for
+#   nvml setting type as double ... See nvbugs/4300930 affecting r545".
+READ_AS: Mapping[int, int] = MappingProxyType({**dict.fromkeys(range(1, 29), _ULONGLONG), 82: _UINT})
 # nvmlFieldValue_t (nvml.h): fieldId, scopeId, timestamp, latencyUsec, valueType, nvmlReturn, and the 8-byte value
 # union, each member at its natural alignment, so standard sizes without padding; the members of the union by type
 _ENTRY = struct.Struct("=IIqqII8s")
@@ -105,8 +114,9 @@ def field_entries(enabled: frozenset[str], links: int = 0) -> tuple[tuple[str, i
 
 
 def field_value(entry: Any) -> float:
-    """The value of one nvmlFieldValue_t entry, read from the union member its valueType names."""
-    member = _VALUE_MEMBERS.get(int(entry.valueType))
+    """The value of one nvmlFieldValue_t entry, read from the union member its valueType names (or, for the fields
+    NVML may leave untyped, the member its field id says: READ_AS)."""
+    member = _VALUE_MEMBERS.get(READ_AS.get(int(entry.fieldId), int(entry.valueType)))
     if member is None:
         raise ValueError(f"field {entry.fieldId}: unknown NVML value type {entry.valueType}")
     return float(getattr(entry.value, member))
@@ -116,7 +126,8 @@ def decoded_entries(entries: Any) -> Iterator[tuple[int, float, int]]:
     """(nvmlReturn, value, timestamp) of each entry of a field-values answer. pynvml answers a ctypes array, read here
     from its memory in one pass: its structures answer every attribute through Python code, which made this decoding
     most of the exporter's own cost of a batch (docs/decisions/2026-11-28-exporter-reader-plan.md). Anything else
-    (a stand-in's list) is read attribute by attribute. Raises ValueError for a value type NVML does not define."""
+    (a stand-in's list) is read attribute by attribute. Each value is read as its valueType says, except the fields
+    NVML may leave untyped (READ_AS). Raises ValueError for a value type NVML does not define."""
     try:
         rows = _ENTRY.iter_unpack(entries)
     except TypeError:  # not a buffer
@@ -128,7 +139,7 @@ def decoded_entries(entries: Any) -> Iterator[tuple[int, float, int]]:
         if code != SUCCESS:
             yield code, 0.0, timestamp
             continue
-        layout = _VALUE_LAYOUTS.get(value_type)
+        layout = _VALUE_LAYOUTS.get(READ_AS.get(field, value_type))
         if layout is None:
             raise ValueError(f"field {field}: unknown NVML value type {value_type}")
         yield code, float(layout.unpack_from(raw)[0]), timestamp

@@ -69,6 +69,10 @@ def _power_limit(nvml: Any, handle: Any) -> tuple[float, ...]:
     return (float(nvml.nvmlDeviceGetEnforcedPowerLimit(handle)),)
 
 
+def _power_management_limit(nvml: Any, handle: Any) -> tuple[float, ...]:
+    return (float(nvml.nvmlDeviceGetPowerManagementLimit(handle)),)
+
+
 def _energy(nvml: Any, handle: Any) -> tuple[float, ...]:
     return (float(nvml.nvmlDeviceGetTotalEnergyConsumption(handle)),)
 
@@ -133,6 +137,7 @@ GPU_PROBES: tuple[Probe, ...] = (
     Probe("gpu_temperature", ("gpu_temp",), _gpu_temperature),
     Probe("power_usage", ("power_usage",), _power_usage),
     Probe("power_limit", ("power_limit",), _power_limit),
+    Probe("power_management_limit", ("power_management_limit",), _power_management_limit, constant=True),
     Probe("total_energy", ("total_energy",), _energy),
     Probe("sm_clock", ("sm_clock",), _sm_clock),
     Probe("memory_clock", ("mem_clock",), _memory_clock),

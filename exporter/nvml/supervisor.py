@@ -29,6 +29,7 @@ from toolkit.logs import fields
 
 log = logging.getLogger("exporter.nvml")
 
+GSP_TIMEOUT_CALL = "gsp_rpc_timeout"  # the stalled "call" of a GPU paused after a GSP timeout
 Xids = tuple[Mapping[str, float], int]  # ({xid: count}, last xid) of a GPU registered for XID events
 GpuReading = tuple[DeviceReading, list[DeviceReading]]  # the GPU's, and its MIG instances'
 
@@ -38,6 +39,7 @@ class Verdict(Enum):
     STALLED = "stalled"  # a call has not returned: down this cycle, the call named
     LOST = "lost"  # down, probed again with backoff
     FAILED = "failed"  # reading it raised something unexpected (a defect): nothing this cycle
+    PAUSED = "paused"  # its GSP timed out (the kernel log said so): down, not called, the timeout named
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +111,16 @@ class GpuSupervisor:
         return True
 
     # ---- the cycle, on the collector's thread ---------------------------------------------------------------------
+    def paused(self, seconds: float) -> Outcome:
+        """The GPU's GSP timed out `seconds` ago: it is not called this cycle (each call would wait out the driver's
+        RPC timeout, kernel_log.py), and is reported down with the timeout as its stalled call."""
+        if self.identity is None or self.reader is None:
+            return Outcome(Verdict.PAUSED, self.down)
+        stalled = StalledCall(GSP_TIMEOUT_CALL, max(0.0, seconds))
+        gpu = DeviceReading(identity=self.identity, up=False, errors=self.reader.faults.view(), stalled=stalled)
+        migs = (DeviceReading(identity=mig.identity, up=False, errors=mig.faults.view()) for mig in self.migs)
+        return Outcome(Verdict.PAUSED, (gpu, *migs))
+
     def begin(self, now: float) -> Outcome | None:
         """Where the GPU stands before this cycle's read: an outcome when it is not read this cycle (a call still
         hangs, or it is lost and not due or not back), else None: `start` its read."""

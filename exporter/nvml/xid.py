@@ -3,11 +3,16 @@
 A GPU that falls off the bus is XID 79 on every driver, but not every driver says so through NVML
 (simulation/driver.py has the releases, from open-gpu-kernel-modules `osHandleGpuLost`): each logs Xid 79 to the
 kernel log and marks the GPU lost (from then on NVML answers GPU_IS_LOST), R535 before 535.216.01 and R550 before
-550.120 post no event at all, later ones post XID 79 only to channels running on the GPU (none on an idle GPU), and
-R570 also posts the GPU-unavailable event. So the ledger takes a GPU's loss, however it was learnt (GPU_IS_LOST from
-a call, the GPU-unavailable event), as the XID 79 the kernel logged for it, unless an XID 79 event for this loss
-came already; an XID 79 event that comes after it stands in for the counted one. So a loss counts XID 79 once, or
-once per channel that reported it, and the lost-GPU alert fires on every driver branch.
+550.120 post no event at all, R555 and R560 one XID 79 event per GPU, later ones XID 79 only to channels running on
+the GPU (none on an idle GPU). So the ledger takes a GPU's loss, learnt from GPU_IS_LOST (a call's answer, or the
+kernel log's Xid 79 line: kernel_log.py), as the XID 79 the kernel logged for it, unless an XID 79 event for this
+loss came already; an XID 79 event that comes after it stands in for the counted one. So a loss counts XID 79 once,
+or once per channel that reported it, and the lost-GPU alert fires on every driver branch.
+
+The GPU-unavailable event (R570 and later) is not a loss: the driver posts it for a GPU that fell off the bus, and
+also for every GSP RPC timeout (kernel_gsp.c `_kgspLogXid119`, which logs XID 119), after which the GPU may well
+answer again; its eventData is 0 either way (nvml.h, nvmlEventData_t). It is logged as what it is, and counts
+nothing: a lost GPU answers GPU_IS_LOST to the next call, and the XID 119 is in the kernel log.
 """
 
 from __future__ import annotations
@@ -233,11 +238,12 @@ class XidListener:
             xid = int(data.eventData)
             self._ledger.record(uuid, xid)
             log.warning("%s: XID %d", uuid, xid, extra=fields(gpu_uuid=uuid, xid=xid))
-        elif self._ledger.lost(uuid):
+        else:
             log.warning(
-                "%s: the driver reports the GPU unavailable (fallen off the bus): counted as XID 79",
+                "%s: the driver reports the GPU unavailable (a GSP RPC timeout, XID 119 in the kernel log, or the GPU "
+                "falling off the bus, XID 79): it is counted as lost only if it answers GPU_IS_LOST",
                 uuid,
-                extra=fields(gpu_uuid=uuid, xid=79, reason="gpu_unavailable_event"),
+                extra=fields(gpu_uuid=uuid, reason="gpu_unavailable_event"),
             )
 
 

@@ -73,6 +73,11 @@ class EventSets:
                     s.queue.append(event)
             self._changed.notify_all()
 
+    def pending(self) -> int:
+        """Events delivered and not yet taken by a wait, over all sets."""
+        with self._changed:
+            return sum(len(s.queue) for s in self._sets.values())
+
     def wait(
         self,
         n: int,

@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from simulation.kernel_log import KernelLog
 from simulation.lifecycle import DriverLifecycle
 from simulation.loader import load_scenario
 from simulation.machine import Node, real_sleep
@@ -95,7 +97,7 @@ class DeviceFunction(CFunction):
         configured = gpu.errors.get(name)
         if configured is not None:
             return configured
-        delay = gpu.slow_calls.get(name)
+        delay = gpu.slow_calls.get(name) or (gpu.gsp_stall_s if t < gpu.gsp_stalled_until else 0.0)
         if delay:  # a driver call that takes long, or hangs (dcgm-exporter issue 164); set_slow_call ends it early
             gpu.release.wait(delay)
         return self._impl(t, gpu, mig, *args[1:])
@@ -117,12 +119,13 @@ class Simulator:
         seed: int | None = None,
         clock: Callable[[], float] = time.time,
         sleep: Callable[[float], None] = real_sleep,
+        kernel_log_path: Path | None = None,
     ) -> None:
         if isinstance(scenario, str):
             scenario = load_scenario(scenario, seed=seed)
         elif seed is not None and seed != scenario.seed:
             raise ValueError("pass the seed to load_scenario: identities are derived when a scenario is loaded")
-        self.node = Node(scenario, clock, sleep)
+        self.node = Node(scenario, clock, sleep, kernel_log_path=kernel_log_path)
         self._system = SystemCalls(self.node)
         functions: dict[str, CFunction] = {}
         for name, impl in self._system.before_init().items():
@@ -188,6 +191,16 @@ class Simulator:
 
     def restore_gpu(self, index: int) -> None:
         self.node.restore_gpu(index)
+
+    def gsp_timeout(self, index: int, stall_s: float = 0.0) -> None:
+        """An RPC to GPU `index`'s GSP times out: Xid 119 in the kernel log, and from R570 the GPU-unavailable event;
+        every call on the GPU takes `stall_s` for the next `stall_s` seconds."""
+        self.node.gsp_timeout(index, stall_s)
+
+    @property
+    def kernel_log(self) -> KernelLog:
+        """The node's kernel log (the NVRM Xid lines), written to `kernel_log_path` when one was given."""
+        return self.node.kernel_log
 
     def set_slow_call(self, index: int, function: str, seconds: float | None) -> None:
         """Every call of C function `function` on GPU `index` takes `seconds` from now on (a hung call when long);

@@ -46,10 +46,17 @@ def check_security_contexts(objects: list[dict[str, Any]], adapter_host_network:
     exporter = pod_spec(objects, "DaemonSet", "gpu-pulse-exporter")
     adapter = pod_spec(objects, "Deployment", "gpu-pulse-adapter")
     assert adapter.get("hostNetwork", False) is adapter_host_network, "the adapter's host network only when asked"
+    relays = exporter["containers"][1:]
+    if relays:  # kernelLog: the one privileged container, which only relays the kernel log (docs/security.md)
+        (relay,) = relays
+        assert relay["name"] == "kmsg-relay" and relay["securityContext"]["privileged"] is True
+        assert relay["securityContext"]["readOnlyRootFilesystem"] is True
+        assert "ports" not in relay and "env" not in relay
+        assert [m["name"] for m in relay["volumeMounts"]] == ["kernel-log"]
     for pod in (exporter, adapter):
         assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
         assert "hostIPC" not in pod
-        (container,) = pod["containers"]
+        (container, *_) = pod["containers"]
         security = container["securityContext"]
         assert security["readOnlyRootFilesystem"] is True
         assert security["allowPrivilegeEscalation"] is False
@@ -59,7 +66,7 @@ def check_security_contexts(objects: list[dict[str, Any]], adapter_host_network:
     assert "hostNetwork" not in exporter
     # the exporter: root for the kubelet socket only; SYS_ADMIN only with the MIG monitor option, hostPID only with
     # shared GPUs, the API token only with the watches that need it
-    (container,) = exporter["containers"]
+    container = exporter["containers"][0]
     env = {e["name"]: e.get("value") for e in container["env"]}
     mig = env.get("NVIDIA_MIG_MONITOR_DEVICES") == "all"
     assert ("add" in container["securityContext"]["capabilities"]) == mig

@@ -279,3 +279,41 @@ def test_the_crd_referee_is_live(renders: dict[str, list[dict[str, Any]]]) -> No
     monitor["spec"]["endpoints"][0]["interval"] = "15 seconds"
     with pytest.raises(ValueError):
         validate_custom(monitor)
+
+
+def test_where_the_gpu_operator_runs_the_exporter_waits_for_its_toolkit_validation(
+    renders: dict[str, list[dict[str, Any]]],
+) -> None:
+    """As the operator's own operands do (gpu-operator assets/state-dcgm-exporter/0800_daemonset.yaml: init container
+    `toolkit-validation` waiting for /run/nvidia/validations/toolkit-ready); not without the operator's label."""
+    exporter = _pod(helm_render({"toolkitValidation": {"path": "/run/nvidia-alt/validations"}}), "DaemonSet",
+                    "gpu-pulse-exporter")  # fmt: skip
+    (wait,) = exporter["initContainers"]
+    assert wait["name"] == "toolkit-validation" and "toolkit-ready" in wait["args"][0]
+    assert wait["securityContext"]["privileged"] is False and wait["securityContext"]["capabilities"]["drop"] == ["ALL"]
+    (mount,) = wait["volumeMounts"]
+    assert mount["mountPath"] == "/run/nvidia/validations" and mount["readOnly"] is True
+    volume = {v["name"]: v for v in exporter["volumes"]}[mount["name"]]
+    assert volume["hostPath"]["path"] == "/run/nvidia-alt/validations"
+    assert "initContainers" not in _pod(
+        helm_render({"gpuOperator": {"deployLabel": ""}}), "DaemonSet", "gpu-pulse-exporter"
+    )
+    off = helm_render({"toolkitValidation": {"enabled": False}})
+    assert "initContainers" not in _pod(off, "DaemonSet", "gpu-pulse-exporter")
+
+
+def test_the_kernel_log_comes_through_a_privileged_relay_not_a_privileged_exporter(
+    renders: dict[str, list[dict[str, Any]]],
+) -> None:
+    exporter = _pod(renders["bearer-token"], "DaemonSet", "gpu-pulse-exporter")
+    main, relay = exporter["containers"]
+    assert main["name"] == "exporter" and relay["name"] == "kmsg-relay"
+    assert main["securityContext"]["privileged"] is False and relay["securityContext"]["privileged"] is True
+    assert "ports" not in relay and "/dev/kmsg" in relay["args"][0]
+    env = {e["name"]: e.get("value") for e in main["env"]}
+    assert env["GPU_PULSE_KERNEL_LOG"] == "/var/run/gpu-pulse/kernel-log/xid"
+    shared = {m["name"]: m for m in main["volumeMounts"]}["kernel-log"]
+    assert shared["readOnly"] is True and {m["name"] for m in relay["volumeMounts"]} == {"kernel-log"}
+    assert "emptyDir" in {v["name"]: v for v in exporter["volumes"]}["kernel-log"]
+    default = _pod(renders["everything"], "DaemonSet", "gpu-pulse-exporter")
+    assert [c["name"] for c in default["containers"]] == ["exporter"]

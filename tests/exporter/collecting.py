@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import fields
+from pathlib import Path
 from typing import Any
 
 import pynvml
@@ -22,11 +23,18 @@ def no_wait(seconds: float) -> None:
 
 @contextmanager
 def collecting(
-    scenario: Any, clock: ManualClock, *, sleep: Callable[[float], None] = no_wait, **options: Any
+    scenario: Any,
+    clock: ManualClock,
+    *,
+    sleep: Callable[[float], None] = no_wait,
+    driver_writes_kernel_log: bool = True,
+    **options: Any,
 ) -> Iterator[tuple[Simulator, NvmlCollector]]:
     """A started collector over `scenario` (a name, file or Scenario); closed and uninstalled on exit. `sleep` is how
-    the simulated driver waits; `options` are CollectorSettings fields, or the collector's other arguments."""
-    sim = Simulator(scenario, clock=clock, sleep=sleep)
+    the simulated driver waits; `options` are CollectorSettings fields, or the collector's other arguments. With a
+    `kernel_log`, the simulated driver writes its kernel log there (unless `driver_writes_kernel_log` is False)."""
+    kernel_log = options.get("kernel_log") if driver_writes_kernel_log else None
+    sim = Simulator(scenario, clock=clock, sleep=sleep, kernel_log_path=Path(kernel_log) if kernel_log else None)
     with install(sim):
         given = {name: options.pop(name) for name in list(options) if name in SETTINGS}
         collector = NvmlCollector(pynvml, CollectorSettings(**given), clock=clock, wall_clock=clock, **options)

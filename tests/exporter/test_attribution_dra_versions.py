@@ -157,3 +157,25 @@ def test_the_versions_each_release_serves() -> None:
     assert served_versions(34) == ("v1", "v1beta2", "v1beta1")
     with pytest.raises(ValueError, match="no version"):
         resource_slice_as(resource_slices_of(DRA)[0], "v2")
+
+
+def test_simulated_slice_devices_carry_the_drivers_attributes() -> None:
+    """NVIDIA/k8s-dra-driver-gpu cmd/gpu-kubelet-plugin deviceinfo.go `GpuInfo.Attributes` and mig.go
+    `CommonAttributesMig`: type, uuid, productName, brand, architecture, cudaComputeCapability, driverVersion and
+    cudaDriverVersion (the three versions as semver), and the standard PCI bus id; a MIG device adds parentUUID and
+    profile. The exporter still finds every device by them."""
+    (obj,) = resource_slices_of(DRA)
+    devices = {d["name"]: d["attributes"] for d in obj["spec"]["devices"]}
+    common = {"type", "productName", "brand", "architecture", "cudaComputeCapability", "driverVersion"}
+    common |= {"cudaDriverVersion", "resource.kubernetes.io/pciBusID"}
+    gpu0 = devices["gpu-0"]
+    assert common | {"uuid"} == gpu0.keys()
+    assert gpu0["productName"] == {"string": "NVIDIA H100 80GB HBM3"}
+    assert gpu0["brand"] == {"string": "Nvidia"} and gpu0["architecture"] == {"string": "Hopper"}
+    assert gpu0["cudaComputeCapability"] == {"version": "9.0.0"}
+    assert gpu0["driverVersion"] == {"version": "550.54.15"} and gpu0["cudaDriverVersion"] == {"version": "12.4.0"}
+    assert gpu0["resource.kubernetes.io/pciBusID"]["string"].count(":") == 2
+    migs = [a for a in devices.values() if a["type"] == {"string": "mig"}]
+    assert migs and all(common | {"uuid", "parentUUID", "profile"} == a.keys() for a in migs)
+    found = slice_from_object(obj)
+    assert found is not None and found.uuids["gpu-0"] == gpu0["uuid"]["string"]

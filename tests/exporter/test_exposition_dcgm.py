@@ -50,7 +50,8 @@ DCGM_DEFAULTS: list[tuple[str, str, str, float]] = [
 # dcgm-exporter's names and units. Upstream's CSV has SM_ACTIVE commented out.
 DCGM_EXTRAS: list[tuple[str, str, str, float]] = [
     ("DCGM_FI_PROF_SM_ACTIVE", "gauge", "sm_active", 0.8025),  # ratio 0-1
-    ("DCGM_FI_DEV_POWER_MGMT_LIMIT", "gauge", "power_limit", 700),  # W
+    ("DCGM_FI_DEV_POWER_MGMT_LIMIT", "gauge", "power_management_limit", 700),  # W
+    ("DCGM_FI_DEV_ENFORCED_POWER_LIMIT", "gauge", "power_limit", 650),  # W, floored as DCGM's integer division does
     ("DCGM_FI_DEV_PSTATE", "gauge", "pstate", 0),
     ("DCGM_FI_DEV_CLOCKS_EVENT_REASONS", "gauge", "clock_event_reasons", 5),  # the raw bitmask (4.x name)
     ("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "counter", "ecc_sbe_volatile", 5),

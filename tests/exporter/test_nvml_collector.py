@@ -30,12 +30,22 @@ def migs(collection: DeviceCollection) -> list[DeviceReading]:
     return [d for d in collection.devices if d.is_mig]
 
 
+# Fields NVML may leave untyped, as DCGM reads them (NVIDIA/DCGM DcgmCacheManager.cpp: ECC as unsigned long long,
+# "WAR for NVML Bug 2032468"; memory temperature as unsigned int, "nvbugs/4300930")
+_UNTYPED: dict[int, Callable[[Any], int]] = {
+    **{f: (lambda v: v.ullVal) for f in range(1, 29)},
+    pynvml.NVML_FI_DEV_MEMORY_TEMP: lambda v: v.uiVal,
+}
+
+
 # An oracle per catalogue key: the same figure asked of NVML another way (another call, or one field at a time),
 # in the unit the catalogue names for the snapshot.
 def _field(field_id: int, scope: int = 0) -> Callable[[Any], float]:
     def read(handle: Any) -> float:
         (entry,) = pynvml.nvmlDeviceGetFieldValues(handle, [(field_id, scope)])
         assert entry.nvmlReturn == pynvml.NVML_SUCCESS
+        if field_id in _UNTYPED:  # DCGM's reading of what NVML may leave untyped (DcgmCacheManager.cpp)
+            return float(_UNTYPED[field_id](entry.value))
         return float(entry.value.ullVal if entry.valueType == pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG else
                      entry.value.uiVal if entry.valueType == pynvml.NVML_VALUE_TYPE_UNSIGNED_INT else
                      entry.value.sllVal if entry.valueType == pynvml.NVML_VALUE_TYPE_SIGNED_LONG_LONG else
@@ -68,7 +78,8 @@ ORACLE: dict[str, Callable[[Any], float]] = {
     "gpu_temp": lambda h: pynvml.nvmlDeviceGetTemperature(h, pynvml.NVML_TEMPERATURE_GPU),
     "memory_temp": _field(pynvml.NVML_FI_DEV_MEMORY_TEMP),
     "power_usage": lambda h: pynvml.nvmlDeviceGetPowerUsage(h),
-    "power_limit": lambda h: pynvml.nvmlDeviceGetPowerManagementLimit(h),
+    "power_limit": lambda h: pynvml.nvmlDeviceGetEnforcedPowerLimit(h),
+    "power_management_limit": lambda h: pynvml.nvmlDeviceGetPowerManagementLimit(h),
     "total_energy": lambda h: pynvml.nvmlDeviceGetTotalEnergyConsumption(h),
     "sm_clock": lambda h: pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM),
     "mem_clock": lambda h: pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_MEM),

@@ -59,6 +59,24 @@ def test_an_exporter_started_before_the_driver_waits_with_backoff_and_recovers_w
         assert [g.up for g in gpus(last)] == [True, True]
 
 
+def test_after_a_long_wait_for_the_driver_the_exporter_serves_within_half_a_minute_of_its_load() -> None:
+    """A driver upgrade (k8s-driver-manager hands the node back once the old modules are unloaded; the driver
+    container loads the new ones minutes later): the exporter's own wait, with its default backoff at the longest
+    jittered delay, sees the new driver within 30 s of its load, so it serves within a minute of the toolkit's
+    validation, which comes after the load."""
+    clock = ManualClock()
+    scenario = two_h100(driver_loaded=False, timeline=[{"at": 964, "action": "load_driver"}])
+    with collecting(scenario, clock, draw=lambda: 1.0) as (_, collector):
+        collector.collect()
+        served_at = None
+        for t in range(1, 1100):
+            clock.at(float(t))
+            if gpus(collector.collect()):
+                served_at = t
+                break
+    assert served_at is not None and 964 <= served_at <= 964 + 30
+
+
 def test_a_driver_upgraded_without_reloading_its_modules_says_so_and_names_the_fix(tmp_path: Path) -> None:
     version_file = tmp_path / "version"
     version_file.write_text(
@@ -165,7 +183,8 @@ def _lost_gpu_xids(version: str, busy: bool, expected: float) -> tuple[dict[str,
     ("version", "busy", "count"),
     [
         ("550.54.15", True, 1.0),  # no event: counted from GPU_IS_LOST
-        ("570.86.15", False, 1.0),  # the GPU-unavailable event only (no channel on an idle GPU)
+        ("560.35.03", False, 1.0),  # one XID 79 event for the GPU, and GPU_IS_LOST: the same loss
+        ("570.86.15", False, 1.0),  # the GPU-unavailable event only (no channel on an idle GPU): from GPU_IS_LOST
         ("570.86.15", True, 2.0),  # one XID 79 per running channel: the count is theirs, not one more
     ],
 )

@@ -128,3 +128,58 @@ def test_the_energy_counter_starts_again_when_the_driver_reloads() -> None:
         clock.advance(1.0)
         after = first_gpu(collector.collect().devices).values["total_energy"]
     assert 0 < after < before / 100
+
+
+def test_ecc_counters_and_memory_temperature_nvml_leaves_untyped_read_as_dcgm_reads_them() -> None:
+    """A driver that writes the ECC counts and the memory temperature but leaves their valueType unset (the caller's
+    zero-filled array says DOUBLE): 7 double-bit errors are 7, not 3.5e-323, so the ECC alerts see them."""
+    clock = ManualClock()
+    spec = {
+        "name": "untyped-ecc",
+        "untyped_fields": [3, 4, 5, 6, 82],
+        "gpus": [{"model": "H100-SXM5-80GB", "counters": {"ecc_uncorrected": 7, "ecc_lifetime_uncorrected": 2}}],
+    }
+    with collecting(build_scenario(spec), clock, enabled=ALL) as (_, collector):
+        gpu = first_gpu(collector.collect().devices)
+    assert gpu.values["ecc_dbe_volatile"] == 7
+    assert gpu.values["ecc_dbe_aggregate"] == 9
+    assert gpu.values["ecc_sbe_volatile"] == 0
+    assert 20 <= gpu.values["memory_temp"] <= 100
+
+
+def test_an_out_of_band_power_cap_is_the_enforced_limit_and_the_management_limit_stays() -> None:
+    """DCGM_FI_DEV_POWER_MGMT_LIMIT (160) is nvmlDeviceGetPowerManagementLimit, DCGM_FI_DEV_ENFORCED_POWER_LIMIT (164)
+    nvmlDeviceGetEnforcedPowerLimit (DcgmCacheManager.cpp); under a cap set out of band they differ (nvml.h), and the
+    board draws no more than the enforced one, its clocks held for the power cap."""
+    clock = ManualClock()
+    spec = {
+        "name": "capped-hall",
+        "gpus": [
+            {"model": "H100-SXM5-80GB", "load": {"baseline": 100}, "power_cap_w": 450},
+            {"model": "H100-SXM5-80GB", "load": {"baseline": 100}, "power_limit_w": 600},
+        ],
+    }
+    with collecting(build_scenario(spec), clock, enabled=ALL) as (_, collector):
+        capped, lowered = (r for r in collector.collect().devices if not r.is_mig)
+    assert capped.values["power_management_limit"] == 700_000  # the board's, as set
+    assert capped.values["power_limit"] == 450_000  # what the driver enforces
+    assert capped.values["power_usage"] <= 450_000
+    assert int(capped.values["clock_event_reasons"]) & 0x4  # SW power cap
+    assert lowered.values["power_management_limit"] == lowered.values["power_limit"] == 600_000
+
+
+def test_a_mig_instance_no_process_runs_on_is_idle() -> None:
+    """An unassigned MIG instance runs no kernel: its graphics engine activity is 0, whatever load its neighbours or
+    the scenario's curve for it have (its engines are its own)."""
+    clock = ManualClock()
+    with collecting("h100-mig", clock, enabled=ALL) as (sim, collector):
+        collector.collect()
+        clock.advance(5.0)
+        readings = collector.collect().devices
+        busy = {(p.gpu, p.mig) for p in sim.scenario.processes}
+    instances = [r for r in readings if r.is_mig and r.up]
+    idle = [r for r in instances if (r.gpu.index, r.identity.index) not in busy]
+    loaded = [r for r in instances if (r.gpu.index, r.identity.index) in busy]
+    assert idle and loaded
+    assert all(r.values["gr_engine_active"] == 0 for r in idle)
+    assert any(r.values["gr_engine_active"] > 0 for r in loaded)

@@ -14,7 +14,7 @@ from exporter.collection import HistoryPoint
 from exporter.nvml import NVML_MEASUREMENTS, CollectorSettings, enabled_measurements
 from exporter.nvml.discovery import as_flag, cuda_version_string
 from exporter.nvml.errors import Disposition, ErrorNames, disposition
-from exporter.nvml.fields import FIELDS, MAX_LINKS, decoded_entries, field_entries, field_value
+from exporter.nvml.fields import FIELDS, MAX_LINKS, READ_AS, decoded_entries, field_entries, field_value
 from exporter.nvml.history import SampleHistory
 from exporter.nvml.probes import probes_for
 from exporter.nvml.profiles import profile_from_attributes, profile_from_name
@@ -245,19 +245,47 @@ _VALUE_TYPES = {
 }
 
 
+_TYPED = 94  # NVML_FI_DEV_PCIE_REPLAY_COUNTER: a field NVML types (not in READ_AS)
+
+
 @given(st.sampled_from(sorted(_VALUE_TYPES)).flatmap(lambda t: st.tuples(st.just(t), _VALUE_TYPES[t][1])))
 def test_field_values_are_read_from_the_member_their_type_names(case: tuple[int, float]) -> None:
     value_type, value = case
     entry = pynvml.c_nvmlFieldValue_t()
-    entry.fieldId = 82
+    entry.fieldId = _TYPED
     entry.valueType = value_type
     setattr(entry.value, _VALUE_TYPES[value_type][0], value)
     assert field_value(entry) == pytest.approx(float(value))
 
 
+@given(
+    st.sampled_from(sorted(READ_AS)),
+    st.integers(0, 2**53),
+    st.sampled_from([*sorted(_VALUE_TYPES), 42]),
+    st.integers(0, 2**62),
+)
+def test_fields_nvml_leaves_untyped_are_read_by_field_id_whatever_the_type_says(
+    field: int, value: int, value_type: int, stamp: int
+) -> None:
+    """NVML leaves the type of the ECC fields (and, on R545, memory temperature) unset: DCGM reads them as unsigned
+    long long and unsigned int whatever valueType says (DcgmCacheManager.cpp, NVML Bug 2032468, nvbugs 4300930), and
+    so does the exporter, from memory and attribute by attribute."""
+    entries = (pynvml.c_nvmlFieldValue_t * 1)()
+    entries[0].fieldId = field
+    entries[0].valueType = value_type  # 0 (DOUBLE) is what pynvml's zero-filled array says when NVML sets nothing
+    entries[0].timestamp = stamp
+    if READ_AS[field] == pynvml.NVML_VALUE_TYPE_UNSIGNED_INT:
+        value %= 2**32
+        entries[0].value.uiVal = value
+    else:
+        entries[0].value.ullVal = value
+    assert field_value(entries[0]) == float(value)
+    assert list(decoded_entries(entries)) == list(decoded_entries(list(entries))) == [(0, float(value), stamp)]
+
+
 def test_a_field_of_unknown_value_type_is_refused() -> None:
     entry = pynvml.c_nvmlFieldValue_t()
-    entry.fieldId = 82
+    entry.fieldId = _TYPED
     entry.valueType = 42
     with pytest.raises(ValueError, match="unknown NVML value type 42"):
         field_value(entry)
@@ -276,7 +304,7 @@ def test_an_answer_decoded_from_memory_reads_as_its_entries_do(cases: list[tuple
     timestamps as read entry by entry through pynvml's attributes; a refused entry keeps its code."""
     entries = (pynvml.c_nvmlFieldValue_t * len(cases))()
     for i, (value_type, value) in enumerate(cases):
-        entries[i].fieldId = 82
+        entries[i].fieldId = _TYPED
         entries[i].valueType = value_type
         entries[i].timestamp = stamp + i
         entries[i].nvmlReturn = pynvml.NVML_ERROR_NOT_SUPPORTED if i % 3 == 2 else pynvml.NVML_SUCCESS
@@ -290,7 +318,7 @@ def test_an_answer_decoded_from_memory_reads_as_its_entries_do(cases: list[tuple
 
 def test_an_answer_with_an_unknown_value_type_is_refused_in_either_reading() -> None:
     entries = (pynvml.c_nvmlFieldValue_t * 1)()
-    entries[0].fieldId = 82
+    entries[0].fieldId = _TYPED
     entries[0].valueType = 42
     for answer in (entries, list(entries)):
         with pytest.raises(ValueError, match="unknown NVML value type 42"):

@@ -215,7 +215,8 @@ def _events_of_a_lost_gpu(version: str, processes: bool, clock: ManualClock) -> 
         ("535.216.01", [(XID, 79), (XID, 79)]),  # one per running channel (here: per process)
         ("550.54.15", []),
         ("550.120", [(XID, 79), (XID, 79)]),
-        ("560.35.03", []),
+        ("555.58.02", [(XID, 79)]),  # R555, R560: one RC_ERROR 79 for the GPU (osinit.c), not one per channel
+        ("560.35.03", [(XID, 79)]),
         ("570.86.15", [(GPU_UNAVAILABLE, 0), (XID, 79), (XID, 79)]),
     ],
 )
@@ -230,6 +231,30 @@ def test_what_each_driver_branch_posts_when_a_busy_gpu_falls_off_the_bus(
 def test_an_idle_gpu_that_falls_off_the_bus_posts_no_xid_even_on_r570(clock: ManualClock) -> None:
     heard, _ = _events_of_a_lost_gpu("570.86.15", processes=False, clock=clock)
     assert heard == [(GPU_UNAVAILABLE, 0)]
+
+
+@pytest.mark.parametrize("version", ["555.42.02", "560.35.03"])
+def test_an_idle_gpu_that_falls_off_the_bus_on_r555_and_r560_posts_one_xid_79(version: str, clock: ManualClock) -> None:
+    """open-gpu-kernel-modules osinit.c `osHandleGpuLost`, 555.42.02 to 560.35.03: `gpuNotifySubDeviceEvent(pGpu,
+    NV2080_NOTIFIERS_RC_ERROR, ..., ROBUST_CHANNEL_GPU_HAS_FALLEN_OFF_THE_BUS, 0)` for the GPU, whatever runs on it."""
+    heard, _ = _events_of_a_lost_gpu(version, processes=False, clock=clock)
+    assert heard == [(XID, 79)]
+
+
+def test_every_xid_and_a_gsp_timeout_are_printed_to_the_kernel_log_as_the_driver_prints_them(
+    clock: ManualClock,
+) -> None:
+    """kernel_rc.c `krcReportXid`: "NVRM: Xid (PCI:%04x:%02x:%02x): %d, pid=%s, name=%s, %s"; kernel_gsp.c logs a GSP
+    RPC timeout as Xid 119 on every release; osinit.c logs Xid 79 for a lost GPU."""
+    sim = Simulator(scenario(driver_version="550.54.15"), clock=clock)
+    sim.inject_xid(0, 13)
+    sim.gsp_timeout(0)
+    sim.lose_gpu(0)
+    address = sim.node.gpus[0].pci_bus_id.lower()[4:-2]  # "00000000:18:00.0" -> "0000:18:00"
+    texts = [record.split(";", 1)[1] for record in sim.kernel_log.records]
+    assert [t.split(": ", 2)[2].split(",")[0] for t in texts] == ["13", "119", "79"]
+    assert all(t.startswith(f"NVRM: Xid (PCI:{address}): ") for t in texts)
+    assert [int(r.split(",")[1]) for r in sim.kernel_log.records] == [0, 1, 2]  # kmsg sequence numbers
 
 
 def test_registering_for_an_event_type_the_driver_lacks_is_not_supported(clock: ManualClock) -> None:

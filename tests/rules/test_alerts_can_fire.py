@@ -4,7 +4,8 @@ set and with dcgm-exporter's own default-counters.csv as `--collectors`, and sta
 The series names and labels come from real expositions: the real exporter (`python -m exporter --simulate=faulty`,
 the real collector over the NVML simulator: XIDs, a lost GPU, a pending row remap, pods) for each dialect and field
 set, and the adapter's own metrics registry. Prometheus adds the scrape target's `job` and `instance`; the only
-series made up here are Prometheus' `up` and kube-apiserver's `aggregator_unavailable_apiservice`. Each alert has a
+series made up here are Prometheus' `up`, kube-apiserver's `aggregator_unavailable_apiservice` and kube-state-metrics'
+`kube_node_labels`. Each alert has a
 recipe below that gives those real series values over time: one case that must fire it and one that must not, judged
 by `promtool test rules` on the committed rule file (`ALERTS{alertstate="firing"}`). An alert without a recipe fails.
 """
@@ -213,6 +214,18 @@ def _target_up(target: Labels, fire: str, calm: str, at: str) -> Recipe:
     return build
 
 
+def _node_without_exporter(w: World) -> tuple[Case, Case]:
+    # kube-state-metrics' own series (nodes' labels as its --metric-labels-allowlist exposes them) and the exporter's
+    # target on that node, which a paused pod leaves (from minute 3) or keeps
+    node = {"job": "kube-state-metrics", "instance": "10.0.2.1:8080", "node": "gpu-node-1"}
+    node |= {"label_nvidia_com_gpu_present": "true"}
+    target = EXPORTER_TARGET | {"node": "gpu-node-1"}
+    return (
+        Case("40m").put("kube_node_labels", (node,), "1x45").put("up", (target,), "1x3"),
+        Case("40m").put("kube_node_labels", (node,), "1x45").put("up", (target,), "1x45"),
+    )
+
+
 def _apiservice(w: World) -> tuple[Case, Case]:
     # kube-apiserver's own series (kube-aggregator): its labels as it serves them
     ours = ({"job": "apiserver", "instance": "10.0.0.1:6443", "name": "v1beta2.custom.metrics.k8s.io"},)
@@ -252,6 +265,7 @@ RECIPES: Mapping[str, Recipe] = {
     "GPUMemoryFillingUp": _device("fb_free", "70-0.25x120", "10x120", "90m"),
     "GPUAllocatedButIdle": _allocated_idle,
     "GPUExporterDown": _target_up(EXPORTER_TARGET, "1x2 0x10", "1x12", "9m"),
+    "GPUNodeWithoutExporter": _node_without_exporter,
     "GPUExporterSnapshotStale": _snapshot_stale,
     "GPUExporterCollectorFailing": _self("gpu_pulse_collector_success", "0x25", "1x25", "20m", collector="nvml"),
     "GPUKubeletMappingUnavailable": _self("gpu_pulse_kubelet_up", "1x2 0x10", "1x12", "9m"),

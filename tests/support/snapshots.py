@@ -40,7 +40,8 @@ NATIVE: Mapping[str, float] = {
     "gpu_temp": 64,
     "memory_temp": 71,
     "power_usage": 612345,
-    "power_limit": 700000,
+    "power_limit": 650500,  # enforced: an out-of-band cap below the board's limit
+    "power_management_limit": 700000,
     "total_energy": 98765432101,
     "sm_clock": 1980,
     "mem_clock": 2619,

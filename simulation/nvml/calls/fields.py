@@ -118,6 +118,7 @@ class FieldCalls:
             return cabi.INVALID_ARGUMENT
         stamp = int((self.node.t0 + t) * 1e6)
         load: float | None = None
+        untyped = self.node.scenario.untyped_fields
         for i in range(n):
             fv = values[i]
             fid = fv.fieldId
@@ -132,7 +133,10 @@ class FieldCalls:
                 continue
             if fid in (FI_MEMORY_TEMP, FI_POWER_INSTANT) and load is None:
                 load = gpu.load(t)
+            given = fv.valueType
             fv.nvmlReturn = self._fill(t, gpu, fv, fid, load)
+            if fid in untyped:  # the value is written, its type left as the caller had it (Scenario.untyped_fields)
+                fv.valueType = given
         return cabi.SUCCESS
 
     @staticmethod

@@ -39,9 +39,9 @@ class TelemetryCalls:
             "nvmlDeviceGetTemperatureV": self.temperature_v,
             "nvmlDeviceGetTemperatureThreshold": self.temperature_threshold,
             "nvmlDeviceGetPowerUsage": self.power_usage,
-            "nvmlDeviceGetEnforcedPowerLimit": self.power_limit,
-            "nvmlDeviceGetPowerManagementLimit": self.power_limit,
-            "nvmlDeviceGetPowerManagementDefaultLimit": self.power_limit,
+            "nvmlDeviceGetEnforcedPowerLimit": self.enforced_power_limit,
+            "nvmlDeviceGetPowerManagementLimit": self.power_management_limit,
+            "nvmlDeviceGetPowerManagementDefaultLimit": self.default_power_limit,
             "nvmlDeviceGetTotalEnergyConsumption": self.total_energy,
             "nvmlDeviceGetClockInfo": self.clock_info,
             "nvmlDeviceGetMaxClockInfo": self.max_clock_info,
@@ -153,7 +153,18 @@ class TelemetryCalls:
         target(out).value = gpu.power_reading_mw(t)
         return cabi.SUCCESS
 
-    def power_limit(self, t: float, gpu: SimGpu, mig: SimMig | None, out: Any) -> int:
+    # nvml.h: the management limit is the one set on the board; the enforced one "can be different from the
+    # nvmlDeviceGetPowerManagementLimit if other limits are set elsewhere. This includes the out of band power limit
+    # interface"; the default is the board's at the factory
+    def enforced_power_limit(self, t: float, gpu: SimGpu, mig: SimMig | None, out: Any) -> int:
+        target(out).value = gpu.enforced_limit_mw
+        return cabi.SUCCESS
+
+    def power_management_limit(self, t: float, gpu: SimGpu, mig: SimMig | None, out: Any) -> int:
+        target(out).value = gpu.management_limit_mw
+        return cabi.SUCCESS
+
+    def default_power_limit(self, t: float, gpu: SimGpu, mig: SimMig | None, out: Any) -> int:
         target(out).value = gpu.model.power_limit_mw
         return cabi.SUCCESS
 
