@@ -1,0 +1,137 @@
+"""The simulated engines of a node's pods, served over HTTP on the loopback, and coupled to the simulated GPUs.
+
+Each pod whose scenario entry has an `engine` gets a `ServingEngine` (simulation.engines.model) driven by its arrival
+curve in scenario time, and an HTTP server on the pod's `ip` (default 127.0.0.1) and the engine's `port` (default one
+of the kernel's choice); the port is put in the pod's `gpu-pulse.dev/engine-port` annotation, as a real pod's manifest
+would name its engine's port. A driver thread
+advances every engine twice a second and sets its pod's GPU load to the engine's duty cycle, so the GPU series and the
+engine series tell one story.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from simulation.engines.expositions import VLLM_ITL_BUCKETS, VLLM_TTFT_BUCKETS, tgi_metrics, vllm_metrics
+from simulation.engines.model import ServingEngine
+from simulation.scenario import Pod
+
+log = logging.getLogger(__name__)
+
+LOOPBACK = "127.0.0.1"
+DRIVE_SECONDS = 0.5
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"  # prometheus_client's CONTENT_TYPE_LATEST
+
+
+@dataclass
+class SimulatedEngine:
+    pod: Pod
+    engine: ServingEngine
+    render: Callable[[], str]
+    lock: threading.Lock
+    server: ThreadingHTTPServer | None = None
+
+    @property
+    def port(self) -> int:
+        assert self.server is not None
+        return int(self.server.server_address[1])
+
+    def metrics(self, t: float) -> bytes:
+        with self.lock:
+            self.engine.advance(t)
+            return self.render().encode()
+
+
+def simulated_engine(pod: Pod, curve: Callable[[float], float], created: float) -> SimulatedEngine:
+    """The engine of `pod` (which has one), its arrivals `curve` in percent of its saturation rate."""
+    spec = pod.engine
+    assert spec is not None
+    if spec.kind == "vllm":
+        engine = ServingEngine(curve, ttft_buckets=VLLM_TTFT_BUCKETS, itl_buckets=VLLM_ITL_BUCKETS)
+        old = spec.old_kv_name
+        return SimulatedEngine(pod, engine, lambda: vllm_metrics(engine, spec.model, created, old_kv_name=old),
+                               threading.Lock())  # fmt: skip
+    engine = ServingEngine(curve)
+    return SimulatedEngine(pod, engine, lambda: tgi_metrics(engine), threading.Lock())
+
+
+def _handler(engine: SimulatedEngine, now: Callable[[], float]) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            if self.path.split("?", 1)[0] != "/metrics":
+                self.send_error(404)
+                return
+            body = engine.metrics(now())
+            self.send_response(200)
+            self.send_header("Content-Type", CONTENT_TYPE)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    return Handler
+
+
+class EngineFleet:
+    """The simulated engines of one node: started with the node, stopped with it."""
+
+    def __init__(
+        self,
+        engines: list[SimulatedEngine],
+        now: Callable[[], float],
+        set_load: Callable[[str, float], None],
+    ) -> None:
+        self.engines = engines
+        self._now = now
+        self._set_load = set_load
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._refused: set[str] = set()
+
+    def start(self) -> None:
+        for engine in self.engines:
+            spec = engine.pod.engine
+            address = (engine.pod.ip or LOOPBACK, spec.port or 0) if spec is not None else (LOOPBACK, 0)
+            engine.server = ThreadingHTTPServer(address, _handler(engine, self._now))
+            engine.server.daemon_threads = True
+            thread = threading.Thread(target=engine.server.serve_forever, name=f"engine-{engine.pod.name}", daemon=True)
+            thread.start()
+            self._threads.append(thread)
+        driver = threading.Thread(target=self._drive, name="engine-driver", daemon=True)
+        driver.start()
+        self._threads.append(driver)
+
+    def ports(self) -> dict[str, int]:
+        """namespace/name -> the port its engine serves on."""
+        return {engine.pod.ref: engine.port for engine in self.engines if engine.server is not None}
+
+    def drive_once(self) -> None:
+        t = self._now()
+        for engine in self.engines:
+            with engine.lock:
+                state = engine.engine.advance(t)
+            ref = engine.pod.ref
+            if ref in self._refused or (engine.pod.engine is not None and not engine.pod.engine.drives_gpu):
+                continue
+            try:
+                self._set_load(ref, state.gpu_percent)
+            except ValueError as error:  # a pod that holds no simulated GPU: its engine still serves
+                self._refused.add(ref)
+                log.info("the simulated engine of %s drives no GPU: %s", ref, error)
+
+    def _drive(self) -> None:
+        while not self._stop.wait(DRIVE_SECONDS):
+            self.drive_once()
+
+    def stop(self) -> None:
+        self._stop.set()
+        for engine in self.engines:
+            if engine.server is not None:
+                engine.server.shutdown()
+                engine.server.server_close()

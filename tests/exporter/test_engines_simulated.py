@@ -1,0 +1,125 @@
+"""Engines end to end on a simulated node: the exporter (`--simulate` with pods running simulated vLLM and TGI engines,
+`--engines`) finds each engine from its pod object, reads it, and serves its figures in `/pods` and on `/metrics` in
+both dialects; the engine drives the pod's GPU, pinned near 100% while the queue grows."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+import yaml
+from prometheus_client.parser import text_string_to_metric_families
+
+from exporter.catalogue import Dialect
+from tests.support.exporters import ExporterProcess, start_exporter
+from tests.support.processes import ChildProcesses
+from tests.support.waiting import patience, wait_for
+from toolkit.pods_contract import InferenceFigures, NodePods
+
+SCENARIO = {
+    "name": "engines",
+    "node": "llm-node-1",
+    "gpus": [{"model": "H100-SXM5-80GB"}, {"model": "H100-SXM5-80GB"}],
+    "processes": [
+        {"pid": 41001, "gpu": 0, "name": "python3", "memory_mib": 70000},
+        {"pid": 41002, "gpu": 1, "name": "text-generation", "memory_mib": 60000},
+    ],
+    "pods": [
+        {
+            "namespace": "demo",
+            "name": "llm-inference-0",
+            "labels": {"app": "llm-inference"},
+            "containers": [{"name": "vllm", "gpus": [{"gpu": 0}], "pids": [41001]}],
+            # arrivals above what it finishes at its largest batch: the queue grows
+            "engine": {"kind": "vllm", "model": "llama-8b", "arrivals": {"baseline": 100}, "peak": 1.6},
+        },
+        {
+            "namespace": "demo",
+            "name": "embeddings-0",
+            "labels": {"app": "embeddings"},
+            "containers": [{"name": "tgi", "gpus": [{"gpu": 1}], "pids": [41002]}],
+            "engine": {"kind": "tgi", "arrivals": {"baseline": 20}},
+        },
+    ],
+}
+
+
+@pytest.fixture(scope="module")
+def exporters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[Dialect, ExporterProcess]]:
+    workdir = tmp_path_factory.mktemp("engines")
+    scenario = workdir / "engines.yaml"
+    scenario.write_text(yaml.safe_dump(SCENARIO))
+    processes = ChildProcesses(workdir)
+    try:
+        yield {
+            dialect: start_exporter(processes, f"node-{dialect}", scenario, dialect=dialect, extra_args=("--engines",))
+            for dialect in Dialect
+        }
+    finally:
+        processes.stop_all()
+
+
+def ready(document: NodePods, name: str) -> bool:
+    pod = next((p for p in document.pods if p.name == name), None)
+    return pod is not None and pod.inference is not None and pod.inference.state == "ready"
+
+
+@pytest.mark.parametrize("dialect", list(Dialect))
+def test_pods_and_metrics_carry_each_engines_figures(
+    exporters: dict[Dialect, ExporterProcess], dialect: Dialect
+) -> None:
+    exporter = exporters[dialect]
+    wait_for(
+        lambda: ready(exporter.document(), "llm-inference-0") and ready(exporter.document(), "embeddings-0"),
+        "both engines ready in /pods",
+        patience(60),
+    )
+    # the percentiles need two reads of the histograms
+    wait_for(
+        lambda: any(
+            p.inference is not None
+            and p.inference.time_to_first_token_seconds is not None
+            and p.inference.time_to_first_token_seconds.p90 is not None
+            for p in exporter.document().pods
+        ),
+        "a TTFT p90",
+        patience(30),
+    )
+    # arrivals above what the full batch finishes: once the batch is full, the queue grows
+    wait_for(lambda: (_inference(exporter, "llm-inference-0").queued_requests or 0) > 0, "a queue", patience(60))
+    document = exporter.document()
+    pods = {p.name: p for p in document.pods}
+    vllm = pods["llm-inference-0"].inference
+    assert vllm is not None and vllm.engine == "vllm" and vllm.model == "llama-8b"
+    assert vllm.queued_requests is not None and vllm.queued_requests > 0
+    assert vllm.kv_cache_utilization is not None and 0 < vllm.kv_cache_utilization <= 1
+    tgi = pods["embeddings-0"].inference
+    assert tgi is not None and tgi.engine == "tgi" and tgi.kv_cache_utilization is None
+    # the engine drives its GPU: a full batch pins the duty cycle near 100 %
+    wait_for(
+        lambda: _utilization(exporter, "llm-inference-0") > 0.95, "the engine's batch pinning its GPU", patience(20)
+    )
+    families = {f.name: f for f in text_string_to_metric_families(exporter.metrics())}
+    queued = families["gpu_pulse_pod_inference_queued_requests"]
+    labels = {s.labels["pod"]: s.labels for s in queued.samples}
+    assert labels["llm-inference-0"]["engine"] == "vllm" and labels["llm-inference-0"]["model"] == "llama-8b"
+    state = families["gpu_pulse_pod_inference_engine_state"]
+    assert {s.labels["pod"]: s.labels["state"] for s in state.samples} == {
+        "llm-inference-0": "ready",
+        "embeddings-0": "ready",
+    }
+    assert families["gpu_pulse_engine_reads"].samples[0].value > 0  # counter family, `_total` sample
+
+
+def _inference(exporter: ExporterProcess, name: str) -> InferenceFigures:
+    pod = next(p for p in exporter.document().pods if p.name == name)
+    assert pod.inference is not None
+    return pod.inference
+
+
+def _utilization(exporter: ExporterProcess, name: str) -> float:
+    """The pod's GPU utilization ratio as /metrics has it now (not the /pods window's mean)."""
+    for family in text_string_to_metric_families(exporter.metrics()):
+        if family.name == "gpu_pulse_pod_gpu_utilization_ratio":
+            return max((s.value for s in family.samples if s.labels["pod"] == name), default=0.0)
+    return 0.0
