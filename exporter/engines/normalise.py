@@ -9,7 +9,7 @@ would mislead an autoscaler (or a document a reader refuses).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 
 from exporter.engines.mappings import WANTED, EngineMapping, GaugeSource, recognise
@@ -50,8 +50,8 @@ def _of(mapping: EngineMapping, family: str) -> bool:
     return family in names or family in mapping.histograms() or family in (*mapping.requests, *mapping.generated_tokens)
 
 
-def _matches(sample: Sample, only: dict[str, str]) -> bool:
-    return all((sample.label(key) or "") == value for key, value in only.items())
+def _matches(sample: Sample, only: Mapping[str, str]) -> bool:
+    return not only or all((sample.label(key) or "") == value for key, value in only.items())
 
 
 def _wrong_type(exposition: Exposition, family: str, allowed: frozenset[str]) -> str | None:
@@ -186,7 +186,7 @@ class EngineFigures:
             return None
         series: dict[tuple[tuple[str, str], ...], dict[float, float]] = {}
         for sample in exposition.of(family + "_bucket"):
-            if not _matches(sample, dict(mapping.only)):
+            if not _matches(sample, mapping.only):
                 continue
             le = sample.label("le")
             try:
@@ -226,7 +226,7 @@ class EngineFigures:
         if wrong:
             reasons.append(wrong)
             return None
-        values = [s.value for s in exposition.of(name) if _matches(s, dict(mapping.only))]
+        values = [s.value for s in exposition.of(name) if _matches(s, mapping.only)]
         if not values or not all(math.isfinite(v) and v >= 0 for v in values):
             reasons.append(f"{name} is not a finite count")
             return None

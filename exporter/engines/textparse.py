@@ -11,8 +11,10 @@ way for the sample lines read here.
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Iterator, Mapping
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 MAX_LINES = 200_000
@@ -52,16 +54,6 @@ class Exposition:
         return self.samples.get(name, [])
 
 
-def _name_end(line: str) -> int:
-    """Where the metric name of a sample line ends: at `{`, a space or a tab."""
-    end = len(line)
-    for stop in ("{", " ", "\t"):
-        at = line.find(stop, 0, end)
-        if at != -1:
-            end = at
-    return end
-
-
 _VALUE_WORDS = {"NaN": math.nan, "+Inf": math.inf, "Inf": math.inf, "-Inf": -math.inf}
 
 
@@ -75,6 +67,15 @@ def parse_value(text: str) -> float:
     return float(text)
 
 
+# one `name="value"` pair and what follows it (`,` or `}`); a value is any run of non-quote characters and escapes
+_PAIR = re.compile(r'[ \t]*([A-Za-z_][A-Za-z0-9_]*)[ \t]*=[ \t]*"((?:[^"\\]|\\.)*)"[ \t]*(,?)[ \t]*(\}?)')
+_ESCAPE = re.compile(r"\\(.)")
+
+
+def _unescape(value: str) -> str:
+    return _ESCAPE.sub(lambda m: "\n" if m.group(1) == "n" else m.group(1), value) if "\\" in value else value
+
+
 def _labels(line: str, start: int) -> tuple[Labels, int]:
     """The label pairs of `{...}` starting at `start` (the `{`), and the index after the `}`."""
     pairs: list[tuple[str, str]] = []
@@ -85,90 +86,76 @@ def _labels(line: str, start: int) -> tuple[Labels, int]:
             i += 1
         if i < n and line[i] == "}":
             return tuple(pairs), i + 1
-        eq = line.find("=", i)
-        if eq == -1:
-            raise ValueError("a label without '='")
-        key = line[i:eq].strip()
-        if not key:
-            raise ValueError("an empty label name")
-        i = eq + 1
-        if i >= n or line[i] != '"':
-            raise ValueError("a label value without quotes")
-        i += 1
-        chars: list[str] = []
-        while True:
-            if i >= n:
-                raise ValueError("an unterminated label value")
-            c = line[i]
-            if c == "\\":
-                if i + 1 >= n:
-                    raise ValueError("an unterminated escape")
-                nxt = line[i + 1]
-                chars.append("\n" if nxt == "n" else nxt)
-                i += 2
-                continue
-            if c == '"':
-                i += 1
-                break
-            chars.append(c)
-            i += 1
-        pairs.append((key, "".join(chars)))
+        found = _PAIR.match(line, i)
+        if found is None:
+            raise ValueError("a malformed label")
+        pairs.append((found.group(1), _unescape(found.group(2))))
         if len(pairs) > MAX_LABELS:
             raise ValueError(f"more than {MAX_LABELS} labels")
-        while i < n and line[i] in " \t":
-            i += 1
-        if i < n and line[i] == ",":
-            i += 1
-        elif i < n and line[i] == "}":
-            return tuple(pairs), i + 1
-        else:
+        i = found.end()
+        if found.group(4):
+            return tuple(pairs), i
+        if not found.group(3):
             raise ValueError("labels not separated by ','")
+
+
+_NAME = re.compile(r"[^{ \t]*")
+
+
+def _name_end(line: str) -> int:
+    """Where the metric name of a sample line ends: at `{`, a space or a tab."""
+    found = _NAME.match(line)
+    return found.end() if found is not None else 0
+
+
+@functools.lru_cache(maxsize=4096)
+def _label_block(text: str) -> Labels:
+    """The pairs of one `{...}` block. An engine repeats the same blocks read after read (a histogram's buckets):
+    each distinct block is parsed once while it stays among the most recent few thousand."""
+    labels, rest = _labels(text, 0)
+    if rest != len(text):
+        raise ValueError("text after the labels")
+    return labels
 
 
 def _sample(line: str, name_end: int, name: str) -> Sample:
     labels: Labels = ()
     rest = name_end
     if rest < len(line) and line[rest] == "{":
-        labels, rest = _labels(line, rest)
+        close = line.rfind("}")  # the block's end: neither a value nor a timestamp has a brace
+        if close < rest:
+            raise ValueError("unterminated labels")
+        labels = _label_block(line[rest : close + 1])
+        rest = close + 1
     fields = line[rest:].split()
     if not fields or len(fields) > 2:  # value, and an optional timestamp
         raise ValueError("no value")
     return Sample(name, labels, parse_value(fields[0]))
 
 
-def _lines(body: str) -> Iterator[str]:
-    start = 0
-    while True:
-        end = body.find("\n", start)
-        if end == -1:
-            if start < len(body):
-                yield body[start:]
-            return
-        yield body[start:end]
-        start = end + 1
-
-
 def parse_wanted(body: str, wanted: Mapping[str, str], marks: tuple[str, ...] = ()) -> Exposition:
     """The samples of `body` whose name `wanted` maps to a family (`wanted["x_bucket"] == "x"`; others skipped), and
     which of the prefixes `marks` begin some sample's name.
 
-    Malformed lines of wanted families are skipped and counted in nothing (an engine's odd line must not cost the
-    others); ExpositionRefusedError when the body has more than MAX_LINES lines or more than MAX_WANTED_SAMPLES wanted
-    samples.
+    A line whose name is not wanted is skipped before anything else is looked at; malformed lines of wanted families are skipped too (an engine's odd line must not cost the
+    others). ExpositionRefusedError when the body has more than MAX_LINES lines or more than MAX_WANTED_SAMPLES
+    wanted samples.
     """
-    found = Exposition()
-    kept = count = 0
+    lines = body.split("\n")
+    if len(lines) > MAX_LINES:
+        raise ExpositionRefusedError(f"more than {MAX_LINES} lines")
+    found = Exposition(lines=len(lines))
     pending = marks
-    for count, raw in enumerate(_lines(body), 1):
-        if count > MAX_LINES:
-            raise ExpositionRefusedError(f"more than {MAX_LINES} lines")
+    kept = 0
+    for raw in lines:
         line = raw.strip()
         if not line:
             continue
         if line[0] == "#":
-            parts = line.split(None, 3)
-            if len(parts) >= 4 and parts[1] == "TYPE" and wanted.get(parts[2]) == parts[2]:
-                found.types[parts[2]] = parts[3].strip()
+            if line.startswith("# TYPE"):
+                parts = line.split(None, 3)
+                if len(parts) >= 4 and wanted.get(parts[2]) == parts[2]:
+                    found.types[parts[2]] = parts[3].strip()
             continue
         end = _name_end(line)
         name = line[:end]
@@ -176,7 +163,7 @@ def parse_wanted(body: str, wanted: Mapping[str, str], marks: tuple[str, ...] = 
             seen = {m for m in pending if name.startswith(m)}
             found.marks |= seen
             pending = tuple(m for m in pending if m not in seen)
-        if name not in wanted:
+        if name not in wanted:  # most lines
             continue
         try:
             sample = _sample(line, end, name)
@@ -186,5 +173,4 @@ def parse_wanted(body: str, wanted: Mapping[str, str], marks: tuple[str, ...] = 
         if kept > MAX_WANTED_SAMPLES:
             raise ExpositionRefusedError(f"more than {MAX_WANTED_SAMPLES} samples of the engine families read")
         found.samples.setdefault(name, []).append(sample)
-    found.lines = count
     return found

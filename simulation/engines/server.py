@@ -61,6 +61,8 @@ def simulated_engine(pod: Pod, curve: Callable[[float], float], created: float) 
 
 def _handler(engine: SimulatedEngine, now: Callable[[], float]) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"  # keep-alive, as uvicorn (vLLM, SGLang) and axum (TGI) serve
+
         def do_GET(self) -> None:
             if self.path.split("?", 1)[0] != "/metrics":
                 self.send_error(404)

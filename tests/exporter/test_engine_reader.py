@@ -167,10 +167,15 @@ async def gzip_bombed(_: web.Request) -> web.Response:
     return web.Response(body=GZIP_BOMB, headers={"Content-Encoding": "gzip", "Content-Type": "text/plain"})
 
 
+# the first ten thousand of the million series, made once: more than the size cap, sent at once
+FIRST_SERIES = "".join(f'vllm:num_requests_waiting{{engine="{i}"}} 1\n' for i in range(10_000)).encode()
+
+
 async def million_series(request: web.Request) -> web.StreamResponse:
     response = web.StreamResponse()
     await response.prepare(request)
-    for start in range(0, 1_000_000, 1000):
+    await response.write(FIRST_SERIES)
+    for start in range(10_000, 1_000_000, 1000):
         chunk = "".join(f'vllm:num_requests_waiting{{engine="{i}"}} 1\n' for i in range(start, start + 1000))
         await response.write(chunk.encode())
     await response.write_eof()
