@@ -137,9 +137,9 @@ def parse_wanted(body: str, wanted: Mapping[str, str], marks: tuple[str, ...] = 
     """The samples of `body` whose name `wanted` maps to a family (`wanted["x_bucket"] == "x"`; others skipped), and
     which of the prefixes `marks` begin some sample's name.
 
-    A line whose name is not wanted is skipped before anything else is looked at; malformed lines of wanted families are skipped too (an engine's odd line must not cost the
-    others). ExpositionRefusedError when the body has more than MAX_LINES lines or more than MAX_WANTED_SAMPLES
-    wanted samples.
+    A line whose name is not wanted is skipped before anything else is looked at; malformed lines of wanted families
+    are skipped too (an engine's odd line must not cost the others). ExpositionRefusedError when the body has more
+    than MAX_LINES lines or more than MAX_WANTED_SAMPLES wanted samples.
     """
     lines = body.split("\n")
     if len(lines) > MAX_LINES:
