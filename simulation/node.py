@@ -16,12 +16,13 @@ from pathlib import Path
 from exporter.attribution.attributor import StaticResourceSlices
 from exporter.attribution.directory import StaticPodDirectory
 from exporter.attribution.resourceslices import ResourceSliceIndex, slice_from_object
-from exporter.engines.endpoint import ANNOTATION_PORT
+from exporter.engines.endpoint import ANNOTATION_PATH, ANNOTATION_PORT
 from exporter.nvml.pidspace import PidNamespace
 from simulation import Simulator, install, uninstall
 from simulation.dra import resource_slices_of
-from simulation.engines.server import LOOPBACK, EngineFleet, simulated_engine
+from simulation.engines.server import LOOPBACK, METRICS_PATHS, EngineFleet, simulated_engine
 from simulation.kubelet import SimulatedPodSide, start_simulated_pod_side
+from simulation.scenario import Pod as ScenarioPod
 from simulation.scenario import Scenario
 from toolkit.labelset import LabelSet
 from toolkit.pods import Pod
@@ -43,9 +44,7 @@ def pods_of(scenario: Scenario, engine_ports: Mapping[str, int] | None = None) -
             containers=LabelSet({str(c.id).lower(): c.name for c in pod.containers if c.id}),
             uses_claims=any(c.claims for c in pod.containers),
             ready=pod.ready,
-            annotations=LabelSet(
-                {**pod.annotations, **({ANNOTATION_PORT: str(ports[pod.ref])} if pod.ref in ports else {})}
-            ),
+            annotations=LabelSet({**pod.annotations, **_engine_annotations(pod, ports)}),
         )
         for pod in scenario.pods
     )
@@ -54,6 +53,13 @@ def pods_of(scenario: Scenario, engine_ports: Mapping[str, int] | None = None) -
 def pid_namespace_of(scenario: Scenario) -> PidNamespace:
     """The PID namespace the scenario puts the exporter in (the simulated driver answers for that caller)."""
     return PidNamespace(scenario.exporter_pid_namespace == "host")
+
+
+def _engine_annotations(pod: ScenarioPod, ports: Mapping[str, int]) -> dict[str, str]:
+    """Where the pod's simulated engine serves, as the pod's manifest would say it."""
+    if pod.ref not in ports or pod.engine is None:
+        return {}
+    return {ANNOTATION_PORT: str(ports[pod.ref]), ANNOTATION_PATH: METRICS_PATHS.get(pod.engine.kind, "/metrics")}
 
 
 def static_directory_of(scenario: Scenario, engine_ports: Mapping[str, int] | None = None) -> StaticPodDirectory:

@@ -188,7 +188,7 @@ class Engine(_Model):
     """A simulated serving engine in the pod (simulation.engines): it serves its engine's `/metrics` on the loopback
     and drives the pod's GPU load from its running batch."""
 
-    kind: Literal["vllm", "tgi"]
+    kind: Literal["vllm", "sglang", "nim", "triton-trtllm", "dynamo", "tgi"]
     model: str = Field(default="meta-llama/Llama-3.1-8B-Instruct", min_length=1, max_length=200)
     arrivals: LoadCurve = Field(
         default=LoadCurve(baseline=40.0),

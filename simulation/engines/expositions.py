@@ -5,6 +5,8 @@ upstream source declares them, in prometheus_client's text format 0.0.4 (what vL
 vLLM: vllm-project/vllm, vllm/v1/metrics/loggers.py (PrometheusStatLogger): labels `model_name` and `engine`; TTFT
 buckets 0.001 ... 2560 s, inter-token 0.01 ... 80 s, request latency 0.3 ... 7680 s. TGI:
 huggingface/text-generation-inference docs/source/reference/metrics.md (no labels on the queue and batch gauges).
+SGLang, NIM, Triton with TensorRT-LLM and Dynamo's frontend: the sources cited in exporter/engines/mappings.py and
+beside each function below.
 The families no reader here needs are served too, at their real size: a reader must find its dozen among a thousand
 lines.
 """
@@ -208,3 +210,90 @@ def tgi_metrics(engine: ServingEngine) -> str:
     lines.append(f'tgi_request_duration_bucket{{le="+Inf"}} {duration.total}\n')
     lines.append(f"tgi_request_duration_sum {duration.sum}\ntgi_request_duration_count {duration.total}\n")
     return "".join(lines)
+
+
+# SGLang (sgl-project/sglang python/sglang/srt/metrics/collector.py): scheduler gauges labelled with the scheduler's
+# `model_name` and `tp_rank` (every tensor-parallel rank reports the same queue), tokenizer histograms and counters.
+SGLANG_TTFT_BUCKETS = (0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8, 10, 20, 40, 60, 80, 100, 200, 400)
+SGLANG_ITL_BUCKETS = (0.002, 0.004, 0.006, 0.008, 0.010, 0.015, 0.020, 0.025, 0.030, 0.035, 0.040, 0.060, 0.080,
+                      0.100, 0.200, 0.400, 0.600, 0.800, 1.000, 2.000, 4.000, 6.000, 8.000)  # fmt: skip
+
+
+def sglang_metrics(engine: ServingEngine, model: str, created: float, *, tp_size: int = 2) -> str:
+    s = engine.state
+    w = _Writer(created)
+    for name, help_, value in (
+        ("sglang:num_running_reqs", "The number of running requests.", float(round(s.running))),
+        ("sglang:num_queue_reqs", "The number of requests in the waiting queue.", float(round(s.queued))),
+        ("sglang:token_usage", "The token usage.", round(s.kv_usage, 6)),
+    ):
+        w.family(name, "gauge", help_)
+        for rank in range(tp_size):
+            w.sample(name, (("model_name", model), ("tp_rank", str(rank))), value)
+    labels = (("model_name", model),)
+    w.histogram("sglang:time_to_first_token_seconds", "Histogram of time to first token in seconds.", labels,
+                engine.ttft)  # fmt: skip
+    w.histogram("sglang:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", labels,
+                engine.itl)  # fmt: skip
+    w.counter("sglang:num_requests", "Number of requests processed.", [(labels, float(s.finished))])
+    w.counter("sglang:generation_tokens", "Number of generation tokens processed.",
+              [(labels, float(s.generated_tokens))])  # fmt: skip
+    return w.text()
+
+
+def nim_metrics(engine: ServingEngine, model: str, created: float) -> str:
+    """NVIDIA NIM for LLMs' `/v1/metrics`: vLLM's families without the `vllm:` prefix, labelled `model_name`."""
+    s = engine.state
+    labels = (("model_name", model),)
+    w = _Writer(created)
+    w.gauge("num_requests_running", "Number of requests currently running on GPU.", labels, float(round(s.running)))
+    w.gauge("num_requests_waiting", "Number of requests waiting.", labels, float(round(s.queued)))
+    w.gauge("gpu_cache_usage_perc", "GPU KV-cache usage. 1 means 100 percent usage.", labels, round(s.kv_usage, 6))
+    w.histogram("time_to_first_token_seconds", "Histogram of time to first token in seconds.", labels, engine.ttft)
+    w.histogram("time_per_output_token_seconds", "Histogram of time per output token in seconds.", labels, engine.itl)
+    w.counter("request_success", "Count of successfully processed requests.", [(labels, float(s.finished))])
+    w.counter("generation_tokens", "Number of generation tokens processed.", [(labels, float(s.generated_tokens))])
+    return w.text()
+
+
+def triton_trtllm_metrics(engine: ServingEngine) -> str:
+    """Triton with the TensorRT-LLM backend (its C++ metrics: integers, labels `model` and `version`)."""
+    s = engine.state
+    shape = engine.shape
+    blocks = shape.kv_cache_tokens // 64
+    used = round(s.kv_usage * blocks)
+    lines = ["# HELP nv_trt_llm_request_metrics TRT LLM request metrics\n",
+             "# TYPE nv_trt_llm_request_metrics gauge\n"]  # fmt: skip
+    for kind, value in (("waiting", round(s.queued)), ("scheduled", round(s.running)), ("context", 0),
+                        ("active", round(s.running)), ("max", shape.max_num_seqs)):  # fmt: skip
+        lines.append(f'nv_trt_llm_request_metrics{{model="tensorrt_llm",request_type="{kind}",version="1"}} {value}\n')
+    lines += ["# HELP nv_trt_llm_kv_cache_block_metrics TRT LLM KV cache block metrics\n",
+              "# TYPE nv_trt_llm_kv_cache_block_metrics gauge\n"]  # fmt: skip
+    block_figures: tuple[tuple[str, float], ...] = (
+        ("max", blocks), ("free", blocks - used), ("used", used), ("tokens_per", 64),
+        ("fraction", round(s.kv_usage, 6)),
+    )  # fmt: skip
+    for kind, figure in block_figures:
+        lines.append(
+            f'nv_trt_llm_kv_cache_block_metrics{{kv_cache_block_type="{kind}",model="tensorrt_llm",version="1"}} '
+            f"{figure}\n"
+        )
+    lines += ["# HELP nv_inference_request_success Number of successful inference requests, all batch sizes\n",
+              "# TYPE nv_inference_request_success counter\n",
+              f'nv_inference_request_success{{model="ensemble",version="1"}} {s.finished}\n']  # fmt: skip
+    return "".join(lines)
+
+
+def dynamo_metrics(engine: ServingEngine, model: str, created: float) -> str:
+    """Dynamo's HTTP frontend (lib/llm/src/http/service/metrics.rs), labelled `model`."""
+    s = engine.state
+    labels = (("model", model),)
+    w = _Writer(created)
+    w.gauge("dynamo_frontend_inflight_requests", "Inflight requests at the HTTP frontend", labels,
+            float(round(s.running)))  # fmt: skip
+    w.gauge("dynamo_frontend_queued_requests", "Queued requests at the HTTP frontend", labels, float(round(s.queued)))
+    w.histogram("dynamo_frontend_time_to_first_token_seconds", "Time to first token", labels, engine.ttft)
+    w.histogram("dynamo_frontend_inter_token_latency_seconds", "Inter-token latency", labels, engine.itl)
+    w.counter("dynamo_frontend_requests", "Total LLM requests processed", [(labels, float(s.finished))])
+    w.counter("dynamo_frontend_output_tokens", "Total output tokens", [(labels, float(s.generated_tokens))])
+    return w.text()

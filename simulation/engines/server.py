@@ -16,7 +16,18 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from simulation.engines.expositions import VLLM_ITL_BUCKETS, VLLM_TTFT_BUCKETS, tgi_metrics, vllm_metrics
+from simulation.engines.expositions import (
+    SGLANG_ITL_BUCKETS,
+    SGLANG_TTFT_BUCKETS,
+    VLLM_ITL_BUCKETS,
+    VLLM_TTFT_BUCKETS,
+    dynamo_metrics,
+    nim_metrics,
+    sglang_metrics,
+    tgi_metrics,
+    triton_trtllm_metrics,
+    vllm_metrics,
+)
 from simulation.engines.model import ServingEngine
 from simulation.scenario import Pod
 
@@ -24,7 +35,10 @@ log = logging.getLogger(__name__)
 
 LOOPBACK = "127.0.0.1"
 DRIVE_SECONDS = 0.5
-CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"  # prometheus_client's CONTENT_TYPE_LATEST
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+METRICS_PATHS = {
+    "nim": "/v1/metrics"
+}  # NIM for LLMs serves its metrics there; the others on /metrics  # prometheus_client's CONTENT_TYPE_LATEST
 
 
 @dataclass
@@ -33,6 +47,7 @@ class SimulatedEngine:
     engine: ServingEngine
     render: Callable[[], str]
     lock: threading.Lock
+    path: str = "/metrics"
     server: ThreadingHTTPServer | None = None
 
     @property
@@ -50,13 +65,25 @@ def simulated_engine(pod: Pod, curve: Callable[[float], float], created: float) 
     """The engine of `pod` (which has one), its arrivals `curve` in percent of its saturation rate."""
     spec = pod.engine
     assert spec is not None
-    if spec.kind == "vllm":
-        engine = ServingEngine(curve, ttft_buckets=VLLM_TTFT_BUCKETS, itl_buckets=VLLM_ITL_BUCKETS)
-        old = spec.old_kv_name
-        return SimulatedEngine(pod, engine, lambda: vllm_metrics(engine, spec.model, created, old_kv_name=old),
-                               threading.Lock())  # fmt: skip
-    engine = ServingEngine(curve)
-    return SimulatedEngine(pod, engine, lambda: tgi_metrics(engine), threading.Lock())
+    buckets = {
+        "vllm": (VLLM_TTFT_BUCKETS, VLLM_ITL_BUCKETS),
+        "nim": (VLLM_TTFT_BUCKETS, VLLM_ITL_BUCKETS),
+        "dynamo": (VLLM_TTFT_BUCKETS, VLLM_ITL_BUCKETS),
+        "sglang": (SGLANG_TTFT_BUCKETS, SGLANG_ITL_BUCKETS),
+    }.get(spec.kind, ((), ()))
+    engine = ServingEngine(curve, ttft_buckets=buckets[0], itl_buckets=buckets[1])
+    model, old = spec.model, spec.old_kv_name
+    renders: dict[str, Callable[[], str]] = {
+        "vllm": lambda: vllm_metrics(engine, model, created, old_kv_name=old),
+        "sglang": lambda: sglang_metrics(engine, model, created),
+        "nim": lambda: nim_metrics(engine, model, created),
+        "triton-trtllm": lambda: triton_trtllm_metrics(engine),
+        "dynamo": lambda: dynamo_metrics(engine, model, created),
+        "tgi": lambda: tgi_metrics(engine),
+    }
+    return SimulatedEngine(
+        pod, engine, renders[spec.kind], threading.Lock(), path=METRICS_PATHS.get(spec.kind, "/metrics")
+    )
 
 
 def _handler(engine: SimulatedEngine, now: Callable[[], float]) -> type[BaseHTTPRequestHandler]:
@@ -64,7 +91,7 @@ def _handler(engine: SimulatedEngine, now: Callable[[], float]) -> type[BaseHTTP
         protocol_version = "HTTP/1.1"  # keep-alive, as uvicorn (vLLM, SGLang) and axum (TGI) serve
 
         def do_GET(self) -> None:
-            if self.path.split("?", 1)[0] != "/metrics":
+            if self.path.split("?", 1)[0] != engine.path:
                 self.send_error(404)
                 return
             body = engine.metrics(now())

@@ -19,10 +19,11 @@ from toolkit.pods_contract import InferenceFigures, NodePods
 SCENARIO = {
     "name": "engines",
     "node": "llm-node-1",
-    "gpus": [{"model": "H100-SXM5-80GB"}, {"model": "H100-SXM5-80GB"}],
+    "gpus": [{"model": "H100-SXM5-80GB"}, {"model": "H100-SXM5-80GB"}, {"model": "H100-SXM5-80GB"}],
     "processes": [
         {"pid": 41001, "gpu": 0, "name": "python3", "memory_mib": 70000},
         {"pid": 41002, "gpu": 1, "name": "text-generation", "memory_mib": 60000},
+        {"pid": 41003, "gpu": 2, "name": "python3", "memory_mib": 70000},
     ],
     "pods": [
         {
@@ -39,6 +40,13 @@ SCENARIO = {
             "labels": {"app": "embeddings"},
             "containers": [{"name": "tgi", "gpus": [{"gpu": 1}], "pids": [41002]}],
             "engine": {"kind": "tgi", "arrivals": {"baseline": 20}},
+        },
+        {
+            "namespace": "demo",
+            "name": "nim-0",
+            "labels": {"app": "nim"},
+            "containers": [{"name": "nim", "gpus": [{"gpu": 2}], "pids": [41003]}],
+            "engine": {"kind": "nim", "model": "meta/llama-3.1-8b-instruct"},  # on /v1/metrics
         },
     ],
 }
@@ -70,8 +78,8 @@ def test_pods_and_metrics_carry_each_engines_figures(
 ) -> None:
     exporter = exporters[dialect]
     wait_for(
-        lambda: ready(exporter.document(), "llm-inference-0") and ready(exporter.document(), "embeddings-0"),
-        "both engines ready in /pods",
+        lambda: all(ready(exporter.document(), name) for name in ("llm-inference-0", "embeddings-0", "nim-0")),
+        "every engine ready in /pods",
         patience(60),
     )
     # the percentiles need two reads of the histograms
@@ -107,7 +115,9 @@ def test_pods_and_metrics_carry_each_engines_figures(
     assert {s.labels["pod"]: s.labels["state"] for s in state.samples} == {
         "llm-inference-0": "ready",
         "embeddings-0": "ready",
+        "nim-0": "ready",
     }
+    assert labels["nim-0"]["engine"] == "nim"
     assert families["gpu_pulse_engine_reads"].samples[0].value > 0  # counter family, `_total` sample
 
 
