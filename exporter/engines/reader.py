@@ -46,6 +46,9 @@ log = logging.getLogger(__name__)
 
 DEFAULT_INTERVAL = 1.0
 DEFAULT_CONCURRENCY = 16
+# figures of a cycle this many intervals old (and at least this many seconds) are not served as current
+STALE_INTERVALS = 3
+STALE_MIN_SECONDS = 5.0
 # failure kinds beyond the fetcher's (exporter.engines.fetch.FAILURE_KINDS)
 ANNOTATION = "annotation"  # the annotations name no port and path on the pod's IP
 SERIES = "series"  # more lines or samples than the parser reads
@@ -117,9 +120,22 @@ class EngineReader:
         return self._readings
 
     def view(self) -> tuple[Mapping[PodKey, PodInference], EngineReadStats]:
-        """The newest figures and stats, as the poll loop takes them (exporter.loop.InferenceView)."""
+        """The newest figures and stats, as the poll loop takes them (exporter.loop.InferenceView). Figures of a cycle
+        older than STALE_INTERVALS intervals (a reader that stopped or hangs) are served as `unreachable` with the
+        reason, never as current."""
         readings = self._readings
-        return readings.pods, readings.stats
+        if not readings.pods:
+            return readings.pods, readings.stats
+        behind = self._clock() - readings.taken_at
+        limit = max(STALE_INTERVALS * self.interval, STALE_MIN_SECONDS)
+        if behind <= limit:
+            return readings.pods, readings.stats
+        reason = f"the engine reader's last cycle is {behind:.0f} s old"
+        stale = {
+            key: self._state(readings.taken_at, "unreachable", reason) if p.figures.state == "ready" else p
+            for key, p in readings.pods.items()
+        }
+        return MappingProxyType(stale), readings.stats
 
     # ---- one cycle -------------------------------------------------------------------------------------------------
     async def cycle(self, fetcher: EngineFetcher) -> EngineReadings:

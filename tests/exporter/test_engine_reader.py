@@ -58,9 +58,7 @@ def engine_pod(port: int | str, **annotations: str) -> Pod:
     )
 
 
-async def read_with_stats(
-    pods: list[Pod], timeout: float = TIMEOUT
-) -> tuple[dict[str, PodInference], EngineReadStats]:
+async def read_with_stats(pods: list[Pod], timeout: float = TIMEOUT) -> tuple[dict[str, PodInference], EngineReadStats]:
     """One cycle of a reader over `pods`: each pod's outcome by name, and the reader's stats."""
     reader = EngineReader(lambda: pods, interval=1.0, timeout=timeout, max_bytes=MAX_BYTES)
     async with EngineFetcher(timeout=timeout, max_bytes=MAX_BYTES) as fetcher:
@@ -289,3 +287,23 @@ async def test_annotations_naming_another_host_are_refused_without_a_request() -
     assert result["llm-0"].figures.state == "refused"
     assert stats.reads_total == 0
     assert stats.failures_total == {"annotation": 1}
+
+
+async def test_figures_of_a_reader_that_stopped_are_not_served_as_current(
+    serve: Callable[[Handler], Awaitable[int]],
+) -> None:
+    async def metrics(_: web.Request) -> web.Response:
+        return web.Response(text='vllm:num_requests_waiting{model_name="m",engine="0"} 2.0\n')
+
+    port = await serve(metrics)
+    wall = [1_800_000_000.0]
+    reader = EngineReader(lambda: [engine_pod(port)], interval=1.0, timeout=TIMEOUT, clock=lambda: wall[0])
+    async with EngineFetcher(timeout=TIMEOUT, max_bytes=MAX_BYTES) as fetcher:
+        await reader.cycle(fetcher)
+    pods, _ = reader.view()
+    assert pods[("ml", "llm-0")].figures.queued_requests == 2.0
+    wall[0] += 60.0  # no cycle since
+    pods, _ = reader.view()
+    stale = pods[("ml", "llm-0")].figures
+    assert stale.state == "unreachable" and stale.queued_requests is None
+    assert "60 s old" in (stale.reason or "")
