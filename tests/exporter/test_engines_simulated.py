@@ -1,10 +1,15 @@
 """Engines end to end on a simulated node: the exporter (`--simulate` with pods running simulated vLLM and TGI engines,
 `--engines`) finds each engine from its pod object, reads it, and serves its figures in `/pods` and on `/metrics` in
-both dialects; the engine drives the pod's GPU, pinned near 100% while the queue grows."""
+both dialects; the engine drives the pod's GPU, pinned near 100% while the queue grows. An engine that drips is
+refused while the GPU series keep flowing."""
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
 import yaml
@@ -122,8 +127,10 @@ def test_pods_and_metrics_carry_each_engines_figures(
 
 
 def _inference(exporter: ExporterProcess, name: str) -> InferenceFigures:
-    pod = next(p for p in exporter.document().pods if p.name == name)
-    assert pod.inference is not None
+    """The pod's engine figures in /pods; ValueError (for wait_for: not yet) while it has none."""
+    pod = next((p for p in exporter.document().pods if p.name == name), None)
+    if pod is None or pod.inference is None:
+        raise ValueError(f"no engine figures for {name} yet")
     return pod.inference
 
 
@@ -133,3 +140,63 @@ def _utilization(exporter: ExporterProcess, name: str) -> float:
         if family.name == "gpu_pulse_pod_gpu_utilization_ratio":
             return max((s.value for s in family.samples if s.labels["pod"] == name), default=0.0)
     return 0.0
+
+
+class _Dripping(BaseHTTPRequestHandler):
+    """An engine endpoint that answers one byte at a time, forever."""
+
+    def do_GET(self) -> None:
+        self.send_response(200)
+        self.end_headers()
+        try:
+            while True:
+                self.wfile.write(b"v")
+                self.wfile.flush()
+                time.sleep(0.05)
+        except OSError:  # the exporter hung up
+            return
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+def test_gpu_series_keep_flowing_while_an_engine_drips(tmp_path: Path) -> None:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Dripping)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    scenario = {
+        "name": "dripping",
+        "node": "drip-node",
+        "gpus": [{"model": "H100-SXM5-80GB", "load": {"baseline": 50}}],
+        "processes": [{"pid": 42001, "gpu": 0, "name": "python3", "memory_mib": 1000}],
+        "pods": [
+            {
+                "namespace": "demo",
+                "name": "slow-0",
+                "containers": [{"name": "vllm", "gpus": [{"gpu": 0}], "pids": [42001]}],
+                "ip": "127.0.0.1",  # fronts this test's server
+                "annotations": {"gpu-pulse.dev/engine-port": str(server.server_address[1])},
+            }
+        ],
+    }
+    path = tmp_path / "dripping.yaml"
+    path.write_text(yaml.safe_dump(scenario))
+    processes = ChildProcesses(tmp_path)
+    try:
+        exporter = start_exporter(processes, "drip-node", path, extra_args=("--engines",))
+        wait_for(lambda: _inference(exporter, "slow-0").state == "refused", "the dripping engine refused", patience(30))
+        assert "no complete answer within" in (_inference(exporter, "slow-0").reason or "")
+        # the GPU poll goes on: every scrape gets a newer snapshot, with the pod's GPU figures
+        first = _snapshot_time(exporter)
+        wait_for(lambda: _snapshot_time(exporter) >= first + 2, "two more polls", patience(10))
+        assert _utilization(exporter, "slow-0") > 0
+    finally:
+        processes.stop_all()
+        server.shutdown()
+
+
+def _snapshot_time(exporter: ExporterProcess) -> float:
+    for family in text_string_to_metric_families(exporter.metrics()):
+        if family.name == "gpu_pulse_snapshot_timestamp_seconds":
+            return family.samples[0].value
+    raise AssertionError("no gpu_pulse_snapshot_timestamp_seconds")
