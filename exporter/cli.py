@@ -25,6 +25,7 @@ from exporter.attribution import PodsDocumentBuilder, build_pod_side
 from exporter.catalogue import ALWAYS_SERVED
 from exporter.collection import PodAttributor
 from exporter.collectors_file import Selection, SelectionError, load_selection
+from exporter.engines import EngineReader
 from exporter.exposition import ExpositionRenderer
 from exporter.exposition.labels import DEFAULT_LABEL_FIELDS
 from exporter.fields_report import UnservedReport, log_added, requested
@@ -35,6 +36,7 @@ from exporter.settings import PROG, ExporterSettings, load_settings
 from exporter.snapshot import Snapshot
 from toolkit.connections import ConnectionGuard, ConnectionLimits, ensure_file_limit
 from toolkit.logs import configure_logging
+from toolkit.pods import Pod
 from toolkit.process import process_reader
 from toolkit.serving import ListenError, check_listen, start_server
 from toolkit.settings import SettingsError, package_version
@@ -152,6 +154,31 @@ def _pod_side(settings: ExporterSettings, node: SimulatedNode | None, stack: Exi
     return attributor
 
 
+def _engine_reader(
+    settings: ExporterSettings, attributor: PodAttributor | None, newest: Callable[[], Snapshot | None]
+) -> EngineReader | None:
+    """With --engines: the reader of the GPU pods' serving engines, over the pod objects the attributor holds (the pod
+    watch, or the simulated node's pods); None without --engines."""
+    if not settings.engines:
+        return None
+    directory = getattr(attributor, "pods", None)
+    if directory is None:
+        raise StartupError(
+            "--engines needs each GPU pod's object (its IP and annotations): give --kubernetes (or --simulate with a "
+            "scenario that has pods)",
+            2,
+        )
+
+    def gpu_pods() -> list[Pod]:
+        snapshot = newest()
+        if snapshot is None:
+            return []
+        keys = {(use.pod.namespace, use.pod.name) for use in snapshot.pods}
+        return [pod for key in sorted(keys) if (pod := directory.by_name(*key)) is not None]
+
+    return EngineReader(gpu_pods, interval=settings.engine_interval)
+
+
 async def _serve(
     settings: ExporterSettings, poll_loop: PollLoop, collector: NvmlCollector, connections: ConnectionGuard
 ) -> None:
@@ -265,6 +292,8 @@ def run(settings: ExporterSettings) -> None:
             label_fields=label_fields(selection),
             hostname_label=settings.dcgm_hostname_label,
         )
+        published: list[PollLoop] = []  # the loop, once built: the engine reader follows its GPU pods
+        engines = _engine_reader(settings, attributor, lambda: _newest(published[0]) if published else None)
         poll_loop = PollLoop(
             collector,
             renderer,
@@ -274,7 +303,12 @@ def run(settings: ExporterSettings) -> None:
             pods_view=PodsDocumentBuilder(interval_seconds=settings.interval),
             connection_stats=connections.stats,  # the self-metrics of the server's guard and of the process
             process_figures=process_reader(),
+            inference=engines.view if engines is not None else None,
         )
+        published.append(poll_loop)
+        if engines is not None:
+            engines.start()
+            stack.callback(engines.close)
         asked = requested(selection, settings.dialect, collector.enabled)
         poll_loop.on_publish(UnservedReport(asked, lambda: _newest(poll_loop)))
         asyncio.run(_serve(settings, poll_loop, collector, connections))

@@ -17,14 +17,14 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 from exporter.collection import Attribution, DeviceCollection, DeviceCollector, PodAttributor
 from exporter.exposition import ExpositionRenderer
 from exporter.pods_answers import SerializedPods
-from exporter.snapshot import CollectorStatus, Snapshot
+from exporter.snapshot import CollectorStatus, EngineReadStats, PodInference, Snapshot
 from toolkit.connections import ConnectionStats
 from toolkit.pods_contract import NodePods
 from toolkit.process import ProcessFigures
@@ -33,6 +33,8 @@ log = logging.getLogger("exporter.loop")
 
 GZIP_LEVEL = 6
 PodsView = Callable[[Snapshot], NodePods]
+# the newest figures of the pods' serving engines and the reader's stats (exporter.engines.EngineReader.view)
+InferenceView = Callable[[], tuple[Mapping[tuple[str, str], PodInference], EngineReadStats]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +92,7 @@ class PollLoop:
         pods_view: PodsView | None = None,
         connection_stats: Callable[[], ConnectionStats] | None = None,
         process_figures: Callable[[], ProcessFigures] | None = None,
+        inference: InferenceView | None = None,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         if not interval > 0 or not math.isfinite(interval):
@@ -115,6 +118,9 @@ class PollLoop:
         # (toolkit.process.process_reader), read each cycle into the snapshot with everything else it serves
         self._connection_stats = connection_stats
         self._process_figures = process_figures
+        self._inference = (
+            inference  # read once per cycle: never waits for an engine (they are read on their own thread)
+        )
         self._listeners: list[Callable[[], None]] = []
 
     def on_publish(self, listener: Callable[[], None]) -> None:
@@ -219,6 +225,7 @@ class PollLoop:
         if attribution is not None:
             statuses += attribution.statuses
         extra = (poll,) if attribution_status is None else (poll, attribution_status)
+        inference, engine_reads = self._inference() if self._inference is not None else ({}, None)
         snapshot = Snapshot(
             taken_at=collection.taken_at,
             node=self.node,
@@ -232,6 +239,8 @@ class PollLoop:
             process_visibility=attribution.process_visibility if attribution is not None else None,
             kubelet_error=attribution.kubelet_error if attribution is not None else None,
             nvml=collection.nvml,
+            inference=inference,
+            engine_reads=engine_reads,
         )
         return snapshot, collected_at
 

@@ -207,6 +207,27 @@ class ExporterSettings(ConnectionSettings):
         accepts="a regular expression",
     )
 
+    # ---- the serving engines of GPU pods ----
+    engines: bool = setting(
+        False,
+        "Read the metrics endpoint of each GPU pod's serving engine (vLLM, SGLang, NIM, Triton TensorRT-LLM, Dynamo, "
+        "TGI) at its pod IP, found from its annotations or a well-known port, and serve queue, batch, KV-cache and "
+        "latency figures per pod. Needs the pod objects: --kubernetes (or --simulate). Off by default: it makes the "
+        "exporter dial tenants' pods (docs/security.md).",
+        metavar="",
+        accepts="true or false",
+    )
+    engine_interval: float = setting(
+        1.0,
+        "Seconds between two reads of each engine's endpoint (with --engines); each read has most of this, at most "
+        "2 s, to answer.",
+        metavar="SECONDS",
+        accepts="a number of seconds from 0.1 to 60",
+        ge=0.1,
+        le=60,
+        allow_inf_nan=False,
+    )
+
     @model_validator(mode="after")
     def _pairs(self) -> ExporterSettings:
         check_tls_pair(self.tls_cert_file, self.tls_private_key_file)

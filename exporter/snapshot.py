@@ -12,6 +12,7 @@ from enum import StrEnum
 from types import MappingProxyType
 
 from toolkit.connections import ConnectionStats
+from toolkit.pods_contract import InferenceFigures
 from toolkit.process import ProcessFigures
 
 EMPTY: Mapping[str, float] = MappingProxyType({})
@@ -190,6 +191,32 @@ class NvmlState:
 
 
 @dataclass(frozen=True, slots=True)
+class PodInference:
+    """What the exporter publishes of one pod's serving engine (exporter.engines): the `/pods` contract's figures, and
+    the exporter's own totals of the engine's request and generated-token counters (they never fall, whatever the
+    engine does: an engine restart is not a reset for Prometheus to guess)."""
+
+    figures: InferenceFigures
+    requests_total: float | None = None
+    generated_tokens_total: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class EngineReadStats:
+    """The engine reader's self-metrics, since it started."""
+
+    reads_total: int = 0
+    failures_total: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))  # by kind
+    bytes_total: int = 0
+    seconds_total: float = 0.0
+    endpoints: int = 0  # pods with an engine endpoint read in the last cycle
+    cycle_seconds: float = 0.0  # the last cycle's duration
+
+
+NO_INFERENCE: Mapping[tuple[str, str], PodInference] = MappingProxyType({})
+
+
+@dataclass(frozen=True, slots=True)
 class Snapshot:
     """Everything one poll cycle produced. `taken_at` is wall-clock seconds (the sample time)."""
 
@@ -205,3 +232,6 @@ class Snapshot:
     process_visibility: ProcessVisibility | None = None  # None: pod attribution is not configured
     kubelet_error: str | None = None  # while kubelet_up is False: why, for /readyz
     nvml: NvmlState | None = None  # None: the collector does not say (a stand-in in tests)
+    # (namespace, pod) -> its engine's figures; pods without an engine endpoint are absent (exporter.engines)
+    inference: Mapping[tuple[str, str], PodInference] = field(default_factory=lambda: NO_INFERENCE)
+    engine_reads: EngineReadStats | None = None  # None: engines are not read (--engines off)

@@ -198,6 +198,42 @@ class Container(_Model):
     )
 
 
+class Engine(_Model):
+    """A simulated serving engine in the pod (simulation.engines): it serves its engine's `/metrics` on the loopback
+    and drives the pod's GPU load from its running batch."""
+
+    kind: Literal["vllm", "sglang", "nim", "triton-trtllm", "dynamo", "tgi"]
+    model: str = Field(default="meta-llama/Llama-3.1-8B-Instruct", min_length=1, max_length=200)
+    arrivals: LoadCurve = Field(
+        default=LoadCurve(baseline=40.0),
+        description="request arrivals over time, 0-100: 100 is `peak` times the rate the engine finishes requests "
+        "at its largest batch",
+    )
+    peak: float = Field(
+        default=1.5,
+        gt=0,
+        le=10,
+        description="what 100 on the arrivals curve is, as a multiple of the engine's saturation rate (above 1: the "
+        "queue grows once arrivals pass 100/peak)",
+    )
+    old_kv_name: bool = Field(
+        default=False,
+        description="vLLM only: also serve vllm:gpu_cache_usage_perc (the name before vllm PR #29330)",
+    )
+    drives_gpu: bool = Field(
+        default=True,
+        description="the engine's batch sets its pod's GPU load (False: the GPU follows the scenario's curves)",
+    )
+    port: int | None = Field(
+        default=None,
+        gt=0,
+        lt=65536,
+        description="serve on this port of the pod's `ip` (a loopback address of its own, as a pod has its own IP); "
+        "default: a port of the kernel's choice on 127.0.0.1. Either way the pod's gpu-pulse.dev/engine-port "
+        "annotation names it",
+    )
+
+
 class Pod(_Model):
     namespace: str = Field(min_length=1)
     name: str = Field(min_length=1)
@@ -205,6 +241,17 @@ class Pod(_Model):
     qos: QosClass = "burstable"
     labels: Mapping[str, str] = Field(default_factory=dict)
     containers: tuple[Container, ...] = Field(min_length=1)
+    ip: str | None = Field(
+        default=None,
+        pattern=r"^[0-9A-Fa-f:.]+$",
+        description="status.podIP: with annotations naming a port, the exporter reads an engine there (a real "
+        "engine process, or a test's server); default: 127.0.0.1 for a pod with a simulated engine, else none",
+    )
+    annotations: Mapping[str, str] = Field(
+        default_factory=dict, description="metadata.annotations, e.g. prometheus.io/port or gpu-pulse.dev/engine-port"
+    )
+    ready: bool = Field(default=True, description="the pod's Ready condition")
+    engine: Engine | None = None
 
     @property
     def ref(self) -> str:

@@ -47,6 +47,8 @@ SLOW_PATHS = (
     "exporter/test_cli.py",
     "exporter/test_cli_logs.py",
     "exporter/test_dcgm_exporter_files.py",
+    "exporter/test_engine_reader.py",
+    "exporter/test_engines_simulated.py",
     "exporter/test_exposition_prometheus.py",
     "exporter/test_exposition_scenarios.py",
     "exporter/test_simulator_fields.py",

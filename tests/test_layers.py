@@ -84,6 +84,11 @@ RULES: list[Rule] = [
         "attribution works on plain data, below the server",
     ),
     Rule(
+        "exporter.engines",
+        (*_ABOVE_SOURCES, "exporter.nvml", "exporter.kubelet", "exporter.attribution"),
+        "the engine reader is a source: it hands the loop plain data and knows nothing of HTTP serving or the GPUs",
+    ),
+    Rule(
         "simulation",
         (
             "exporter.nvml",
@@ -92,6 +97,7 @@ RULES: list[Rule] = [
             "exporter.loop",
             "exporter.cli",
             "exporter.attribution",
+            "exporter.engines",
             "exporter.page",
             "adapter.api",
             "adapter.sources",

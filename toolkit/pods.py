@@ -44,6 +44,11 @@ class Pod:
     created_at: float | None = None  # epoch seconds; only when the parser was asked for it
     containers: Mapping[str, str] = EMPTY_LABELS  # container id (lower-case hex, no runtime prefix) -> name; ditto
     uses_claims: bool = False  # a container uses a DRA ResourceClaim (resources.claims); only when asked for it
+    # what locates its serving engine's metrics endpoint (exporter.engines), only when asked for it: its Ready
+    # condition (None: not known), its `prometheus.io/*` and `gpu-pulse.dev/*` annotations, its containers' ports
+    ready: bool | None = None
+    annotations: Mapping[str, str] = EMPTY_LABELS
+    ports: tuple[int, ...] = ()
 
     @property
     def key(self) -> tuple[str, str]:
@@ -90,13 +95,18 @@ class PodParser:
     container ids, `created=True` its creation time, `claims=True` whether a container uses a DRA ResourceClaim: the
     exporter needs all three (to tie a process's cgroup to a container, to prefer the newer of two pods that claim one
     GPU, to notice a kubelet that does not list DRA devices); the adapter, holding every pod of a cluster, keeps none.
-    Not thread-safe: one parser per writer thread.
+    `serving=True` keeps what locates a pod's serving engine: its Ready condition, its `prometheus.io/` and
+    `gpu-pulse.dev/` annotations (at most MAX_SERVING_ANNOTATIONS, each value at most MAX_ANNOTATION_CHARS) and its
+    containers' declared ports. Not thread-safe: one parser per writer thread.
     """
 
-    def __init__(self, *, containers: bool = False, created: bool = False, claims: bool = False) -> None:
+    def __init__(
+        self, *, containers: bool = False, created: bool = False, claims: bool = False, serving: bool = False
+    ) -> None:
         self._containers = containers
         self._created = created
         self._claims = claims
+        self._serving = serving
         self._labels = LabelSets()
         self._owners = OwnerRefs()
 
@@ -120,6 +130,9 @@ class PodParser:
             created_at=_timestamp(metadata.get("creationTimestamp")) if self._created else None,
             containers=_containers(status) if self._containers else EMPTY_LABELS,
             uses_claims=self._claims and _uses_claims(spec),
+            ready=_ready(status) if self._serving else None,
+            annotations=self._labels(_serving_annotations(metadata)) if self._serving else EMPTY_LABELS,
+            ports=_ports(spec) if self._serving else (),
         )
 
     @property
@@ -178,6 +191,51 @@ def _uses_claims(spec: Mapping[str, Any]) -> bool:
             if isinstance(resources, Mapping) and resources.get("claims"):
                 return True
     return False
+
+
+# Annotations that locate a pod's metrics endpoint: Prometheus' widespread convention and gpu-pulse's own (which wins).
+SERVING_ANNOTATION_PREFIXES = ("prometheus.io/", "gpu-pulse.dev/")
+MAX_SERVING_ANNOTATIONS = 16
+MAX_ANNOTATION_CHARS = 256
+MAX_PORTS = 32
+
+
+def _serving_annotations(metadata: Mapping[str, Any]) -> Mapping[str, str]:
+    """The pod's `prometheus.io/` and `gpu-pulse.dev/` annotations, bounded (a tenant writes them)."""
+    annotations = metadata.get("annotations") or {}
+    if not isinstance(annotations, Mapping):
+        raise MalformedObjectError("metadata.annotations is not an object")
+    kept: dict[str, str] = {}
+    for key, value in annotations.items():
+        if isinstance(key, str) and key.startswith(SERVING_ANNOTATION_PREFIXES) and isinstance(value, str):
+            kept[key] = value[:MAX_ANNOTATION_CHARS]
+            if len(kept) == MAX_SERVING_ANNOTATIONS:
+                break
+    return kept
+
+
+def _ready(status: Mapping[str, Any]) -> bool | None:
+    """The pod's Ready condition (kubernetes/api core/v1 PodCondition, type "Ready"); None when not reported."""
+    conditions = status.get("conditions") or ()
+    for condition in conditions if isinstance(conditions, list | tuple) else ():
+        if isinstance(condition, Mapping) and condition.get("type") == "Ready":
+            return condition.get("status") == "True"
+    return None
+
+
+def _ports(spec: Mapping[str, Any]) -> tuple[int, ...]:
+    """The TCP ports its containers declare (`containers[].ports[].containerPort`), in order, at most MAX_PORTS."""
+    found: list[int] = []
+    entries = spec.get("containers") or ()
+    for entry in entries if isinstance(entries, list | tuple) else ():
+        ports = entry.get("ports") if isinstance(entry, Mapping) else None
+        for port in ports if isinstance(ports, list | tuple) else ():
+            if not isinstance(port, Mapping) or port.get("protocol", "TCP") != "TCP":
+                continue
+            number = port.get("containerPort")
+            if isinstance(number, int) and 0 < number < 65536 and number not in found:
+                found.append(number)
+    return tuple(found[:MAX_PORTS])
 
 
 def _strip_runtime(container_id: str) -> str:

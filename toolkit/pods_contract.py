@@ -168,7 +168,11 @@ class ContainerView(_Figures, frozen=True, kw_only=True):
     devices: tuple[DeviceFigures, ...]
 
 
-class PodView(_Figures, frozen=True, kw_only=True):
+class PodView(_Figures, frozen=True, kw_only=True, omit_defaults=True):
+    """One pod's figures. Fields at their default (None) are left out of the JSON (`omit_defaults`): readers from
+    before engine figures decode strictly (`forbid_unknown_fields`) and would refuse even an `"inference":null`, so
+    a document without them stays one those readers take."""
+
     namespace: str
     name: str
     uid: str | None = None

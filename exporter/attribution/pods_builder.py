@@ -3,7 +3,8 @@
 The poll loop hands every snapshot to one `PodsDocumentBuilder`. For each (pod, container, device) row it keeps the
 utilization samples of the last `window_seconds`; the document reports their mean, the span they really cover (never
 more than the samples there are: a pod seen for 5 s at a 1 s interval covers 5 s, not the full window), and the time
-of the newest sample. Memory, power and energy are the newest values. Rows whose pod left are forgotten.
+of the newest sample. Memory, power and energy are the newest values. Rows whose pod left are forgotten. With engines
+read (exporter.engines), each pod carries its engine's figures as the snapshot has them (`PodView.inference`).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from exporter.snapshot import DeviceReading, MigIdentity, PodDeviceUse, Snapshot
+from exporter.snapshot import DeviceReading, MigIdentity, PodDeviceUse, PodInference, Snapshot
 from toolkit.pods_contract import ContainerView, DeviceFigures, NodePods, PodView
 
 DEFAULT_WINDOW_SECONDS = 60.0
@@ -73,10 +74,20 @@ class PodsDocumentBuilder:
             generated_at=sampled_at,
             interval_seconds=self.interval,
             kubelet_up=snapshot.kubelet_up,
-            pods=tuple(self._pod(entries, sampled_at) for _, entries in sorted(pods.items())),
+            pods=tuple(
+                self._pod(
+                    entries, sampled_at, snapshot.inference.get(key) if snapshot.engine_reads is not None else None
+                )
+                for key, entries in sorted(pods.items())
+            ),
         )
 
-    def _pod(self, entries: list[tuple[PodDeviceUse, DeviceReading, _Samples]], sampled_at: datetime) -> PodView:
+    def _pod(
+        self,
+        entries: list[tuple[PodDeviceUse, DeviceReading, _Samples]],
+        sampled_at: datetime,
+        inference: PodInference | None,
+    ) -> PodView:
         first = entries[0][0].pod
         by_container: dict[str, list[DeviceFigures]] = {}
         for use, device, samples in sorted(entries, key=lambda e: (e[0].pod.container, e[1].gpu.index, e[1].uuid)):
@@ -91,6 +102,7 @@ class PodsDocumentBuilder:
             ),
             sampled_at=sampled_at,
             window_seconds=max(0.001, round(window, 3)),  # 15, not 14.999888896942139
+            inference=None if inference is None else inference.figures,
         )
 
     @staticmethod

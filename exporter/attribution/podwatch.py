@@ -42,7 +42,7 @@ class PodWatch:
             "pod",
             node_name,
             client.CoreV1Api(api_client).list_pod_for_all_namespaces,
-            parse=PodParser(containers=True, created=True, claims=True),
+            parse=PodParser(containers=True, created=True, claims=True, serving=True),
             replace=self._replace,
             upsert=self._upsert,
             remove=self._remove,

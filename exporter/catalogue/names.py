@@ -37,6 +37,18 @@ POD_SHARING = "gpu_pulse_pod_gpu_sharing_pods"  # how many pods share the device
 POD_LABELS = ("node", "namespace", "pod", "container", "gpu", "uuid", "gpu_instance", "mig_profile", "share")
 POD_CLAIM_LABELS = ("dra_claim_name", "dra_claim_namespace")  # only on the series of a device held through a claim
 
+# Per-pod serving-engine series (exporter.engines), identical in both dialects. Labels: node, namespace, pod, engine,
+# model; the quantile series add `quantile`, the state series `state` and `reason`.
+POD_INFERENCE_QUEUED = "gpu_pulse_pod_inference_queued_requests"
+POD_INFERENCE_RUNNING = "gpu_pulse_pod_inference_running_requests"
+POD_INFERENCE_KV_CACHE = "gpu_pulse_pod_inference_kv_cache_utilization_ratio"
+POD_INFERENCE_TTFT = "gpu_pulse_pod_inference_time_to_first_token_seconds"  # {quantile} over the window
+POD_INFERENCE_ITL = "gpu_pulse_pod_inference_inter_token_latency_seconds"  # {quantile} over the window
+POD_INFERENCE_REQUESTS = "gpu_pulse_pod_inference_requests_total"  # the exporter's total of the engine's deltas
+POD_INFERENCE_TOKENS = "gpu_pulse_pod_inference_generated_tokens_total"  # likewise
+POD_INFERENCE_STATE = "gpu_pulse_pod_inference_engine_state"  # {state, reason} 1 for the pod's current state
+POD_INFERENCE_LABELS = ("node", "namespace", "pod", "engine", "model")
+
 # Exporter self-metrics, identical in both dialects.
 SELF_BUILD_INFO = "gpu_pulse_exporter_build_info"  # {version, dialect} 1
 SELF_COLLECTOR_SUCCESS = "gpu_pulse_collector_success"  # {collector} 0/1
@@ -54,4 +66,9 @@ SELF_CONNECTIONS_ACCEPTED = "gpu_pulse_http_connections_accepted_total"
 SELF_CONNECTIONS_CLOSED = "gpu_pulse_http_connections_closed_total"  # {reason}: toolkit.connections
 SELF_UNAVAILABLE = "gpu_pulse_device_unavailable_info"  # {gpu, uuid, gpu_instance, measurement, reason} 1
 SELF_PROCESS_VISIBILITY = "gpu_pulse_process_visibility"  # 1: other pods' GPU processes are seen, 0: they are not
+SELF_ENGINE_READS = "gpu_pulse_engine_reads_total"  # reads of engine endpoints (exporter.engines)
+SELF_ENGINE_FAILURES = "gpu_pulse_engine_read_failures_total"  # {reason}: a bounded kind
+SELF_ENGINE_BYTES = "gpu_pulse_engine_read_bytes_total"  # as received
+SELF_ENGINE_SECONDS = "gpu_pulse_engine_read_seconds_total"  # time spent in reads that answered
+SELF_ENGINE_ENDPOINTS = "gpu_pulse_engine_endpoints"  # pods whose engine endpoint was read in the last cycle
 SELF_NVML_UP = "gpu_pulse_nvml_up"  # 1 while NVML is usable; 0 while the driver is not (not loaded, version mismatch)

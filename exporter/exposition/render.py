@@ -13,6 +13,7 @@ from exporter.catalogue import DCGM_HOSTNAME_LABELS, DcgmFamily, Dialect
 from exporter.exposition.devices import DeviceSeries, Families
 from exporter.exposition.families import plan_families
 from exporter.exposition.health import HealthSeries
+from exporter.exposition.inference import InferenceSeries
 from exporter.exposition.labels import DEFAULT_LABEL_FIELDS
 from exporter.exposition.pods import PodSeries
 from exporter.exposition.textformat import OPENMETRICS_EOF
@@ -56,12 +57,14 @@ class ExpositionRenderer:
         plan = plan_families(dialect, selection, families=families, canonical_too=canonical_too)
         self._devices = DeviceSeries(dialect, plan, hostname_label, label_fields)
         self._pods = PodSeries()
+        self._inference = InferenceSeries()
         self._health = HealthSeries(dialect, version, interval_seconds)
 
     def render(self, snapshot: Snapshot) -> Rendered:
         families: Families = []
         samples = self._devices.render(snapshot, families)
         samples += self._pods.render(snapshot, families)
+        samples += self._inference.render(snapshot, families)
         samples += self._health.render(snapshot, families)
         text: list[str] = []
         om: list[str] = []

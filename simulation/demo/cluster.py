@@ -8,11 +8,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 
+from exporter.engines.endpoint import ANNOTATION_PORT
 from simulation.demo.hpa import ScaleSuggestion
 from simulation.demo.scenarios import DEPLOYMENT, NAMESPACE, TARGET_UTILIZATION, WORKLOADS, DemoWorkload
 from simulation.kubeapi import AccessGrant, KubeApiServer
 from simulation.kubeapi.objects import JsonObject, hpa_object, hpa_status, node_object, stateful_set_object
-from simulation.scenario import Scenario
+from simulation.scenario import Pod, Scenario
 
 GPU_PRODUCTS = {"H100-SXM5-80GB": "NVIDIA-H100-80GB-HBM3"}  # as the GPU Operator's feature discovery labels nodes
 HPA = hpa_object(
@@ -79,11 +80,20 @@ def populate(kube: KubeApiServer, scenarios: Mapping[str, Scenario]) -> None:
             labels=dict(spec.labels),
             uid=spec.uid,
             owner=owner,
-            pod_ip=f"10.244.{nodes.index(pod.node)}.{n}",
+            pod_ip=spec.ip or f"10.244.{nodes.index(pod.node)}.{n}",
             containers=[c.name for c in spec.containers],
             gpus_per_container=1,
+            annotations=_engine_annotations(spec),
         )
     kube.set_authorization(POLICY)
+
+
+def _engine_annotations(pod: Pod) -> dict[str, str]:
+    """Where a pod's engine serves, as its manifest would say it (exporter/engines/endpoint.py reads these)."""
+    annotations = dict(pod.annotations)
+    if pod.engine is not None and pod.engine.port is not None:
+        annotations[ANNOTATION_PORT] = str(pod.engine.port)
+    return annotations
 
 
 def _node(name: str, scenario: Scenario, address: str) -> JsonObject:

@@ -102,7 +102,7 @@ async def start_node_exporter(node: str, scenario: Path, workdir: Path, environ:
     log = workdir / f"exporter-{node}.log"
     argv = [
         sys.executable, "-m", "exporter", f"--simulate={scenario}", f"--node-name={node}",
-        "--listen=127.0.0.1:0", "--interval=1", "--dialect=prometheus", "--log-level=info",
+        "--listen=127.0.0.1:0", "--interval=1", "--dialect=prometheus", "--log-level=info", "--engines",
     ]  # fmt: skip
     with log.open("wb") as output:
         process = await asyncio.create_subprocess_exec(

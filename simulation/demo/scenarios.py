@@ -5,11 +5,15 @@ one on a time-sliced H100, one on an H100 MIG instance. Their load follows one s
 with a faster ripple and a little noise, each pod a bit out of phase, so their average crosses the HPA's 60 % target
 and the suggested replica count moves. Beside it: `embeddings` (two pods sharing a GPU with an inference pod) and a
 fine-tuning job on the other MIG instance. `embeddings` is a StatefulSet (pods `embeddings-0` and `-1`), so the
-adapter's StatefulSet metrics have something to combine.
+adapter's StatefulSet metrics have something to combine. The serving pods run simulated engines (simulation/engines):
+`llm-inference` a vLLM, `embeddings` a TGI, each on its pod's own loopback address and its engine's default port, as
+the pod objects in the demo's API say (status.podIP and the gpu-pulse.dev/engine-port annotation); the exporters read
+them (`--engines`).
 """
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -52,6 +56,16 @@ def _steady(percent: float, amplitude: float, period: float) -> dict[str, Any]:
     return {"baseline": percent, "waves": [{"amplitude": amplitude, "period_s": period}]}
 
 
+# The serving engines (simulation/engines) of the demo's serving pods, each on the engine's port of its pod's own
+# loopback address (write_scenarios), as a pod has its own IP; their request arrivals follow the same traffic as the
+# pods' GPU load (the GPUs keep the scenario's curves: the demo's GPU story stays as it is).
+ENGINE_PORTS = {"vllm": 8000, "tgi": 3000}  # vLLM's `--port` default; TGI's launcher `--port` default
+
+
+def _engine(kind: str, model: str, arrivals: dict[str, Any]) -> dict[str, Any]:
+    return {"kind": kind, "model": model, "arrivals": arrivals, "port": ENGINE_PORTS[kind], "drives_gpu": False}
+
+
 def _pod(workload: DemoWorkload, suffix: str, gpus: list[dict[str, Any]], pids: list[int]) -> dict[str, Any]:
     labels = {"app": workload.name}
     name = f"{workload.name}-{suffix}"
@@ -61,12 +75,17 @@ def _pod(workload: DemoWorkload, suffix: str, gpus: list[dict[str, Any]], pids: 
     if workload.kind == "StatefulSet":
         labels["statefulset.kubernetes.io/pod-name"] = name
     container = "worker" if workload.kind == "Job" else "server"
-    return {
+    pod: dict[str, Any] = {
         "namespace": NAMESPACE,
         "name": name,
         "labels": labels,
         "containers": [{"name": container, "gpus": gpus, "pids": pids}],
     }
+    if workload.kind == "Deployment":
+        pod["engine"] = _engine("vllm", "meta-llama/Llama-3.1-8B-Instruct", _traffic(0.0))
+    elif workload.kind == "StatefulSet":
+        pod["engine"] = _engine("tgi", "BAAI/bge-large-en-v1.5", _steady(30, 10, 90))
+    return pod
 
 
 NODES: tuple[dict[str, Any], ...] = (
@@ -126,11 +145,17 @@ NODES: tuple[dict[str, Any], ...] = (
 )
 
 
-def write_scenarios(directory: Path, seed: int) -> dict[str, Path]:
-    """The demo's scenario files in `directory`: node name -> path."""
+def write_scenarios(directory: Path, seed: int, network: int | None = None) -> dict[str, Path]:
+    """The demo's scenario files in `directory`: node name -> path. Each pod with an engine gets an address of its own
+    in 127.<network>.<node>.0/24 (`network`: default one at random, so that two demos on one host do not meet)."""
+    octet = network if network is not None else random.SystemRandom().randrange(16, 250)
     paths = {}
-    for data in NODES:
+    for node_index, data in enumerate(NODES, start=1):
+        pods = [
+            {**pod, "ip": f"127.{octet}.{node_index}.{n}"} if "engine" in pod else pod
+            for n, pod in enumerate(data["pods"], start=1)
+        ]
         path = directory / f"{data['node']}.yaml"
-        path.write_text(yaml.safe_dump({"seed": seed, **data}, sort_keys=False), encoding="utf-8")
+        path.write_text(yaml.safe_dump({"seed": seed, **data, "pods": pods}, sort_keys=False), encoding="utf-8")
         paths[str(data["node"])] = path
     return paths

@@ -92,10 +92,14 @@ def pod_object(
     gpus_per_container: int = 0,
     uid: str | None = None,
     claims: Mapping[str, Sequence[str]] | None = None,
+    annotations: Mapping[str, str] | None = None,
 ) -> JsonObject:
     """A Pod as the API returns it (uid, resourceVersion and creationTimestamp are set when it is stored). `claims`:
-    container name -> the ResourceClaims it uses (spec.resourceClaims and the containers' resources.claims)."""
+    container name -> the ResourceClaims it uses (spec.resourceClaims and the containers' resources.claims). A
+    running pod is Ready (its Ready condition True)."""
     metadata: JsonObject = {"name": name, "namespace": namespace, "labels": dict(labels or {})}
+    if annotations:
+        metadata["annotations"] = dict(annotations)
     if uid is not None:
         metadata["uid"] = uid
     if owner is not None:
@@ -133,6 +137,7 @@ def pod_object(
     if host_ip is not None:
         status["hostIP"] = host_ip
     if phase == "Running":
+        status["conditions"] = [{"type": "Ready", "status": "True"}]
         status["containerStatuses"] = [
             {
                 "name": c,

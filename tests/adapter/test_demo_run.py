@@ -7,6 +7,7 @@ Until `gpu-pulse-adapter --demo` is wired, the process runs `run_demo` through `
 from __future__ import annotations
 
 import calendar
+import json
 import os
 import re
 import shlex
@@ -224,7 +225,39 @@ def test_the_printed_kubectl_commands_answer_and_sigterm_stops_everything(demo: 
     row = done.stdout.splitlines()[1].split()
     assert row[1] == "Deployment/llm-inference" and re.fullmatch(r"\d+m?/60", row[2]), done.stdout
     assert (row[3], row[4], row[5]) == ("1", "8", "4"), done.stdout
+    _the_engines_are_read_where_the_pod_objects_say(demo)
     stops_cleanly(demo, signal.SIGTERM)
+
+
+def _the_engines_are_read_where_the_pod_objects_say(demo: RunningDemo) -> None:
+    """Each serving pod's object in the demo's API names its IP and its engine's port; its engine answers there with
+    its own names, and the exporter of its node serves that engine's figures in /pods."""
+    done = subprocess.run(
+        ["kubectl", "--kubeconfig", "gpu-pulse-demo.kubeconfig", "get", "pods", "-n", "demo", "-o", "json"],
+        cwd=demo.cwd, capture_output=True, text=True, timeout=30, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    engines = {}
+    for pod in json.loads(done.stdout)["items"]:
+        port = pod["metadata"].get("annotations", {}).get("gpu-pulse.dev/engine-port")
+        if port is not None:
+            engines[pod["metadata"]["name"]] = f"http://{pod['status']['podIP']}:{port}/metrics"
+    assert {name for name in engines if name.startswith("llm-inference")} == set(_exporter_figures(demo))
+    assert {"embeddings-0", "embeddings-1"} <= set(engines)
+    for name, url in engines.items():
+        body = http_get(url, timeout=5).decode()
+        assert ("vllm:num_requests_waiting" if name.startswith("llm") else "tgi_queue_size") in body, name
+
+    def all_ready() -> bool:
+        served = {pod.name: pod.inference for document in _documents(demo).values() for pod in document.pods}
+        return all(
+            (found := served.get(name)) is not None
+            and found.state == "ready"
+            and found.engine == ("vllm" if name.startswith("llm") else "tgi")
+            for name in engines
+        )
+
+    wait_for(all_ready, "every serving pod's engine figures in /pods", 30)
 
 
 def test_ctrl_c_stops_everything(demo: RunningDemo) -> None:

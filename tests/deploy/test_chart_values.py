@@ -119,6 +119,10 @@ def test_every_value_shows_in_what_is_rendered(renders: dict[str, list[dict[str,
     assert "--tls-cert-file=/var/run/gpu-pulse-exporter/tls/tls.crt" in e["args"]
     assert "--tls-private-key-file=/var/run/gpu-pulse-exporter/tls/tls.key" in e["args"]
     assert "--auth-basic-file=/var/run/secrets/gpu-pulse/auth/auth" in e["args"]
+    # engines: read, every 2 s, with the pod watch that finds them
+    assert {"--engines", "--engine-interval=2", "--kubernetes"} <= set(e["args"])
+    pods_rule = one(objects, "ClusterRole", "gpu-pulse-exporter")["rules"][0]
+    assert pods_rule["resources"] == ["pods"] and set(pods_rule["verbs"]) == {"get", "list", "watch"}
     volumes = {v["name"]: v for v in exporter["volumes"]}
     mounts = {m["name"]: m["mountPath"] for m in e["volumeMounts"]}
     assert (
@@ -267,6 +271,8 @@ def test_notes_name_the_admitted_scrapers_and_what_the_choices_need() -> None:
     assert "- nodes: addresses 10.0.0.0/16" in everything
     assert "pod-security.kubernetes.io/enforce=privileged --overwrite" in everything
     assert "pod-security.kubernetes.io/enforce=privileged --overwrite" not in defaults
+    assert "engines.enabled: each exporter watches its node's pods" in everything
+    assert "engines.enabled" not in defaults
 
 
 def test_the_crd_referee_is_live(renders: dict[str, list[dict[str, Any]]]) -> None:

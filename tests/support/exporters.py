@@ -67,6 +67,7 @@ def start_exporter(
     clock_offset: float = 0.0,
     port: int | None = None,
     process_name: str = "",
+    extra_args: tuple[str, ...] = (),
 ) -> ExporterProcess:
     """Start an exporter for `node` on a scenario (built-in name or file); see `serving` for when it is ready.
 
@@ -74,13 +75,15 @@ def start_exporter(
     which shifts the process's wall clock as a misconfigured node's would be shifted; its monotonic clock, which no
     misconfiguration shifts, is left alone (DONT_FAKE_MONOTONIC). `port` and `process_name`: a new process for a
     node whose exporter was stopped, on its old address (a DaemonSet's pod that comes back); without `port` it binds
-    port 0. It logs at level info: its "serving" line says where it listens."""
+    port 0. `extra_args`: further flags (`--engines`). It logs at level info: its "serving" line says where it
+    listens."""
     args = [
         f"--simulate={scenario}", f"--node-name={node}", f"--listen=127.0.0.1:{port or 0}", f"--dialect={dialect}",
         f"--interval={interval:g}", "--log-level=info",
     ]  # fmt: skip
     if seed is not None:
         args.append(f"--seed={seed}")
+    args += extra_args
     launched = time.time()
     command = python_module("exporter", *args)
     env = None

@@ -131,14 +131,19 @@ Deployment's checksum all hold the same pair.
 {{- if include "gpu-pulse.exporter.kubernetes" . }}
 - --kubernetes
 {{- end }}
+{{- if .Values.engines.enabled }}
+- --engines
+- --engine-interval={{ .Values.engines.interval }}
+{{- end }}
 {{- range .Values.exporter.extraArgs }}
 - {{ . | quote }}
 {{- end }}
 {{- end }}
 
-{{/* The exporter talks to the Kubernetes API (its node's pods and ResourceSlices) for shared GPUs and for DRA. */}}
+{{/* The exporter talks to the Kubernetes API (its node's pods and ResourceSlices) for shared GPUs, for DRA, and to
+find the serving engines of its GPU pods (their IPs and annotations). */}}
 {{- define "gpu-pulse.exporter.kubernetes" -}}
-{{- if or .Values.sharedGpus.enabled .Values.dra.enabled }}true{{ end }}
+{{- if or .Values.sharedGpus.enabled .Values.dra.enabled .Values.engines.enabled }}true{{ end }}
 {{- end }}
 
 {{/* The exporter needs an API token for its TokenReviews (auth) or its watches (shared GPUs, DRA). */}}

@@ -1,0 +1,78 @@
+"""The engine exposition parser reads the wanted samples exactly as prometheus_client's parser (the referee) does, skips
+the others, and stops at its bounds."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from prometheus_client.parser import text_string_to_metric_families
+
+from exporter.engines.mappings import MARK_PREFIXES, WANTED
+from exporter.engines.textparse import MAX_WANTED_SAMPLES, ExpositionRefusedError, parse_wanted
+from exporter.exposition.textformat import escape_label_value, format_value
+
+NAMES = ("vllm:num_requests_waiting", "vllm:num_requests_running", "vllm:kv_cache_usage_perc", "other_family")
+label_names = st.sampled_from(("model_name", "engine", "tp_rank", "a_b"))
+label_values = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=12)
+values = st.one_of(st.floats(allow_nan=False, width=64), st.just(math.nan), st.integers(-(10**12), 10**12).map(float))
+samples = st.tuples(st.sampled_from(NAMES), st.dictionaries(label_names, label_values, max_size=3), values)
+
+
+def render(lines: list[tuple[str, dict[str, str], float]]) -> str:
+    out = []
+    for name, labels, value in lines:
+        inner = ",".join(f'{k}="{escape_label_value(v)}"' for k, v in labels.items())
+        out.append(f"{name}{{{inner}}} {format_value(value)}\n" if inner else f"{name} {format_value(value)}\n")
+    return "".join(out)
+
+
+def same(a: float, b: float) -> bool:
+    return (math.isnan(a) and math.isnan(b)) or a == b
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(samples, max_size=30))
+def test_reads_what_the_reference_parser_reads(lines: list[tuple[str, dict[str, str], float]]) -> None:
+    body = render(lines)
+    ours = parse_wanted(body, WANTED, MARK_PREFIXES)
+    reference = [
+        (s.name, dict(s.labels), s.value)
+        for family in text_string_to_metric_families(body)
+        for s in family.samples
+        if s.name in WANTED
+    ]
+    got = [(s.name, dict(s.labels), s.value) for name in ours.samples for s in ours.samples[name]]
+    key = lambda t: (t[0], sorted(t[1].items()))  # noqa: E731
+    assert len(got) == len(reference)
+    for (n1, l1, v1), (n2, l2, v2) in zip(sorted(got, key=key), sorted(reference, key=key), strict=True):
+        assert (n1, l1) == (n2, l2)
+        assert same(v1, v2)
+    assert ("vllm:" in ours.marks) == any(n.startswith("vllm:") for n, _, _ in lines)
+
+
+def test_keeps_the_declared_type_of_wanted_families_only() -> None:
+    body = (
+        "# HELP vllm:num_requests_waiting Number of requests waiting.\n"
+        "# TYPE vllm:num_requests_waiting histogram\n"
+        "# TYPE other gauge\n"
+        'vllm:num_requests_waiting{model_name="m"} 3.0\n'
+    )
+    parsed = parse_wanted(body, WANTED, MARK_PREFIXES)
+    assert parsed.types == {"vllm:num_requests_waiting": "histogram"}
+    assert parsed.of("vllm:num_requests_waiting")[0].value == 3.0
+
+
+def test_skips_a_malformed_line_and_reads_the_rest() -> None:
+    body = 'vllm:num_requests_waiting{model_name="m} 3\nvllm:num_requests_running 2 1700000000000\n'
+    parsed = parse_wanted(body, WANTED, MARK_PREFIXES)
+    assert parsed.of("vllm:num_requests_waiting") == []
+    assert parsed.of("vllm:num_requests_running")[0].value == 2.0
+
+
+def test_refuses_more_wanted_samples_than_its_bound() -> None:
+    body = "".join(f'vllm:num_requests_waiting{{engine="{i}"}} 1\n' for i in range(MAX_WANTED_SAMPLES + 1))
+    with pytest.raises(ExpositionRefusedError, match="samples"):
+        parse_wanted(body, WANTED, MARK_PREFIXES)
