@@ -9,6 +9,7 @@ from typing import Any
 
 import pynvml
 
+from exporter.catalogue import FIELD_SETS
 from exporter.nvml import CollectorSettings, NvmlCollector
 from simulation import Simulator, install
 from tests.support.clocks import ManualClock
@@ -25,10 +26,12 @@ def collecting(
     scenario: Any, clock: ManualClock, *, sleep: Callable[[float], None] = no_wait, **options: Any
 ) -> Iterator[tuple[Simulator, NvmlCollector]]:
     """A started collector over `scenario` (a name, file or Scenario); closed and uninstalled on exit. `sleep` is how
-    the simulated driver waits; `options` are CollectorSettings fields, or the collector's other arguments."""
+    the simulated driver waits; `options` are CollectorSettings fields (every field is read unless `enabled` says
+    otherwise), or the collector's other arguments."""
     sim = Simulator(scenario, clock=clock, sleep=sleep)
     with install(sim):
         given = {name: options.pop(name) for name in list(options) if name in SETTINGS}
+        given.setdefault("enabled", FIELD_SETS["all"])  # every field unless a test chooses (--field-set all)
         collector = NvmlCollector(pynvml, CollectorSettings(**given), clock=clock, wall_clock=clock, **options)
         collector.start()
         try:

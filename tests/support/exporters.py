@@ -67,6 +67,7 @@ def start_exporter(
     clock_offset: float = 0.0,
     port: int | None = None,
     process_name: str = "",
+    field_set: str = "default",
 ) -> ExporterProcess:
     """Start an exporter for `node` on a scenario (built-in name or file); see `serving` for when it is ready.
 
@@ -77,7 +78,7 @@ def start_exporter(
     port 0. It logs at level info: its "serving" line says where it listens."""
     args = [
         f"--simulate={scenario}", f"--node-name={node}", f"--listen=127.0.0.1:{port or 0}", f"--dialect={dialect}",
-        f"--interval={interval:g}", "--log-level=info",
+        f"--interval={interval:g}", "--log-level=info", f"--field-set={field_set}",
     ]  # fmt: skip
     if seed is not None:
         args.append(f"--seed={seed}")
