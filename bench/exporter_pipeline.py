@@ -23,7 +23,7 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from exporter.catalogue import Dialect  # noqa: E402
+from exporter.catalogue import FIELD_SETS, Dialect  # noqa: E402
 from exporter.exposition import ExpositionRenderer  # noqa: E402
 from exporter.loop import PollLoop  # noqa: E402
 from exporter.nvml import CollectorSettings, NvmlCollector  # noqa: E402
@@ -68,13 +68,17 @@ def scenario(name: str) -> Any:
 
 
 @contextmanager
-def pipeline(name: str, dialect: Dialect = Dialect.DCGM, interval: float = 1.0) -> Iterator[PollLoop]:
-    """A started collector on the simulated scenario, wrapped in a PollLoop (not started: call poll_once or start)."""
+def pipeline(
+    name: str, dialect: Dialect = Dialect.DCGM, interval: float = 1.0, field_set: str = "all"
+) -> Iterator[PollLoop]:
+    """A started collector on the simulated scenario, reading `field_set` (exporter.catalogue.FIELD_SETS), wrapped in
+    a PollLoop (not started: call poll_once or start)."""
+    keys = FIELD_SETS[field_set]
     with install(Simulator(scenario(name))):
-        collector = NvmlCollector(settings=CollectorSettings(interval_seconds=interval))
+        collector = NvmlCollector(settings=CollectorSettings(enabled=keys, interval_seconds=interval))
         collector.start()
         try:
-            renderer = ExpositionRenderer(dialect, interval_seconds=interval, version="bench")
+            renderer = ExpositionRenderer(dialect, selection=keys, interval_seconds=interval, version="bench")
             yield PollLoop(collector, renderer, interval=interval, node=f"{name}-node")
         finally:
             collector.close()

@@ -51,7 +51,7 @@ def main() -> int:
     print(f"{'scenario':8} {'start-up':>9} {f'{first} scrapes':>15} {f'{args.scrapes} scrapes':>16} {'growth':>8}")
     for scenario in SCENARIOS:
         with tempfile.TemporaryDirectory() as tmp:
-            exporter = ExporterProcess(scenario_argument(scenario, Path(tmp)))
+            exporter = ExporterProcess(scenario_argument(scenario, Path(tmp)), "--field-set", "all")
             try:
                 time.sleep(3)
                 start = rss_mib(exporter.pid)

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from exporter.access import Access, load_access, load_reviewed_access
 from exporter.attribution import PodsDocumentBuilder, build_pod_side
-from exporter.catalogue import ALWAYS_SERVED
+from exporter.catalogue import ALWAYS_SERVED, FIELD_SETS
 from exporter.collection import PodAttributor
 from exporter.collectors_file import Selection, SelectionError, load_selection
 from exporter.engines import EngineReader
@@ -256,7 +256,7 @@ def _connection_limits(settings: ExporterSettings) -> ConnectionLimits:
 def run(settings: ExporterSettings) -> None:
     """Run the exporter until SIGTERM/SIGINT. Raises StartupError for failures before serving."""
     selection = _selection(settings)
-    keys = selection.keys | ALWAYS_SERVED if selection is not None else None
+    keys = selection.keys | ALWAYS_SERVED if selection is not None else FIELD_SETS[settings.field_set]
     _security(settings)  # fail on bad TLS/auth files before touching NVML
     connections = ConnectionGuard(_connection_limits(settings))  # and on a cap the open-file limit cannot hold
     try:

@@ -95,7 +95,7 @@ class ExporterSettings(ConnectionSettings):
     collectors: Path | None = setting(
         None,
         "File choosing the exported measurements: catalogue keys or metric names one per line, or dcgm-exporter's "
-        "counters CSV. Default: everything.",
+        "counters CSV. Without it, --field-set chooses.",
         metavar="FILE",
         accepts="a readable file",
     )
@@ -107,6 +107,13 @@ class ExporterSettings(ConnectionSettings):
         "kernel log there. Default: not read.",
         metavar="FILE",
         accepts="a file",
+    )
+    field_set: Annotated[Literal["default", "all"], BeforeValidator(lower)] = setting(
+        "default",
+        "Measurements served without --collectors: 'default' is dcgm-exporter's default counters plus what the "
+        "shipped alerts, recording rules and node board read; 'all' is every field NVML can give (docs/migration.md).",
+        metavar="SET",
+        accepts="default or all",
     )
     tls_cert_file: Path | None = setting(
         None,

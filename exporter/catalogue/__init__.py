@@ -28,6 +28,8 @@ from exporter.catalogue.device import (
     UTILIZATION,
     VGPU,
 )
+from exporter.catalogue.field_sets import ALERTS_READ, FIELD_SET_NAMES, default_reasons, field_sets
+from exporter.catalogue.field_sets import DEFAULT as DEFAULT_FIELD_SET
 from exporter.catalogue.health import ECC, NVLINK_ERRORS, REMAPPED_ROWS, RETIRED_PAGES, VIOLATIONS, XID
 from exporter.catalogue.identity import (
     ALWAYS_LABELLED,
@@ -129,29 +131,12 @@ KEPT_WHILE_DOWN = frozenset({"last_xid", "xid_errors"})
 # feeding dcgm-exporter's default-counters.csv (which leaves ECC out, among others) does not lose its ECC, throttling
 # and memory alerts without noticing; a handful of extra series per GPU is a smaller surprise than a silent alert. The
 # exporter names the ones it adds beyond the file, once, at start-up.
-ALWAYS_SERVED: frozenset[str] = frozenset(
-    {
-        "last_xid",
-        "xid_errors",
-        "ecc_sbe_volatile",
-        "ecc_dbe_volatile",
-        "remapped_rows_correctable",
-        "remapped_rows_uncorrectable",
-        "row_remap_failure",
-        "row_remap_pending",
-        "clock_event_reasons",
-        "gpu_temp",
-        "slowdown_temp",
-        "fb_used",
-        "fb_free",
-        "fb_total",
-        "power_usage",
-        "power_limit",
-    }
-)
+ALWAYS_SERVED: frozenset[str] = ALERTS_READ
 
-# Measurements read when no --collectors file is given: all but the per-link NVLink ones (18 links x 8 GPUs)
-DEFAULT_MEASUREMENTS: frozenset[str] = frozenset(m.key for m in MEASUREMENTS if m.default)
+# Measurements read when no --collectors file is given, per `--field-set` (exporter.catalogue.field_sets)
+FIELD_SETS: Mapping[str, frozenset[str]] = field_sets(MEASUREMENTS)
+DEFAULT_REASONS: Mapping[str, str] = default_reasons(MEASUREMENTS)
+DEFAULT_MEASUREMENTS: frozenset[str] = FIELD_SETS[DEFAULT_FIELD_SET]
 
 __all__ = [
     "ALWAYS_LABELLED",
@@ -168,7 +153,11 @@ __all__ = [
     "DCGM_POD_LABELS",
     "DCGM_TRAILING_LABELS",
     "DCGM_UP",
+    "DEFAULT_FIELD_SET",
     "DEFAULT_MEASUREMENTS",
+    "DEFAULT_REASONS",
+    "FIELD_SETS",
+    "FIELD_SET_NAMES",
     "INFOROM_KEYS",
     "KEPT_WHILE_DOWN",
     "LABEL_BY_KEY",

@@ -11,7 +11,7 @@ import sys
 from collections.abc import Iterable
 from pathlib import Path
 
-from exporter.catalogue import ALWAYS_SERVED, MEASUREMENTS
+from exporter.catalogue import ALWAYS_SERVED, DEFAULT_REASONS, MEASUREMENTS
 from exporter.catalogue.dcgm import NEVER_SERVED
 from exporter.catalogue.dcgm_exporter_files import FILES, CounterLine
 from exporter.catalogue.dcgm_fields import FIELD_IDS
@@ -63,11 +63,19 @@ def _label_row(name: str, field: LabelField) -> str:
     return f"| `{name}` | {_listed(field.dcgm_field, name)} | {prometheus} | {served} | {note} |"
 
 
+def _field_set(measurement: Measurement) -> str:
+    """Which field set serves it without a --collectors file, and why (exporter.catalogue.field_sets)."""
+    reason = DEFAULT_REASONS.get(measurement.key)
+    if reason is not None:
+        return f"default set ({reason})"
+    return "`--field-set all`" if measurement.default else "by name in `--collectors` only"
+
+
 def _measurement_row(name: str, measurement: Measurement, companions: Iterable[Measurement]) -> str:
     prometheus = ", ".join(
         dict.fromkeys(_prometheus(m.prometheus, m.vector) for m in (measurement, *companions) if m.prometheus)
     )
-    notes = []
+    notes = [_field_set(measurement)]
     if measurement.key in ALWAYS_SERVED:
         notes.append("always served (the shipped alerts read it)")
     if measurement.dcgm_computes:
@@ -126,7 +134,7 @@ def _extras() -> list[str]:
             continue
         name = measurement.dcgm.name
         own = f"gpu-pulse's own, not a DCGM field: {measurement.dcgm.help.rstrip('.')}"
-        notes = [] if name.startswith("DCGM_") else [own]
+        notes = [_field_set(measurement)] + ([] if name.startswith("DCGM_") else [own])
         if measurement.key in ALWAYS_SERVED:
             notes.append("always served (the shipped alerts read it)")
         rows.append(
@@ -145,14 +153,15 @@ def table() -> str:
         "`etc/dcp-metrics-included.csv` (dcp) and `etc/1.x-compatibility-metrics.csv` (1.x), whether the line is",
         "enabled (on) or commented out (off) there, and what gpu-pulse does with it. 'Served on' names the GPUs NVML",
         "gives the field on; elsewhere the exporter names the field at start-up and in",
-        "`gpu_pulse_device_unavailable_info` with the reason.",
+        "`gpu_pulse_device_unavailable_info` with the reason. The notes start with the field set that serves the",
+        "field when no `--collectors` file is given (the default set, and why; or only `--field-set all`).",
         "",
         "| dcgm field | listed in | prometheus dialect | served on | notes |",
         "|---|---|---|---|---|",
         *_rows(),
         "",
         "dcgm fields gpu-pulse serves that those files do not list (ask for them by name in `--collectors`, or get",
-        "them by default):",
+        "them with the field set the notes name):",
         "",
         "| dcgm field | prometheus dialect | served on | notes |",
         "|---|---|---|---|",

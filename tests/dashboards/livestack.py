@@ -192,8 +192,9 @@ def running_stack(prometheus_binary: str, workdir: Path) -> Iterator[LiveStack]:
     kube: SimulatedKube | None = None
     try:
         exporters = {
+            # every field: the node board charts each one (the default set's reach is held by test_field_sets)
             (dialect, node): start_exporter(
-                processes, node, scenario, dialect=dialect, process_name=f"exporter-{dialect}-{node}"
+                processes, node, scenario, dialect=dialect, process_name=f"exporter-{dialect}-{node}", field_set="all"
             )
             for dialect, scenario, node in EXPORTERS
         }

@@ -10,6 +10,7 @@ from typing import Any
 
 import pynvml
 
+from exporter.catalogue import FIELD_SETS
 from exporter.nvml import CollectorSettings, NvmlCollector
 from simulation import Simulator, install
 from tests.support.clocks import ManualClock
@@ -31,12 +32,14 @@ def collecting(
     **options: Any,
 ) -> Iterator[tuple[Simulator, NvmlCollector]]:
     """A started collector over `scenario` (a name, file or Scenario); closed and uninstalled on exit. `sleep` is how
-    the simulated driver waits; `options` are CollectorSettings fields, or the collector's other arguments. With a
-    `kernel_log`, the simulated driver writes its kernel log there (unless `driver_writes_kernel_log` is False)."""
+    the simulated driver waits; `options` are CollectorSettings fields (every field is read unless `enabled` says
+    otherwise), or the collector's other arguments. With a `kernel_log`, the simulated driver writes its kernel log
+    there (unless `driver_writes_kernel_log` is False)."""
     kernel_log = options.get("kernel_log") if driver_writes_kernel_log else None
     sim = Simulator(scenario, clock=clock, sleep=sleep, kernel_log_path=Path(kernel_log) if kernel_log else None)
     with install(sim):
         given = {name: options.pop(name) for name in list(options) if name in SETTINGS}
+        given.setdefault("enabled", FIELD_SETS["all"])  # every field unless a test chooses (--field-set all)
         collector = NvmlCollector(pynvml, CollectorSettings(**given), clock=clock, wall_clock=clock, **options)
         collector.start()
         try:

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from exporter.catalogue import BY_KEY, DEFAULT_MEASUREMENTS
+from exporter.catalogue import BY_KEY, DEFAULT_MEASUREMENTS, FIELD_SETS
 from exporter.collection import HistoryPoint
 from exporter.nvml import NVML_MEASUREMENTS, CollectorSettings, enabled_measurements
 from exporter.nvml.discovery import as_flag, cuda_version_string
@@ -177,9 +177,10 @@ def test_history_readers_get_consistent_copies_while_a_writer_appends() -> None:
 
 def test_every_catalogue_measurement_is_read_from_nvml() -> None:
     assert NVML_MEASUREMENTS == frozenset(BY_KEY)
-    # by default all but the per-link NVLink figures (18 links x 8 GPUs of series)
+    # by default the default field set (tests/exporter/test_field_sets.py); every field all but the per-link NVLink
+    # figures (18 links x 8 GPUs of series)
     assert enabled_measurements(None) == DEFAULT_MEASUREMENTS
-    assert NVML_MEASUREMENTS - DEFAULT_MEASUREMENTS == {
+    assert NVML_MEASUREMENTS - FIELD_SETS["all"] == {
         *(f"nvlink_bandwidth_l{link}" for link in range(MAX_LINKS)),
         "nvlink_link_tx",
         "nvlink_link_rx",
@@ -221,7 +222,7 @@ def _keys(entries: tuple[tuple[str, int, int], ...]) -> tuple[str, ...]:
 def test_nvlink_total_needs_both_directions_read() -> None:
     assert _keys(field_entries(frozenset({"nvlink_total"}))) == ("nvlink_tx", "nvlink_rx")
     assert _keys(field_entries(frozenset({"memory_temp"}))) == ("memory_temp",)
-    assert set(_keys(field_entries(DEFAULT_MEASUREMENTS, links=18))) == set(FIELDS)
+    assert set(_keys(field_entries(FIELD_SETS["all"], links=18))) == set(FIELDS)
 
 
 def test_per_link_figures_read_each_link_in_both_directions_up_to_dcgms_18() -> None:

@@ -68,6 +68,7 @@ def start_exporter(
     port: int | None = None,
     process_name: str = "",
     extra_args: tuple[str, ...] = (),
+    field_set: str = "default",
 ) -> ExporterProcess:
     """Start an exporter for `node` on a scenario (built-in name or file); see `serving` for when it is ready.
 
@@ -79,7 +80,7 @@ def start_exporter(
     listens."""
     args = [
         f"--simulate={scenario}", f"--node-name={node}", f"--listen=127.0.0.1:{port or 0}", f"--dialect={dialect}",
-        f"--interval={interval:g}", "--log-level=info",
+        f"--interval={interval:g}", "--log-level=info", f"--field-set={field_set}",
     ]  # fmt: skip
     if seed is not None:
         args.append(f"--seed={seed}")

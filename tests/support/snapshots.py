@@ -7,7 +7,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 
-from exporter.catalogue import MEASUREMENTS, Dialect
+from exporter.catalogue import FIELD_SETS, MEASUREMENTS, Dialect
 from exporter.exposition import ExpositionRenderer
 from exporter.loop import PodsView, PollLoop
 from exporter.nvml import CollectorSettings, NvmlCollector
@@ -213,7 +213,8 @@ def simulated_node(
 ) -> Iterator[SimulatedNode]:
     """The real pipeline on simulated GPUs: Simulator -> pynvml -> NvmlCollector -> PollLoop (not started)."""
     with install(Simulator(scenario)) as simulator:
-        collector = NvmlCollector(settings=CollectorSettings(interval_seconds=interval))
+        # every field (--field-set all): the tests over it check every measurement's path
+        collector = NvmlCollector(settings=CollectorSettings(enabled=FIELD_SETS["all"], interval_seconds=interval))
         collector.start()
         try:
             renderer = ExpositionRenderer(dialect, interval_seconds=interval, version="test")

@@ -115,6 +115,7 @@ Deployment's checksum all hold the same pair.
 - --listen=0.0.0.0:{{ .Values.exporter.port }}
 - --dialect={{ .Values.exporter.dialect }}
 - --interval={{ .Values.exporter.interval }}
+- --field-set={{ .Values.exporter.fieldSet }}
 - --log-format=json
 {{- if .Values.exporter.auth.enabled }}
 - --auth-allowed-users={{ include "gpu-pulse.adapter.user" . }}
