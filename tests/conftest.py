@@ -12,7 +12,7 @@ from collections.abc import Generator
 import pytest
 from hypothesis import HealthCheck, settings
 
-from tests.lanes import ProcessWatch, check_listed_paths, is_slow
+from tests.lanes import ProcessWatch, check_listed_paths, is_slow, longest_first
 
 settings.register_profile("gpu-pulse", deadline=None, suppress_health_check=[HealthCheck.too_slow], print_blob=True)
 settings.load_profile("gpu-pulse")
@@ -26,6 +26,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if is_slow(item):
             item.add_marker(pytest.mark.slow)
+    longest_first(items)
 
 
 @pytest.hookimpl(wrapper=True)
