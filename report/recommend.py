@@ -117,7 +117,8 @@ def _mig(f: WorkloadFigures, t: Thresholds, usage: str, cost_per_hour: float) ->
         (
             f"each pod holds {now} and kept at most {percent(f.gpu_need_p99)} of a GPU busy (p99) with memory p99 "
             f"{gib(f.memory_p99)}",
-            f"{best.name} ({best.compute_slices}/{best.compute_total} of the compute, {best.memory_gb} GB) is the "
+            f"{best.name} ({best.compute_slices}/{best.compute_total} of the compute, {gib(best.memory_bytes)}"
+            f"{'' if best.listed else ', estimated'}) is the "
             f"smallest {model.product} profile that holds p99 + {percent(t.headroom)} headroom: "
             f"{percent(need)} of the GPU and {gib(memory)}",
             f"{usage}; it saves {hours(saved)} ({percent(1 - float(best.gpu_fraction) / current)} of what it held)",

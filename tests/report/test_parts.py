@@ -205,3 +205,13 @@ def test_a_slice_held_briefly_is_not_rounded_to_nothing() -> None:
     t = Thresholds.model_validate({"min_gpu_hours": 0.05})
     why = recommend(figures(held_gpu_hours=0.048, known_gpu_hours=0.048), t).why[0]
     assert why.startswith("it held 0.048 GPU-hours, under the 0.05 needed"), why
+
+
+def test_a_profile_fits_by_the_memory_an_instance_really_has() -> None:
+    """Issue 43: a pod with memory p99 31.5 GiB on an H100 80GB needs 37.8 GiB with the headroom. A 3g.40gb instance
+    holds 39.50 GiB (`nvidia-smi mig -lgip`), not the 40e9 bytes (37.25 GiB) of its name: it fits."""
+    t = Thresholds.model_validate({})
+    fit = recommend(figures(gpu_need_p99=0.3, memory_p99=31.5 * 2**30), t)
+    assert (fit.action, fit.profile) == (Action.MIG, "3g.40gb"), fit.why
+    assert fit.profile_memory_bytes == 39.5 * 2**30
+    assert "39.50 GiB" in fit.why[1]
