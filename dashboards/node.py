@@ -159,7 +159,15 @@ class NodeBoard:
             variables=(
                 Variable("cluster", "Cluster", f"label_values({up}, cluster)"),
                 job_variable(jobs.exporter, "gpu_pulse_snapshot_timestamp_seconds", "exporters"),
-                Variable("node", "Node", f'label_values({up}{{job=~"$job", cluster=~"$cluster"}}, {v.node})'),
+                Variable(
+                    "node",
+                    "Node",
+                    f'label_values({up}{{job=~"$job", cluster=~"$cluster"}}, {v.node})',
+                    multi=False,
+                    include_all=False,
+                    description="The node whose GPUs are shown: one at a time (the board draws every measurement of "
+                    "each GPU); the cluster and namespace boards compare nodes.",
+                ),
                 Variable(
                     "gpu",
                     "GPU",
