@@ -30,6 +30,7 @@ from grafana_foundation_sdk.models.dashboard import (
     DashboardCursorSync,
     DashboardLinkType,
     DataSourceRef,
+    DynamicConfigValue,
     VariableHide,
     VariableOption,
     VariableRefresh,
@@ -231,9 +232,11 @@ class Board:
         stacked: bool = False,
         max_value: float | None = None,
         min_interval: str | None = None,
+        limits: int = 0,
     ) -> Board:
         """A time series panel; `min_interval` (Grafana's "Min interval") is the least step its queries are sent at:
-        RECORDED for series written once per recording interval (the fastest of those the queries read)."""
+        RECORDED for series written once per recording interval (the fastest of those the queries read). The last
+        `limits` queries are the bounds of the others (a power limit, a slowdown temperature): dashed, not filled."""
         panel = (
             timeseries.Panel()
             .id(self._id())
@@ -260,6 +263,14 @@ class Board:
             panel.interval(recorded_step(queries) if min_interval == RECORDED else min_interval)
         if stacked:
             panel.stacking(StackingConfig().mode(StackingMode.NORMAL)).fill_opacity(40)
+        for ref in REF_IDS[len(queries) - limits : len(queries)] if limits else ():
+            panel.override_by_query(
+                ref,
+                [
+                    DynamicConfigValue(id_val="custom.lineStyle", value={"fill": "dash", "dash": [10, 10]}),
+                    DynamicConfigValue(id_val="custom.fillOpacity", value=0),
+                ],
+            )
         self._builder.with_panel(panel)
         return self
 

@@ -299,3 +299,18 @@ def test_the_node_board_opens_on_one_node(path: Path) -> None:
     """Grafana opens a variable without `All` on its first value: the board draws one node's GPUs, not every one's."""
     node = _variables(_load(path))["node"]
     assert node["includeAll"] is False and node["multi"] is False
+
+
+@pytest.mark.parametrize("dialect", list(Dialect))
+def test_static_limits_are_dashed_lines_on_what_they_bound(dialect: Dialect) -> None:
+    """The power limit on power draw, the temperature thresholds on the GPU temperature, the size on memory used:
+    dashed lines beside the figure they bound, not panels of their own."""
+    document = _load(ROOT / "dist" / f"gpu-pulse-node-{dialect}.json")
+    by_title = {p["title"]: p for p in panels(document)}
+    for title in ("Power limit", "Slowdown temperature", "Shutdown temperature", "Memory total"):
+        assert title not in by_title, title
+    for title, limits in (("Power draw", 1), ("GPU temperature", 3), ("Memory used", 1)):
+        panel = by_title[title]
+        dashed = {o["matcher"]["options"] for o in panel["fieldConfig"]["overrides"]}
+        refs = [t["refId"] for t in panel["targets"]]
+        assert dashed == set(refs[-limits:]) and len(refs) == limits + 1, (title, refs, dashed)
