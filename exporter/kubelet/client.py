@@ -122,12 +122,20 @@ class PodResourcesClient:
         """Ask the timer for a List now, instead of at the end of the current wait."""
         self._wake.set()
 
+    def _missing(self) -> str:
+        """The socket is not there: where it was looked for, and the setting that moves it (k0s and MicroK8s keep
+        the kubelet's directory elsewhere than /var/lib/kubelet)."""
+        return (
+            f"socket {self.socket_path} does not exist; if the kubelet keeps it elsewhere, set --kubelet-socket "
+            "(the Helm chart's kubeletPath value, the host directory that holds it)"
+        )
+
     # ---- one call ----------------------------------------------------------------------------------------------------
     def list_pods(self) -> tuple[PodResources, ...]:
         """Call List once on the current socket (blocking, at most `call_timeout`); raise KubeletCallError."""
         identity = self._socket_identity()
         if identity is None:
-            raise KubeletCallError("UNAVAILABLE", f"socket {self.socket_path} does not exist")
+            raise KubeletCallError("UNAVAILABLE", self._missing())
         with self._lock:
             if self._stop.is_set():
                 raise KubeletCallError("CANCELLED", "the client is closed")
@@ -155,7 +163,7 @@ class PodResourcesClient:
             identity = self._socket_identity()
             if identity is None:
                 self._drop_channel()
-                self._record_failure(f"socket {self.socket_path} does not exist", called=False)
+                self._record_failure(self._missing(), called=False)
                 self._wait(None, timeout=None)  # until the socket appears (or close())
                 continue
             started = self._clock()

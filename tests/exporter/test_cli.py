@@ -59,6 +59,13 @@ def test_bad_configuration_exits_2_with_one_line(argv: list[str], environ: dict[
     assert lines[0].startswith("gpu-pulse-exporter: error: ") and names in lines[0]
 
 
+def test_a_bad_listen_address_says_what_is_accepted_once() -> None:
+    stderr = io.StringIO()
+    assert main(["--listen", "nowhere"], {}, stderr, runner=lambda settings: None) == 2
+    line = stderr.getvalue().strip()
+    assert line.count("host:port, [ipv6]:port or :port") == 1 and line.endswith("got 'nowhere'"), line
+
+
 def _startup_error(argv: list[str]) -> StartupError:
     settings = load_settings(argv, {}, hostname=lambda: "h")
     with pytest.raises(StartupError) as error:
@@ -376,7 +383,8 @@ def test_a_missing_kubelet_socket_leaves_it_ready_and_says_so(tmp_path: Path) ->
             time.sleep(0.05)
         assert status == 200, body
         text = body.decode()
-        assert f"kubelet pod-resources unavailable (socket {socket_path} does not exist): no pod mapping yet" in text
+        assert f"kubelet pod-resources unavailable (socket {socket_path} does not exist; " in text
+        assert "--kubelet-socket (the Helm chart's kubeletPath value" in text and "no pod mapping yet" in text
         assert b"gpu_pulse_kubelet_up 0" in _get(url + "/metrics")[1]
 
 
