@@ -90,6 +90,10 @@ class _Demo:
 
     # -- output --
 
+    def verbatim(self, block: str) -> None:
+        """Lines a user copies (YAML, a command), printed as they are, without the time stamps of log lines."""
+        print(block, file=self.out, flush=True)
+
     def say(self, message: str) -> None:
         if self.terminal:
             print(message, file=self.out, flush=True)
@@ -209,7 +213,10 @@ class _Demo:
         url = server_url(listen, port)
         self.say(f"adapter serving custom.metrics.k8s.io and external.metrics.k8s.io on {url} (direct source)")
         if adapter.keda is not None:
-            self.say(keda_lines(adapter.keda.address, adapter.keda.tls, trust.ca_file))
+            header, trigger, call = keda_lines(adapter.keda.address, adapter.keda.tls, trust.ca_file)
+            self.say(header)
+            self.verbatim(trigger)  # paste-able YAML: no time stamps
+            self.say(call)
         return url
 
     async def _adapter_ready(
