@@ -90,6 +90,7 @@ class PodResourcesClient:
         self._channel_identity: _SocketIdentity | None = None
         self._stop = threading.Event()
         self._wake = threading.Event()
+        self._answered = threading.Event()  # set by the first List's outcome (pods, or why not)
         self._thread: threading.Thread | None = None
 
     # ---- what the poll loop reads -----------------------------------------------------------------------------------
@@ -108,6 +109,12 @@ class PodResourcesClient:
         self._stop.clear()
         self._thread = threading.Thread(target=self._run, name="kubelet-pod-resources", daemon=True)
         self._thread.start()
+
+    def wait_first_answer(self, timeout: float) -> bool:
+        """Wait at most `timeout` seconds for the timer's first List to succeed or fail (a missing socket fails at
+        once); False if it has not. The exporter waits before its first poll, so that the first snapshot's device
+        series already carry their pods' labels."""
+        return self._answered.wait(timeout)
 
     def close(self) -> None:
         """Stop the timer and cancel a call in flight (closing the channel ends it at once)."""
@@ -210,6 +217,7 @@ class PodResourcesClient:
             last_error=None,
             last_duration_seconds=duration,
         )
+        self._answered.set()
 
     def _record_failure(self, message: str, *, called: bool, duration: float = 0.0) -> None:
         old = self._state
@@ -223,6 +231,7 @@ class PodResourcesClient:
             last_error=message,
             last_duration_seconds=duration,
         )
+        self._answered.set()
 
     # ---- the channel -------------------------------------------------------------------------------------------------
     def _socket_identity(self) -> _SocketIdentity | None:
