@@ -9,6 +9,7 @@ from pathlib import Path
 
 import yaml
 
+from simulation.demo.kedastate import trigger_metadata
 from simulation.demo.scenarios import DEPLOYMENT, NAMESPACE, SELECTOR, STATEFUL_SET
 
 _SELECTOR = urllib.parse.quote(SELECTOR, safe="")
@@ -59,13 +60,7 @@ def keda_lines(address: str, tls: bool, ca_file: Path) -> tuple[str, str, str]:
     """Where KEDA's external scaler serves (a log line), a ScaledObject trigger on the demo's Deployment (YAML to
     paste under a ScaledObject's `triggers:`, printed without time stamps), and a grpcurl command that asks the scaler
     what KEDA asks it (IsActive)."""
-    metadata = {
-        "scalerAddress": address,
-        "metric": "gpu_utilization",
-        "podSelector": SELECTOR,
-        "target": "60",
-        "activationTarget": "5",
-    }
+    metadata = trigger_metadata(address)
     trigger = {"type": "external-push", "metadata": metadata}
     security = f"TLS, CA {ca_file} (the trigger's caCert)" if tls else "plaintext"
     text = yaml.safe_dump([trigger], sort_keys=False).rstrip()

@@ -23,6 +23,7 @@ from tests.adapter.test_demo_run import RunningDemo, running_demo, stops_cleanly
 from tests.support import keda
 from tests.support.kubectl import kubectl_get_raw
 from tests.support.tools import require_tool
+from tests.support.waiting import holds_within
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -101,6 +102,8 @@ def test_the_demo_serves_kedas_external_scaler(tmp_path: Path) -> None:
             assert client.is_active(keda.scaled_object("demo", metadata)).result is True
             asked = keda.scaled_object(request["namespace"], request["scalerMetadata"], request["name"])
             assert client.is_active(asked).result is True  # what the printed command sends
+            # the live summary says what the scaler says of the printed trigger
+            assert holds_within(lambda: "KEDA trigger (activationTarget 5): active" in demo.output(), within=30)
             # embeddings run at 5-17 %, below their activation target: first seen, they count as active until they
             # have been quiet for --keda-deactivate-after; then KEDA may scale them to zero
             stream = client.stream_is_active(keda.scaled_object("demo", shared), timeout=60)
