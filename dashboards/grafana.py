@@ -28,7 +28,9 @@ from grafana_foundation_sdk.models.common import (
 )
 from grafana_foundation_sdk.models.dashboard import (
     DashboardCursorSync,
+    DashboardLinkType,
     DataSourceRef,
+    DynamicConfigValue,
     VariableHide,
     VariableOption,
     VariableRefresh,
@@ -79,6 +81,43 @@ def recorded_step(queries: tuple[Query, ...]) -> str:
     return min(every, key=parse_duration)
 
 
+# Every board, for the links each one carries to the others (Grafana's dashboard links, top right): by uid, with the
+# title of its link. Each link keeps the time range, the data source and the cluster (`${var:queryparam}`), and
+# nothing else: the boards' `job` variables name different jobs (exporters, adapter).
+BOARD_LINKS: tuple[tuple[str, str], ...] = (
+    ("gpu-pulse-cluster", "Cluster"),
+    ("gpu-pulse-node-prometheus", "Node (prometheus dialect)"),
+    ("gpu-pulse-node-dcgm", "Node (dcgm dialect)"),
+    ("gpu-pulse-namespace", "Namespace"),
+    ("gpu-pulse-waste", "Waste"),
+    ("gpu-pulse-autoscaling", "Autoscaling"),
+)
+CARRIED = "${datasource:queryparam}&${cluster:queryparam}"
+
+
+def board_url(uid: str, *params: str) -> str:
+    """A link to the board `uid` with the data source and cluster of this one, and `params` (`var-x=...`)."""
+    return f"/d/{uid}?" + "&".join((CARRIED, *params))
+
+
+@dataclass(frozen=True, slots=True)
+class DrillDown:
+    """A table's data link: a row opens the board `uid` with each of its `variables` set to the row's value of the
+    field (label) of the same name, over the table's time range."""
+
+    uid: str
+    title: str
+    variables: tuple[str, ...]
+
+    def url(self) -> str:
+        chosen = (f"var-{name}=${{__data.fields.{name}}}" for name in self.variables)
+        return board_url(self.uid, *chosen, "${__url_time_range}")
+
+
+NAMESPACE_DRILL = DrillDown("gpu-pulse-namespace", "Open the namespace's board", ("namespace",))
+WORKLOAD_DRILL = DrillDown("gpu-pulse-namespace", "Open the workload on the namespace board", ("namespace", "workload"))
+
+
 @dataclass(frozen=True, slots=True)
 class Query:
     expr: str
@@ -95,6 +134,7 @@ class Variable:
     multi: bool = True
     description: str = ""
     current: str | None = None  # the value selected when the dashboard opens (default: All)
+    include_all: bool = True  # without `All`, Grafana opens on the first value (one node, not every node's panels)
 
 
 @dataclass(slots=True)
@@ -125,6 +165,16 @@ class Board:
                 .type("prometheus")
             )
         )
+        for uid, title in BOARD_LINKS:
+            if uid != self.uid:
+                self._builder.link(
+                    gdb.DashboardLink(title)
+                    .type(DashboardLinkType.LINK)
+                    .url(board_url(uid))
+                    .keep_time(True)
+                    .tooltip(f"The gpu-pulse {title.lower()} board, same time range, data source and cluster")
+                    .icon("dashboard")
+                )
         for var in self.variables:
             variable = (
                 gdb.QueryVariable(var.name)
@@ -135,9 +185,10 @@ class Board:
                 .refresh(VariableRefresh.ON_TIME_RANGE_CHANGED)
                 .sort(VariableSort.ALPHABETICAL_ASC)
                 .multi(var.multi)
-                .include_all(True)
-                .all_value(".*")
+                .include_all(var.include_all)
             )
+            if var.include_all:
+                variable.all_value(".*")
             if var.current is not None:
                 variable.current(VariableOption(selected=True, text=var.current, value=var.current))
             self._builder.with_variable(variable)
@@ -181,9 +232,11 @@ class Board:
         stacked: bool = False,
         max_value: float | None = None,
         min_interval: str | None = None,
+        limits: int = 0,
     ) -> Board:
         """A time series panel; `min_interval` (Grafana's "Min interval") is the least step its queries are sent at:
-        RECORDED for series written once per recording interval (the fastest of those the queries read)."""
+        RECORDED for series written once per recording interval (the fastest of those the queries read). The last
+        `limits` queries are the bounds of the others (a power limit, a slowdown temperature): dashed, not filled."""
         panel = (
             timeseries.Panel()
             .id(self._id())
@@ -210,6 +263,14 @@ class Board:
             panel.interval(recorded_step(queries) if min_interval == RECORDED else min_interval)
         if stacked:
             panel.stacking(StackingConfig().mode(StackingMode.NORMAL)).fill_opacity(40)
+        for ref in REF_IDS[len(queries) - limits : len(queries)] if limits else ():
+            panel.override_by_query(
+                ref,
+                [
+                    DynamicConfigValue(id_val="custom.lineStyle", value={"fill": "dash", "dash": [10, 10]}),
+                    DynamicConfigValue(id_val="custom.fillOpacity", value=0),
+                ],
+            )
         self._builder.with_panel(panel)
         return self
 
@@ -242,8 +303,16 @@ class Board:
         return self
 
     def table(
-        self, title: str, description: str, unit: str, *queries: Query, width: int = 24, height: int = 8
+        self,
+        title: str,
+        description: str,
+        unit: str,
+        *queries: Query,
+        width: int = 24,
+        height: int = 8,
+        drill_down: DrillDown | None = None,
     ) -> Board:
+        """A table of instant values; `drill_down` makes each row a link to the board that details it."""
         panel = (
             table.Panel()
             .id(self._id())
@@ -256,6 +325,8 @@ class Board:
             .height(height)
             .show_header(True)
         )
+        if drill_down is not None:
+            panel.data_links([gdb.DashboardLink(drill_down.title).url(drill_down.url())])
         self._builder.with_panel(panel)
         return self
 

@@ -134,6 +134,16 @@ TITLES = {
 }
 
 
+# Static limits drawn as dashed lines on the panel of what they bound, not as panels of their own: the power limit on
+# power draw, the slowdown, shutdown and max operating temperatures on the GPU temperature, the size on memory used.
+LIMITS: dict[str, tuple[str, ...]] = {
+    "power_usage": ("power_limit",),
+    "gpu_temp": ("max_operating_temp", "slowdown_temp", "shutdown_temp"),
+    "fb_used": ("fb_total",),
+}
+BOUND_BY = {limit: bounded for bounded, limits in LIMITS.items() for limit in limits}
+
+
 def covered_keys(dialect: Dialect) -> frozenset[str]:
     return frozenset(k for _, keys in SECTIONS for k in keys if BY_KEY[k].rendering(dialect) is not None)
 
@@ -163,7 +173,15 @@ class NodeBoard:
             variables=(
                 Variable("cluster", "Cluster", f"label_values({up}, cluster)"),
                 job_variable(jobs.exporter, "gpu_pulse_snapshot_timestamp_seconds", "exporters"),
-                Variable("node", "Node", f'label_values({up}{{job=~"$job", cluster=~"$cluster"}}, {v.node})'),
+                Variable(
+                    "node",
+                    "Node",
+                    f'label_values({up}{{job=~"$job", cluster=~"$cluster"}}, {v.node})',
+                    multi=False,
+                    include_all=False,
+                    description="The node whose GPUs are shown: one at a time (the board draws every measurement of "
+                    "each GPU); the cluster and namespace boards compare nodes.",
+                ),
                 Variable(
                     "gpu",
                     "GPU",
@@ -182,6 +200,8 @@ class NodeBoard:
         return f"{{{{{v.node}}}}} GPU {{{{gpu}}}} {{{{{v.mig_profile}}}}} {{{{{v.gpu_instance}}}}}"
 
     def measurement(self, key: str) -> None:
+        if key in BOUND_BY and self.vocab.rendering(BOUND_BY[key]) is not None:
+            return  # a dashed line on the panel of what it bounds
         measurement = BY_KEY[key]
         rendering = self.vocab.rendering(key)
         title, description = TITLES[key]
@@ -207,8 +227,19 @@ class NodeBoard:
         if rendering.type is MetricType.COUNTER and not rate and not measurement.unit.endswith("/s"):
             description += " Running total."
         unit = base.grafana_rate if rate else base.grafana
+        limits = [k for k in LIMITS.get(key, ()) if self.vocab.rendering(k) is not None]
+        for limit in limits:
+            queries += (Query(self.vocab.to_base_unit(limit, self.selector(limit)), f"{legend} {TITLES[limit][0]}"),)
+        if limits:
+            description += f" Dashed: {', '.join(TITLES[k][0].lower() for k in limits)}."
         self.board.timeseries(
-            title, description, unit, *queries, width=8, max_value=1 if unit == "percentunit" else None
+            title,
+            description,
+            unit,
+            *queries,
+            width=8,
+            max_value=1 if unit == "percentunit" else None,
+            limits=len(limits),
         )
 
     def _const_legend(self, key: str) -> str:

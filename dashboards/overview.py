@@ -4,7 +4,7 @@ works with exporters of either dialect.
 
 from __future__ import annotations
 
-from dashboards.grafana import RECORDED, Board, Query, Variable, job_variable, matcher
+from dashboards.grafana import NAMESPACE_DRILL, RECORDED, Board, Query, Variable, job_variable, matcher
 from rules.jobs import Jobs
 from rules.names import CLUSTER_UTIL_COUNT, CLUSTER_UTIL_SUM
 
@@ -109,6 +109,7 @@ def overview_board(jobs: Jobs) -> Board:
             "{{namespace}}",
         ),
         width=12,
+        drill_down=NAMESPACE_DRILL,
     )
     b.row("Health")
     b.table(

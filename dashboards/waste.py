@@ -6,7 +6,7 @@ the report over the same window gives the same figures (docs/rightsizing.md).
 
 from __future__ import annotations
 
-from dashboards.grafana import Board, Query, Variable, job_variable, matcher
+from dashboards.grafana import NAMESPACE_DRILL, WORKLOAD_DRILL, Board, Query, Variable, job_variable, matcher
 from rules.jobs import Jobs
 from rules.names import POD_SHARING
 from toolkit.thresholds import Thresholds
@@ -117,6 +117,7 @@ def waste_board(jobs: Jobs) -> Board:
         "short",
         Query(f"topk(20, {hours('namespace_workload:gpu_pulse_pod_idle_gpus:sum', WORKLOAD)})"),
         width=12,
+        drill_down=WORKLOAD_DRILL,
     )
     b.table(
         "Idle share by workload",
@@ -125,6 +126,7 @@ def waste_board(jobs: Jobs) -> Board:
         "percentunit",
         Query(f"topk(20, {idle_share()})"),
         width=12,
+        drill_down=WORKLOAD_DRILL,
     )
     b.table(
         "GPU-hours by namespace",
@@ -133,5 +135,6 @@ def waste_board(jobs: Jobs) -> Board:
         Query(hours("namespace:gpu_pulse_pod_held_gpus:sum", "cluster, namespace"), "held"),
         Query(hours("namespace:gpu_pulse_pod_busy_gpus:sum", "cluster, namespace"), "busy"),
         Query(hours("namespace:gpu_pulse_pod_idle_gpus:sum", "cluster, namespace"), "idle"),
+        drill_down=NAMESPACE_DRILL,
     )
     return b

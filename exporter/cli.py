@@ -57,15 +57,21 @@ class StartupError(Exception):
 
 
 def _selection(settings: ExporterSettings) -> Selection | None:
-    """The `--collectors` file, parsed; the measurements the shipped alerts read are added to it (and named)."""
+    """The `--collectors` file, parsed; the measurements the shipped alerts read are added to it (and named), unless
+    `--collectors-exact` asks for the file alone (then the alerts left without their series are named)."""
     if settings.collectors is None:
         return None
     try:
         selection = load_selection(settings.collectors)
     except SelectionError as error:
         raise StartupError(str(error), 2) from None
-    log_added(selection, settings.dialect, f"--collectors {settings.collectors}")
+    log_added(selection, settings.dialect, f"--collectors {settings.collectors}", exact=settings.collectors_exact)
     return selection
+
+
+def always_served(settings: ExporterSettings) -> frozenset[str]:
+    """What is served whatever `--collectors` says: what the shipped alerts read, or nothing with --collectors-exact."""
+    return frozenset() if settings.collectors_exact else ALWAYS_SERVED
 
 
 def label_fields(selection: Selection | None) -> tuple[tuple[str, str], ...]:
@@ -256,7 +262,7 @@ def _connection_limits(settings: ExporterSettings) -> ConnectionLimits:
 def run(settings: ExporterSettings) -> None:
     """Run the exporter until SIGTERM/SIGINT. Raises StartupError for failures before serving."""
     selection = _selection(settings)
-    keys = selection.keys | ALWAYS_SERVED if selection is not None else FIELD_SETS[settings.field_set]
+    keys = selection.keys | always_served(settings) if selection is not None else FIELD_SETS[settings.field_set]
     _security(settings)  # fail on bad TLS/auth files before touching NVML
     connections = ConnectionGuard(_connection_limits(settings))  # and on a cap the open-file limit cannot hold
     try:
@@ -288,7 +294,7 @@ def run(settings: ExporterSettings) -> None:
             interval_seconds=settings.interval,
             version=package_version(),
             families=selection.families if selection is not None else (),
-            canonical_too=ALWAYS_SERVED,
+            canonical_too=always_served(settings),
             label_fields=label_fields(selection),
             hostname_label=settings.dcgm_hostname_label,
         )

@@ -134,10 +134,26 @@ def _where(devices: list[str], gpus: int, instances: int) -> str:
     return shown if len(devices) <= 6 else f"{shown} and {len(devices) - 6} more"
 
 
-def log_added(selection: Selection | None, dialect: Dialect, origin: str) -> None:
+def log_added(selection: Selection | None, dialect: Dialect, origin: str, *, exact: bool = False) -> None:
+    """One line at start-up: the families served beyond the file (with the flag that turns that off), or, with
+    `exact`, the same families left out, so that nobody waits for an alert whose series are not there."""
     added = added_beyond(selection, dialect)
-    if added:
-        log.warning("%s leaves out what the shipped alerts read; serving these too: %s", origin, ", ".join(added))
+    if not added:
+        return
+    if exact:
+        log.warning(
+            "%s leaves out what the shipped alerts read; served exactly (--collectors-exact), so the alerts reading "
+            "these do not fire on this node: %s",
+            origin,
+            ", ".join(added),
+        )
+    else:
+        log.warning(
+            "%s leaves out what the shipped alerts read; serving these too: %s (--collectors-exact serves the file "
+            "alone)",
+            origin,
+            ", ".join(added),
+        )
 
 
 class UnservedReport:

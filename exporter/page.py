@@ -34,6 +34,14 @@ ul{margin:0;padding-left:1.1em}
 """
 
 
+UTIL_COLOUR, MEMORY_COLOUR = "#2563eb", "#9333ea"
+# what the two sparklines of a row are: utilization (0-100 %) above, memory used (0 to the device's size) below
+_LEGEND = (
+    f'<br><span class="muted"><span style="color:{UTIL_COLOUR}">&#9644;</span> utilization, 0-100 % '
+    f'<span style="color:{MEMORY_COLOUR}">&#9644;</span> memory used, 0 to its size</span>'
+)
+
+
 def _fmt_percent(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.0f} %"
 
@@ -75,9 +83,20 @@ def _sparks(reading: DeviceReading, history: History, window: float) -> str:
     util = [(p.at, p.utilization_percent) for p in points if p.utilization_percent is not None]
     mem = [(p.at, p.memory_used_bytes) for p in points if p.memory_used_bytes is not None]
     total = reading.values.get("fb_total") or max((m for _, m in mem), default=0.0)
-    return sparkline(util, 0.0, 100.0, title=f"utilization, last {minutes}", colour="#2563eb") + sparkline(
-        mem, 0.0, float(total), title=f"memory used, last {minutes}", colour="#9333ea"
+    return sparkline(util, 0.0, 100.0, title=f"utilization, last {minutes}", colour=UTIL_COLOUR) + sparkline(
+        mem, 0.0, float(total), title=f"memory used, last {minutes}", colour=MEMORY_COLOUR
     )
+
+
+def _utilization(reading: DeviceReading) -> str:
+    """A GPU's NVML utilization; a MIG instance's graphics-engine activity (GPM, Hopper and newer), the figure its
+    sparkline draws (exporter/nvml/collector.py, `_remember`): NVML gives no utilization per MIG instance."""
+    if not reading.is_mig:
+        return _fmt_percent(reading.values.get("gpu_util"))
+    active = reading.values.get("gr_engine_active")
+    if active is None:
+        return '<span class="muted">unknown: no per-instance figure without GPM (before Hopper)</span>'
+    return f'{active:.0f} % <span class="muted">(engine active, GPM)</span>'
 
 
 def _pods_cell(uses: Sequence[PodDeviceUse]) -> str:
@@ -112,7 +131,7 @@ def _row(reading: DeviceReading, uses: Sequence[PodDeviceUse], history: History,
         name,
         model,
         state,
-        _fmt_percent(values.get("gpu_util")) if reading.up else "",
+        _utilization(reading) if reading.up else "",
         _fmt_memory(values.get("fb_used"), values.get("fb_total")) if reading.up else "",
         _pods_cell(uses),
         _sparks(reading, history, window) if reading.up else "",
@@ -153,7 +172,7 @@ def render_page(
             "utilization",
             "memory",
             "pods",
-            f"last {window_seconds / 60:g} min",
+            f"last {window_seconds / 60:g} min {_LEGEND}",
         )
     )
     rows = "".join(

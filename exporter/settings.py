@@ -115,6 +115,13 @@ class ExporterSettings(ConnectionSettings):
         metavar="SET",
         accepts="default or all",
     )
+    collectors_exact: bool = setting(
+        False,
+        "Serve exactly the measurements the --collectors file lists, as dcgm-exporter does, for a fixed series "
+        "budget. Default: the measurements the shipped alerts read are served too, and named in the log.",
+        metavar="",
+        accepts="true or false",
+    )
     tls_cert_file: Path | None = setting(
         None,
         "Serve HTTPS with this PEM certificate (chain); needs --tls-private-key-file.",
@@ -234,6 +241,12 @@ class ExporterSettings(ConnectionSettings):
         le=60,
         allow_inf_nan=False,
     )
+
+    @model_validator(mode="after")
+    def _exact_needs_a_file(self) -> ExporterSettings:
+        if self.collectors_exact and self.collectors is None:
+            raise ValueError("--collectors-exact needs --collectors: without a file every measurement is served")
+        return self
 
     @model_validator(mode="after")
     def _pairs(self) -> ExporterSettings:

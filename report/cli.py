@@ -1,6 +1,8 @@
 """`gpu-pulse-report`: settings, then one report, then exit. Exit codes: 0 written, 1 Prometheus could not answer
 (one line naming the query), 2 a setting or input file the user can fix (one line naming the flag), or the `report`
-extra missing (numpy and matplotlib: the services' install and images do without them)."""
+extra missing (numpy and matplotlib: the services' install and images do without them), 3 the window held no pod
+series, so there was nothing to judge (one line naming the series, the Prometheus and the window; the page and
+report.json say the same, so that a scheduled run does not pass an empty report off as a verdict)."""
 
 from __future__ import annotations
 
@@ -64,5 +66,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         outputs = run.write_outputs(report, settings.output)
     except OSError as exc:
         return _fail(f"--output {settings.output}: cannot write: {exc.strerror or exc}", 2)
+    if report.nothing_to_judge is not None:
+        return _fail(f"{report.nothing_to_judge}; {outputs.html} says so", 3)
     print(f"wrote {outputs.html} and {outputs.json} ({len(report.workloads)} workloads)", file=sys.stderr)
     return 0

@@ -43,6 +43,7 @@ def report_document(report: Report) -> dict[str, Any]:
     }
     return {
         "apiVersion": SCHEMA,
+        "nothing_to_judge": report.nothing_to_judge,  # the window held no pod series: no figure below is a verdict
         "prometheus": report.prometheus_url,
         "generated_at": report.generated_at,
         "window": {"start": report.start, "end": report.end, "step_seconds": report.step},
@@ -51,9 +52,17 @@ def report_document(report: Report) -> dict[str, Any]:
         "thresholds": report.thresholds,
         "owners": report.owners,
         "totals": totals,
+        # busy and idle cover the known GPU-hours; busy_share is null where none was known (MIG without GPM)
         "namespaces": [
-            {"namespace": n, "held_gpu_hours": h, "busy_gpu_hours": b, "idle_gpu_hours": i}
-            for n, h, b, i in report.namespaces
+            {
+                "namespace": n,
+                "held_gpu_hours": h,
+                "known_gpu_hours": k,
+                "busy_gpu_hours": b,
+                "idle_gpu_hours": i,
+                "busy_share": b / k if k > 0 else None,
+            }
+            for n, h, k, b, i in report.namespaces
         ],
         "timeline": {
             "times": list(report.timeline.times),

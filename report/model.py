@@ -120,7 +120,9 @@ class Report:
     owners: str  # where workloads came from
     timeline: Timeline
     workloads: tuple[WorkloadResult, ...]  # largest saving first
-    namespaces: tuple[tuple[str, float, float, float], ...]  # (namespace, held, busy, idle GPU-hours)
+    namespaces: tuple[tuple[str, float, float, float, float], ...]  # (namespace, held, known, busy, idle GPU-hours)
     queries: int
     bytes_read: int
     notes: tuple[str, ...]
+    # set when the window held no pod series to judge: what was looked for, where and when (the CLI exits 3)
+    nothing_to_judge: str | None = None

@@ -33,6 +33,7 @@ th:first-child, td:first-child, td.text, th.text { text-align: left; }
 .card b { display: block; font-size: 1.4em; }
 .reclaim { color: #b03030; font-weight: 600; } .mig { color: #5a3fa0; font-weight: 600; }
 .share { color: #2f6f9f; font-weight: 600; } .keep { color: #555; }
+.nothing { border: 1px solid #b03030; border-radius: 6px; padding: .8em 1em; background: #fbeeee; }
 figure { margin: 1em 0; } figure svg { max-width: 100%; height: auto; }
 .workload { border-top: 1px solid #ddd; padding-top: .5em; margin-top: 1.2em; }
 ul.why { margin: .3em 0 .6em 1.2em; padding: 0; }
@@ -49,7 +50,7 @@ def _money(value: float, report: Report) -> str:
     return f"{value:,.2f} {escape(report.currency)}".strip() if report.priced else "-"
 
 
-def _time(t: float) -> str:
+def utc_time(t: float) -> str:
     return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
@@ -97,11 +98,24 @@ def _detail(result: WorkloadResult, report: Report) -> str:
 
 
 def _namespaces(report: Report) -> Iterable[str]:
-    for namespace, held, busy, idle in report.namespaces:
+    """Busy and idle cover the GPU-hours whose utilization was known; the busy share is of those, and "unknown" where
+    none was (MIG instances of GPUs without GPM): never a 0% that reads as idle."""
+    for namespace, held, known, busy, idle in report.namespaces:
+        measured = known > 0
         yield (
-            f'<tr><td class="text">{escape(namespace)}</td><td>{held:,.1f}</td><td>{busy:,.1f}</td>'
-            f"<td>{idle:,.1f}</td><td>{percent(busy / held if held else None)}</td></tr>"
+            f'<tr><td class="text">{escape(namespace)}</td><td>{held:,.1f}</td><td>{known:,.1f}</td>'
+            f"<td>{f'{busy:,.1f}' if measured else 'unknown'}</td><td>{f'{idle:,.1f}' if measured else 'unknown'}</td>"
+            f"<td>{percent(busy / known if measured else None)}</td></tr>"
         )
+
+
+def _nothing(reason: str) -> str:
+    """The page of a window without a single pod series: it says so, and shows no figures or plots."""
+    return (
+        f'<p class="nothing"><b>Nothing to judge.</b> {escape(reason.removeprefix("nothing to judge: "))}. No '
+        "workload is kept or reclaimed on this evidence: widen --window, or point --prometheus-url at the Prometheus "
+        "that scrapes the gpu-pulse exporters.</p>"
+    )
 
 
 def report_html(report: Report) -> str:
@@ -130,6 +144,22 @@ def report_html(report: Report) -> str:
     )
     detailed = [r for r in results if r.recommendation.action is not Action.KEEP][:DETAILED]
     notes = "".join(f"<li>{escape(n)}</li>" for n in report.notes)
+    if report.nothing_to_judge is not None:
+        body = _nothing(report.nothing_to_judge)
+    else:
+        shown = "".join(f'<div class="card">{escape(k)}<b>{escape(v)}</b></div>' for k, v in cards)
+        body = f"""<div class="cards">{shown}</div>
+<h2>Fleet</h2>
+<figure>{plots.fleet_timeline(report.timeline)}</figure>
+<figure>{plots.top_idle(results)}</figure>
+<h2>Namespaces</h2>
+<table><thead><tr><th>namespace</th><th>GPU-hours held</th><th>measured</th><th>busy</th><th>idle</th>
+<th>busy share</th></tr></thead>
+<tbody>{"".join(_namespaces(report))}</tbody></table>
+<h2>Workloads</h2>
+<table><thead><tr>{HEADINGS}</tr></thead><tbody>{table}</tbody></table>{more}
+<h2>Recommendations, with the figures behind them</h2>
+{"".join(_detail(r, report) for r in detailed) or "<p>No workload calls for a change: every one is kept.</p>"}"""
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
@@ -137,20 +167,10 @@ def report_html(report: Report) -> str:
 <style>{STYLE}</style></head>
 <body>
 <h1>GPU waste and right-sizing</h1>
-<p class="meta">{_time(report.start)} to {_time(report.end)} ({(report.end - report.start) / 3600:,.1f} hours, figures
-every {report.step} s) from {escape(report.prometheus_url)}; workloads from {escape(report.owners)}; generated
-{_time(report.generated_at)}. Thresholds: {escape(thresholds)} (docs/rightsizing.md).</p>
-<div class="cards">{"".join(f'<div class="card">{escape(k)}<b>{escape(v)}</b></div>' for k, v in cards)}</div>
-<h2>Fleet</h2>
-<figure>{plots.fleet_timeline(report.timeline)}</figure>
-<figure>{plots.top_idle(results)}</figure>
-<h2>Namespaces</h2>
-<table><thead><tr><th>namespace</th><th>GPU-hours held</th><th>busy</th><th>idle</th><th>busy share</th></tr></thead>
-<tbody>{"".join(_namespaces(report))}</tbody></table>
-<h2>Workloads</h2>
-<table><thead><tr>{HEADINGS}</tr></thead><tbody>{table}</tbody></table>{more}
-<h2>Recommendations, with the figures behind them</h2>
-{"".join(_detail(r, report) for r in detailed) or "<p>Every workload is kept.</p>"}
+<p class="meta">{utc_time(report.start)} to {utc_time(report.end)} ({(report.end - report.start) / 3600:,.1f} hours,
+figures every {report.step} s) from {escape(report.prometheus_url)}; workloads from {escape(report.owners)}; generated
+{utc_time(report.generated_at)}. Thresholds: {escape(thresholds)} (docs/rightsizing.md).</p>
+{body}
 {f"<h2>Notes</h2><ul>{notes}</ul>" if notes else ""}
 </body></html>
 """

@@ -131,6 +131,11 @@ class PrometheusClient:
                 raise PrometheusError(f"{what}: cannot reach {connection.url}: {exc}") from None
         self.requests += 1
         self.bytes_read += len(body)
+        if status == 404:  # an exporter's, the adapter's or a web server's address, or a missing path prefix
+            raise PrometheusError(
+                f"{what}: {connection.url} has no Prometheus HTTP API (HTTP 404 for {path}): give --prometheus-url "
+                "the address of a Prometheus, Thanos Query or Mimir (with its path prefix, such as /prometheus)"
+            )
         if status != 200:
             raise PrometheusError(f"{what}: HTTP {status}: {_error_text(body)}")
         return body

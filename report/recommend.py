@@ -34,10 +34,24 @@ def hours(value: float) -> str:
     return f"{value:,.1f} GPU-hours"
 
 
+def hours_under(value: float, limit: float) -> str:
+    """`value` GPU-hours, below `limit`, with as many decimals as it takes to read below it and, when it is not 0, not
+    as 0: 0.048 under 0.05 reads "0.048", never "0.0" (nothing held) nor "0.05" (the limit itself)."""
+    for decimals in range(1, 10):
+        shown = f"{value:,.{decimals}f}"
+        number = float(shown.replace(",", ""))
+        if number < limit and (number > 0 or value <= 0):
+            return f"{shown} GPU-hours"
+    return f"{value:.3e} GPU-hours"
+
+
 def recommend(f: WorkloadFigures, t: Thresholds) -> Recommendation:
     cost_per_hour = f.cost / f.held_gpu_hours if f.held_gpu_hours > 0 else 0.0
     if f.held_gpu_hours < t.min_gpu_hours:
-        return _keep(f"it held {hours(f.held_gpu_hours)}, under the {t.min_gpu_hours:g} needed to judge it")
+        return _keep(
+            f"it held {hours_under(f.held_gpu_hours, t.min_gpu_hours)}, under the {t.min_gpu_hours:g} needed to "
+            "judge it"
+        )
     if f.known_gpu_hours <= 0:
         return _keep(
             "the utilization of its devices is unknown (MIG instances of GPUs without GPM, or time-sliced GPUs whose "
@@ -103,7 +117,8 @@ def _mig(f: WorkloadFigures, t: Thresholds, usage: str, cost_per_hour: float) ->
         (
             f"each pod holds {now} and kept at most {percent(f.gpu_need_p99)} of a GPU busy (p99) with memory p99 "
             f"{gib(f.memory_p99)}",
-            f"{best.name} ({best.compute_slices}/{best.compute_total} of the compute, {best.memory_gb} GB) is the "
+            f"{best.name} ({best.compute_slices}/{best.compute_total} of the compute, {gib(best.memory_bytes)}"
+            f"{'' if best.listed else ', estimated'}) is the "
             f"smallest {model.product} profile that holds p99 + {percent(t.headroom)} headroom: "
             f"{percent(need)} of the GPU and {gib(memory)}",
             f"{usage}; it saves {hours(saved)} ({percent(1 - float(best.gpu_fraction) / current)} of what it held)",

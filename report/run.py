@@ -9,10 +9,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from report.document import report_json
-from report.history import HistoryReader, Progress
+from report.history import HELD, HistoryReader, Progress
 from report.model import Report, WorkloadResult
 from report.owners import KubernetesOwners, OwnerSource, PrometheusOwners
-from report.page import report_html
+from report.page import report_html, utc_time
 from report.prices import Prices
 from report.prometheus import Connection, PrometheusClient, PrometheusError
 from report.recommend import recommend
@@ -103,8 +103,8 @@ async def build_report(
         results.append(WorkloadResult(figures, recommend(figures, thresholds), utilization, memory))
     results.sort(key=lambda r: (-r.recommendation.saving_gpu_hours, -r.figures.idle_gpu_hours, str(r.figures.key)))
     namespaces = tuple(
-        (name, held * step_hours, busy * step_hours, idle * step_hours)
-        for name, (held, _, busy, idle) in sorted(collected.namespaces.items())
+        (name, held * step_hours, known * step_hours, busy * step_hours, idle * step_hours)
+        for name, (held, known, busy, idle) in sorted(collected.namespaces.items())
     )
     sources = ", ".join(f"{name} ({count} pods)" for name, count in collected.owner_sources.most_common())
     notes = _notes(results)
@@ -124,6 +124,17 @@ async def build_report(
         queries=client.requests,
         bytes_read=client.bytes_read,
         notes=notes,
+        nothing_to_judge=None if results else nothing_found(url, window),
+    )
+
+
+def nothing_found(url: str, window: Window) -> str:
+    """The line for a window without a single pod series: what was looked for, where and when, and the usual
+    causes. A report over it would read as a verdict ("every workload is kept") about nothing."""
+    return (
+        f"nothing to judge: no {HELD} series in {url} from {utc_time(window.start)} to {utc_time(window.end)} "
+        "(too little history for --window, a Prometheus that does not scrape the gpu-pulse exporters, or no pod "
+        "holding a GPU)"
     )
 
 

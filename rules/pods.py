@@ -34,12 +34,16 @@ from rules.names import (
     POD_SHARING,
     POD_UTIL,
 )
-from rules.series import PodEdge, pod_series, ramp, selector, steady
+from rules.series import PodEdge, PodKey, TestDevice, pod_series, ramp, selector, steady
 
 # Recorded first in the pod group, then read by the rules after them in the same evaluation: the allocation and the
 # busy share of each (pod, device) edge, so that no rule rebuilds them from the raw series again.
 EDGE_ALLOCATED = "namespace_pod_device:gpu_pulse_pod_allocated_devices:max"
 EDGE_BUSY = "namespace_pod_device:gpu_pulse_pod_gpu_utilization_ratio:sum"
+# Per (pod, device): the allocation left unused, at least 0. Clamped per edge, not per namespace: on a time-sliced GPU
+# a pod can use more than its 1/n (nothing in time-slicing stops it), and netting that against another pod's idle
+# share would understate idle devices and lift allocation efficiency above 1.
+EDGE_IDLE = f"clamp_min({EDGE_ALLOCATED} - {EDGE_BUSY}, 0)"
 POD_CONTAINER_MEMORY = "namespace_pod_container:gpu_pulse_pod_gpu_memory_used_bytes:sum"
 POD_MEMORY_SUM = "namespace_pod:gpu_pulse_pod_gpu_memory_used_bytes:sum"
 POD_POWER_SUM = "namespace_pod:gpu_pulse_pod_gpu_power_watts:sum"
@@ -111,6 +115,32 @@ def edge_rules() -> tuple[Recording, ...]:
                 ),
             ),
         ),
+    )
+
+
+# A time-sliced GPU (two pods of team-a: one using 0.75 of the GPU, more than its half, one idle) and another (team-c's
+# pod using 0.8, team-d's idle): the over-use makes up for nobody's idle share.
+SLICED_A = TestDevice(node=NODE, gpu=3, uuid="GPU-a3000000-0000-0000-0000-000000000000")
+SLICED_B = TestDevice(node=NODE, gpu=4, uuid="GPU-a4000000-0000-0000-0000-000000000000")
+OVER_USE = {
+    PodEdge(PodKey("team-a", "chat-0", "server"), SLICED_A, share="process"): 0.75,
+    PodEdge(PodKey("team-a", "batch-0", "worker"), SLICED_A, share="process"): 0.0,
+    PodEdge(PodKey("team-c", "render-0", "main"), SLICED_B, share="process"): 0.8,
+    PodEdge(PodKey("team-d", "notebook-0", "main"), SLICED_B, share="process"): 0.0,
+}
+
+
+def _over_use_test(record: str, by_namespace: dict[str, float]) -> RuleTest:
+    inputs = tuple(
+        series
+        for edge, utilization in OVER_USE.items()
+        for series in (pod_series(POD_SHARING, edge, steady(2, 3)), pod_series(POD_UTIL, edge, steady(utilization, 3)))
+    )
+    samples = tuple(expect(record, in_namespace(ns), value) for ns, value in sorted(by_namespace.items()))
+    return RuleTest(
+        f"{record}: time-sliced GPUs with a pod using more than its share",
+        inputs,
+        expr_cases=(ExprCase("2m", samples),),
     )
 
 
@@ -502,9 +532,11 @@ def namespace_rules() -> tuple[Recording, ...]:
         ),
         Recording(
             "namespace:gpu_pulse_pod_idle_devices:sum",
-            f"clamp_min(sum by ({BY_NAMESPACE}) ({EDGE_ALLOCATED} - {EDGE_BUSY}), 0)",
-            "Allocated but unused devices of the namespace: allocation minus utilization, over the devices whose "
-            "use is known. Its average over a range times the range in hours is idle GPU-hours.",
+            f"sum by ({BY_NAMESPACE}) ({EDGE_IDLE})",
+            "Allocated but unused devices of the namespace: per pod and device, allocation minus utilization and at "
+            "least 0 (a pod using more than its share of a time-sliced GPU does not make up for another's idle "
+            "share), over the devices whose use is known. Its average over a range times the range in hours is idle "
+            "GPU-hours.",
             (
                 RuleTest(
                     "namespace idle devices; MIG without utilization is left out",
@@ -519,13 +551,16 @@ def namespace_rules() -> tuple[Recording, ...]:
                         ),
                     ),
                 ),
+                _over_use_test("namespace:gpu_pulse_pod_idle_devices:sum", {"team-a": 0.5, "team-c": 0, "team-d": 0.5}),
             ),
         ),
         Recording(
             "namespace:gpu_pulse_pod_allocated_devices_used:ratio",
-            f"{NAMESPACE_BUSY} / sum by ({BY_NAMESPACE}) ({EDGE_ALLOCATED} and {EDGE_BUSY})",
-            "Allocation efficiency of the namespace: busy GPU-equivalents over the allocation they were measured "
-            "on, 0-1.",
+            f"sum by ({BY_NAMESPACE}) ({EDGE_ALLOCATED} - {EDGE_IDLE}) / sum by ({BY_NAMESPACE}) "
+            f"({EDGE_ALLOCATED} and {EDGE_BUSY})",
+            "Allocation efficiency of the namespace: the allocation used, each pod's use of each device counted up to "
+            "its allocation (a pod using more than its share of a time-sliced GPU counts its share), over the "
+            "allocation measured, 0-1.",
             (
                 RuleTest(
                     "namespace allocation efficiency",
@@ -543,6 +578,9 @@ def namespace_rules() -> tuple[Recording, ...]:
                             ),
                         ),
                     ),
+                ),
+                _over_use_test(
+                    "namespace:gpu_pulse_pod_allocated_devices_used:ratio", {"team-a": 0.5, "team-c": 1, "team-d": 0}
                 ),
             ),
         ),

@@ -99,8 +99,11 @@ _A100_40_PROFILES = _profiles(
     MigProfile("7g.40gb", 7, 40192, 98, 7, 5, (0,)),
 )
 
+# Instance memory: `nvidia-smi mig -lgip` of each product (the listings toolkit/migprofiles.py cites): A100-SXM4-40GB
+# 4.75 / 9.62 / 19.50 / 39.25 GiB, A100-SXM4-80GB 9.50 / 19.50 / 39.25 / 79.00, H100 80GB HBM3 9.75 / 19.62 / 39.50 /
+# 79.25, H200 16.00 / 32.50 / - / 140.00 (the 4-slice profiles of the H200: no listing found; 68 GiB kept)
 _A100_80_PROFILES = _profiles(
-    MigProfile("1g.10gb", 1, 9856, 14, 1, 0, tuple(range(7, 15))),
+    MigProfile("1g.10gb", 1, 9728, 14, 1, 0, tuple(range(7, 15))),
     MigProfile("1g.20gb", 1, 19968, 14, 1, 1, (9, 10, 11, 12)),
     MigProfile("2g.20gb", 2, 19968, 28, 2, 1, (3, 4, 5, 6)),
     MigProfile("3g.40gb", 3, 40192, 42, 3, 2, (1, 2)),
@@ -110,18 +113,18 @@ _A100_80_PROFILES = _profiles(
 
 _H100_80_PROFILES = _profiles(
     MigProfile("1g.10gb", 1, 9984, 16, 1, 1, tuple(range(7, 15))),
-    MigProfile("1g.20gb", 1, 19968, 16, 1, 1, (9, 10, 11, 12)),
-    MigProfile("2g.20gb", 2, 19968, 32, 2, 2, (3, 4, 5, 6)),
-    MigProfile("3g.40gb", 3, 40320, 60, 3, 3, (1, 2)),
-    MigProfile("4g.40gb", 4, 40320, 64, 4, 4, (5,)),
-    MigProfile("7g.80gb", 7, 80896, 132, 8, 7, (0,)),
+    MigProfile("1g.20gb", 1, 20096, 16, 1, 1, (9, 10, 11, 12)),
+    MigProfile("2g.20gb", 2, 20096, 32, 2, 2, (3, 4, 5, 6)),
+    MigProfile("3g.40gb", 3, 40448, 60, 3, 3, (1, 2)),
+    MigProfile("4g.40gb", 4, 40448, 64, 4, 4, (5,)),
+    MigProfile("7g.80gb", 7, 81152, 132, 8, 7, (0,)),
 )
 
 # H200 (NVIDIA MIG user guide, supported profiles of H200 141GB)
 _H200_PROFILES = _profiles(
     MigProfile("1g.18gb", 1, 16384, 16, 1, 1, tuple(range(7, 15))),
-    MigProfile("1g.35gb", 1, 32768, 16, 1, 1, (9, 10, 11, 12)),
-    MigProfile("2g.35gb", 2, 32768, 32, 2, 2, (3, 4, 5, 6)),
+    MigProfile("1g.35gb", 1, 33280, 16, 1, 1, (9, 10, 11, 12)),
+    MigProfile("2g.35gb", 2, 33280, 32, 2, 2, (3, 4, 5, 6)),
     MigProfile("3g.71gb", 3, 69632, 60, 3, 3, (1, 2)),
     MigProfile("4g.71gb", 4, 69632, 64, 4, 4, (5,)),
     MigProfile("7g.141gb", 7, 143360, 132, 8, 7, (0,)),

@@ -253,7 +253,8 @@ class CommandLine:
             where = self.flag(name) if name in from_cli else self.env(name)
             accepts = _hint(self.model.model_fields[name], "accepts")
             enumerated = message.startswith("Input should be '")  # pydantic already lists the choices
-            hint = f" (accepts {accepts})" if accepts and not enumerated else ""
+            said = accepts in message  # the parser's own line already says what is accepted: not twice
+            hint = f" (accepts {accepts})" if accepts and not enumerated and not said else ""
             problems.append(f"{where}: {message}{hint}, got {_shown_input(item.get('input'))}")
         return "; ".join(problems)
 

@@ -33,6 +33,8 @@ log = logging.getLogger(__name__)
 
 DEFAULT_MAX_MAPPING_AGE = 60.0
 VISIBILITY_RECHECK_SECONDS = 30.0
+# The most start-up waits for the kubelet's first List (a List takes milliseconds; a hung kubelet costs this once)
+FIRST_LIST_WAIT_SECONDS = 5.0
 
 
 class WatchedPods(PodDirectory, Protocol):
@@ -119,6 +121,9 @@ class KubeletPodAttributor:
 
     def start(self) -> None:
         self.client.start()
+        # the first List before the first poll: otherwise the first scrape after a start (or a rollout) serves
+        # device series without pod labels, and a dashboard or an HPA sees the pods vanish for one interval
+        self.client.wait_first_answer(min(FIRST_LIST_WAIT_SECONDS, self.client.call_timeout))
         if self.pods is not None:
             self.pods.start()
         if self.slices is not None:

@@ -90,6 +90,7 @@ class PodResourcesClient:
         self._channel_identity: _SocketIdentity | None = None
         self._stop = threading.Event()
         self._wake = threading.Event()
+        self._answered = threading.Event()  # set by the first List's outcome (pods, or why not)
         self._thread: threading.Thread | None = None
 
     # ---- what the poll loop reads -----------------------------------------------------------------------------------
@@ -109,6 +110,12 @@ class PodResourcesClient:
         self._thread = threading.Thread(target=self._run, name="kubelet-pod-resources", daemon=True)
         self._thread.start()
 
+    def wait_first_answer(self, timeout: float) -> bool:
+        """Wait at most `timeout` seconds for the timer's first List to succeed or fail (a missing socket fails at
+        once); False if it has not. The exporter waits before its first poll, so that the first snapshot's device
+        series already carry their pods' labels."""
+        return self._answered.wait(timeout)
+
     def close(self) -> None:
         """Stop the timer and cancel a call in flight (closing the channel ends it at once)."""
         self._stop.set()
@@ -122,12 +129,20 @@ class PodResourcesClient:
         """Ask the timer for a List now, instead of at the end of the current wait."""
         self._wake.set()
 
+    def _missing(self) -> str:
+        """The socket is not there: where it was looked for, and the setting that moves it (k0s and MicroK8s keep
+        the kubelet's directory elsewhere than /var/lib/kubelet)."""
+        return (
+            f"socket {self.socket_path} does not exist; if the kubelet keeps it elsewhere, set --kubelet-socket "
+            "(the Helm chart's kubeletPath value, the host directory that holds it)"
+        )
+
     # ---- one call ----------------------------------------------------------------------------------------------------
     def list_pods(self) -> tuple[PodResources, ...]:
         """Call List once on the current socket (blocking, at most `call_timeout`); raise KubeletCallError."""
         identity = self._socket_identity()
         if identity is None:
-            raise KubeletCallError("UNAVAILABLE", f"socket {self.socket_path} does not exist")
+            raise KubeletCallError("UNAVAILABLE", self._missing())
         with self._lock:
             if self._stop.is_set():
                 raise KubeletCallError("CANCELLED", "the client is closed")
@@ -155,7 +170,7 @@ class PodResourcesClient:
             identity = self._socket_identity()
             if identity is None:
                 self._drop_channel()
-                self._record_failure(f"socket {self.socket_path} does not exist", called=False)
+                self._record_failure(self._missing(), called=False)
                 self._wait(None, timeout=None)  # until the socket appears (or close())
                 continue
             started = self._clock()
@@ -202,6 +217,7 @@ class PodResourcesClient:
             last_error=None,
             last_duration_seconds=duration,
         )
+        self._answered.set()
 
     def _record_failure(self, message: str, *, called: bool, duration: float = 0.0) -> None:
         old = self._state
@@ -215,6 +231,7 @@ class PodResourcesClient:
             last_error=message,
             last_duration_seconds=duration,
         )
+        self._answered.set()
 
     # ---- the channel -------------------------------------------------------------------------------------------------
     def _socket_identity(self) -> _SocketIdentity | None:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import shlex
 import urllib.parse
 from pathlib import Path
 
 import yaml
 
+from simulation.demo.kedastate import trigger_metadata
 from simulation.demo.scenarios import DEPLOYMENT, NAMESPACE, SELECTOR, STATEFUL_SET
 
 _SELECTOR = urllib.parse.quote(SELECTOR, safe="")
@@ -51,19 +53,23 @@ def kubectl_commands(kubeconfig: Path) -> list[tuple[str, str]]:
     return objects + [(what, kubectl_command(kubeconfig, path)) for what, path in REQUESTS]
 
 
-def keda_lines(address: str, tls: bool, ca_file: Path) -> str:
-    """Where KEDA's external scaler serves, and a ScaledObject trigger on the demo's Deployment."""
-    trigger = {
-        "type": "external-push",
-        "metadata": {
-            "scalerAddress": address,
-            "metric": "gpu_utilization",
-            "podSelector": SELECTOR,
-            "target": "60",
-            "activationTarget": "5",
-        },
-    }
+PROTO = Path(__file__).resolve().parents[2] / "adapter" / "keda" / "proto"  # KEDA's externalscaler.proto
+
+
+def keda_lines(address: str, tls: bool, ca_file: Path) -> tuple[str, str, str]:
+    """Where KEDA's external scaler serves (a log line), a ScaledObject trigger on the demo's Deployment (YAML to
+    paste under a ScaledObject's `triggers:`, printed without time stamps), and a grpcurl command that asks the scaler
+    what KEDA asks it (IsActive)."""
+    metadata = trigger_metadata(address)
+    trigger = {"type": "external-push", "metadata": metadata}
     security = f"TLS, CA {ca_file} (the trigger's caCert)" if tls else "plaintext"
     text = yaml.safe_dump([trigger], sort_keys=False).rstrip()
-    lines = [f"KEDA external scaler (gRPC externalscaler.ExternalScaler) on {address}, {security}; a trigger:"]
-    return "\n".join(lines + [f"  {line}" for line in text.splitlines()])
+    header = f"KEDA external scaler (gRPC externalscaler.ExternalScaler) on {address}, {security}; a trigger:"
+    block = "\n".join(f"  {line}" for line in text.splitlines())
+    request = json.dumps({"name": DEPLOYMENT, "namespace": NAMESPACE, "scalerMetadata": metadata})
+    trust = f"-cacert {shlex.quote(str(ca_file))}" if tls else "-plaintext"
+    call = (
+        f"ask the scaler as KEDA does: grpcurl {trust} -import-path {shlex.quote(str(PROTO))} -proto "
+        f"externalscaler.proto -d {shlex.quote(request)} {address} externalscaler.ExternalScaler/IsActive"
+    )
+    return header, block, call

@@ -34,6 +34,7 @@ from adapter.settings import PROG, load_settings
 from simulation import load_scenario
 from simulation.demo.cluster import DEMO_GROUPS, DEMO_USER, DemoPod, demo_pods, hpa_seen, populate
 from simulation.demo.commands import keda_lines, kubectl_commands
+from simulation.demo.kedastate import trigger_state
 from simulation.demo.nodes import NodeExporter, NodeStartError, start_node_exporter, wait_serving
 from simulation.demo.options import DemoOptions
 from simulation.demo.scenarios import write_scenarios
@@ -86,9 +87,14 @@ class _Demo:
         self.terminal = terminal
         self.environ = environ
         self.stop = asyncio.Event()
+        self.keda: tuple[str, bool] | None = None  # the scaler's address and whether it serves TLS
         self.scenarios: dict[str, Scenario] = {}
 
     # -- output --
+
+    def verbatim(self, block: str) -> None:
+        """Lines a user copies (YAML, a command), printed as they are, without the time stamps of log lines."""
+        print(block, file=self.out, flush=True)
 
     def say(self, message: str) -> None:
         if self.terminal:
@@ -209,7 +215,11 @@ class _Demo:
         url = server_url(listen, port)
         self.say(f"adapter serving custom.metrics.k8s.io and external.metrics.k8s.io on {url} (direct source)")
         if adapter.keda is not None:
-            self.say(keda_lines(adapter.keda.address, adapter.keda.tls, trust.ca_file))
+            self.keda = (adapter.keda.address, adapter.keda.tls)
+            header, trigger, call = keda_lines(adapter.keda.address, adapter.keda.tls, trust.ca_file)
+            self.say(header)
+            self.verbatim(trigger)  # paste-able YAML: no time stamps
+            self.say(call)
         return url
 
     async def _adapter_ready(
@@ -248,15 +258,16 @@ class _Demo:
         async with aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=5)) as session:
             while not self.stop.is_set():
                 summary = await read_summary(session, url, pods)
+                keda = await trigger_state(*self.keda, trust.ca_file) if self.keda is not None else None
                 # `kubectl get hpa` shows what an HPA controller would write from the same figures
                 kube.put_object("horizontalpodautoscalers", hpa_seen(summary.suggestion, summary.average))
                 if self.terminal:
                     now = datetime.now(UTC).strftime("%H:%M:%S")
                     header = [f"gpu-pulse demo: adapter {url} (direct source), {len(self.scenarios)} simulated "
                               f"GPU nodes, {now} UTC"]  # fmt: skip
-                    print(CLEAR_SCREEN + render_screen(summary, header, footer), file=self.out, flush=True)
+                    print(CLEAR_SCREEN + render_screen(summary, header, footer, keda), file=self.out, flush=True)
                 else:
-                    print(render_line(summary), file=self.out, flush=True)
+                    print(render_line(summary, keda), file=self.out, flush=True)
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self.stop.wait(), self.options.interval)
 

@@ -17,6 +17,7 @@ from adapter.quantity import QuantityError, parse_quantity
 from simulation.demo.cluster import DemoPod
 from simulation.demo.commands import HPA_QUERY
 from simulation.demo.hpa import DEFAULT_TOLERANCE, ScaleSuggestion, suggest_replicas
+from simulation.demo.kedastate import ACTIVATION_TARGET
 from simulation.demo.scenarios import DEPLOYMENT, NAMESPACE, SELECTOR, TARGET_UTILIZATION
 
 TARGET = Decimal(TARGET_UTILIZATION)
@@ -97,18 +98,24 @@ def _hpa_line(summary: WorkloadSummary) -> str:
     return f"{s.current} -> {s.desired} replicas ({s.verdict}{missing})"
 
 
-def render_line(summary: WorkloadSummary) -> str:
-    """One log line: time, each pod's figure, the average, and the HPA's suggestion."""
+def _keda_line(keda: str | None) -> str:
+    return "" if keda is None else f"KEDA trigger (activationTarget {ACTIVATION_TARGET}): {keda}"
+
+
+def render_line(summary: WorkloadSummary, keda: str | None = None) -> str:
+    """One log line: time, each pod's figure, the average, the HPA's suggestion and, with `--keda-listen`, whether
+    the scaler calls the demo's trigger active."""
     stamp = datetime.fromtimestamp(summary.taken_at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     if summary.problem is not None:
         return f"{stamp} {DEPLOYMENT}: no figures: {summary.problem}"
     pods = ", ".join(f"{p.name} {_percent(p.utilization)}" for p in summary.pods)
     average = summary.average
     shown = f"avg {average:.1f}%" if average is not None else "no figures"
-    return (
+    line = (
         f"{stamp} {DEPLOYMENT}: {len(summary.pods)} pods, gpu_utilization {shown} ({pods}); "
         f"HPA at {TARGET_UTILIZATION}%: {_hpa_line(summary)}"
     )
+    return f"{line}; {_keda_line(keda)}" if keda is not None else line
 
 
 def _percent(value: Decimal | None) -> str:
@@ -122,7 +129,9 @@ def _bar(value: Decimal | None) -> str:
     return "[" + "#" * filled + "." * (BAR_WIDTH - filled) + "]"
 
 
-def render_screen(summary: WorkloadSummary, header: Sequence[str], footer: Sequence[str]) -> str:
+def render_screen(
+    summary: WorkloadSummary, header: Sequence[str], footer: Sequence[str], keda: str | None = None
+) -> str:
     """One screen: `header`, the pods table, the HPA's suggestion, `footer`."""
     width = max([len(p.name) for p in summary.pods] + [3])
     nodes = max([len(p.node) for p in summary.pods] + [4])
@@ -145,5 +154,7 @@ def render_screen(summary: WorkloadSummary, header: Sequence[str], footer: Seque
         f"HPA (Pods metric gpu_utilization, average target {TARGET_UTILIZATION}%, tolerance {DEFAULT_TOLERANCE:g}): "
         f"{_hpa_line(summary)}"
     )
+    if keda is not None:
+        lines.append(_keda_line(keda))
     lines += ["", *footer]
     return "\n".join(lines)

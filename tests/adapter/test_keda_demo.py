@@ -5,7 +5,9 @@ GPU; one only on a shared GPU), and an idle workload's activity going false, as 
 
 from __future__ import annotations
 
+import json
 import re
+import shlex
 import signal
 import urllib.parse
 from decimal import Decimal
@@ -21,6 +23,7 @@ from tests.adapter.test_demo_run import RunningDemo, running_demo, stops_cleanly
 from tests.support import keda
 from tests.support.kubectl import kubectl_get_raw
 from tests.support.tools import require_tool
+from tests.support.waiting import holds_within
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -28,9 +31,10 @@ KEDA_LINE = re.compile(r"KEDA external scaler \(gRPC externalscaler\.ExternalSca
 STAMP = re.compile(r"^\S+Z ")
 
 
-def printed_trigger(demo: RunningDemo) -> dict[str, Any]:
-    """The trigger the demo printed under its KEDA line (log lines: each starts with a time stamp)."""
-    lines = [STAMP.sub("", line, count=1) for line in demo.output().splitlines()]
+def printed_trigger(demo: RunningDemo) -> tuple[dict[str, Any], str]:
+    """The trigger the demo printed under its KEDA line, as YAML to paste (no time stamp on its lines, unlike the log
+    lines around it), and the line after it, which says how to call the scaler."""
+    lines = demo.output().splitlines()
     start = next(i for i, line in enumerate(lines) if KEDA_LINE.search(line)) + 1
     block = []
     for line in lines[start:]:
@@ -38,7 +42,17 @@ def printed_trigger(demo: RunningDemo) -> dict[str, Any]:
             break
         block.append(line)
     (trigger,) = yaml.safe_load("\n".join(block))
-    return dict(trigger)
+    return dict(trigger), STAMP.sub("", lines[start + len(block)], count=1)
+
+
+def printed_call(line: str) -> tuple[str, dict[str, Any]]:
+    """The grpcurl command the demo prints: its address and the ScaledObjectRef it sends to IsActive."""
+    words = shlex.split(line.partition("grpcurl ")[2])
+    assert words[-1] == "externalscaler.ExternalScaler/IsActive" and "-plaintext" in words, words
+    request: dict[str, Any] = json.loads(words[words.index("-d") + 1])
+    proto = Path(words[words.index("-import-path") + 1]) / words[words.index("-proto") + 1]
+    assert proto.is_file(), proto
+    return words[-2], request
 
 
 def custom_values(demo: RunningDemo, selector: str) -> dict[str, tuple[str, Decimal]]:
@@ -71,10 +85,12 @@ def test_the_demo_serves_kedas_external_scaler(tmp_path: Path) -> None:
     with running_demo(tmp_path, *flags) as demo:
         found = KEDA_LINE.search(demo.output())
         assert found and re.fullmatch(r"127\.0\.0\.1:[1-9][0-9]*", found.group(1)), demo.output()
-        trigger = printed_trigger(demo)
+        trigger, call = printed_trigger(demo)
         assert trigger["type"] == "external-push"
         metadata = trigger["metadata"]
         assert metadata["scalerAddress"] == found.group(1)
+        address, request = printed_call(call)
+        assert address == found.group(1) and request["scalerMetadata"] == metadata
         with grpc.insecure_channel(metadata["scalerAddress"]) as channel:
             client = keda.ScalerClient.on(channel)
             (spec,) = client.get_metric_spec(keda.scaled_object("demo", metadata)).metricSpecs
@@ -84,6 +100,10 @@ def test_the_demo_serves_kedas_external_scaler(tmp_path: Path) -> None:
             shared = metadata | {"podSelector": "app=embeddings", "activationTarget": "30"}
             assert equals_the_custom_metrics_sum(demo, client, shared) == 2
             assert client.is_active(keda.scaled_object("demo", metadata)).result is True
+            asked = keda.scaled_object(request["namespace"], request["scalerMetadata"], request["name"])
+            assert client.is_active(asked).result is True  # what the printed command sends
+            # the live summary says what the scaler says of the printed trigger
+            assert holds_within(lambda: "KEDA trigger (activationTarget 5): active" in demo.output(), within=30)
             # embeddings run at 5-17 %, below their activation target: first seen, they count as active until they
             # have been quiet for --keda-deactivate-after; then KEDA may scale them to zero
             stream = client.stream_is_active(keda.scaled_object("demo", shared), timeout=60)

@@ -53,7 +53,8 @@ def test_dashboard_has_datasource_and_filter_variables(path: Path) -> None:
     for name, variable in variables.items():
         if variable["type"] == "query":
             assert variable["datasource"]["uid"] == "${datasource}", name
-            assert variable["includeAll"] and variable["allValue"] == ".*", name
+            one_node = name == "node" and path.stem.startswith("gpu-pulse-node-")  # opens on one (test below)
+            assert one_node or (variable["includeAll"] and variable["allValue"] == ".*"), name
             assert variable["query"].startswith("label_values("), name
     stem = path.stem
     if "node" in stem:
@@ -263,3 +264,53 @@ def test_recorded_step_is_the_fastest_groups_interval() -> None:
     assert recorded_step((allocated, busy_now)) == "1m"
     with pytest.raises(ValueError, match="reads none"):
         recorded_step((Query("gpu_pulse_pod_gpu_utilization_ratio"),))
+
+
+def test_every_board_links_every_other_keeping_time_data_source_and_cluster() -> None:
+    documents = {path.stem: _load(path) for path in FILES}
+    for stem, document in documents.items():
+        targets = {}
+        for link in document["links"]:
+            found = re.fullmatch(r"/d/([a-z0-9-]+)\?(.*)", link["url"])
+            assert found is not None and link["keepTime"] and link["type"] == "link", (stem, link)
+            assert found.group(2) == "${datasource:queryparam}&${cluster:queryparam}", (stem, link)
+            targets[found.group(1)] = link["title"]
+        assert set(targets) == set(documents) - {stem}, stem
+        assert set(targets) <= {d["uid"] for d in documents.values()}
+
+
+def test_tables_of_namespaces_and_workloads_open_the_namespace_board() -> None:
+    """A row's data link sets the namespace board's variables from the row's labels, which the table's query keeps."""
+    namespace_board = _variables(_load(ROOT / "dist" / "gpu-pulse-namespace.json"))
+    drills = 0
+    for path in FILES:
+        for panel in _load(path)["panels"]:
+            for link in panel.get("fieldConfig", {}).get("defaults", {}).get("links", []):
+                drills += 1
+                assert link["url"].startswith("/d/gpu-pulse-namespace?"), (path.stem, panel["title"])
+                for variable, field in re.findall(r"var-(\w+)=\$\{__data\.fields\.(\w+)\}", link["url"]):
+                    assert variable == field and variable in namespace_board, link["url"]
+                    assert all(field in t["expr"] for t in panel["targets"]), (panel["title"], field)
+    assert drills >= 4
+
+
+@pytest.mark.parametrize("path", [p for p in FILES if p.stem.startswith("gpu-pulse-node-")], ids=lambda p: p.stem)
+def test_the_node_board_opens_on_one_node(path: Path) -> None:
+    """Grafana opens a variable without `All` on its first value: the board draws one node's GPUs, not every one's."""
+    node = _variables(_load(path))["node"]
+    assert node["includeAll"] is False and node["multi"] is False
+
+
+@pytest.mark.parametrize("dialect", list(Dialect))
+def test_static_limits_are_dashed_lines_on_what_they_bound(dialect: Dialect) -> None:
+    """The power limit on power draw, the temperature thresholds on the GPU temperature, the size on memory used:
+    dashed lines beside the figure they bound, not panels of their own."""
+    document = _load(ROOT / "dist" / f"gpu-pulse-node-{dialect}.json")
+    by_title = {p["title"]: p for p in panels(document)}
+    for title in ("Power limit", "Slowdown temperature", "Shutdown temperature", "Memory total"):
+        assert title not in by_title, title
+    for title, limits in (("Power draw", 1), ("GPU temperature", 3), ("Memory used", 1)):
+        panel = by_title[title]
+        dashed = {o["matcher"]["options"] for o in panel["fieldConfig"]["overrides"]}
+        refs = [t["refId"] for t in panel["targets"]]
+        assert dashed == set(refs[-limits:]) and len(refs) == limits + 1, (title, refs, dashed)

@@ -45,6 +45,7 @@ def _env(**extra: str) -> dict[str, str]:
         ([], {"GPU_PULSE_LOG_FORMAT": "yaml"}, "GPU_PULSE_LOG_FORMAT"),
         ([], {"GPU_PULSE_LISTEN": "nowhere"}, "GPU_PULSE_LISTEN"),
         (["--bogus"], {}, "--bogus"),
+        (["--collectors-exact"], {}, "--collectors-exact needs --collectors"),
     ],
 )
 def test_bad_configuration_exits_2_with_one_line(argv: list[str], environ: dict[str, str], names: str) -> None:
@@ -57,6 +58,13 @@ def test_bad_configuration_exits_2_with_one_line(argv: list[str], environ: dict[
     lines = stderr.getvalue().splitlines()
     assert len(lines) == 1, lines
     assert lines[0].startswith("gpu-pulse-exporter: error: ") and names in lines[0]
+
+
+def test_a_bad_listen_address_says_what_is_accepted_once() -> None:
+    stderr = io.StringIO()
+    assert main(["--listen", "nowhere"], {}, stderr, runner=lambda settings: None) == 2
+    line = stderr.getvalue().strip()
+    assert line.count("host:port, [ipv6]:port or :port") == 1 and line.endswith("got 'nowhere'"), line
 
 
 def _startup_error(argv: list[str]) -> StartupError:
@@ -394,7 +402,8 @@ def test_a_missing_kubelet_socket_leaves_it_ready_and_says_so(tmp_path: Path) ->
             time.sleep(0.05)
         assert status == 200, body
         text = body.decode()
-        assert f"kubelet pod-resources unavailable (socket {socket_path} does not exist): no pod mapping yet" in text
+        assert f"kubelet pod-resources unavailable (socket {socket_path} does not exist; " in text
+        assert "--kubelet-socket (the Helm chart's kubeletPath value" in text and "no pod mapping yet" in text
         assert b"gpu_pulse_kubelet_up 0" in _get(url + "/metrics")[1]
 
 
@@ -469,3 +478,29 @@ def test_start_up_files_that_are_no_regular_file_exit_2_never_hang(tmp_path: Pat
     error = _startup_error(argv)
     shown = "--tls-private-key-file" if flag == "--tls-key-file" else flag
     assert error.code == 2 and shown in str(error) and f"{path}: not a regular file" in str(error), str(error)
+
+
+@pytest.mark.parametrize("exact", [False, True])
+def test_collectors_exact_serves_the_file_alone(tmp_path: Path, exact: bool) -> None:
+    """A team with a fixed series budget serves exactly its counters CSV, as dcgm-exporter does; by default the
+    fields the shipped alerts read are served too. Either way one log line names them."""
+    csv = tmp_path / "counters.csv"
+    csv.write_text("DCGM_FI_DEV_GPU_UTIL, gauge, GPU utilization (in %).\nDCGM_FI_DEV_POWER_USAGE, gauge, Power.\n")
+    flags = ["--simulate", "h100x8", "--dialect", "dcgm", "--collectors", str(csv)]
+    with running_exporter(*flags, *(["--collectors-exact"] if exact else [])) as running:
+        said = running.wait_for(r"leaves out what the shipped alerts read; (.*)").group(1)
+        url = running.wait_for(r"serving .* on (http://127\.0\.0\.1:\d+)").group(1)
+        families: set[str] = set()
+        for _ in range(100):
+            status, body = _get(url + "/metrics")
+            families = set(re.findall(r"^# TYPE (DCGM_FI_\S+) ", body.decode(), re.M))
+            if status == 200 and "DCGM_FI_DEV_GPU_UTIL" in families:
+                break
+            time.sleep(0.1)
+    assert "DCGM_FI_DEV_GPU_TEMP" in said and "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL" in said
+    if exact:
+        assert families == {"DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_POWER_USAGE"}
+        assert said.startswith("served exactly (--collectors-exact)")
+    else:
+        assert {"DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL"} <= families
+        assert said.startswith("serving these too: ") and said.endswith("(--collectors-exact serves the file alone)")

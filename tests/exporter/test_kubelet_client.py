@@ -255,3 +255,27 @@ def test_get_and_allocatable_on_the_fake_kubelet(socket_path: Path) -> None:
             with pytest.raises(grpc.RpcError) as disabled:
                 stub.Get(api_pb2.GetPodResourcesRequest(pod_name="a", pod_namespace="ml"), timeout=5)
             assert disabled.value.code() is grpc.StatusCode.UNKNOWN
+
+
+def test_the_pod_side_starts_with_the_first_list_done(socket_path: Path) -> None:
+    """The exporter's first snapshot comes right after start: the first List has answered by then, so the first
+    scrape's device series already carry their pods (not one interval later)."""
+    from exporter.attribution.attributor import KubeletPodAttributor
+
+    with FakeKubelet(socket_path, [_pod("a", GPU0)]):
+        attributor = KubeletPodAttributor(PodResourcesClient(socket_path, interval=30.0, call_timeout=2.0))
+        try:
+            attributor.start()
+            assert attributor.client.state.pods == (_pod("a", GPU0),)
+        finally:
+            attributor.close()
+
+
+def test_a_missing_socket_does_not_hold_up_the_start(socket_path: Path) -> None:
+    client = PodResourcesClient(socket_path, interval=30.0, call_timeout=2.0)
+    try:
+        client.start()
+        assert client.wait_first_answer(2.0)
+        assert client.state.up is False and "does not exist" in (client.state.last_error or "")
+    finally:
+        client.close()

@@ -126,3 +126,18 @@ def test_sparkline_is_well_formed_svg_inside_its_box(
         assert 0 <= x <= width and 0 <= y <= height
     title = next(el for el in root.iter() if el.tag.endswith("title"))
     assert title.text == 'util <"50%">'
+
+
+def test_a_mig_row_shows_the_figure_its_sparkline_draws_and_the_sparklines_say_what_they_are() -> None:
+    """NVML gives no utilization per MIG instance: the row shows GPM's engine activity, which its sparkline draws
+    (Hopper), or says the figure is unknown (A100), never "n/a" beside a moving line."""
+    from tests.support.snapshots import mig
+
+    parent = gpu(0, mig=True)
+    hopper = reading(mig(parent, 0), gr_engine_active=37.0, fb_used=2.0 * 1024**3, fb_total=9.75 * 1024**3)
+    ampere = reading(mig(parent, 1, profile="3g.40gb"), fb_used=1.0 * 1024**3, fb_total=39.5 * 1024**3)
+    page = render_page(snapshot((reading(parent), hopper, ampere), ()), no_history)
+    text = " ".join(parsed(page).text)
+    assert '37 % <span class="muted">(engine active, GPM)</span>' in page
+    assert "unknown: no per-instance figure without GPM" in text and "n/a" not in text
+    assert "utilization, 0-100 %" in text and "memory used, 0 to its size" in text

@@ -3,11 +3,13 @@ every recommendation, with workloads from kube-state-metrics' history and from t
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from report.cli import main
 from simulation.kubeconfig import write_kubeconfig
 from tests.report.conftest import KnownPrometheus, by_workload, run_report
 from tests.report.known_history import GIB, PODS, WINDOW_HOURS, KnownPod
@@ -115,3 +117,21 @@ def test_the_kubernetes_api_names_the_same_workloads(known: KnownPrometheus, tmp
         document = run_report(known, tmp_path / "out", "--kubeconfig", str(config))
     assert set(by_workload(document)) == set(EXPECTED)
     assert document["owners"].startswith("the Kubernetes API (8 pods)")
+
+
+def test_a_window_without_pod_series_is_nothing_to_judge(
+    known: KnownPrometheus, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A window before the history began (a new install, a --window too long, the wrong Prometheus): exit 3 and one
+    line naming the series looked for, the Prometheus and the window; the page and report.json say so too."""
+    end = known.end - 30 * 86400
+    args = ["--prometheus-url", known.url, "--window", "1h", "--end", str(end), "--output", str(tmp_path)]
+    assert main(args) == 3
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("gpu-pulse-report: error: nothing to judge: no gpu_pulse_pod_gpu_sharing_pods series")
+    assert known.url in lines[0] and "index.html says so" in lines[0]
+    page = (tmp_path / "index.html").read_text(encoding="utf-8")
+    assert "Nothing to judge." in page and "kept" not in page.split("Nothing to judge.")[0]
+    document = json.loads((tmp_path / "report.json").read_text(encoding="utf-8"))
+    assert document["workloads"] == [] and document["nothing_to_judge"].startswith("nothing to judge")

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from report.accumulate import EdgeSteps, pod_steps
 from report.model import Action, Placement, WorkloadFigures, WorkloadKey
-from report.recommend import recommend
+from report.recommend import hours_under, recommend
 from report.sketch import bytes_sketch, ratio_sketch
 from report.window import MAX_STEPS, Window, choose_step
 from toolkit.thresholds import Thresholds
@@ -152,7 +152,66 @@ def test_hostile_names_are_escaped_in_the_page() -> None:
             prometheus_url=f"http://p/{hostile}", generated_at=0.0, start=0, end=3600, step=60, currency=hostile,
             priced=True, thresholds={"headroom": 0.2}, owners=hostile,
             timeline=Timeline((60, 120), (1, 1), (1, 1), (0.5, 0.5)),
-            workloads=(result,), namespaces=((hostile, 1.0, 0.5, 0.5),), queries=1, bytes_read=1, notes=(hostile,),
+            workloads=(result,), namespaces=((hostile, 1.0, 1.0, 0.5, 0.5),), queries=1, bytes_read=1, notes=(hostile,),
         )
     )  # fmt: skip
     assert "<script" not in page and "&lt;script&gt;" in page
+
+
+def page_of(**changes: object) -> str:
+    from report.model import Distribution, Recommendation, Report, Timeline, WorkloadResult
+    from report.page import report_html
+
+    result = WorkloadResult(
+        figures(), Recommendation(Action.KEEP, 0.0, 0.0, ("kept",)), Distribution((0.5,), (3,)),
+        Distribution((2.0**30,), (3,)),
+    )  # fmt: skip
+    base: dict[str, object] = dict(
+        prometheus_url="http://prometheus:9090", generated_at=0.0, start=0, end=3600, step=60, currency="",
+        priced=False, thresholds={"headroom": 0.2}, owners="no pods", timeline=Timeline((60,), (1,), (1,), (0.5,)),
+        workloads=(result,), namespaces=(("ml", 1.0, 1.0, 0.5, 0.5),), queries=1, bytes_read=1, notes=(),
+    )  # fmt: skip
+    base.update(changes)
+    return report_html(Report(**base))  # type: ignore[arg-type]
+
+
+def test_a_namespace_whose_utilization_is_unknown_reads_unknown() -> None:
+    """A namespace on MIG instances of GPUs without GPM (A100): held, never measured. Its busy share is unknown,
+    not 0.0% (which reads as idle), and its busy and idle hours are not 0.0 either."""
+    page = page_of(namespaces=(("mig-team", 12.0, 0.0, 0.0, 0.0),))
+    row = page[page.index('<td class="text">mig-team</td>') :].split("</tr>")[0]
+    assert "unknown" in row and "0.0%" not in row
+    assert row.count("<td>unknown</td>") == 3, row
+
+
+def test_an_empty_window_is_no_verdict() -> None:
+    page = page_of(workloads=(), namespaces=(), nothing_to_judge="nothing to judge: no gpu_pulse_pod series")
+    assert "Nothing to judge." in page and "no gpu_pulse_pod series" in page
+    assert "every one is kept" not in page.lower() and "every workload is kept" not in page.lower()
+    assert "<svg" not in page and "GPU-hours held" not in page
+
+
+@given(st.floats(min_value=0, max_value=1e4, allow_nan=False), st.floats(min_value=1e-6, max_value=1e4))
+def test_hours_under_a_limit_never_reads_as_the_limit_nor_as_nothing(value: float, limit: float) -> None:
+    if value >= limit:
+        return
+    shown = hours_under(value, limit)
+    number = float(shown.removesuffix(" GPU-hours").replace(",", ""))
+    assert number < limit
+    assert number > 0 or value == 0
+
+
+def test_a_slice_held_briefly_is_not_rounded_to_nothing() -> None:
+    t = Thresholds.model_validate({"min_gpu_hours": 0.05})
+    why = recommend(figures(held_gpu_hours=0.048, known_gpu_hours=0.048), t).why[0]
+    assert why.startswith("it held 0.048 GPU-hours, under the 0.05 needed"), why
+
+
+def test_a_profile_fits_by_the_memory_an_instance_really_has() -> None:
+    """Issue 43: a pod with memory p99 31.5 GiB on an H100 80GB needs 37.8 GiB with the headroom. A 3g.40gb instance
+    holds 39.50 GiB (`nvidia-smi mig -lgip`), not the 40e9 bytes (37.25 GiB) of its name: it fits."""
+    t = Thresholds.model_validate({})
+    fit = recommend(figures(gpu_need_p99=0.3, memory_p99=31.5 * 2**30), t)
+    assert (fit.action, fit.profile) == (Action.MIG, "3g.40gb"), fit.why
+    assert fit.profile_memory_bytes == 39.5 * 2**30
+    assert "39.50 GiB" in fit.why[1]

@@ -98,3 +98,18 @@ async def test_a_path_prefix_is_kept_as_mimir_wants_it(aiohttp_server: Any) -> N
     async with PrometheusClient(Connection(f"{url}/prometheus/")) as client:
         assert await client.label_values("namespace", "up", 0, 60) == ["ml"]
     assert paths == ["/prometheus/api/v1/label/namespace/values"]
+
+
+async def test_an_address_without_the_api_says_so_in_one_line(aiohttp_server: Any) -> None:
+    """--prometheus-url pointed at an exporter (aiohttp answers "404: Not Found") or without Mimir's prefix."""
+
+    async def handler(request: web.Request) -> web.Response:
+        raise web.HTTPNotFound()
+
+    url = await serve(aiohttp_server, handler)
+    async with PrometheusClient(Connection(url)) as client:
+        with pytest.raises(PrometheusError) as caught:
+            await client.label_values("namespace", "gpu_pulse_pod_gpu_sharing_pods", 0, 60)
+    message = str(caught.value)
+    assert f"{url} has no Prometheus HTTP API" in message and "--prometheus-url" in message
+    assert "404: Not Found" not in message and "\n" not in message
