@@ -12,11 +12,13 @@ from typing import Any
 from adapter.hotpath_caches import EXACT_BOUND, EXACT_FLOATS, EXACT_INTS, keep
 from adapter.metrics_config import Figure, MetricDefinition
 from adapter.quantity import QuantityError, decimal_from_float
-from adapter.sources.aggregation import combined_value
+from adapter.sources.aggregation import combined_value, scaled
 from adapter.sources.inference_figures import (
     INFERENCE_BOUNDS,
+    READY,
     inference_labels,
     inference_number,
+    inference_reader,
     inference_sampled_at,
 )
 from adapter.sources.metricsource import DeviceValue, ListedValue, PodSample, ServedValue
@@ -143,19 +145,6 @@ def _inference_sample(
     )
 
 
-def inference_served_value(
-    metric: MetricDefinition, pod: PodView, clock_offset: float, generated_at: float | None
-) -> ServedValue | None:
-    """A pod's value of an inference figure: its engine's, while the engine is ready (inference_figures)."""
-    inference = pod.inference
-    number = inference_number(inference, metric)
-    value = None if number is None else exact(number)
-    if inference is None or value is None or not within_bounds(metric.figure, value):
-        return None
-    sampled_at = inference_sampled_at(inference, generated_at) + clock_offset
-    return combined_value(metric, [value], sampled_at, inference.window_seconds)
-
-
 def pod_served_value(metric: MetricDefinition, pod: PodView, sampled_at: float) -> ServedValue | None:
     """A pod's value of `metric` over all its devices, as `aggregation.pod_value` gives it for the pod's `pod_sample`,
     without building the sample (its device labels are only needed for a metricLabelSelector): this is worked out
@@ -231,12 +220,31 @@ def listed_values(
 def _listed_inference_values(
     metric: MetricDefinition, pods: Iterable[PodView], clock_offset: float, generated_at: float | None
 ) -> dict[str, dict[str, ListedValue]]:
-    """`listed_values` of an inference figure: the pods whose engine is ready and gives it."""
+    """`listed_values` of an inference figure: the pods whose engine is ready and gives it, each value as
+    `_inference_sample` and `aggregation.pod_value` would give it, inline (this runs for every document that
+    arrives). The figures' bounds are the document's, checked as it is decoded (toolkit.pods_contract)."""
+    read = inference_reader(metric)
+    scale = metric.scale
+    fixed_window = metric.window_seconds
+    latest = math.inf if generated_at is None else generated_at
     found: dict[str, dict[str, ListedValue]] = {}
+    last_at, when = None, 0.0  # a document's engines are mostly read at one time, over one window
+    last_window, window = -1.0, 0
     for pod in pods:
-        if pod.inference is None:  # most GPU pods run no engine the exporter reads
+        inference = pod.inference
+        if inference is None or inference.state != READY:  # most GPU pods run no engine the exporter reads
             continue
-        served = inference_served_value(metric, pod, clock_offset, generated_at)
-        if served is not None:
-            found.setdefault(pod.namespace, {})[pod.name] = ListedValue(served, pod.uid)
+        number = read(inference)
+        value = None if number is None else exact(number)
+        if value is None:
+            continue
+        if scale != _ONE:
+            value = scaled(value, scale)
+        if inference.sampled_at != last_at:
+            last_at = inference.sampled_at
+            when = min(last_at.timestamp(), latest) + clock_offset
+        if inference.window_seconds != last_window:
+            last_window = inference.window_seconds
+            window = fixed_window if fixed_window is not None else max(1, math.ceil(last_window))
+        found.setdefault(pod.namespace, {})[pod.name] = ListedValue(ServedValue(value, when, window), pod.uid)
     return found

@@ -12,7 +12,9 @@ document's own (`generated_at`), so an inference figure never looks fresher than
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from decimal import Decimal
+from operator import attrgetter
 from types import MappingProxyType
 
 from adapter.metrics_config import Figure, MetricDefinition, Percentile
@@ -38,14 +40,33 @@ INFERENCE_BOUNDS: dict[Figure, tuple[Decimal, Decimal]] = {
 READY = "ready"
 
 
-def _percentile(quantiles: LatencyQuantiles | None, percentile: Percentile | None) -> float | None:
-    if quantiles is None or percentile is None:
-        return None
-    if percentile is Percentile.P50:
-        return quantiles.p50
-    if percentile is Percentile.P90:
-        return quantiles.p90
-    return quantiles.p99
+InferenceReader = Callable[[InferenceFigures], float | None]
+
+
+def _never(inference: InferenceFigures) -> float | None:
+    return None
+
+
+def inference_reader(metric: MetricDefinition) -> InferenceReader:
+    """What reads the number `metric` reads of a pod's engine figures, in the /pods unit (None where the engine does
+    not give it), whatever the engine's state: worked out once per metric, as a document's pods are read in a loop."""
+    figure = metric.figure
+    if figure.is_latency:
+        attribute = (
+            "time_to_first_token_seconds"
+            if figure is Figure.TIME_TO_FIRST_TOKEN_SECONDS
+            else ("inter_token_latency_seconds")
+        )
+        percentile = str(metric.percentile or Percentile.P90)
+
+        def latency(inference: InferenceFigures) -> float | None:
+            quantiles: LatencyQuantiles | None = getattr(inference, attribute)
+            return None if quantiles is None else getattr(quantiles, percentile)  # type: ignore[no-any-return]
+
+        return latency
+    if not figure.of_inference:
+        return _never  # a device figure: not the engine's
+    return attrgetter(str(figure))
 
 
 def inference_number(inference: InferenceFigures | None, metric: MetricDefinition) -> float | None:
@@ -53,22 +74,7 @@ def inference_number(inference: InferenceFigures | None, metric: MetricDefinitio
     figures, its engine is not ready, or it does not give this one."""
     if inference is None or inference.state != READY:
         return None
-    figure = metric.figure
-    if figure is Figure.QUEUED_REQUESTS:
-        return inference.queued_requests
-    if figure is Figure.RUNNING_REQUESTS:
-        return inference.running_requests
-    if figure is Figure.KV_CACHE_UTILIZATION:
-        return inference.kv_cache_utilization
-    if figure is Figure.TIME_TO_FIRST_TOKEN_SECONDS:
-        return _percentile(inference.time_to_first_token_seconds, metric.percentile)
-    if figure is Figure.INTER_TOKEN_LATENCY_SECONDS:
-        return _percentile(inference.inter_token_latency_seconds, metric.percentile)
-    if figure is Figure.REQUESTS_PER_SECOND:
-        return inference.requests_per_second
-    if figure is Figure.GENERATED_TOKENS_PER_SECOND:
-        return inference.generated_tokens_per_second
-    return None  # a device figure: not the engine's
+    return inference_reader(metric)(inference)
 
 
 def inference_labels(node: str, inference: InferenceFigures) -> MappingProxyType[str, str]:
