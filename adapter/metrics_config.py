@@ -5,6 +5,10 @@ external metric is one value over the GPUs of the pods a label selector picks in
 figure of the exporter's `/pods` view they read, how a pod's GPUs are combined, the unit and scale, and for the
 `prometheus` source which PromQL gives the same figure.
 
+A figure is of one of two kinds: a device figure (one per GPU a pod uses: utilization, memory, power) or an inference
+figure (one per pod: what the serving engine in it reports, toolkit.pods_contract.InferenceFigures). A latency figure
+is a percentile, and its metric says which (`percentile`); its PromQL may write `$quantile` for it.
+
 PromQL templates use `$namespace_matcher`, which becomes `namespace="ml"` (or a matcher over several namespaces):
 queries select by namespace only and never grow with the number of pods. A `query` returns the figure in the same
 unit as the `/pods` figure (before `scale`), one series per pod and device or per pod, each with `namespace` and `pod`
@@ -27,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from toolkit.inputfiles import InputFileError, read_input_text
 
 NAMESPACE_MATCHER = "namespace_matcher"
+QUANTILE = "quantile"
 _METRIC_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.:-]*$")
 _RANGE_SELECTOR = re.compile(r"\[\s*[0-9][0-9a-z.]*\s*(?::[^\]]*)?\]")  # [1m], [5m:30s]: a range vector or subquery
 
@@ -36,12 +41,52 @@ class MetricsConfigError(ValueError):
 
 
 class Figure(StrEnum):
-    """Which per-device figure of a pod (toolkit.pods_contract.DeviceFigures) a metric reads."""
+    """Which figure of a pod a metric reads: one of each GPU it uses (toolkit.pods_contract.DeviceFigures), or one of
+    the serving engine in it (toolkit.pods_contract.InferenceFigures, served only while the engine is ready)."""
 
     UTILIZATION_PERCENT = "utilization_percent"  # the pod's GPU utilization on the device, 0-100
     MEMORY_USED_BYTES = "memory_used_bytes"  # the pod's framebuffer use on the device
     MEMORY_UTILIZATION = "memory_utilization"  # memory_used_bytes / memory_total_bytes, 0-1
     POWER_WATTS = "power_watts"  # the pod's part of the device's power draw
+    QUEUED_REQUESTS = "queued_requests"  # requests waiting in the engine
+    RUNNING_REQUESTS = "running_requests"  # requests the engine is working on
+    KV_CACHE_UTILIZATION = "kv_cache_utilization"  # the engine's KV-cache use, 0-1
+    TIME_TO_FIRST_TOKEN_SECONDS = "time_to_first_token_seconds"  # a percentile over the exporter's window
+    INTER_TOKEN_LATENCY_SECONDS = "inter_token_latency_seconds"  # a percentile over the exporter's window
+    REQUESTS_PER_SECOND = "requests_per_second"  # finished requests, per second over the window
+    GENERATED_TOKENS_PER_SECOND = "generated_tokens_per_second"  # output tokens, per second over the window
+
+    @property
+    def of_inference(self) -> bool:
+        """Whether the figure is the serving engine's (one per pod), not a GPU's."""
+        return self not in _DEVICE_FIGURES
+
+    @property
+    def is_latency(self) -> bool:
+        """Whether the figure is a latency distribution, read at a percentile."""
+        return self in _LATENCY_FIGURES
+
+
+_DEVICE_FIGURES = frozenset(
+    {Figure.UTILIZATION_PERCENT, Figure.MEMORY_USED_BYTES, Figure.MEMORY_UTILIZATION, Figure.POWER_WATTS}
+)
+_LATENCY_FIGURES = frozenset({Figure.TIME_TO_FIRST_TOKEN_SECONDS, Figure.INTER_TOKEN_LATENCY_SECONDS})
+
+
+class Percentile(StrEnum):
+    """Which percentile of a latency figure a metric reads (toolkit.pods_contract.LatencyQuantiles)."""
+
+    P50 = "p50"
+    P90 = "p90"
+    P99 = "p99"
+
+    @property
+    def quantile(self) -> str:
+        """The percentile as a quantile, as Prometheus labels write it (`quantile="0.9"`)."""
+        return _QUANTILES[self]
+
+
+_QUANTILES = {Percentile.P50: "0.5", Percentile.P90: "0.9", Percentile.P99: "0.99"}
 
 
 class Combine(StrEnum):
@@ -75,9 +120,16 @@ class PrometheusQuery(_Strict):
         template = string.Template(value)
         if not template.is_valid():
             raise ValueError("invalid template: write $namespace_matcher for the namespace matcher and $$ for '$'")
-        if template.get_identifiers() != [NAMESPACE_MATCHER]:
-            raise ValueError("must select by namespace with $namespace_matcher, and use no other placeholder")
+        identifiers = set(template.get_identifiers())
+        if NAMESPACE_MATCHER not in identifiers or not identifiers <= {NAMESPACE_MATCHER, QUANTILE}:
+            raise ValueError(
+                "must select by namespace with $namespace_matcher, and use no other placeholder than $quantile"
+            )
         return value
+
+    @property
+    def uses_quantile(self) -> bool:
+        return any(QUANTILE in string.Template(q).get_identifiers() for q in (self.query, self.sample_time_query))
 
     @model_validator(mode="after")
     def _window_stated(self) -> PrometheusQuery:
@@ -88,9 +140,12 @@ class PrometheusQuery(_Strict):
             )
         return self
 
-    def render(self, namespace_matcher: str) -> tuple[str, str]:
-        """The (value query, sample-time query) with the namespace matcher filled in."""
+    def render(self, namespace_matcher: str, quantile: str | None = None) -> tuple[str, str]:
+        """The (value query, sample-time query) with the namespace matcher (and the quantile, for a latency figure's
+        `$quantile`) filled in."""
         values = {NAMESPACE_MATCHER: namespace_matcher}
+        if quantile is not None:
+            values[QUANTILE] = quantile
         return string.Template(self.query).substitute(values), string.Template(self.sample_time_query).substitute(
             values
         )
@@ -102,7 +157,13 @@ class MetricDefinition(_Strict):
     name: str = Field(description="the metric name clients ask for (a path segment of the API)")
     description: str = ""
     figure: Figure = Field(description="which /pods figure the metric reads")
-    combine: Combine = Field(description="how the figures of a pod's GPUs (and of a workload's pods) are combined")
+    percentile: Percentile | None = Field(
+        None, description="which percentile of a latency figure the metric reads (p50, p90, p99); latency figures only"
+    )
+    combine: Combine = Field(
+        description="how the figures of a pod's GPUs (and of a workload's pods) are combined; an inference figure is "
+        "one per pod, combined over a workload's pods"
+    )
     unit: str = Field("", description="what the served value measures, for people (percent, bytes, watts)")
     scale: Annotated[Decimal, Field(gt=0)] = Field(Decimal(1), description="served value = figure x scale")
     window_seconds: Annotated[int, Field(gt=0)] | None = Field(
@@ -116,6 +177,24 @@ class MetricDefinition(_Strict):
         if not _METRIC_NAME.match(value):
             raise ValueError("must start with a letter or '_' and hold only letters, digits, '_', '.', ':' or '-'")
         return value
+
+    @model_validator(mode="after")
+    def _percentile_of_latency_only(self) -> MetricDefinition:
+        if self.figure.is_latency and self.percentile is None:
+            raise ValueError(f"percentile: {self.figure} is a distribution: say which percentile (p50, p90 or p99)")
+        if not self.figure.is_latency and self.percentile is not None:
+            raise ValueError(f"percentile: {self.figure} is not a latency figure, it has no percentile")
+        if self.prometheus is not None and self.prometheus.uses_quantile and self.percentile is None:
+            raise ValueError("prometheus: $quantile stands for the percentile of a latency figure, and this has none")
+        return self
+
+    def prometheus_queries(self, namespace_matcher: str) -> tuple[str, str]:
+        """The (value query, sample-time query) of the prometheus source, for the namespaces `namespace_matcher`
+        selects; ValueError when the metric has no `prometheus` block."""
+        if self.prometheus is None:
+            raise ValueError(f"metric {self.name} has no prometheus query")
+        quantile = None if self.percentile is None else self.percentile.quantile
+        return self.prometheus.render(namespace_matcher, quantile)
 
 
 class MetricsConfig(_Strict):

@@ -868,7 +868,7 @@ def adapter_queries(namespace: str) -> dict[str, tuple[str, str]]:
     """Per default metric, the (value query, sample-time query) the adapter sends for one namespace, rendered as the
     adapter renders them (adapter.sources.prometheus)."""
     matcher = namespace_matcher([namespace])
-    return {m.name: m.prometheus.render(matcher) for m in default_metrics_config().metrics if m.prometheus is not None}
+    return {m.name: m.prometheus_queries(matcher) for m in default_metrics_config().metrics if m.prometheus is not None}
 
 
 def engine_rows(log: Path, offset: int, queries: Sequence[tuple[str, str]]) -> list[Row]:

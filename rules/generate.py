@@ -91,11 +91,15 @@ Workloads come from kube-state-metrics (`kube_pod_owner`, and `kube_replicaset_o
 Deployment). A pod kube-state-metrics does not report (not installed, or not scraped yet) is its own workload with
 `workload_type="unknown"`; workloads are never guessed from pod names.
 
-Each series is written once per its group's interval (`every`): state and utilization every minute; allocation,
-memory, power, energy and workloads every two minutes; the waste figures every five. No alert and no autoscaling
-answer reads them (the alerts and the adapter's default queries read the exporter's series), and each dashboard panel
-steps at the fastest of the recorded series it reads. What the cadences cost and save at fleet size:
-docs/decisions/2026-11-28-two-rule-cadences.md.
+Each series is written once per its group's interval (`every`): the serving engines' figures every 15 s, state and
+utilization every minute; allocation, memory, power, energy and workloads every two minutes; the waste figures every
+five. No alert and no autoscaling answer of the adapter reads them (the alerts and the adapter's default queries read
+the exporter's series), and each dashboard panel steps at the fastest of the recorded series it reads. What the
+cadences cost and save at fleet size: docs/decisions/2026-11-28-two-rule-cadences.md.
+
+The inference series (`*:gpu_pulse_pod_inference_*`) are what the serving engine in each pod reports (vLLM, SGLang,
+NIM, Triton with TensorRT-LLM, Dynamo, TGI: docs/llm-serving.md), for pods whose engine is ready. A workload's queue
+and running requests are its pods' sum, its KV-cache use their mean, its latency percentile the slowest pod's.
 
 | series | every | meaning |
 |---|---|---|
@@ -118,6 +122,42 @@ These recorded series compute the same figures, for dashboards and for a `promet
 """
 
 
+# the adapter's inference metrics and the recorded series of the same figure, per pod and per workload
+_INFERENCE_ROWS = (
+    ("inference_queued_requests", "pods; workloads: sum", "queued_requests", ("max", "sum"), "requests"),
+    ("inference_running_requests", "pods; workloads: sum", "running_requests", ("max", "sum"), "requests"),
+    (
+        "inference_kv_cache_utilization",
+        "pods; workloads: mean",
+        "kv_cache_utilization_ratio",
+        ("max", "avg"),
+        "x100 (percent)",
+    ),
+    (
+        "inference_time_to_first_token_seconds",
+        "p90; workloads: max",
+        "time_to_first_token_seconds",
+        ("max", "max"),
+        'seconds, `quantile="0.9"`',
+    ),
+    (
+        "inference_inter_token_latency_seconds",
+        "p90; workloads: max",
+        "inter_token_latency_seconds",
+        ("max", "max"),
+        'seconds, `quantile="0.9"`',
+    ),
+)
+
+
+def _inference_rows() -> str:
+    return "".join(
+        f"| `{metric}` ({how}) | `namespace_pod:gpu_pulse_pod_inference_{figure}:{pod}`, "
+        f"`namespace_workload:gpu_pulse_pod_inference_{figure}:{workload}` | {unit} |\n"
+        for metric, how, figure, (pod, workload), unit in _INFERENCE_ROWS
+    )
+
+
 def readme() -> str:
     every = recording_intervals(Vocabulary.of(Dialect.PROMETHEUS))
     rows = "".join(f"| `{r.record}` | {every[r.record]} | {r.meaning} |\n" for r in recordings(Dialect.PROMETHEUS))
@@ -129,6 +169,7 @@ def readme() -> str:
         README_INTRO
         + rows
         + README_ADAPTER
+        + _inference_rows()
         + "\n## Alerts\n\n| alert | severity | summary |\n|---|---|---|\n"
         + alert_rows
         + reads.section({d: alerts(d) for d in Dialect})

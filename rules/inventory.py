@@ -11,6 +11,7 @@ from prometheus_client.core import Metric
 from adapter.self_metric_families import self_metric_families
 from exporter import catalogue
 from exporter.catalogue import Dialect
+from rules.names import POD_INFERENCE_SERIES
 
 EXTERNAL_NAMES = frozenset(
     {
@@ -59,6 +60,7 @@ def exporter_names(dialect: Dialect) -> frozenset[str]:
         catalogue.SELF_CONNECTIONS_MAX,
         catalogue.SELF_CONNECTIONS_ACCEPTED,
         catalogue.SELF_CONNECTIONS_CLOSED,
+        *POD_INFERENCE_SERIES,
     }
     return frozenset(names)
 

@@ -33,6 +33,11 @@ def combine(values: list[Decimal], how: Combine) -> Decimal:
     return _ARITHMETIC.divide(total, len(values)) if how is Combine.MEAN else total
 
 
+def scaled(value: Decimal, scale: Decimal) -> Decimal:
+    """`value` x `scale`, in the arithmetic's context."""
+    return _ARITHMETIC.multiply(value, scale)
+
+
 def _window(metric: MetricDefinition, window: float) -> int:
     if metric.window_seconds is not None:
         return metric.window_seconds

@@ -1,4 +1,5 @@
-"""From the exporter's `/pods` view to exact per-device figures of one metric."""
+"""From the exporter's `/pods` view to exact figures of one metric: per device, or per pod for an inference figure
+(inference_figures)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,15 @@ from typing import Any
 from adapter.hotpath_caches import EXACT_BOUND, EXACT_FLOATS, EXACT_INTS, keep
 from adapter.metrics_config import Figure, MetricDefinition
 from adapter.quantity import QuantityError, decimal_from_float
-from adapter.sources.aggregation import combined_value
+from adapter.sources.aggregation import combined_value, scaled
+from adapter.sources.inference_figures import (
+    INFERENCE_BOUNDS,
+    READY,
+    inference_labels,
+    inference_number,
+    inference_reader,
+    inference_sampled_at,
+)
 from adapter.sources.metricsource import DeviceValue, ListedValue, PodSample, ServedValue
 from toolkit.pods_contract import (
     MEMORY_BYTES_BOUNDS,
@@ -28,6 +37,7 @@ FIGURE_BOUNDS: dict[Figure, tuple[Decimal, Decimal]] = {
     Figure.MEMORY_USED_BYTES: (Decimal(MEMORY_BYTES_BOUNDS[0]), Decimal(MEMORY_BYTES_BOUNDS[1])),
     Figure.MEMORY_UTILIZATION: (Decimal(0), Decimal(1)),
     Figure.POWER_WATTS: (Decimal(POWER_WATTS_BOUNDS[0]), Decimal(POWER_WATTS_BOUNDS[1])),
+    **INFERENCE_BOUNDS,
 }
 
 
@@ -54,7 +64,10 @@ def exact(number: float | int) -> Decimal | None:
 
 
 def figure_of(device: DeviceFigures, figure: Figure) -> Decimal | None:
-    """One device's figure in its /pods unit, or None when the exporter does not know it."""
+    """One device's figure in its /pods unit, or None when the exporter does not know it (or it is no device
+    figure)."""
+    if figure.of_inference:
+        return None
     if figure is Figure.UTILIZATION_PERCENT:
         return None if device.utilization_percent is None else exact(device.utilization_percent)
     if figure is Figure.MEMORY_USED_BYTES:
@@ -87,9 +100,15 @@ def device_labels(node: str, container: str, device: DeviceFigures) -> MappingPr
     return MappingProxyType(labels)
 
 
-def pod_sample(node: str, pod: PodView, figure: Figure, clock_offset: float = 0.0) -> PodSample | None:
-    """A pod's sample of one figure, or None when none of its devices has that figure. `clock_offset` places the
-    exporter's sample time on the adapter's clock (nodeanswer.exporter_clock_offset)."""
+def pod_sample(
+    node: str, pod: PodView, metric: MetricDefinition, clock_offset: float = 0.0, generated_at: float | None = None
+) -> PodSample | None:
+    """A pod's sample of the figure `metric` reads, or None when none of its devices (its engine, for an inference
+    figure) has that figure. `clock_offset` places the exporter's sample time on the adapter's clock
+    (nodeanswer.exporter_clock_offset); `generated_at` is the document's time on the exporter's clock."""
+    figure = metric.figure
+    if figure.of_inference:
+        return _inference_sample(node, pod, metric, clock_offset, generated_at)
     devices: list[DeviceValue] = []
     for container in pod.containers:
         for device in container.devices:
@@ -104,6 +123,24 @@ def pod_sample(node: str, pod: PodView, figure: Figure, clock_offset: float = 0.
         devices=tuple(devices),
         sampled_at=pod.sampled_at.timestamp() + clock_offset,
         window_seconds=pod.window_seconds,
+        uid=pod.uid,
+    )
+
+
+def _inference_sample(
+    node: str, pod: PodView, metric: MetricDefinition, clock_offset: float, generated_at: float | None
+) -> PodSample | None:
+    inference = pod.inference
+    number = inference_number(inference, metric)
+    value = None if number is None else exact(number)
+    if inference is None or value is None or not within_bounds(metric.figure, value):
+        return None
+    return PodSample(
+        namespace=pod.namespace,
+        name=pod.name,
+        devices=(DeviceValue(value, inference_labels(node, inference)),),
+        sampled_at=inference_sampled_at(inference, generated_at) + clock_offset,
+        window_seconds=inference.window_seconds,
         uid=pod.uid,
     )
 
@@ -139,13 +176,16 @@ _ONE = Decimal(1)
 
 
 def listed_values(
-    metric: MetricDefinition, pods: Iterable[PodView], clock_offset: float
+    metric: MetricDefinition, pods: Iterable[PodView], clock_offset: float, generated_at: float | None = None
 ) -> dict[str, dict[str, ListedValue]]:
     """Each pod's value of `metric` (`pod_served_value`) with its uid, by namespace and then pod name: what the direct
     source works out for every document that arrives, so the common case (one container on one device, a figure as
     the device carries it, no scale) is done inline. `clock_offset` places the exporter's sample times on the adapter's
     clock. Keyed by names, not (namespace, name) tuples, so that nothing in it is tracked by the garbage collector
-    (metricsource.ListedValue)."""
+    (metricsource.ListedValue). `generated_at`: the document's time on the exporter's clock, which no inference figure
+    is taken as sampled after (inference_figures)."""
+    if metric.figure.of_inference:
+        return _listed_inference_values(metric, pods, clock_offset, generated_at)
     attribute = _PLAIN_FIGURES.get(metric.figure)
     plain = attribute is not None and metric.scale == _ONE
     fixed_window = metric.window_seconds
@@ -174,4 +214,37 @@ def listed_values(
             last_namespace = pod.namespace
             in_namespace = found.setdefault(last_namespace, {})
         in_namespace[pod.name] = ListedValue(served, pod.uid)
+    return found
+
+
+def _listed_inference_values(
+    metric: MetricDefinition, pods: Iterable[PodView], clock_offset: float, generated_at: float | None
+) -> dict[str, dict[str, ListedValue]]:
+    """`listed_values` of an inference figure: the pods whose engine is ready and gives it, each value as
+    `_inference_sample` and `aggregation.pod_value` would give it, inline (this runs for every document that
+    arrives). The figures' bounds are the document's, checked as it is decoded (toolkit.pods_contract)."""
+    read = inference_reader(metric)
+    scale = metric.scale
+    fixed_window = metric.window_seconds
+    latest = math.inf if generated_at is None else generated_at
+    found: dict[str, dict[str, ListedValue]] = {}
+    last_at, when = None, 0.0  # a document's engines are mostly read at one time, over one window
+    last_window, window = -1.0, 0
+    for pod in pods:
+        inference = pod.inference
+        if inference is None or inference.state != READY:  # most GPU pods run no engine the exporter reads
+            continue
+        number = read(inference)
+        value = None if number is None else exact(number)
+        if value is None:
+            continue
+        if scale != _ONE:
+            value = scaled(value, scale)
+        if inference.sampled_at != last_at:
+            last_at = inference.sampled_at
+            when = min(last_at.timestamp(), latest) + clock_offset
+        if inference.window_seconds != last_window:
+            last_window = inference.window_seconds
+            window = fixed_window if fixed_window is not None else max(1, math.ceil(last_window))
+        found.setdefault(pod.namespace, {})[pod.name] = ListedValue(ServedValue(value, when, window), pod.uid)
     return found

@@ -40,6 +40,7 @@ class NodeAnswer:
 
     __slots__ = (
         "_document",
+        "_generated_at",
         "_offset",
         "_reread",
         "_samples",
@@ -65,6 +66,7 @@ class NodeAnswer:
         (None: the whole document)."""
         self.node = document.node
         self.interval_seconds = document.interval_seconds
+        self._generated_at = document.generated_at.timestamp()
         self.carried = carried
         self._source = source
         self._reread = reread
@@ -73,7 +75,7 @@ class NodeAnswer:
         self._values: dict[str, ListedValues] = {}  # by metric name (a definition hashes slowly)
         self._samples: dict[str, dict[PodKey, PodSample]] = {}
         for metric in worked_out:
-            self._values[metric.name] = listed_values(metric, document.pods, clock_offset)
+            self._values[metric.name] = listed_values(metric, document.pods, clock_offset, self._generated_at)
 
     def document(self) -> NodePods:
         """The document, decoded again unless samples were asked for (then it is kept)."""
@@ -83,7 +85,9 @@ class NodeAnswer:
         """Each listed pod's value of `metric` and its uid, by namespace and pod name."""
         found = self._values.get(metric.name)
         if found is None:
-            found = self._values[metric.name] = listed_values(metric, self.document().pods, self._offset)
+            found = self._values[metric.name] = listed_values(
+                metric, self.document().pods, self._offset, self._generated_at
+            )
         return found
 
     def samples(self, metric: MetricDefinition) -> Mapping[PodKey, PodSample]:
@@ -93,7 +97,7 @@ class NodeAnswer:
             document = self._document = self.document()
             found = {}
             for pod in document.pods:
-                sample = pod_sample(document.node, pod, metric.figure, self._offset)
+                sample = pod_sample(document.node, pod, metric, self._offset, self._generated_at)
                 if sample is not None:
                     found[(pod.namespace, pod.name)] = sample
             self._samples[metric.name] = found

@@ -144,7 +144,7 @@ class PrometheusSource:
         wanted = {(pod.namespace, pod.name) for pod in pods}
         if not wanted:
             return {}
-        query, time_query = metric.prometheus.render(namespace_matcher([ns for ns, _ in wanted]))
+        query, time_query = metric.prometheus_queries(namespace_matcher([ns for ns, _ in wanted]))
         value_series, time_series = await asyncio.gather(
             self.query(query, wanted, labels=True), self.query(time_query, wanted, labels=False)
         )

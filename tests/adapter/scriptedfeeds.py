@@ -21,17 +21,25 @@ from adapter.sources.nodeanswer import Namespaces
 from adapter.sources.nodefeed import FeedError, NodeFeed
 from adapter.sources.nodefeeds import NodeFeeds
 from tests.support.clocks import ManualClock
-from toolkit.pods_contract import ContainerView, DeviceFigures, NodePods, PodView, parse_node_pods
+from toolkit.pods_contract import (
+    ContainerView,
+    DeviceFigures,
+    InferenceFigures,
+    NodePods,
+    PodView,
+    parse_node_pods,
+)
 
 
 @dataclass(frozen=True)
 class Figure:
     """A pod as a node's document lists it: one GPU's utilization, the uid the exporter knows, how long before the
-    document it was sampled."""
+    document it was sampled, and what its serving engine reports (sampled as long before the document)."""
 
     utilization: float = 50.0
     uid: str | None = None
     age: float = 0.0
+    inference: InferenceFigures | None = None
 
 
 PodFiguresByKey = Mapping[tuple[str, str], Figure]  # (namespace, pod) -> its figure
@@ -67,6 +75,9 @@ def _pod(node: str, namespace: str, name: str, figure: Figure, now: float) -> Po
         containers=(ContainerView(name="main", devices=(device,)),),
         sampled_at=_when(now - figure.age),
         window_seconds=1.0,
+        inference=None
+        if figure.inference is None
+        else msgspec.structs.replace(figure.inference, sampled_at=_when(now - figure.age)),
     )
 
 

@@ -6,6 +6,9 @@ serves a `toolkit.pods_contract.NodePods` document, the very structs the exporte
 exporter version without streams), and `/metrics` the
 exporter's own exposition rendering (prometheus dialect) of a snapshot holding the same figures. A node can be stopped
 (connection refused), frozen (its figures stop advancing, like an exporter whose poll loop hangs) or slowed.
+
+A pod may also carry what its serving engine reports (`InferenceFigures`): `/pods` serves them, and `/metrics` the
+`gpu_pulse_pod_inference_*` series of the exporter's contract for them (`inference_exposition`).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.utils import formatdate
 
+import msgspec
 from aiohttp import web
 
 from exporter.catalogue import Dialect
@@ -28,6 +32,9 @@ from toolkit.pods_contract import (
     STREAM_CONTENT_TYPE,
     ContainerView,
     DeviceFigures,
+    EngineState,
+    InferenceFigures,
+    LatencyQuantiles,
     NodePods,
     PodView,
     answered_at_header,
@@ -77,6 +84,7 @@ class _Pod:
     gpus: list[Gpu]
     uid: str | None = None
     window: float = 30.0
+    inference: InferenceFigures | None = None  # its sample time is the node's at each document
 
 
 @dataclass
@@ -116,8 +124,13 @@ class SimulatedNode:
         *,
         uid: str | None = None,
         window: float = 30.0,
+        inference: InferenceFigures | None = None,
     ) -> None:
-        self.pods[(namespace, name)] = _Pod(namespace, name, list(gpus), uid, window)
+        self.pods[(namespace, name)] = _Pod(namespace, name, list(gpus), uid, window, inference)
+
+    def set_inference(self, namespace: str, name: str, inference: InferenceFigures | None) -> None:
+        """What the pod's serving engine reports from now on (None: no engine read)."""
+        self.pods[(namespace, name)].inference = inference
 
     def remove_pod(self, namespace: str, name: str) -> None:
         self.pods.pop((namespace, name), None)
@@ -146,6 +159,9 @@ class SimulatedNode:
                     containers=tuple(ContainerView(name=c, devices=tuple(d)) for c, d in containers.items()),
                     sampled_at=datetime.fromtimestamp(sampled, UTC),
                     window_seconds=pod.window,
+                    inference=None
+                    if pod.inference is None
+                    else msgspec.structs.replace(pod.inference, sampled_at=datetime.fromtimestamp(sampled, UTC)),
                 )
             )
         return NodePods(
@@ -188,6 +204,7 @@ class SimulatedNode:
     async def _metrics(self, request: web.Request) -> web.Response:
         self.scrapes += 1
         body = render_exposition(self.snapshot(), Dialect.PROMETHEUS, interval_seconds=self.interval)
+        body += inference_exposition(self.name, self.pods.values(), self.clock())
         if self.exposition_time is not None:  # the text format allows a timestamp (ms) after each sample's value
             stamp = f" {int(self.exposition_time * 1000)}"
             lines = body.decode().splitlines()
@@ -260,3 +277,108 @@ class SimulatedNode:
     @property
     def url(self) -> str:
         return f"http://{self.host}:{self.port}"
+
+
+_PLACEHOLDER_TIME = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def engine(
+    queued: float | None = 3.0,
+    *,
+    state: EngineState = "ready",
+    running: float | None = 8.0,
+    kv: float | None = 0.42,
+    ttft: tuple[float, float, float] | None = (0.05, 0.25, 1.5),
+    itl: tuple[float, float, float] | None = (0.01, 0.02, 0.08),
+    rps: float | None = 4.5,
+    tokens: float | None = 1250.0,
+    model: str = "meta-llama/Llama-3.1-8B-Instruct",
+) -> InferenceFigures:
+    """What a vLLM engine reports, normalised. Figures stay as given whatever the state: the adapter must leave out a
+    pod whose engine is not ready even where an exporter sent figures beside that state."""
+
+    def quantiles(values: tuple[float, float, float] | None) -> LatencyQuantiles | None:
+        return None if values is None else LatencyQuantiles(p50=values[0], p90=values[1], p99=values[2])
+
+    return InferenceFigures(
+        state=state,
+        reason=None if state == "ready" else "pod not Ready",
+        engine="vllm",
+        model=model,
+        sampled_at=_PLACEHOLDER_TIME,  # each document's sample time replaces it
+        window_seconds=60.0,
+        queued_requests=queued,
+        running_requests=running,
+        kv_cache_utilization=kv,
+        time_to_first_token_seconds=quantiles(ttft),
+        inter_token_latency_seconds=quantiles(itl),
+        requests_per_second=rps,
+        generated_tokens_per_second=tokens,
+    )
+
+
+# ---- the exporter's inference series, as the contract between exporter and adapter names them (issue 37) -----------
+_INFERENCE_GAUGES = (
+    ("gpu_pulse_pod_inference_queued_requests", "queued_requests"),
+    ("gpu_pulse_pod_inference_running_requests", "running_requests"),
+    ("gpu_pulse_pod_inference_kv_cache_utilization_ratio", "kv_cache_utilization"),
+)
+_INFERENCE_QUANTILES = (
+    ("gpu_pulse_pod_inference_time_to_first_token_seconds", "time_to_first_token_seconds"),
+    ("gpu_pulse_pod_inference_inter_token_latency_seconds", "inter_token_latency_seconds"),
+)
+_INFERENCE_COUNTERS = (
+    ("gpu_pulse_pod_inference_requests_total", "requests_per_second"),
+    ("gpu_pulse_pod_inference_generated_tokens_total", "generated_tokens_per_second"),
+)
+COUNTERS_FROM = 1_000_000.0  # what the counters held when the node started: a rate is never one of a new series
+
+
+def _labels(labels: dict[str, str]) -> str:
+    return ",".join(f'{k}="{v}"' for k, v in labels.items())
+
+
+def inference_exposition(node: str, pods: Collection[_Pod], now: float, started: float = 0.0) -> bytes:
+    """The `gpu_pulse_pod_inference_*` series of `pods` in the text format: one copy per (pod, container, device) edge
+    with the per-pod series' labels plus `engine` and `model` (the contract lets the exporter repeat a pod's figure on
+    each of its devices; the adapter's queries keep one per pod). Figures only for a ready engine; the state series
+    for every pod with engine figures. Counters grow at the pod's rates since `started` (Unix seconds)."""
+    lines: list[str] = []
+    for pod in sorted(pods, key=lambda p: (p.namespace, p.name)):
+        figures = pod.inference
+        if figures is None:
+            continue
+        for gpu in pod.gpus:
+            edge = {
+                "node": node,
+                "namespace": pod.namespace,
+                "pod": pod.name,
+                "container": gpu.container,
+                "gpu": str(gpu.index),
+                "uuid": f"GPU-{node}-{gpu.index:04d}",
+                "share": gpu.share,
+                "engine": figures.engine or "",
+                "model": figures.model or "",
+            }
+            state = edge | {"state": figures.state}
+            lines.append(f"gpu_pulse_pod_inference_engine_state{{{_labels(state)}}} 1")
+            if figures.state != "ready":
+                continue
+            for name, attribute in _INFERENCE_GAUGES:
+                value = getattr(figures, attribute)
+                if value is not None:
+                    lines.append(f"{name}{{{_labels(edge)}}} {value!r}")
+            for name, attribute in _INFERENCE_QUANTILES:
+                quantiles = getattr(figures, attribute)
+                for quantile, value in (
+                    ("0.5", quantiles and quantiles.p50),
+                    ("0.9", quantiles and quantiles.p90),
+                    ("0.99", quantiles and quantiles.p99),
+                ):
+                    if value is not None:
+                        lines.append(f"{name}{{{_labels(edge | {'quantile': quantile})}}} {value!r}")
+            for name, attribute in _INFERENCE_COUNTERS:
+                rate = getattr(figures, attribute)
+                if rate is not None:
+                    lines.append(f"{name}{{{_labels(edge)}}} {COUNTERS_FROM + rate * (now - started)!r}")
+    return "".join(line + "\n" for line in lines).encode()

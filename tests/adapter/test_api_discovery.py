@@ -58,7 +58,8 @@ async def test_resource_list_names_every_metric_for_every_described_resource(
         assert resources[f"nodes/{metric}"]["namespaced"] is False
         assert resources[f"deployments.apps/{metric}"]["namespaced"] is True
         assert resources[f"statefulsets.apps/{metric}"]["namespaced"] is True
-    assert len(resources) == 4 * 5
+    assert len(resources) == len(default_metrics_config().metrics) * 5
+    assert "deployments.apps/inference_queued_requests" in resources
 
 
 async def test_external_resource_list(make_adapter: AdapterFactory) -> None:
@@ -66,13 +67,15 @@ async def test_external_resource_list(make_adapter: AdapterFactory) -> None:
     body = await get_json(client, "/apis/external.metrics.k8s.io/v1beta1")
     assert body["resources"] == [
         {
-            "name": "namespace_gpu_utilization",
+            "name": name,
             "singularName": "",
             "namespaced": True,
             "kind": "ExternalMetricValueList",
             "verbs": ["get"],
         }
+        for name in [m.name for m in default_metrics_config().external]
     ]
+    assert body["resources"][0]["name"] == "namespace_gpu_utilization"
     await get_json(client, "/apis/external.metrics.k8s.io/v1beta2", status=404)
 
 
@@ -167,11 +170,20 @@ async def test_self_metrics(make_adapter: AdapterFactory) -> None:
 
 def test_default_config_is_valid_and_complete() -> None:
     config = default_metrics_config()
+    inference = [
+        "inference_queued_requests",
+        "inference_running_requests",
+        "inference_kv_cache_utilization",
+        "inference_time_to_first_token_seconds",
+        "inference_inter_token_latency_seconds",
+        "inference_generated_tokens_per_second",
+    ]
     assert [m.name for m in config.metrics] == [
         "gpu_utilization",
         "gpu_memory_used_bytes",
         "gpu_memory_utilization",
         "gpu_power_watts",
+        *inference,
     ]
-    assert [m.name for m in config.external] == ["namespace_gpu_utilization"]
+    assert [m.name for m in config.external] == ["namespace_gpu_utilization", *inference]
     assert config.without_prometheus_queries() == []

@@ -27,7 +27,7 @@ from adapter.sources.exporters import StaticExporters
 from adapter.sources.metricsource import MetricSource
 from adapter.sources.nodefeeds import NodeFeeds
 from tests.adapter.simcluster import AdapterFactory, Cluster
-from tests.adapter.simnodes import Gpu
+from tests.adapter.simnodes import Gpu, engine
 from tests.support import keda
 from tests.support.clocks import ManualClock
 from tests.support.waiting import eventually
@@ -146,6 +146,21 @@ async def test_metrics_are_the_sum_of_what_the_custom_metrics_api_serves_for_the
     # infer-a 80 + infer-b (40 + 60.5) / 2: the pending pod has no node and no figure
     answer = await scaler.client.get_metrics(keda.metrics_request("ml", INFER, "gpu_utilization"))
     assert answer.metricValues[0].metricValueFloat == 130.25
+
+
+async def test_a_trigger_on_the_serving_engines_queue_sums_the_ready_pods_queues(
+    make_scaler: ScalerFactory, cluster: Cluster
+) -> None:
+    cluster.nodes["gpu-1"].set_inference("ml", "infer-a", engine(queued=3.0))
+    cluster.nodes["gpu-2"].set_inference("ml", "infer-b", engine(queued=5.0))
+    cluster.nodes["gpu-1"].set_inference("ml", "train-0", engine(queued=40.0, state="warming"))
+    scaler = await make_scaler()
+    trigger = INFER | {"metric": "inference_queued_requests", "target": "2"}
+    answer = await scaler.client.get_metrics(keda.metrics_request("ml", trigger, "inference_queued_requests"))
+    assert answer.metricValues[0].metricValueFloat == 8.0  # KEDA's HPA divides it by the target: 4 replicas
+    everything = trigger | {"podSelector": "app in (infer, train)"}
+    answer = await scaler.client.get_metrics(keda.metrics_request("ml", everything, "inference_queued_requests"))
+    assert answer.metricValues[0].metricValueFloat == 8.0  # train-0's engine is warming: left out
 
 
 async def test_no_selected_pod_is_a_sum_of_zero(make_scaler: ScalerFactory) -> None:

@@ -19,6 +19,7 @@ from adapter.quantity import parse_quantity
 from adapter.sources.prometheus import PrometheusSource, namespace_matcher
 from tests.adapter.promserver import Prometheus
 from tests.adapter.simcluster import AdapterFactory, Cluster
+from tests.adapter.simnodes import engine
 from tests.support.loopback import listening_socket, port_of, refused_port
 from tests.support.waiting import eventually
 
@@ -97,6 +98,54 @@ async def test_both_sources_serve_the_same_answers(make_adapter: AdapterFactory,
     external = "/apis/external.metrics.k8s.io/v1beta1/namespaces/ml/namespace_gpu_utilization?labelSelector=app%3Dinfer"
     got = (await get(via_prometheus, external))["items"][0]
     assert parse_quantity(got["value"]) == parse_quantity((await get(direct, external))["items"][0]["value"])
+
+
+async def test_both_sources_serve_the_same_inference_answers(
+    make_adapter: AdapterFactory, scraped: Prometheus, cluster: Cluster
+) -> None:
+    """The shipped inference metrics through Prometheus, over the exporter's `gpu_pulse_pod_inference_*` series
+    (repeated on each device of a pod on two GPUs, as the per-pod series are), answer as the direct source does from
+    `/pods`; a pod whose engine is warming has no figure in either."""
+    gpu1, gpu2 = cluster.nodes["gpu-1"], cluster.nodes["gpu-2"]
+    gpu1.set_inference("ml", "infer-a", engine(queued=3.0, running=6.0, kv=0.25, ttft=(0.1, 0.4, 2.0)))
+    gpu2.set_inference("ml", "infer-b", engine(queued=5.0, running=2.0, kv=0.75, itl=(0.02, 0.05, 0.5)))
+    gpu1.set_inference("ml", "train-0", engine(queued=11.0, state="warming"))
+    await eventually(
+        lambda: len(scraped.query("gpu_pulse_pod_inference_queued_requests")) == 3,  # infer-b's on each of its GPUs
+        "prometheus scraped the inference series",
+        timeout=20,
+    )
+    via_prometheus = await make_adapter(source=source_for(scraped))
+    direct = await make_adapter()
+    paths = [
+        f"{V2}/namespaces/ml/pods/*/{name}{on}"
+        for name in (
+            "inference_queued_requests",
+            "inference_running_requests",
+            "inference_kv_cache_utilization",
+            "inference_time_to_first_token_seconds",
+            "inference_inter_token_latency_seconds",
+        )
+        for on in ("", "?labelSelector=app%3Dinfer")
+    ]
+    paths += [
+        f"{V2}/namespaces/ml/deployments.apps/infer/inference_queued_requests",
+        f"{V2}/namespaces/ml/deployments.apps/infer/inference_kv_cache_utilization",
+        f"{V2}/namespaces/ml/deployments.apps/infer/inference_time_to_first_token_seconds",
+        f"{V2}/namespaces/ml/pods/*/inference_queued_requests?metricLabelSelector=engine%3Dvllm",
+    ]
+    for path in paths:
+        expected = values(await get(direct, path))
+        assert expected, path
+        assert "train-0" not in expected
+        assert values(await get(via_prometheus, path)) == expected, path
+    assert values(await get(direct, paths[-4])) == {"infer": Decimal(8)}  # one engine per pod, on two GPUs or one
+    external = "/apis/external.metrics.k8s.io/v1beta1/namespaces/ml/inference_queued_requests?labelSelector=app%3Dinfer"
+    got = (await get(via_prometheus, external))["items"]
+    assert [parse_quantity(item["value"]) for item in got] == [Decimal(8)]
+    # tokens per second are a rate over the exporter's counter: served for the ready engines
+    tokens = values(await get(via_prometheus, f"{V2}/namespaces/ml/pods/*/inference_generated_tokens_per_second"))
+    assert set(tokens) == {"infer-a", "infer-b"} and all(value > 0 for value in tokens.values())
 
 
 async def test_queries_select_by_namespace_only(make_adapter: AdapterFactory, scraped: Prometheus) -> None:
@@ -232,10 +281,10 @@ def test_the_default_queries_read_the_namespace_s_series_only() -> None:
     unscoped: set[str] = set()
     for metric in [*config.metrics, *config.external]:
         assert metric.prometheus is not None
-        for query in metric.prometheus.render(matcher):
+        for query in metric.prometheus_queries(matcher):
             selected = selector.findall(query)
             assert selected, query
-            unscoped |= {name for name, labels in selected if labels != "{" + matcher + "}"}
+            unscoped |= {name for name, labels in selected if not labels.startswith("{" + matcher)}
     assert unscoped == {"nvidia_gpu_memory_total_bytes"}
 
 

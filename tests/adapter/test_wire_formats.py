@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from adapter.api.bodies import CustomItems, described_object, rfc3339
 from adapter.api.paths import parse_custom_path, parse_external_path, request_attributes
-from adapter.metrics_config import MetricsConfig, MetricsConfigError, parse_metrics_config
+from adapter.metrics_config import Figure, MetricsConfig, MetricsConfigError, Percentile, parse_metrics_config
 from adapter.quantity import canonical_quantity, decimal_from_float, parse_quantity
 from adapter.sources.metricsource import ServedValue
 from adapter.status import ApiError
@@ -132,22 +132,33 @@ def test_float_noise_does_not_reach_the_wire() -> None:
     assert canonical_quantity(decimal_from_float(80.00000000000001)) == "80"
 
 
-figures = st.sampled_from(["utilization_percent", "memory_used_bytes", "memory_utilization", "power_watts"])
-definitions = st.fixed_dictionaries(
-    {"name": metric_names, "figure": figures, "combine": st.sampled_from(["mean", "max", "sum"])},
-    optional={
-        "unit": st.sampled_from(["percent", "bytes", "watts"]),
-        "scale": st.integers(1, 1000),
-        "window_seconds": st.integers(1, 3600),
-        "description": st.text(max_size=20),
-        "prometheus": st.fixed_dictionaries(
-            {
-                "query": st.just("x{$namespace_matcher}"),
-                "sample_time_query": st.just("timestamp(x{$namespace_matcher})"),
-            }
-        ),
-    },
+# every figure without a percentile (device figures and the engine's), and the latencies with one
+figures = st.sampled_from([str(f) for f in Figure if not f.is_latency])
+plain_figures = st.fixed_dictionaries({"figure": figures})
+latency_figures = st.fixed_dictionaries(
+    {
+        "figure": st.sampled_from([str(f) for f in Figure if f.is_latency]),
+        "percentile": st.sampled_from([str(p) for p in Percentile]),
+    }
 )
+definitions = st.tuples(
+    st.fixed_dictionaries(
+        {"name": metric_names, "combine": st.sampled_from(["mean", "max", "sum"])},
+        optional={
+            "unit": st.sampled_from(["percent", "bytes", "watts"]),
+            "scale": st.integers(1, 1000),
+            "window_seconds": st.integers(1, 3600),
+            "description": st.text(max_size=20),
+            "prometheus": st.fixed_dictionaries(
+                {
+                    "query": st.just("x{$namespace_matcher}"),
+                    "sample_time_query": st.just("timestamp(x{$namespace_matcher})"),
+                }
+            ),
+        },
+    ),
+    st.one_of(plain_figures, latency_figures),
+).map(lambda parts: parts[0] | parts[1])
 
 
 @given(st.lists(definitions, max_size=4, unique_by=lambda d: d["name"]), st.lists(definitions, max_size=2))
@@ -160,6 +171,7 @@ def test_any_valid_configuration_parses_to_what_it_says(
     assert [m.name for m in config.metrics] == [d["name"] for d in metrics]
     for definition, parsed in zip(metrics, config.metrics, strict=True):
         assert parsed.figure == definition["figure"]
+        assert parsed.percentile == definition.get("percentile")
         assert parsed.scale == Decimal(str(definition.get("scale", 1)))
 
 

@@ -1,6 +1,7 @@
 """A live monitoring stack on loopback: simulated exporters (the real exporter on the NVML simulator, both dialects),
-a simulated kube-state-metrics and kube-apiserver /metrics (external services), and one real `prometheus` per dialect
-with the shipped recording rules loaded, scraping every second.
+a simulated kube-state-metrics and kube-apiserver /metrics (external services), a stand-in for the exporter's serving
+engine series (the simulated nodes run no engine), and one real `prometheus` per dialect with the shipped recording
+rules loaded, scraping every second.
 """
 
 from __future__ import annotations
@@ -94,6 +95,40 @@ class SimulatedKube:
                     lines.append(_owner(namespace, pod, "<none>", "<none>", "<none>"))
         return "\n".join(lines) + "\n"
 
+    def engines(self) -> str:
+        """The exporter's `gpu_pulse_pod_inference_*` series (issue 37's contract: the per-pod series' labels plus
+        `engine` and `model`) for the first pod of each namespace, as if a vLLM engine served in it: the simulated
+        nodes run no engine, so this stands in for what an exporter reading one publishes."""
+        lines: list[str] = []
+        seen: set[str] = set()
+        for url in self.exporters:
+            try:
+                document = json.loads(http_get(f"{url}/pods"))
+            except (OSError, ValueError):
+                continue
+            for pod in sorted(document.get("pods", []), key=lambda p: (p["namespace"], p["name"])):
+                if pod["namespace"] in seen:
+                    continue
+                seen.add(pod["namespace"])
+                labels = (
+                    f'node="{document["node"]}",namespace="{pod["namespace"]}",pod="{pod["name"]}",'
+                    'engine="vllm",model="example-model"'
+                )
+                lines += [
+                    f"gpu_pulse_pod_inference_queued_requests{{{labels}}} 3",
+                    f"gpu_pulse_pod_inference_running_requests{{{labels}}} 12",
+                    f"gpu_pulse_pod_inference_kv_cache_utilization_ratio{{{labels}}} 0.62",
+                    f'gpu_pulse_pod_inference_engine_state{{{labels},state="ready"}} 1',
+                ]
+                for quantile, ttft, itl in (("0.5", 0.08, 0.012), ("0.9", 0.3, 0.025), ("0.99", 1.2, 0.09)):
+                    lines.append(
+                        f'gpu_pulse_pod_inference_time_to_first_token_seconds{{{labels},quantile="{quantile}"}} {ttft}'
+                    )
+                    lines.append(
+                        f'gpu_pulse_pod_inference_inter_token_latency_seconds{{{labels},quantile="{quantile}"}} {itl}'
+                    )
+        return "\n".join(lines) + "\n"
+
     @staticmethod
     def apiserver() -> str:
         names = ("v1beta1.custom.metrics.k8s.io", "v1beta2.custom.metrics.k8s.io", "v1beta1.external.metrics.k8s.io")
@@ -104,7 +139,8 @@ class SimulatedKube:
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
-                body = {"/ksm": kube.kube_state_metrics, "/apiserver": kube.apiserver}.get(self.path)
+                paths = {"/ksm": kube.kube_state_metrics, "/apiserver": kube.apiserver, "/engines": kube.engines}
+                body = paths.get(self.path)
                 if body is None:
                     self.send_error(404)
                     return
@@ -157,6 +193,7 @@ def _scrape_config(dialect: Dialect, exporters: list[tuple[str, str]], kube_port
     scrape = [job(EXPORTER_JOB, [(address, {"node": node}) for node, address in exporters])]
     scrape.append(job("kube-state-metrics", [(f"127.0.0.1:{kube_port}", {})], "/ksm"))
     scrape.append(job("apiserver", [(f"127.0.0.1:{kube_port}", {})], "/apiserver"))
+    scrape.append(job("engine-figures-stand-in", [(f"127.0.0.1:{kube_port}", {})], "/engines"))
     return {
         "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
         "rule_files": [str(rules)],

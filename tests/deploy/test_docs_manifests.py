@@ -1,5 +1,6 @@
-"""The manifests the documentation tells users to apply: the HPAs and the KEDA ScaledObject of docs/hpa.md validate,
-read metrics gpu-pulse serves, and the ScaledObject's query is PromQL over series gpu-pulse's rules record."""
+"""The manifests the documentation tells users to apply: the HPAs and the KEDA ScaledObject of docs/hpa.md, and the
+Deployments and HPA of docs/llm-serving.md, validate, read metrics gpu-pulse serves, and the ScaledObject's query is
+PromQL over series gpu-pulse's rules record."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from tests.deploy.schemas import VERSIONS
 from tests.support.tools import require_tool
 
 HPA_DOC = REPO / "docs" / "hpa.md"
+LLM_DOC = REPO / "docs" / "llm-serving.md"
 _BLOCK = re.compile(r"^```yaml\n(.*?)^```", re.MULTILINE | re.DOTALL)
 
 
@@ -34,21 +36,45 @@ def _served() -> tuple[set[str], set[str]]:
     return {m["name"] for m in defaults["metrics"]}, {m["name"] for m in defaults["external"]}
 
 
-def _by_kind(kind: str) -> list[dict[str, Any]]:
-    return [d for d in _documents(HPA_DOC) if isinstance(d, dict) and d.get("kind") == kind]
+def _by_kind(kind: str, doc: Path = HPA_DOC) -> list[dict[str, Any]]:
+    return [d for d in _documents(doc) if isinstance(d, dict) and d.get("kind") == kind]
 
 
 @pytest.mark.parametrize("version", VERSIONS)
 def test_hpa_examples_validate_and_read_served_metrics(version: str) -> None:
     custom, external = _served()
     hpas = _by_kind("HorizontalPodAutoscaler")
-    assert len(hpas) == 3
+    assert len(hpas) == 4
     for hpa in hpas:
         kubernetes_validate.validate(hpa, version, strict=True)
         for metric in hpa["spec"]["metrics"]:
             source = metric[metric["type"].lower()]
             served = external if metric["type"] == "External" else custom
             assert source["metric"]["name"] in served, source["metric"]["name"]
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_llm_serving_examples_validate_read_served_metrics_and_annotate_as_the_exporter_reads(version: str) -> None:
+    custom, _ = _served()
+    (hpa,) = _by_kind("HorizontalPodAutoscaler", LLM_DOC)
+    kubernetes_validate.validate(hpa, version, strict=True)
+    assert {m["pods"]["metric"]["name"] for m in hpa["spec"]["metrics"]} <= custom
+    deployments = _by_kind("Deployment", LLM_DOC)
+    assert len(deployments) == 2
+    for deployment in deployments:
+        kubernetes_validate.validate(deployment, version, strict=True)
+        annotations = deployment["spec"]["template"]["metadata"]["annotations"]
+        assert annotations["prometheus.io/scrape"] == "true"
+        # the names the exporter reads (issue 37): gpu-pulse's own win over Prometheus'
+        assert set(annotations) <= {
+            "prometheus.io/scrape",
+            "prometheus.io/port",
+            "prometheus.io/path",
+            "prometheus.io/scheme",
+            "gpu-pulse.dev/metrics-port",
+            "gpu-pulse.dev/metrics-path",
+            "gpu-pulse.dev/metrics-scheme",
+        }
 
 
 # KEDA's ScaledObject (keda.sh/v1alpha1): the fields the example may use, and the prometheus trigger's metadata keys
