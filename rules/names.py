@@ -13,17 +13,16 @@ POD_ENERGY = catalogue.POD_ENERGY
 POD_INFO = catalogue.POD_DEVICE_INFO
 POD_SHARING = catalogue.POD_SHARING
 
-# What the serving engine in a pod reports, as the exporter publishes it (issue 37's series: the same in both dialects,
-# with the per-pod series' labels plus `engine` and `model`; figures only while the pod's engine is ready). The
-# exporter's side of the contract names them in its catalogue; they are spelled out here until both sides meet.
-POD_INFERENCE_QUEUED = "gpu_pulse_pod_inference_queued_requests"
-POD_INFERENCE_RUNNING = "gpu_pulse_pod_inference_running_requests"
-POD_INFERENCE_KV_CACHE = "gpu_pulse_pod_inference_kv_cache_utilization_ratio"
-POD_INFERENCE_TTFT = "gpu_pulse_pod_inference_time_to_first_token_seconds"  # {quantile="0.5"|"0.9"|"0.99"}
-POD_INFERENCE_ITL = "gpu_pulse_pod_inference_inter_token_latency_seconds"  # {quantile=...}
-POD_INFERENCE_REQUESTS = "gpu_pulse_pod_inference_requests_total"
-POD_INFERENCE_GENERATED_TOKENS = "gpu_pulse_pod_inference_generated_tokens_total"
-POD_INFERENCE_STATE = "gpu_pulse_pod_inference_engine_state"  # {state, reason} 1
+# What the serving engine in a pod reports, as the exporter publishes it (the same names in both dialects, with the
+# per-pod series' labels plus `engine` and `model`; figures only while the pod's engine is ready).
+POD_INFERENCE_QUEUED = catalogue.names.POD_INFERENCE_QUEUED
+POD_INFERENCE_RUNNING = catalogue.names.POD_INFERENCE_RUNNING
+POD_INFERENCE_KV_CACHE = catalogue.names.POD_INFERENCE_KV_CACHE
+POD_INFERENCE_TTFT = catalogue.names.POD_INFERENCE_TTFT  # {quantile="0.5"|"0.9"|"0.99"}
+POD_INFERENCE_ITL = catalogue.names.POD_INFERENCE_ITL  # {quantile=...}
+POD_INFERENCE_REQUESTS = catalogue.names.POD_INFERENCE_REQUESTS
+POD_INFERENCE_GENERATED_TOKENS = catalogue.names.POD_INFERENCE_TOKENS
+POD_INFERENCE_STATE = catalogue.names.POD_INFERENCE_STATE  # {state, reason} 1
 POD_INFERENCE_SERIES = (
     POD_INFERENCE_QUEUED,
     POD_INFERENCE_RUNNING,

@@ -71,9 +71,9 @@ def test_llm_serving_examples_validate_read_served_metrics_and_annotate_as_the_e
             "prometheus.io/port",
             "prometheus.io/path",
             "prometheus.io/scheme",
-            "gpu-pulse.dev/metrics-port",
-            "gpu-pulse.dev/metrics-path",
-            "gpu-pulse.dev/metrics-scheme",
+            "gpu-pulse.dev/engine-port",
+            "gpu-pulse.dev/engine-path",
+            "gpu-pulse.dev/engine-scheme",
         }
 
 
