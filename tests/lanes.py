@@ -30,6 +30,7 @@ SLOW_PATHS = (
     "adapter/test_kube_tls.py",
     "adapter/test_kubectl.py",
     "adapter/test_prometheus_source.py",
+    "adapter/test_promadapter_prometheus.py",
     "adapter/test_real_exporters.py",
     "adapter/test_settings_cli.py",
     "dashboards/test_hpa_join_order.py",

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Sequence
+from decimal import Decimal
 
 import pytest
 from hypothesis import given
@@ -26,11 +27,12 @@ from adapter.promadapter.config import (
 from adapter.promadapter.durations import parse_go_duration
 from adapter.promadapter.goregexp import GoRegexpError, compile_go, expand
 from adapter.promadapter.gotemplate import TemplateError, parse_template
-from adapter.promadapter.naming import SeriesName, namers_from_config, re_matcher
+from adapter.promadapter.naming import MetricNamer, SeriesName, namers_from_config, re_matcher
 from adapter.promadapter.query import MetricsQuery, QueryError, go_quote
 from adapter.promadapter.registry import CustomMetricInfo, ExternalSeriesRegistry, SeriesRegistry
 from adapter.promadapter.resources import ResourceConverter
 from adapter.promadapter.restmapper import BUILT_IN, GroupResource, ResourceType, RestMapper
+from adapter.promadapter.serving import served_quantity
 from adapter.selectors import EVERYTHING, parse_selector
 
 # series_registry_test.go restMapper(): core Pod, Service, Node, PersistentVolume, Namespace; extensions/v1beta1
@@ -115,7 +117,7 @@ UPSTREAM_TEST_SERIES = [
 ]
 
 
-def _rules(text: str, mapper: RestMapper = UPSTREAM_TEST_MAPPER) -> list:  # type: ignore[type-arg]
+def _rules(text: str, mapper: RestMapper = UPSTREAM_TEST_MAPPER) -> list[MetricNamer]:
     config = parse_prom_adapter_config(load_document(text, "test"), "test")
     return namers_from_config(config.rules, mapper)
 
@@ -541,3 +543,18 @@ def test_templates_refuse_what_they_do_not_read() -> None:
 )
 def test_durations_as_prometheus_adapter_flags_take_them(text: str, seconds: float) -> None:
     assert parse_go_duration(text) == seconds
+
+
+@pytest.mark.parametrize(
+    ("value", "served"),
+    [
+        (1.9999, Decimal("1.999")),  # int64(value*1000.0) truncates toward zero
+        (-1.9999, Decimal("-1.999")),
+        (0.1, Decimal("0.1")),
+        (float("nan"), Decimal(0)),  # provider.go metricFor: NaN is served as 0
+        (float("inf"), None),
+        (1e300, None),
+    ],
+)
+def test_values_as_prometheus_adapter_serves_them(value: float, served: Decimal | None) -> None:
+    assert served_quantity(value) == served
