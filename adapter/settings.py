@@ -309,7 +309,8 @@ class AdapterSettings(ConnectionSettings):
     def _consistent(self) -> AdapterSettings:
         if self.demo and self.source != "direct":
             # the demo runs no Prometheus: it would need the binary, scrape configuration and minutes of history before
-            # its answers meant anything; the direct source tells the same story on its own
+            # its answers meant anything; the direct source tells the same story on its own (a prometheus-adapter
+            # --config with --prometheus-url adds that Prometheus' metrics beside)
             raise ValueError(
                 f"--demo serves through the direct source (it runs no Prometheus): leave out --source {self.source}"
             )
