@@ -74,7 +74,10 @@ class RuleDiscovery:
 
     async def _run(self) -> None:
         while True:
-            await self.relist()
+            try:
+                await self.relist()
+            except Exception:  # a relist never ends discovery: the next one may succeed
+                log.exception("relisting prometheus-adapter's rules failed")
             await asyncio.sleep(self._interval)
 
     async def relist(self) -> None:

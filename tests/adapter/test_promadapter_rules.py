@@ -24,6 +24,7 @@ from adapter.promadapter.config import (
     load_document,
     parse_prom_adapter_config,
 )
+from adapter.promadapter.discovery import RuleDiscovery
 from adapter.promadapter.durations import parse_go_duration
 from adapter.promadapter.goregexp import GoRegexpError, compile_go, expand
 from adapter.promadapter.gotemplate import TemplateError, parse_template
@@ -34,6 +35,7 @@ from adapter.promadapter.resources import ResourceConverter
 from adapter.promadapter.restmapper import BUILT_IN, GroupResource, ResourceType, RestMapper
 from adapter.promadapter.serving import served_quantity
 from adapter.selectors import EVERYTHING, parse_selector
+from adapter.sources.metricsource import SourceUnavailableError
 
 # series_registry_test.go restMapper(): core Pod, Service, Node, PersistentVolume, Namespace; extensions/v1beta1
 # Ingress and Deployment
@@ -558,3 +560,76 @@ def test_durations_as_prometheus_adapter_flags_take_them(text: str, seconds: flo
 )
 def test_values_as_prometheus_adapter_serves_them(value: float, served: Decimal | None) -> None:
     assert served_quantity(value) == served
+
+
+class _ScriptedApi:
+    """A Prometheus API whose series answers a test sets (None: the call fails)."""
+
+    def __init__(self) -> None:
+        self.answer: list[SeriesName] | None = []
+        self.asked: list[tuple[str, float]] = []
+
+    async def start(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+    async def series(self, selector: str, start: float) -> list[SeriesName]:
+        self.asked.append((selector, start))
+        if self.answer is None:
+            raise SourceUnavailableError("prometheus is down")
+        return self.answer
+
+
+async def test_a_failed_relist_keeps_what_was_found_and_selectors_are_asked_once() -> None:
+    # provider.go updateMetrics: "don't do duplicate queries when it's just the matchers that change", an error
+    # returns before SetSeries; start is now - max age
+    namers = _rules(UPSTREAM_DEFAULT_CONFIG)
+    api = _ScriptedApi()
+    discovery = RuleDiscovery(
+        api,  # type: ignore[arg-type]
+        SeriesRegistry(UPSTREAM_TEST_MAPPER),
+        namers,
+        ExternalSeriesRegistry(),
+        [],
+        interval=60,
+        max_age=120,
+        clock=lambda: 1000.0,
+    )
+    api.answer = [_series("container_some_usage", "pod", "namespace", "container")]
+    await discovery.relist()
+    assert discovery.ready()
+    assert sorted(api.asked) == [(_CONTAINER_SERIES, 880.0), (_KUBE_SERIES, 880.0)]
+    found = discovery.custom.list_all_metrics()
+    assert [i.resource_name for i in found] == ["namespaces/some_usage", "pods/some_usage"]
+    api.answer = None
+    await discovery.relist()
+    assert discovery.custom.list_all_metrics() == found
+    assert discovery.relists["custom", "error"] == 1 and discovery.relists["custom", "ok"] == 1
+
+
+_SCALARS = st.one_of(
+    st.none(), st.booleans(), st.integers(), st.text(max_size=8), st.sampled_from(["<<.Series>>", "(", "$1"])
+)
+_KEYS = st.sampled_from(
+    ["rules", "externalRules", "resourceRules", "seriesQuery", "seriesFilters", "resources", "name", "metricsQuery",
+     "is", "isNot", "template", "overrides", "namespaced", "matches", "as", "group", "resource", "pod", "x"]
+)  # fmt: skip
+_DOCUMENTS = st.recursive(
+    _SCALARS, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_KEYS, inner, max_size=4), max_leaves=12
+)
+
+
+@given(_DOCUMENTS)
+def test_any_document_is_read_or_refused_in_one_line(document: object) -> None:
+    try:
+        config = parse_prom_adapter_config(document, "f")
+        namers_from_config([*config.rules, *config.external_rules], RestMapper(), "f")
+    except PromAdapterConfigError as exc:
+        assert "\n" not in str(exc) and str(exc).startswith("f: ")
+
+
+@given(st.lists(st.tuples(st.integers(0, 10_000), st.sampled_from(["h", "m", "s", "ms"])), min_size=1, max_size=4))
+def test_go_durations_add_their_parts(parts: list[tuple[int, str]]) -> None:
+    unit = {"h": 3600, "m": 60, "s": 1, "ms": 0.001}
+    text = "".join(f"{number}{suffix}" for number, suffix in parts)
+    assert parse_go_duration(text) == pytest.approx(sum(number * unit[suffix] for number, suffix in parts))

@@ -160,3 +160,27 @@ Deployment's checksum all hold the same pair.
 {{- define "gpu-pulse.adapter.exporterSecretToken" -}}
 {{- if and (not .Values.exporter.auth.enabled) .Values.exporter.auth.bearerTokenSecret (ne .Values.adapter.source "prometheus") }}true{{ end -}}
 {{- end }}
+
+{{/*
+prometheus-adapter's rules (values `rules`): non-empty when any is asked for.
+*/}}
+{{- define "gpu-pulse.adapter.rules" -}}
+{{- if or .Values.rules.default .Values.rules.custom .Values.rules.external -}}true{{- end -}}
+{{- end }}
+
+{{/*
+The configuration file prometheus-adapter's chart writes from the same values: its default rules
+(prometheus-community/helm-charts charts/prometheus-adapter templates/configmap.yaml, rules.default), then
+rules.custom, under `rules`; rules.external under `externalRules`.
+*/}}
+{{- define "gpu-pulse.adapter.rulesConfig" -}}
+{{- $rules := list -}}
+{{- if .Values.rules.default -}}
+{{- $rules = concat $rules (.Files.Get "files/prometheus-adapter-default-rules.yaml" | fromYamlArray) -}}
+{{- end -}}
+{{- $rules = concat $rules (.Values.rules.custom | default list) -}}
+{{- $config := dict -}}
+{{- if $rules }}{{ $_ := set $config "rules" $rules }}{{ end -}}
+{{- with .Values.rules.external }}{{ $_ := set $config "externalRules" . }}{{ end -}}
+{{- toYaml $config -}}
+{{- end }}
