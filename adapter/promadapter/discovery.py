@@ -5,7 +5,8 @@ pkg/external-provider/basic_metric_lister.go): each distinct `seriesQuery` is as
 the series seen since now - `--metrics-max-age`; each rule keeps the series its filters pass; the registry is replaced
 whole. A relist that fails in any call changes nothing (the metrics found before stay served) and is logged and
 counted; custom and external rules relist independently, as upstream's two providers do. The first relist runs at
-start; the rules are `ready` once both have succeeded once.
+start; the rules are `ready` once it has finished, whether Prometheus answered or not: a Prometheus that is down keeps
+the rules' metrics out of discovery (until a relist succeeds), never the GPU metrics out of a replica.
 """
 
 from __future__ import annotations
@@ -55,10 +56,11 @@ class RuleDiscovery:
         self.generation = 0  # grows with each relist that changed a registry
         self.relists = {(api_name, outcome): 0 for api_name in (CUSTOM, EXTERNAL) for outcome in ("ok", "error")}
         self.last_success: dict[str, float] = {}
+        self._attempted: set[str] = set()
         self._relisted = asyncio.Event()
 
     def ready(self) -> bool:
-        return all(name in self.last_success or not namers for name, namers in self._namers.items())
+        return all(name in self._attempted or not namers for name, namers in self._namers.items())
 
     async def start(self) -> None:
         await self.api.start()
@@ -86,6 +88,12 @@ class RuleDiscovery:
         self._relisted.set()
 
     async def _relist(self, which: str) -> None:
+        try:
+            await self._relist_once(which)
+        finally:
+            self._attempted.add(which)
+
+    async def _relist_once(self, which: str) -> None:
         namers = self._namers[which]
         start = self._clock() - self._max_age
         selectors = list(dict.fromkeys(n.selector for n in namers))  # "don't do duplicate queries"

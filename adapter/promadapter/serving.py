@@ -88,7 +88,7 @@ class RuleMetrics:
         await self.discovery.close()
 
     def ready(self) -> bool:
-        """Both kinds of rules relisted once: discovery lists what prometheus-adapter's would."""
+        """The first relist has finished (discovery.RuleDiscovery.ready)."""
         return self.discovery.ready()
 
     # discovery

@@ -230,7 +230,7 @@ async def test_rules_served_beside_gpu_metrics_equal_prometheus(
     source = DirectSource(cluster.locator(), NodeFeeds(timeout=1.0, observe=metrics.observe_source_call))
     app = build_app(config=default_metrics_config(), pods=cluster.pods, source=source, metrics=metrics, rules=rules)
     client = await aiohttp_client(app)
-    await eventually(rules.ready, "the rules relisted once", timeout=10)
+    await eventually(lambda: len(rules.discovery.last_success) == 2, "both kinds of rules relisted", timeout=10)
 
     # discovery: every metric the rules give, beside the GPU metrics
     resources = {r["name"]: r["namespaced"] for r in (await (await client.get(V2)).json())["resources"]}

@@ -595,16 +595,21 @@ async def test_a_failed_relist_keeps_what_was_found_and_selectors_are_asked_once
         max_age=120,
         clock=lambda: 1000.0,
     )
+    api.answer = None
+    assert not discovery.ready()
+    await discovery.relist()
+    assert discovery.ready(), "a Prometheus that is down keeps the rules' metrics out, not the replica"
+    assert discovery.custom.list_all_metrics() == []
+    api.asked.clear()
     api.answer = [_series("container_some_usage", "pod", "namespace", "container")]
     await discovery.relist()
-    assert discovery.ready()
     assert sorted(api.asked) == [(_CONTAINER_SERIES, 880.0), (_KUBE_SERIES, 880.0)]
     found = discovery.custom.list_all_metrics()
     assert [i.resource_name for i in found] == ["namespaces/some_usage", "pods/some_usage"]
     api.answer = None
     await discovery.relist()
     assert discovery.custom.list_all_metrics() == found
-    assert discovery.relists["custom", "error"] == 1 and discovery.relists["custom", "ok"] == 1
+    assert discovery.relists["custom", "error"] == 2 and discovery.relists["custom", "ok"] == 1
 
 
 _SCALARS = st.one_of(
