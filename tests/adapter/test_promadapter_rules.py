@@ -35,7 +35,9 @@ from adapter.promadapter.resources import ResourceConverter
 from adapter.promadapter.restmapper import BUILT_IN, GroupResource, ResourceType, RestMapper
 from adapter.promadapter.serving import served_quantity
 from adapter.selectors import EVERYTHING, parse_selector
+from adapter.settings import load_settings
 from adapter.sources.metricsource import SourceUnavailableError
+from toolkit.settings import SettingsError
 
 # series_registry_test.go restMapper(): core Pod, Service, Node, PersistentVolume, Namespace; extensions/v1beta1
 # Ingress and Deployment
@@ -638,3 +640,14 @@ def test_go_durations_add_their_parts(parts: list[tuple[int, str]]) -> None:
     unit = {"h": 3600, "m": 60, "s": 1, "ms": 0.001}
     text = "".join(f"{number}{suffix}" for number, suffix in parts)
     assert parse_go_duration(text) == pytest.approx(sum(number * unit[suffix] for number, suffix in parts))
+
+
+def test_relist_flags_as_prometheus_adapter_takes_them() -> None:
+    settings = load_settings(["--metrics-relist-interval=1m"], {})
+    assert settings.metrics_relist_interval == 60 and settings.metrics_max_age is None
+    assert load_settings([], {}).metrics_relist_interval == 600  # adapter.go: MetricsRelistInterval 10 * time.Minute
+    # adapter.go makeProvider: "max age must not be less than relist interval"
+    with pytest.raises(SettingsError, match="--metrics-max-age must not be less than --metrics-relist-interval"):
+        load_settings(["--metrics-relist-interval=5m", "--metrics-max-age=1m"], {})
+    with pytest.raises(SettingsError, match="metrics-relist-interval"):
+        load_settings(["--metrics-relist-interval=soon"], {})
