@@ -25,7 +25,9 @@ from adapter.auth.requests import auth_middleware
 from adapter.heap import HeapSettler
 from adapter.metrics_config import MetricsConfig
 from adapter.parts import AdapterParts
+from adapter.promadapter.serving import RuleMetrics
 from adapter.sources.metricsource import MetricSource, PodDirectory
+from adapter.sources.routing import SourcesByMetric
 
 
 class PodCacheLifecycle(Protocol):
@@ -53,6 +55,7 @@ def build_app(
     background: Sequence[Background] = (),
     clock: Callable[[], float] = time.time,
     freeze_gc: bool = False,
+    rules: RuleMetrics | None = None,
 ) -> web.Application:
     """The application: every route, `Status` errors, request timing, optional auth; starting and stopping the
     source (and the pod cache, when given its lifecycle, and each of `background`) with the application. `freeze_gc`
@@ -62,8 +65,12 @@ def build_app(
     if auth is not None:
         middlewares.append(auth)
     app = web.Application(middlewares=middlewares, handler_args={"max_field_size": 16384})
-    state = ApiState(config=config, pods=pods, source=source, metrics=metrics, clock=clock)
+    state = ApiState(config=config, pods=pods, source=source, metrics=metrics, clock=clock, rules=rules)
     readiness = [("pod-cache", lambda: pods.synced), ("metrics-source", source.ready)]
+    if isinstance(source, SourcesByMetric):  # both sources side by side: each one's own check too
+        readiness.extend(source.checks)
+    if rules is not None:  # prometheus-adapter's rules: discovered once before questions come
+        readiness.append(("prometheus-adapter-rules", rules.ready))
     heap = HeapSettler(lambda: pods.synced, source.ready) if freeze_gc else None
     if heap is not None:  # the collection that walks what the source has just opened runs before queries come
         readiness.append(("heap-settled", heap.settled))
@@ -73,6 +80,8 @@ def build_app(
         if pod_cache_lifecycle is not None:
             await pod_cache_lifecycle.start()
         await source.start()
+        if rules is not None:
+            await rules.start()
         housekeeping = asyncio.create_task(heap.run(), name="gpu-pulse-heap") if heap is not None else None
         watching = asyncio.create_task(metrics.stalls.watch(), name="gpu-pulse-stalls")
         try:
@@ -85,6 +94,8 @@ def build_app(
                 housekeeping.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await housekeeping
+            if rules is not None:
+                await rules.close()
             await source.close()
             if pod_cache_lifecycle is not None:
                 await pod_cache_lifecycle.stop()
@@ -110,6 +121,7 @@ def serving_app(parts: AdapterParts) -> web.Application:
         pod_cache_lifecycle=parts.pods,
         background=background,
         freeze_gc=True,
+        rules=parts.rules,
     )
     app.on_cleanup.append(lambda _: parts.reviewer.close())
     return app

@@ -63,7 +63,12 @@ def _run_demo(settings: AdapterSettings) -> int:
         logging.getLogger().setLevel(logging.WARNING)
     listen = str(settings.listen) if "listen" in settings.model_fields_set else DEFAULT_LISTEN
     try:
-        options = DemoOptions(listen=listen, kubeconfig=settings.demo_kubeconfig, keda_args=_keda_flags(settings))
+        options = DemoOptions(
+            listen=listen,
+            kubeconfig=settings.demo_kubeconfig,
+            keda_args=_keda_flags(settings),
+            source_args=_given_flags(settings, ("config", "prometheus_", "metrics_")),
+        )
     except ValueError as exc:
         print(f"{PROG}: error: --demo: {exc}", file=sys.stderr)
         return 2
@@ -72,10 +77,16 @@ def _run_demo(settings: AdapterSettings) -> int:
 
 def _keda_flags(settings: AdapterSettings) -> tuple[str, ...]:
     """The --keda-* flags the user set, for the demo's adapter (adapter/keda)."""
+    return _given_flags(settings, ("keda_",))
+
+
+def _given_flags(settings: AdapterSettings, prefixes: tuple[str, ...]) -> tuple[str, ...]:
+    """The flags the user set whose names start with one of `prefixes`, for the demo's adapter: --keda-* (adapter/keda),
+    and --config, --prometheus-*, --metrics-* (a prometheus-adapter configuration served beside the GPU metrics)."""
     flags = []
     for name in sorted(settings.model_fields_set):
         value = getattr(settings, name)
-        if not name.startswith("keda_") or value is None:
+        if not name.startswith(prefixes) or value is None:
             continue
         flag = "--" + name.replace("_", "-")
         if isinstance(value, bool):

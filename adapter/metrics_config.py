@@ -3,7 +3,8 @@
 A custom metric describes pods (and, aggregated over their pods, Deployments, StatefulSets, Namespaces and Nodes); an
 external metric is one value over the GPUs of the pods a label selector picks in a namespace. Both say which per-pod
 figure of the exporter's `/pods` view they read, how a pod's GPUs are combined, the unit and scale, and for the
-`prometheus` source which PromQL gives the same figure.
+`prometheus` source which PromQL gives the same figure. A metric may name its own `source` (direct or prometheus);
+one that does not is answered by `--source`.
 
 A figure is of one of two kinds: a device figure (one per GPU a pod uses: utilization, memory, power) or an inference
 figure (one per pod: what the serving engine in it reports, toolkit.pods_contract.InferenceFigures). A latency figure
@@ -23,7 +24,7 @@ from decimal import Decimal
 from enum import StrEnum
 from importlib import resources
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -170,6 +171,9 @@ class MetricDefinition(_Strict):
         None, description="the window the value averages over; default: as the exporter reports it (direct), 60 s"
     )
     prometheus: PrometheusQuery | None = Field(None, description="how the prometheus source computes the figure")
+    source: Literal["direct", "prometheus"] | None = Field(
+        None, description="which source answers this metric (direct or prometheus); default: --source"
+    )
 
     @field_validator("name")
     @classmethod
@@ -196,6 +200,16 @@ class MetricDefinition(_Strict):
         quantile = None if self.percentile is None else self.percentile.quantile
         return self.prometheus.render(namespace_matcher, quantile)
 
+    @model_validator(mode="after")
+    def _source_can_answer(self) -> MetricDefinition:
+        if self.source == "prometheus" and self.prometheus is None:
+            raise ValueError("source: prometheus needs a prometheus block saying how to compute the figure")
+        return self
+
+    def source_name(self, default: str) -> str:
+        """The source that answers this metric: its own `source`, else `default` (--source)."""
+        return self.source or default
+
 
 class MetricsConfig(_Strict):
     """Every metric the adapter serves: `metrics` under custom.metrics.k8s.io, `external` under
@@ -220,9 +234,18 @@ class MetricsConfig(_Strict):
     def external_metric(self, name: str) -> MetricDefinition | None:
         return next((d for d in self.external if d.name == name), None)
 
-    def without_prometheus_queries(self) -> list[str]:
-        """Names of metrics the prometheus source cannot serve (no `prometheus` block)."""
-        return [d.name for d in (*self.metrics, *self.external) if d.prometheus is None]
+    def without_prometheus_queries(self, default_source: str = "prometheus") -> list[str]:
+        """Names of metrics the prometheus source would answer (theirs, or `default_source`) that it cannot serve (no
+        `prometheus` block)."""
+        return [
+            d.name
+            for d in (*self.metrics, *self.external)
+            if d.prometheus is None and d.source_name(default_source) == "prometheus"
+        ]
+
+    def source_names(self, default_source: str) -> set[str]:
+        """The sources the metrics need: each metric's own, else `default_source`."""
+        return {d.source_name(default_source) for d in (*self.metrics, *self.external)}
 
 
 def _describe(error: ValidationError) -> str:

@@ -7,7 +7,9 @@ self-metrics registers its collector on the adapter's registry as it is built.
 
 from __future__ import annotations
 
+import logging
 import ssl
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -21,6 +23,21 @@ from adapter.auth.sar import SubjectAccessReviewer
 from adapter.auth.tokenreview import TokenReviewer
 from adapter.metrics_config import MetricsConfig, MetricsConfigError, default_metrics_config, load_metrics_config
 from adapter.podcache.cache import PodCache
+from adapter.promadapter.config import (
+    GPU_PULSE_KEYS,
+    OWN_KEYS,
+    PromAdapterConfig,
+    PromAdapterConfigError,
+    is_prometheus_adapter_config,
+    load_document,
+    parse_prom_adapter_config,
+)
+from adapter.promadapter.discovery import RuleDiscovery, RuleDiscoveryCollector
+from adapter.promadapter.naming import MetricNamer, namers_from_config
+from adapter.promadapter.promapi import PrometheusApi
+from adapter.promadapter.registry import ExternalSeriesRegistry, SeriesRegistry
+from adapter.promadapter.restmapper import RestMapper
+from adapter.promadapter.serving import RuleMetrics, not_served_overrides
 from adapter.selectors import parse_selector
 from adapter.settings import AdapterSettings
 from adapter.sources.direct import DirectSource
@@ -35,15 +52,19 @@ from adapter.sources.feedmetrics import NodeFeedsCollector
 from adapter.sources.metricsource import MetricSource, PodDirectory
 from adapter.sources.nodefeeds import NodeFeeds
 from adapter.sources.prometheus import PrometheusSource
+from adapter.sources.routing import SourcesByMetric
 from toolkit.clientcerts import request_unverified_client_certificates
 from toolkit.connections import ConnectionGuard, ConnectionLimits, ensure_file_limit
 from toolkit.credentials import BearerToken, client_ssl_context
+from toolkit.inputfiles import InputFileError, read_input_text
 from toolkit.kubeclient import api_client
 from toolkit.selfsigned import build_server_ssl_context
 from toolkit.tls import CertificateReloader
 
 if TYPE_CHECKING:
     from adapter.keda.serving import ExternalScalerServer
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -63,11 +84,13 @@ class AdapterParts:
     certificate: CertificateReloader | None  # a renewed serving pair, served without a restart
     connections: ConnectionGuard
     keda: ExternalScalerServer | None  # KEDA's external scaler (--keda-listen)
+    rules: RuleMetrics | None = None  # prometheus-adapter's rules (--config in its format)
 
 
 async def build_parts(settings: AdapterSettings) -> AdapterParts:
     """Build every part; raises ValueError subclasses with one line when the configuration cannot work."""
-    config = metrics_config_for(settings)
+    config, rule_config = served_configuration(settings)
+    compiled = compile_rules(settings, rule_config) if rule_config is not None else None
     client = api_client(kubeconfig=settings.kubeconfig)
     flags = AuthenticationFlags(
         client_ca_file=settings.client_ca_file,
@@ -105,7 +128,8 @@ async def build_parts(settings: AdapterSettings) -> AdapterParts:
     # the ConfigMap, the CA files given by flag, or both, re-read while the adapter runs (auth/reload.py)
     reloader = TrustReloader(client, flags, trust, current=auth_config, registry=metrics.registry)
     pod_cache = PodCache(client, registry=metrics.registry)
-    source = build_source(settings, pod_cache, metrics)
+    source = build_source(settings, pod_cache, metrics, config)
+    rules = build_rules(settings, compiled, pod_cache, metrics) if compiled is not None else None
     keda = None
     if settings.keda_listen is not None:  # grpc is imported only for KEDA (tests/adapter/test_keda_serving.py)
         from adapter.keda.scaler import build_external_scaler
@@ -131,22 +155,39 @@ async def build_parts(settings: AdapterSettings) -> AdapterParts:
         certificate=certificate,
         connections=connections,
         keda=keda,
+        rules=rules,
     )
 
 
-def build_source(settings: AdapterSettings, pods: PodDirectory, metrics: AdapterMetrics) -> MetricSource:
-    """The number source the settings ask for (raises ValueError with one line on unusable credentials)."""
-    if settings.source == "prometheus":
-        assert settings.prometheus_url is not None  # checked by the settings
-        token_file = settings.prometheus_token_file
-        token = BearerToken(token_file, "--prometheus-token-file") if token_file else None
+def build_source(
+    settings: AdapterSettings, pods: PodDirectory, metrics: AdapterMetrics, config: MetricsConfig | None = None
+) -> MetricSource:
+    """The number source: `--source` for every metric, or both sources side by side when `config` has metrics that
+    name the other one (sources/routing.py). Raises ValueError with one line on unusable credentials."""
+    needed = config.source_names(settings.source) if config is not None else {settings.source}
+    if len(needed) == 1:
+        (only,) = needed
+        return _one_source(only, settings, pods, metrics, metrics.observe_source_call)
+    sources = {name: _one_source(name, settings, pods, metrics, metrics.source_observer(name)) for name in needed}
+    return SourcesByMetric(sources, default=settings.source)
+
+
+def _one_source(
+    name: str,
+    settings: AdapterSettings,
+    pods: PodDirectory,
+    metrics: AdapterMetrics,
+    observe: Callable[[str, float], None],
+) -> MetricSource:
+    if name == "prometheus":
+        assert settings.prometheus_url is not None  # checked by the settings and metrics_config_for
         return PrometheusSource(
             settings.prometheus_url,
-            headers=token.headers if token else None,
+            headers=_prometheus_headers(settings),
             ssl_context=client_ssl_context(settings.prometheus_ca_file, "--prometheus-ca-file"),
             timeout=settings.prometheus_timeout,
             max_age=settings.max_age,
-            observe=metrics.observe_source_call,
+            observe=observe,
             max_response_bytes=settings.prometheus_max_response_bytes,
         )
     locator: ExporterLocator
@@ -169,19 +210,104 @@ def build_source(settings: AdapterSettings, pods: PodDirectory, metrics: Adapter
         ssl_context=client_ssl_context(settings.exporter_ca_file, "--exporter-ca-file"),
         keep_warm_seconds=settings.keep_warm,
         refresh=settings.exporter_refresh,
-        observe=metrics.observe_source_call,
+        observe=observe,
         max_document_bytes=settings.exporter_max_document_bytes,
     )
     metrics.registry.register(NodeFeedsCollector(cache))
     return DirectSource(locator, cache, max_age=settings.max_age)
 
 
+def _prometheus_headers(settings: AdapterSettings) -> Callable[[], Mapping[str, str]] | None:
+    token_file = settings.prometheus_token_file
+    return BearerToken(token_file, "--prometheus-token-file").headers if token_file else None
+
+
+def served_configuration(settings: AdapterSettings) -> tuple[MetricsConfig, PromAdapterConfig | None]:
+    """What `--config` defines: gpu-pulse's metrics file, or prometheus-adapter's (told apart by their keys), whose
+    rules are served beside the shipped GPU metrics; checked against the sources it needs."""
+    rules = None
+    if settings.config is None:
+        config = default_metrics_config()
+    else:
+        origin = f"--config {settings.config}"
+        try:
+            text = read_input_text(settings.config, "--config")
+        except InputFileError as exc:
+            raise MetricsConfigError(str(exc)) from None
+        document = load_document(text, origin)
+        if isinstance(document, dict) and set(document) & OWN_KEYS and set(document) & GPU_PULSE_KEYS:
+            raise PromAdapterConfigError(
+                f"{origin}: mixes gpu-pulse's keys (metrics, external) with prometheus-adapter's (rules, "
+                "externalRules, resourceRules): a file is one or the other"
+            )
+        if is_prometheus_adapter_config(document):
+            rules = parse_prom_adapter_config(document, origin)
+            config = default_metrics_config()
+            if settings.prometheus_url is None:
+                raise PromAdapterConfigError(
+                    f"{origin} is prometheus-adapter's configuration: it needs --prometheus-url"
+                )
+        else:
+            config = load_metrics_config(settings.config)
+    where = settings.config or "the defaults"
+    missing = config.without_prometheus_queries(settings.source)
+    if missing:
+        raise MetricsConfigError(f"{where}: the prometheus source needs a prometheus query for {', '.join(missing)}")
+    if "prometheus" in config.source_names(settings.source) and settings.prometheus_url is None:
+        named = [d.name for d in (*config.metrics, *config.external) if d.source == "prometheus"]
+        raise MetricsConfigError(f"{where}: {', '.join(named)} say source: prometheus: give --prometheus-url")
+    return config, rules
+
+
 def metrics_config_for(settings: AdapterSettings) -> MetricsConfig:
     """The metric definitions (--config or the shipped defaults), checked against the chosen source."""
-    config = load_metrics_config(settings.config) if settings.config is not None else default_metrics_config()
-    if settings.source == "prometheus":
-        missing = config.without_prometheus_queries()
-        if missing:
-            where = settings.config or "the defaults"
-            raise MetricsConfigError(f"{where}: --source prometheus needs a prometheus query for {', '.join(missing)}")
-    return config
+    return served_configuration(settings)[0]
+
+
+@dataclass(frozen=True)
+class CompiledRules:
+    """prometheus-adapter's rules, compiled against the resource mapper."""
+
+    mapper: RestMapper
+    custom: list[MetricNamer]
+    external: list[MetricNamer]
+
+
+def compile_rules(settings: AdapterSettings, rules: PromAdapterConfig) -> CompiledRules:
+    """Each rule compiled (refused in one line where prometheus-adapter refuses it); what the file asks for that
+    gpu-pulse does not serve is logged, once, at start."""
+    origin = f"--config {settings.config}"
+    mapper = RestMapper()
+    custom = namers_from_config(rules.rules, mapper, origin)
+    external = namers_from_config(rules.external_rules, mapper, origin)
+    not_served = [*rules.not_served(), *not_served_overrides([*custom, *external])]
+    if not_served:
+        log.warning("%s: not served by gpu-pulse: %s", origin, "; ".join(not_served))
+    return CompiledRules(mapper, custom, external)
+
+
+def build_rules(
+    settings: AdapterSettings, rules: CompiledRules, pods: PodDirectory, metrics: AdapterMetrics
+) -> RuleMetrics:
+    """The rules' discovery, answers and self-metrics."""
+    assert settings.prometheus_url is not None  # checked by served_configuration
+    api = PrometheusApi(
+        settings.prometheus_url,
+        headers=_prometheus_headers(settings),
+        ssl_context=client_ssl_context(settings.prometheus_ca_file, "--prometheus-ca-file"),
+        timeout=settings.prometheus_timeout,
+        max_response_bytes=settings.prometheus_max_response_bytes,
+        observe=metrics.source_observer("prometheus-adapter-rules"),
+    )
+    relist = settings.metrics_relist_interval
+    discovery = RuleDiscovery(
+        api,
+        SeriesRegistry(rules.mapper),
+        rules.custom,
+        ExternalSeriesRegistry(),
+        rules.external,
+        interval=relist,
+        max_age=settings.metrics_max_age if settings.metrics_max_age is not None else relist,
+    )
+    metrics.registry.register(RuleDiscoveryCollector(discovery))
+    return RuleMetrics(discovery, rules.mapper, pods)

@@ -26,6 +26,7 @@ from toolkit.settings import ListenAddress
 
 if TYPE_CHECKING:
     from adapter.keda.serving import ExternalScalerServer
+    from adapter.promadapter.serving import RuleMetrics
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +41,7 @@ class Adapter:
     api: ApiClient
     connections: ConnectionGuard
     keda: ExternalScalerServer | None = None  # KEDA's external scaler (--keda-listen)
+    rules: RuleMetrics | None = None  # prometheus-adapter's rules (--config in its format)
 
     @classmethod
     async def from_settings(cls, settings: AdapterSettings) -> Adapter:
@@ -52,6 +54,7 @@ class Adapter:
             api=parts.api,
             connections=parts.connections,
             keda=parts.keda,
+            rules=parts.rules,
         )
 
     async def serve(self, stop: asyncio.Event, on_serving: Sequence[Callable[[str], None]] = ()) -> None:

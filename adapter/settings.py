@@ -10,6 +10,7 @@ from typing import Annotated, Literal
 from pydantic import BeforeValidator, field_validator, model_validator
 from pydantic_settings import SettingsConfigDict
 
+from adapter.promadapter.durations import parse_go_duration
 from adapter.selectors import SelectorError, parse_selector
 from adapter.sources.exporters import parse_endpoint_map
 from toolkit.settings import (
@@ -33,6 +34,10 @@ def _optional_listen(value: object) -> ListenAddress | None:
     return None if value is None else parse_listen(value)
 
 
+def _optional_duration(value: object) -> float | None:
+    return None if value is None else parse_go_duration(value)
+
+
 class AdapterSettings(ConnectionSettings):
     """Every setting of the adapter. Field `foo_bar` is flag `--foo-bar` and variable `GPU_PULSE_ADAPTER_FOO_BAR`."""
 
@@ -44,13 +49,30 @@ class AdapterSettings(ConnectionSettings):
     )
     source: Annotated[Literal["direct", "prometheus"], BeforeValidator(lower)] = setting(
         "direct",
-        "Where figures come from: 'direct' (each node's exporter /pods) or 'prometheus' (PromQL over the HTTP API).",
+        "Where figures come from, for metrics that do not name their own source: 'direct' (each node's exporter "
+        "/pods) or 'prometheus' (PromQL over the HTTP API).",
         metavar="{direct,prometheus}",
     )
     config: Path | None = setting(
         None,
-        "YAML file defining the served metrics; default: the shipped defaults (adapter/defaults.yaml).",
+        "YAML file defining the served metrics (default: the shipped defaults, adapter/defaults.yaml), or "
+        "prometheus-adapter's configuration file as it is (rules, externalRules), served from --prometheus-url beside "
+        "the shipped GPU metrics; the two are told apart by their keys.",
         metavar="FILE",
+    )
+    metrics_relist_interval: Annotated[float, BeforeValidator(parse_go_duration)] = setting(
+        600.0,
+        "With a prometheus-adapter --config: how often its rules' series are listed from Prometheus (a Go duration "
+        "as prometheus-adapter takes it, 1m, 30s, or seconds); default 10m, as prometheus-adapter's.",
+        metavar="DURATION",
+        gt=0,
+        allow_inf_nan=False,
+    )
+    metrics_max_age: Annotated[float | None, BeforeValidator(_optional_duration)] = setting(
+        None,
+        "With a prometheus-adapter --config: how far back the series listing looks (a Go duration or seconds); "
+        "default: --metrics-relist-interval, as prometheus-adapter's.",
+        metavar="DURATION",
     )
     max_age: float | None = setting(
         None,
@@ -124,7 +146,8 @@ class AdapterSettings(ConnectionSettings):
     )
     prometheus_url: str | None = setting(
         None,
-        "Base URL of the Prometheus HTTP API (Prometheus, Thanos, Mimir, VictoriaMetrics) for --source prometheus.",
+        "Base URL of the Prometheus HTTP API (Prometheus, Thanos, Mimir, VictoriaMetrics), for metrics answered by the "
+        "prometheus source and for a prometheus-adapter --config.",
         metavar="URL",
     )
     prometheus_token_file: Path | None = setting(None, "File with a bearer token for Prometheus.", metavar="FILE")
@@ -294,10 +317,15 @@ class AdapterSettings(ConnectionSettings):
     def _consistent(self) -> AdapterSettings:
         if self.demo and self.source != "direct":
             # the demo runs no Prometheus: it would need the binary, scrape configuration and minutes of history before
-            # its answers meant anything; the direct source tells the same story on its own
+            # its answers meant anything; the direct source tells the same story on its own (a prometheus-adapter
+            # --config with --prometheus-url adds that Prometheus' metrics beside)
             raise ValueError(
                 f"--demo serves through the direct source (it runs no Prometheus): leave out --source {self.source}"
             )
+        if (
+            self.metrics_max_age is not None and self.metrics_max_age < self.metrics_relist_interval
+        ):  # prometheus-adapter's makeProvider: "max age must not be less than relist interval"
+            raise ValueError("--metrics-max-age must not be less than --metrics-relist-interval")
         if self.source == "prometheus" and self.prometheus_url is None:
             raise ValueError("--source prometheus needs --prometheus-url")
         check_tls_pair(self.tls_cert_file, self.tls_private_key_file)

@@ -22,6 +22,7 @@ TESTS = Path(__file__).resolve().parent
 # paths relative to tests/: a folder (ending in /) or a file
 SLOW_PATHS = (
     "e2e/",
+    "adapter/test_demo_rules.py",
     "adapter/test_demo_run.py",
     "adapter/test_keda_demo.py",
     "adapter/test_keda_hostile.py",
@@ -31,6 +32,7 @@ SLOW_PATHS = (
     "adapter/test_kube_tls.py",
     "adapter/test_kubectl.py",
     "adapter/test_prometheus_source.py",
+    "adapter/test_promadapter_prometheus.py",
     "adapter/test_real_exporters.py",
     "adapter/test_settings_cli.py",
     "dashboards/test_hpa_join_order.py",

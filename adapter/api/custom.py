@@ -8,8 +8,9 @@ from aiohttp import web
 
 from adapter.api.bodies import CustomItems
 from adapter.api.objects import POD, described_objects, described_pods, object_kind
-from adapter.api.paths import CUSTOM_GROUP, CUSTOM_VERSIONS, parse_custom_path
-from adapter.api.state import API_STATE, query_selector, unknown_metric
+from adapter.api.paths import CUSTOM_GROUP, CUSTOM_VERSIONS, CustomMetricPath, parse_custom_path
+from adapter.api.state import API_STATE, ApiState, query_selector, unknown_metric
+from adapter.selectors import Selector
 from adapter.sources.aggregation import served_value
 from adapter.status import ApiError
 
@@ -22,10 +23,13 @@ async def custom_metrics(request: web.Request) -> web.Response:
     path = parse_custom_path(request.rel_url.raw_path, version)
     metric = state.config.custom(path.metric)
     kind = object_kind(path.resource)
-    if metric is None or kind is None or not state.source.serves(metric):
-        raise unknown_metric(path.metric, path.resource)
     label_selector = query_selector(request, "labelSelector")
     metric_selector = query_selector(request, "metricLabelSelector")
+    if metric is None or kind is None or not state.source.serves(metric):
+        if state.rules is not None and state.rules.serves_custom(path):  # a metric prometheus-adapter's rules give
+            state.require_synced()
+            return await _rule_metric(state, version, path, label_selector, metric_selector)
+        raise unknown_metric(path.metric, path.resource)
     state.require_synced()
     items = CustomItems(version, metric.name, metric_selector.as_label_selector())
     oldest = math.inf
@@ -49,3 +53,14 @@ async def custom_metrics(request: web.Request) -> web.Response:
         state.metrics.figure_age.labels(CUSTOM_GROUP).observe(max(0.0, state.clock() - oldest))
     state.metrics.served_values.labels(CUSTOM_GROUP).inc(len(items))
     return web.Response(body=items.text().encode(), content_type="application/json")
+
+
+async def _rule_metric(
+    state: ApiState, version: str, path: CustomMetricPath, label_selector: Selector, metric_selector: Selector
+) -> web.Response:
+    assert state.rules is not None
+    body, sampled = await state.rules.custom_body(version, path, label_selector, metric_selector)
+    if sampled:
+        state.metrics.figure_age.labels(CUSTOM_GROUP).observe(max(0.0, state.clock() - min(sampled)))
+    state.metrics.served_values.labels(CUSTOM_GROUP).inc(len(sampled))
+    return web.Response(body=body.encode(), content_type="application/json")

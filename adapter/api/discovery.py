@@ -4,6 +4,7 @@ with one resource per served metric and described resource, e.g. `pods/gpu_utili
 from __future__ import annotations
 
 import json
+from typing import Protocol
 
 from aiohttp import web
 
@@ -62,15 +63,48 @@ def _json(body: JsonObject) -> bytes:
     return json.dumps(body, separators=(",", ":")).encode()
 
 
-class Discovery:
-    """The discovery documents, rendered once from the served metrics."""
+class RuleResources(Protocol):
+    """The resources of metrics that change while the adapter runs (prometheus-adapter's rules, relisted)."""
 
-    def __init__(self, custom: list[MetricDefinition], external: list[MetricDefinition]) -> None:
+    @property
+    def generation(self) -> int: ...
+
+    def custom_resources(self) -> list[JsonObject]: ...
+
+    def external_resources(self) -> list[JsonObject]: ...
+
+
+class Discovery:
+    """The discovery documents, rendered once from the served metrics, and again after each relist of
+    prometheus-adapter's rules when they are served (their resources follow the GPU metrics', each name once)."""
+
+    def __init__(
+        self, custom: list[MetricDefinition], external: list[MetricDefinition], rules: RuleResources | None = None
+    ) -> None:
         self._groups = _json(group_list())
         self._group = {g: _json(api_group(g)) for g in SERVED}
-        self._resources = {
-            (g, v): _json(resource_list(g, v, custom, external)) for g, versions in SERVED.items() for v in versions
+        self._fixed = {
+            (g, v): resource_list(g, v, custom, external) for g, versions in SERVED.items() for v in versions
         }
+        self._resources = {key: _json(body) for key, body in self._fixed.items()}
+        self._rules = rules
+        self._rendered_generation = -1
+
+    def _current(self) -> dict[tuple[str, str], bytes]:
+        rules = self._rules
+        if rules is None or rules.generation == self._rendered_generation:
+            return self._resources
+        generation = rules.generation
+        rendered = {}
+        for (group, version), body in self._fixed.items():
+            own = body["resources"]
+            assert isinstance(own, list)
+            names = {resource["name"] for resource in own}
+            extra = rules.custom_resources() if group == CUSTOM_GROUP else rules.external_resources()
+            merged = [*own, *(r for r in extra if r["name"] not in names)]
+            rendered[group, version] = _json({**body, "resources": merged})
+        self._resources, self._rendered_generation = rendered, generation
+        return rendered
 
     async def groups(self, request: web.Request) -> web.Response:
         return web.Response(body=self._groups, content_type="application/json")
@@ -85,7 +119,7 @@ class Discovery:
 
     async def resources(self, request: web.Request) -> web.Response:
         group, version = request.match_info["group"], request.match_info["version"]
-        body = self._resources.get((group, version))
+        body = self._current().get((group, version))
         if body is None:
             raise ApiError(404, f"the server could not find the requested resource: {group}/{version} is not served")
         return web.Response(body=body, content_type="application/json")

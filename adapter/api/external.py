@@ -21,9 +21,13 @@ async def external_metrics(request: web.Request) -> web.Response:
         )
     path = parse_external_path(request.rel_url.raw_path, version)
     metric = state.config.external_metric(path.metric)
-    if metric is None or not state.source.serves(metric):
-        raise ApiError(404, f"the server could not find the external metric {path.metric}")
     selector = query_selector(request, "labelSelector")
+    if metric is None or not state.source.serves(metric):
+        if state.rules is not None and state.rules.serves_external(path.metric):  # from prometheus-adapter's rules
+            body = await state.rules.external_body(version, path.namespace, path.metric, selector)
+            state.metrics.served_values.labels(EXTERNAL_GROUP).inc(len(body["items"]))  # type: ignore[arg-type]
+            return json_response(body)
+        raise ApiError(404, f"the server could not find the external metric {path.metric}")
     state.require_synced()
     pods = state.pods.pods_in_namespace(path.namespace, selector)
     samples = await state.source.samples(metric, pods) if pods else {}

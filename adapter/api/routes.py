@@ -18,7 +18,7 @@ def add_routes(app: web.Application, state: ApiState, readiness: list[Check]) ->
     app[API_STATE] = state
     custom = [m for m in state.config.metrics if state.source.serves(m)]
     external = [m for m in state.config.external if state.source.serves(m)]
-    discovery = Discovery(custom, external)
+    discovery = Discovery(custom, external, state.rules)
     openapi = OpenApiDocuments()
     health = Health(readiness)
     router = app.router

@@ -9,7 +9,7 @@ own (not prometheus_client's global one), so two adapters in one process, as in 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Protocol
 
 from aiohttp import web
@@ -103,6 +103,14 @@ class AdapterMetrics:
 
     def observe_source_call(self, outcome: str, seconds: float) -> None:
         self.source_calls.labels(self._source, outcome).observe(seconds)
+
+    def source_observer(self, source: str) -> Callable[[str, float], None]:
+        """`observe_source_call` for one of several sources running side by side (adapter/sources/routing.py)."""
+
+        def observe(outcome: str, seconds: float) -> None:
+            self.source_calls.labels(source, outcome).observe(seconds)
+
+        return observe
 
     async def handle(self, request: web.Request) -> web.Response:
         """GET /metrics: the registry in the format the scraper asks for (toolkit.negotiation, as the exporter)."""

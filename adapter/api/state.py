@@ -1,4 +1,5 @@
-"""What the API handlers share: the metric definitions, the pod cache, the number source, the self-metrics."""
+"""What the API handlers share: the metric definitions, the pod cache, the number source, the self-metrics, and
+prometheus-adapter's rules when its configuration is served."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from aiohttp import web
 
@@ -13,6 +15,9 @@ from adapter.api.selfmetrics import AdapterMetrics
 from adapter.metrics_config import MetricsConfig
 from adapter.selectors import EVERYTHING, Selector, SelectorError, parse_selector
 from adapter.sources.metricsource import MetricSource, PodDirectory
+
+if TYPE_CHECKING:
+    from adapter.promadapter.serving import RuleMetrics
 from adapter.status import ApiError, bad_request, service_unavailable
 
 
@@ -23,6 +28,7 @@ class ApiState:
     source: MetricSource
     metrics: AdapterMetrics
     clock: Callable[[], float] = field(default=time.time)
+    rules: RuleMetrics | None = None  # prometheus-adapter's rules (--config in its format), beside the GPU metrics
 
     def require_synced(self) -> None:
         if not self.pods.synced:

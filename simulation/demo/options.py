@@ -15,7 +15,9 @@ class DemoOptions:
     written once the adapter serves (removed when the demo stops). `interval`: seconds between two summaries.
     `terminal`: redraw one screen (True) or print log lines (False); None asks whether stdout is a terminal.
     `seed`: of the simulated GPUs' identities and load curves. `keda_args`: the adapter's --keda-* flags as given
-    (with --keda-listen, the adapter also serves KEDA's external scaler, and the demo prints where)."""
+    (with --keda-listen, the adapter also serves KEDA's external scaler, and the demo prints where). `source_args`: the
+    adapter's --config, --prometheus-* and --metrics-* flags as given (with prometheus-adapter's --config and
+    --prometheus-url, its rules' metrics are served from that Prometheus beside the demo's GPU metrics)."""
 
     listen: str = DEFAULT_LISTEN
     kubeconfig: Path = DEFAULT_KUBECONFIG
@@ -23,6 +25,7 @@ class DemoOptions:
     terminal: bool | None = None
     seed: int = 1
     keda_args: tuple[str, ...] = ()
+    source_args: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.interval > 0:

@@ -194,7 +194,7 @@ class _Demo:
             f"--exporter-endpoints={endpoints}", f"--tls-cert-file={trust.serving_cert}",
             f"--tls-private-key-file={trust.serving_key}", f"--client-ca-file={trust.ca_file}",
             f"--requestheader-client-ca-file={trust.ca_file}", "--requestheader-allowed-names=front-proxy-client",
-            f"--cert-dir={workdir / 'certs'}", *self.options.keda_args,
+            f"--cert-dir={workdir / 'certs'}", *self.options.keda_args, *self.options.source_args,
         ]  # fmt: skip
         try:
             adapter = await Adapter.from_settings(load_settings(argv, {}))
@@ -214,6 +214,9 @@ class _Demo:
         port = urllib.parse.urlsplit(served[0]).port or listen.port
         url = server_url(listen, port)
         self.say(f"adapter serving custom.metrics.k8s.io and external.metrics.k8s.io on {url} (direct source)")
+        if adapter.rules is not None:
+            flags = " ".join(self.options.source_args)
+            self.say(f"  and the metrics prometheus-adapter's rules give, from Prometheus ({flags})")
         if adapter.keda is not None:
             self.keda = (adapter.keda.address, adapter.keda.tls)
             header, trigger, call = keda_lines(adapter.keda.address, adapter.keda.tls, trust.ca_file)

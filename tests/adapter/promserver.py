@@ -80,6 +80,12 @@ class Prometheus:
         with urllib.request.urlopen(url, timeout=5) as response:
             return json.load(response)["data"]["result"]  # type: ignore[no-any-return]
 
+    def query_at(self, promql: str, at: float) -> list[dict[str, Any]]:
+        """An instant query evaluated at `at` (Unix seconds)."""
+        params = urllib.parse.urlencode({"query": promql, "time": f"{at:.3f}"})
+        with urllib.request.urlopen(f"{self.url}/api/v1/query?{params}", timeout=5) as response:
+            return json.load(response)["data"]["result"]  # type: ignore[no-any-return]
+
     def logged_queries(self) -> list[str]:
         if not self.query_log.exists():
             return []

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+import pytest
 from aiohttp.test_utils import TestClient
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as parse_openmetrics
 
@@ -87,3 +88,68 @@ async def test_the_served_application_is_built_from_the_parts(
         assert await pods_cached() == 6, "read from the adapter's own pod cache at scrape time"
     finally:
         parts.api.close()  # type: ignore[no-untyped-call]
+
+
+PROMETHEUS_ADAPTER_CONFIG = """
+rules:
+- seriesQuery: '{namespace!="",__name__!~"^container_.*"}'
+  resources: {template: <<.Resource>>}
+  name: {matches: ^(.*)_total$}
+  metricsQuery: sum(rate(<<.Series>>{<<.LabelMatchers>>}[5m])) by (<<.GroupBy>>)
+  # a label naming a custom resource: not served, and said
+- seriesQuery: '{__name__="rollout_steps"}'
+  resources: {overrides: {rollout: {group: argoproj.io, resource: rollout}}}
+  metricsQuery: sum(<<.Series>>{<<.LabelMatchers>>}) by (<<.GroupBy>>)
+resourceRules:
+  cpu: {containerQuery: x, nodeQuery: y, containerLabel: container}
+"""
+
+
+async def test_prometheus_adapter_configuration_is_served_beside_the_gpu_metrics(
+    cluster: Cluster, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", server=cluster.kube.url)
+    config = tmp_path / "config.yaml"
+    config.write_text(PROMETHEUS_ADAPTER_CONFIG)
+    argv = [
+        f"--kubeconfig={kubeconfig}",
+        f"--cert-dir={tmp_path / 'certs'}",
+        f"--config={config}",
+        "--prometheus-url=http://127.0.0.1:9",
+        "--metrics-relist-interval=1m",
+    ]
+    parts = await build_parts(load_settings(argv, {}))
+    try:
+        assert parts.rules is not None
+        assert parts.config.custom("gpu_utilization") is not None  # the shipped GPU metrics, beside the rules
+        registered = {f.name for f in parts.metrics.registry.collect()}
+        assert {
+            "gpu_pulse_adapter_rules_relists",
+            "gpu_pulse_adapter_rules_metrics",
+            "gpu_pulse_adapter_rules_last_relist_timestamp_seconds",
+        } <= registered
+        said = " ".join(r.getMessage() for r in caplog.records if r.levelname == "WARNING")
+        assert "not served by gpu-pulse: resourceRules (metrics.k8s.io" in said
+        assert "rules[1].resources.overrides.rollout (rollout.argoproj.io)" in said
+    finally:
+        parts.api.close()  # type: ignore[no-untyped-call]
+
+
+@pytest.mark.parametrize(
+    ("text", "flags", "problem"),
+    [
+        ("rules: [{seriesQuery: x, name: {matches: '^(a)(b)$'}}]", ["--prometheus-url=http://p:9090"],
+         r"--config .*config.yaml: rules\[0\]\.name\.as: must specify an 'as' value"),
+        ("rules: []", [], r"is prometheus-adapter's configuration: it needs --prometheus-url"),
+        ("rules: [{seriesQuery: x}]\nmetrics: []", ["--prometheus-url=http://p:9090"],
+         "mixes gpu-pulse's keys .* with prometheus-adapter's"),
+    ],
+)  # fmt: skip
+async def test_a_configuration_that_cannot_be_served_is_one_line(
+    tmp_path: Path, text: str, flags: list[str], problem: str
+) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text(text)
+    with pytest.raises(ValueError, match=problem) as caught:
+        await build_parts(load_settings([f"--config={config}", *flags], {}))
+    assert "\n" not in str(caught.value)

@@ -22,6 +22,13 @@ from adapter.auth.sar import SubjectAccessReviewer
 from adapter.auth.tokenreview import TokenReviewer
 from adapter.metrics_config import default_metrics_config
 from adapter.podcache.cache import PodCache
+from adapter.promadapter.config import load_document, parse_prom_adapter_config
+from adapter.promadapter.discovery import RuleDiscovery
+from adapter.promadapter.naming import SeriesName, namers_from_config
+from adapter.promadapter.promapi import Answer, Sample
+from adapter.promadapter.registry import ExternalSeriesRegistry, SeriesRegistry
+from adapter.promadapter.restmapper import RestMapper
+from adapter.promadapter.serving import RuleMetrics
 from adapter.sources.direct import DirectSource
 from adapter.sources.exporters import StaticExporters
 from adapter.sources.nodefeeds import NodeFeeds
@@ -31,6 +38,44 @@ from toolkit.kubeclient import api_client
 from toolkit.selfsigned import build_server_ssl_context
 
 WILDCARD = "/apis/custom.metrics.k8s.io/v1beta2/namespaces/ml/pods/*/gpu_utilization?labelSelector=app%3Dinfer"
+RULE_METRIC = "/apis/custom.metrics.k8s.io/v1beta2/namespaces/ml/pods/*/http_requests?labelSelector=app%3Dinfer"
+RULE = """
+rules:
+- seriesQuery: '{namespace!="",__name__!~"^container_.*"}'
+  resources: {template: "<<.Resource>>"}
+  name: {matches: "^(.*)_total"}
+  metricsQuery: sum by (<<.GroupBy>>) (irate(<<.Series>>{<<.LabelMatchers>>}[1m]))
+"""
+
+
+class _Prometheus:
+    """A Prometheus HTTP API answering the rule's calls: one series, every pod at 3 requests a second."""
+
+    async def start(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+    async def series(self, selector: str, start: float) -> list[SeriesName]:
+        return [SeriesName("http_requests_total", frozenset({"namespace", "pod"}))]
+
+    async def query(self, expr: str, at: float) -> Answer:
+        pods = ("infer-a", "infer-b", "infer-pending")
+        return Answer("vector", tuple(Sample({"pod": pod}, at, 3.0 if "irate" in expr else at - 1) for pod in pods))
+
+
+def rule_metrics(pods: Any) -> RuleMetrics:
+    config = parse_prom_adapter_config(load_document(RULE, "rules"), "rules")
+    mapper = RestMapper()
+    discovery = RuleDiscovery(
+        _Prometheus(),  # type: ignore[arg-type]
+        SeriesRegistry(mapper),
+        namers_from_config(config.rules, mapper),
+        ExternalSeriesRegistry(),
+        [],
+        interval=3600,
+        max_age=600,
+    )
+    return RuleMetrics(discovery, mapper, pods)
 
 
 class Cluster(Protocol):
@@ -100,6 +145,7 @@ async def served(cluster: Cluster, tmp_path: Path) -> AsyncIterator[Served]:
             SubjectAccessReviewer(client),
             resource_attributes,
         ),
+        rules=rule_metrics(cluster.pods),
     )
     runner = web.AppRunner(app, handle_signals=False)
     await runner.setup()
@@ -141,4 +187,11 @@ async def test_the_adapter_refuses_strangers_and_the_denied(served: Served) -> N
     status, body = await served.get(WILDCARD, cert=served.proxy, headers={"X-Remote-User": "mallory"})
     assert (status, body["reason"]) == (403, "Forbidden")
     assert 'User "mallory" cannot get resource "pods/gpu_utilization"' in body["message"]
+    # a metric of prometheus-adapter's rules is authorized as prometheus-adapter's is: the same resource attributes
+    status, body = await served.get(RULE_METRIC, cert=served.proxy, headers={"X-Remote-User": "mallory"})
+    assert (status, body["reason"]) == (403, "Forbidden")
+    assert 'User "mallory" cannot get resource "pods/http_requests"' in body["message"]
+    status, body = await served.get(RULE_METRIC, cert=served.proxy, headers={"X-Remote-User": "hpa"})
+    assert status == 200, body
+    assert [item["value"] for item in body["items"]] == ["3", "3", "3"]
     assert await served.get("/healthz") == (200, "ok")

@@ -13,6 +13,9 @@ from typing import Any
 import pytest
 import yaml
 
+from adapter.promadapter.config import load_document, parse_prom_adapter_config
+from adapter.promadapter.naming import namers_from_config
+from adapter.promadapter.restmapper import RestMapper
 from tests.deploy.crds import validate, validate_custom
 from tests.deploy.invariants import check_all
 from tests.deploy.rendering import CHART, find, helm_render, one, require_helm
@@ -323,3 +326,33 @@ def test_the_kernel_log_comes_through_a_privileged_relay_not_a_privileged_export
     assert "emptyDir" in {v["name"]: v for v in exporter["volumes"]}["kernel-log"]
     default = _pod(renders["everything"], "DaemonSet", "gpu-pulse-exporter")
     assert [c["name"] for c in default["containers"]] == ["exporter"]
+
+
+def test_prometheus_adapter_rules_are_served_as_its_chart_writes_them(renders: dict[str, list[dict[str, Any]]]) -> None:
+    # the values `rules` of prometheus-adapter's chart: its default rules, then rules.custom, under `rules`;
+    # rules.external under `externalRules` (prometheus-community/helm-charts charts/prometheus-adapter configmap.yaml)
+    objects = renders["everything"]
+    values = _values("everything")
+    text = one(objects, "ConfigMap", "gpu-pulse-adapter-rules")["data"]["config.yaml"]
+    config = parse_prom_adapter_config(load_document(text, "config.yaml"), "config.yaml")
+    document = yaml.safe_load(text)
+    # the six default rules of prometheus-adapter's chart, then the custom one
+    assert [rule["name"]["matches"] for rule in document["rules"]] == [
+        "^container_(.*)_seconds_total$", "^container_(.*)_total$", "^container_(.*)$", "", "^(.*)_total$",
+        "^(.*)_seconds_total$", "^(.*)_total",
+    ]  # fmt: skip
+    assert document["rules"][-1] == values["rules"]["custom"][0]
+    assert document["externalRules"] == values["rules"]["external"]
+    assert len(config.rules) == 7 and len(config.external_rules) == 1
+    namers_from_config([*config.rules, *config.external_rules], RestMapper())  # accepted as the adapter reads it
+    adapter = _pod(objects, "Deployment", "gpu-pulse-adapter")
+    (a,) = adapter["containers"]
+    assert "--config=/etc/gpu-pulse-adapter-rules/config.yaml" in a["args"]
+    assert {m["name"]: m["mountPath"] for m in a["volumeMounts"]}["rules"] == "/etc/gpu-pulse-adapter-rules"
+    assert {v["name"]: v for v in adapter["volumes"]}["rules"]["configMap"]["name"] == "gpu-pulse-adapter-rules"
+    # without rules: no ConfigMap, no --config; with rules and the direct source: the Prometheus URL is passed
+    plain = helm_render({})
+    assert not find(plain, "ConfigMap", "gpu-pulse-adapter-rules")
+    direct = helm_render({"rules": {"default": True}, "adapter": {"prometheusUrl": "http://prometheus:9090"}})
+    (d,) = _pod(direct, "Deployment", "gpu-pulse-adapter")["containers"]
+    assert "--prometheus-url=http://prometheus:9090" in d["args"] and "--source=direct" in d["args"]

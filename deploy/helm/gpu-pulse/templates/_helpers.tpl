@@ -166,3 +166,98 @@ find the serving engines of its GPU pods (their IPs and annotations). */}}
 {{- define "gpu-pulse.adapter.exporterSecretToken" -}}
 {{- if and (not .Values.exporter.auth.enabled) .Values.exporter.auth.bearerTokenSecret (ne .Values.adapter.source "prometheus") }}true{{ end -}}
 {{- end }}
+
+{{/*
+prometheus-adapter's rules (values `rules`): non-empty when any is asked for.
+*/}}
+{{- define "gpu-pulse.adapter.rules" -}}
+{{- if or .Values.rules.default .Values.rules.custom .Values.rules.external -}}true{{- end -}}
+{{- end }}
+
+{{/*
+The configuration file prometheus-adapter's chart writes from the same values: its default rules
+(prometheus-community/helm-charts charts/prometheus-adapter templates/configmap.yaml, rules.default), then
+rules.custom, under `rules`; rules.external under `externalRules`.
+*/}}
+{{- define "gpu-pulse.adapter.rulesConfig" -}}
+{{- $rules := list -}}
+{{- if .Values.rules.default -}}
+{{- $rules = concat $rules (include "gpu-pulse.adapter.defaultRules" . | fromYamlArray) -}}
+{{- end -}}
+{{- $rules = concat $rules (.Values.rules.custom | default list) -}}
+{{- $config := dict -}}
+{{- if $rules }}{{ $_ := set $config "rules" $rules }}{{ end -}}
+{{- with .Values.rules.external }}{{ $_ := set $config "externalRules" . }}{{ end -}}
+{{- toYaml $config -}}
+{{- end }}
+
+{{/*
+prometheus-adapter's chart default rules (prometheus-community/helm-charts charts/prometheus-adapter
+templates/configmap.yaml, under `rules.default`), as that chart writes them.
+*/}}
+{{- define "gpu-pulse.adapter.defaultRules" -}}
+- seriesQuery: '{__name__=~"^container_.*",container!="POD",namespace!="",pod!=""}'
+  seriesFilters: []
+  resources:
+    overrides:
+      namespace:
+        resource: namespace
+      pod:
+        resource: pod
+  name:
+    matches: ^container_(.*)_seconds_total$
+    as: ""
+  metricsQuery: sum(rate(<<.Series>>{<<.LabelMatchers>>,container!="POD"}[5m])) by (<<.GroupBy>>)
+- seriesQuery: '{__name__=~"^container_.*",container!="POD",namespace!="",pod!=""}'
+  seriesFilters:
+  - isNot: ^container_.*_seconds_total$
+  resources:
+    overrides:
+      namespace:
+        resource: namespace
+      pod:
+        resource: pod
+  name:
+    matches: ^container_(.*)_total$
+    as: ""
+  metricsQuery: sum(rate(<<.Series>>{<<.LabelMatchers>>,container!="POD"}[5m])) by (<<.GroupBy>>)
+- seriesQuery: '{__name__=~"^container_.*",container!="POD",namespace!="",pod!=""}'
+  seriesFilters:
+  - isNot: ^container_.*_total$
+  resources:
+    overrides:
+      namespace:
+        resource: namespace
+      pod:
+        resource: pod
+  name:
+    matches: ^container_(.*)$
+    as: ""
+  metricsQuery: sum(<<.Series>>{<<.LabelMatchers>>,container!="POD"}) by (<<.GroupBy>>)
+- seriesQuery: '{namespace!="",__name__!~"^container_.*"}'
+  seriesFilters:
+  - isNot: .*_total$
+  resources:
+    template: <<.Resource>>
+  name:
+    matches: ""
+    as: ""
+  metricsQuery: sum(<<.Series>>{<<.LabelMatchers>>}) by (<<.GroupBy>>)
+- seriesQuery: '{namespace!="",__name__!~"^container_.*"}'
+  seriesFilters:
+  - isNot: .*_seconds_total
+  resources:
+    template: <<.Resource>>
+  name:
+    matches: ^(.*)_total$
+    as: ""
+  metricsQuery: sum(rate(<<.Series>>{<<.LabelMatchers>>}[5m])) by (<<.GroupBy>>)
+- seriesQuery: '{namespace!="",__name__!~"^container_.*"}'
+  seriesFilters: []
+  resources:
+    template: <<.Resource>>
+  name:
+    matches: ^(.*)_seconds_total$
+    as: ""
+  metricsQuery: sum(rate(<<.Series>>{<<.LabelMatchers>>}[5m])) by (<<.GroupBy>>)
+{{- end }}
