@@ -6,12 +6,14 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
+from exporter.catalogue import FIELD_SETS
 from exporter.nvml import NVML_MEASUREMENTS, enabled_measurements
 from exporter.nvml.fields import FIELDS, MAX_LINKS
 from exporter.nvml.gpm import METRICS, RATES
 from exporter.nvml.reader_plan import DeviceTraits, ReaderPlan, gpu_plan, mig_plan
 
 DEFAULT = enabled_measurements()
+EVERY = enabled_measurements(FIELD_SETS["all"])  # --field-set all
 GPM_KEYS = frozenset(METRICS)
 
 
@@ -56,9 +58,11 @@ def test_what_a_device_refused_before_is_not_planned_again() -> None:
 
 
 def test_board_constants_are_planned_once_and_the_vgpu_license_every_nth_cycle() -> None:
-    plan = gpu_plan(DEFAULT, DeviceTraits(), constant_every=60)
+    plan = gpu_plan(EVERY, DeviceTraits(), constant_every=60)
     static = {probe.name for probe, _ in plan.probes if probe.static}
     assert static == {"slowdown_threshold", "shutdown_threshold", "gpu_max_threshold"}
+    default = {probe.name for probe, _ in gpu_plan(DEFAULT, DeviceTraits()).probes if probe.static}
+    assert default == {"slowdown_threshold", "shutdown_threshold"}  # the default set leaves the max operating out
     every = {probe.name: probe.every for probe, _ in plan.probes}
     assert every["vgpu_license"] == 60
     assert every["power_usage"] == 1
