@@ -130,6 +130,12 @@ def test_every_value_shows_in_what_is_rendered(renders: dict[str, list[dict[str,
     assert mounts["collectors"] == "/etc/gpu-pulse"
     assert e["readinessProbe"]["httpGet"]["scheme"] == e["livenessProbe"]["httpGet"]["scheme"] == "HTTPS"
     assert exporter["priorityClassName"] == "gpu-pulse-critical"
+    # the GPU Operator's pause protocol, on a label of the user's choice, beside the user's own nodeSelector
+    assert exporter["nodeSelector"] == {"node-role.example.com/gpu": "true", "nvidia.com/gpu.deploy.operands": "true"}
+    # the alerts' runbook links under the user's base
+    rule = one(objects, "PrometheusRule", "gpu-pulse")
+    urls = [r["annotations"]["runbook_url"] for g in rule["spec"]["groups"] for r in g["rules"] if "alert" in r]
+    assert urls and all(u.startswith("https://wiki.example.com/gpu/runbooks#gpu") for u in urls)
     # the adapter: host network, spread over zones (its own pods), extra volumes, its PodDisruptionBudget
     assert adapter["hostNetwork"] is True and adapter["dnsPolicy"] == "ClusterFirstWithHostNet"
     (spread,) = adapter["topologySpreadConstraints"]

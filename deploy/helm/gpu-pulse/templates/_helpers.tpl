@@ -100,6 +100,14 @@ Deployment's checksum all hold the same pair.
 {{- toJson (get .Values "__generatedTls") -}}
 {{- end }}
 
+{{/*
+The node label the GPU Operator pauses the exporter by (gpuOperator.pauseProtocol), or "" when the protocol is off. A
+deployLabel of "" (how 0.1.0 turned it off) keeps it off.
+*/}}
+{{- define "gpu-pulse.exporter.pauseLabel" -}}
+{{- if .Values.gpuOperator.pauseProtocol }}{{ .Values.gpuOperator.deployLabel }}{{ end -}}
+{{- end }}
+
 {{/* The exporter's namespace: its own (Pod Security privileged), or the release's. */}}
 {{- define "gpu-pulse.exporter.namespace" -}}
 {{- .Values.exporter.namespace | default .Release.Namespace -}}
