@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from adapter.metrics_config import parse_metrics_config
+from dashboards.generate import render_all as render_all_boards
 from tests.deploy.crds import validate, validate_custom
 from tests.deploy.invariants import check_all
 from tests.deploy.rendering import CHART, find, helm_render, one, require_helm
@@ -235,6 +236,19 @@ def test_the_values_teams_template_show_in_what_is_rendered(renders: dict[str, l
     # extra objects, maps and templated strings alike
     assert one(objects, "ConfigMap", "gpu-pulse-site")["data"] == {"release": "gpu-pulse"}
     assert one(objects, "ConfigMap", "gpu-pulse-notes")["metadata"]["namespace"] == NAMESPACE
+
+
+def test_multi_cluster_dashboards_are_what_the_generator_writes_for_several_clusters(
+    renders: dict[str, list[dict[str, Any]]],
+) -> None:
+    """dashboards.multiCluster: each board as `python -m dashboards.generate --multi-cluster` writes it."""
+    boards = render_all_boards(multi_cluster=True).items()
+    generated = {path.name: json.loads(text) for path, text in boards if path.suffix == ".json"}
+    maps = [m for m in find(renders["everything"], "ConfigMap") if m["metadata"]["name"].endswith("-dashboard")]
+    assert maps
+    for board in maps:
+        ((name, text),) = board["data"].items()
+        assert json.loads(text) == generated[name], name
 
 
 def test_defaults_of_the_values_teams_template_render_as_before() -> None:
