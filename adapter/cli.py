@@ -72,6 +72,15 @@ def _run_demo(settings: AdapterSettings) -> int:
     except ValueError as exc:
         print(f"{PROG}: error: --demo: {exc}", file=sys.stderr)
         return 2
+    if settings.keda_listen is not None:
+        # the demo's adapter binds it in a child process, whose gRPC server would report a taken port in its own
+        # words once everything else has started: say it here, in one line, before anything starts
+        try:
+            check_listen(settings.keda_listen)
+        except ListenError as exc:
+            reason = str(exc).removeprefix(f"--listen {settings.keda_listen}: ")
+            print(f"{PROG}: error: --keda-listen {settings.keda_listen}: {reason}", file=sys.stderr)
+            return 2
     return run_demo(options)
 
 

@@ -216,7 +216,8 @@ class ExporterSettings(ConnectionSettings):
     )
     pod_labels: str | None = setting(
         None,
-        "Regular expression of pod label keys copied onto per-pod series as label_<key> (bounded per pod).",
+        "Regular expression of pod label keys copied onto per-pod series as label_<key> (bounded per pod); needs "
+        "--kubernetes, as the labels come from the Kubernetes API.",
         metavar="REGEX",
         accepts="a regular expression",
     )
@@ -262,6 +263,10 @@ class ExporterSettings(ConnectionSettings):
         ]
         if len(given) > 1:
             raise ValueError(f"{' and '.join(given)} exclude each other: give one")
+        if self.pod_labels is not None and not (self.kubernetes or self.kubeconfig or self.simulate):
+            # the kubelet's pod-resources API names pods but not their labels: only the API server has them (a
+            # simulated node's scenario gives its pods' labels itself)
+            raise ValueError("--pod-labels needs --kubernetes: pod labels come from the Kubernetes API")
         return self
 
 

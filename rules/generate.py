@@ -1,6 +1,7 @@
 """Generate the committed rule files for both dialects: `python -m rules.generate [--check]`.
 
-`--exporter-job NAME --adapter-job NAME --out DIR` writes the same files for targets scraped under other job names.
+`--exporter-job NAME --adapter-job NAME --out DIR` writes the same files for targets scraped under other job names;
+`--runbook-url-base URL --out DIR` writes them with the alerts' runbook links under URL (rules/runbooks.py).
 
 Writes, under rules/dist/<dialect>/: the plain Prometheus rule file, the PrometheusRule manifest with a kustomization
 that serves it, and the promtool unit tests; and rules/README.md, the list of recorded series. With `--check`, writes
@@ -9,11 +10,12 @@ nothing and exits 1 naming every file that differs from what would be generated.
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
 from exporter.catalogue import Dialect
-from rules import committed_files, reads
+from rules import committed_files, reads, runbooks
 from rules.alerting import alert_groups
 from rules.dialect import Vocabulary
 from rules.inventory import readable_names
@@ -191,17 +193,19 @@ def check_reads(dialect: Dialect, selected: tuple[Group, ...]) -> None:
                 raise UnknownSeriesError(f"{dialect} rule {name} reads unknown series: {', '.join(sorted(unknown))}")
 
 
-def render_all(jobs: Jobs | None = None) -> dict[Path, str]:
+def render_all(jobs: Jobs | None = None, runbook_base: str | None = None) -> dict[Path, str]:
     """Every generated file, by path relative to rules/, for gpu-pulse's targets scraped under `jobs` (default: the
-    default job names). Raises UnknownSeriesError for a rule over unknown series."""
+    default job names), the alerts linking their runbooks under `runbook_base` (default: this release's docs,
+    rules/runbooks.py). Raises UnknownSeriesError for a rule over unknown series."""
+    base = runbooks.default_base() if runbook_base is None else runbooks.check_base(runbook_base)
     files: dict[Path, str] = {}
     for dialect in Dialect:
         out = DIST / str(dialect)
         selected = groups(dialect, jobs)
         check_reads(dialect, selected)
-        files[out / RULE_FILE] = rule_file(selected, header(dialect))
-        files[out / MANIFEST_FILE] = prometheus_rule(selected, header(dialect), str(dialect))
-        files[out / TEST_FILE] = test_file(selected, header(dialect))
+        files[out / RULE_FILE] = rule_file(selected, header(dialect), base)
+        files[out / MANIFEST_FILE] = prometheus_rule(selected, header(dialect), str(dialect), base)
+        files[out / TEST_FILE] = test_file(selected, header(dialect), base)
         files[out / "kustomization.yaml"] = kustomization(dialect)
     files[Path("README.md")] = readme()
     return files
@@ -212,9 +216,36 @@ def stale_files(root: Path = ROOT) -> list[Path]:
     return committed_files.stale_files(render_all, root)
 
 
+def _runbook_flag() -> argparse.ArgumentParser:
+    flag = argparse.ArgumentParser(add_help=False)
+    flag.add_argument(
+        "--runbook-url-base",
+        metavar="URL",
+        help=f"where the alerts' runbook_url point, each alert's anchor appended after '#' (default: "
+        f"{runbooks.default_base()}, the docs of this release)",
+    )
+    return flag
+
+
+def _bind(args: argparse.Namespace) -> committed_files.Bound:
+    base: str | None = args.runbook_url_base
+    if base is not None:
+        try:
+            runbooks.check_base(base)
+        except runbooks.RunbookBaseError as error:
+            raise committed_files.OptionError(str(error)) from None
+    return (lambda jobs: render_all(jobs, base)), base is None or base == runbooks.default_base()
+
+
 def main(argv: list[str] | None = None) -> int:
     return committed_files.generator_main(
-        render_all, ROOT, prog="python -m rules.generate", description=__doc__.splitlines()[0], argv=argv
+        render_all,
+        ROOT,
+        prog="python -m rules.generate",
+        description=__doc__.splitlines()[0],
+        argv=argv,
+        parents=(_runbook_flag(),),
+        bind=_bind,
     )
 
 

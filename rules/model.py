@@ -7,8 +7,6 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from types import MappingProxyType
 
-RUNBOOK_BASE = "https://github.com/gpu-pulse/gpu-pulse/blob/main/docs/runbooks.md"
-
 
 class Severity(StrEnum):
     CRITICAL = "critical"
@@ -87,10 +85,6 @@ class Alert:
     def anchor(self) -> str:
         """The section anchor in docs/runbooks.md: the alert name in lower case (a `## GPUDown` heading)."""
         return self.alert.lower()
-
-    @property
-    def runbook_url(self) -> str:
-        return f"{RUNBOOK_BASE}#{self.anchor}"
 
 
 Rule = Recording | Alert

@@ -7,6 +7,7 @@ from typing import Any
 import yaml
 
 from rules.model import Alert, AlertCase, ExprCase, Group, Recording, Rule, RuleTest
+from rules.runbooks import runbook_url
 
 RULE_FILE = "gpu-pulse.rules.yaml"
 TEST_FILE = "gpu-pulse.tests.yaml"
@@ -31,7 +32,7 @@ def dump(document: Any, header: str) -> str:
     return f"{header}{body}"
 
 
-def rule_document(rule: Rule) -> dict[str, Any]:
+def rule_document(rule: Rule, runbook_base: str) -> dict[str, Any]:
     if isinstance(rule, Recording):
         return {"record": rule.record, "expr": rule.expr}
     doc: dict[str, Any] = {"alert": rule.alert, "expr": rule.expr}
@@ -41,27 +42,27 @@ def rule_document(rule: Rule) -> dict[str, Any]:
     doc["annotations"] = {
         "summary": rule.summary,
         "description": rule.description,
-        "runbook_url": rule.runbook_url,
+        "runbook_url": runbook_url(runbook_base, rule.anchor),
     }
     return doc
 
 
-def groups_document(groups: tuple[Group, ...]) -> list[dict[str, Any]]:
+def groups_document(groups: tuple[Group, ...], runbook_base: str) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for group in groups:
         doc: dict[str, Any] = {"name": group.name}
         if group.interval:
             doc["interval"] = group.interval
-        doc["rules"] = [rule_document(r) for r in group.rules]
+        doc["rules"] = [rule_document(r, runbook_base) for r in group.rules]
         out.append(doc)
     return out
 
 
-def rule_file(groups: tuple[Group, ...], header: str) -> str:
-    return dump({"groups": groups_document(groups)}, header)
+def rule_file(groups: tuple[Group, ...], header: str, runbook_base: str) -> str:
+    return dump({"groups": groups_document(groups, runbook_base)}, header)
 
 
-def prometheus_rule(groups: tuple[Group, ...], header: str, dialect: str) -> str:
+def prometheus_rule(groups: tuple[Group, ...], header: str, dialect: str, runbook_base: str) -> str:
     manifest = {
         "apiVersion": "monitoring.coreos.com/v1",
         "kind": "PrometheusRule",
@@ -74,12 +75,12 @@ def prometheus_rule(groups: tuple[Group, ...], header: str, dialect: str) -> str
                 "gpu-pulse.dev/dialect": dialect,
             },
         },
-        "spec": {"groups": groups_document(groups)},
+        "spec": {"groups": groups_document(groups, runbook_base)},
     }
     return dump(manifest, header)
 
 
-def _alert_case(alert: Alert, case: AlertCase) -> dict[str, Any]:
+def _alert_case(alert: Alert, case: AlertCase, runbook_base: str) -> dict[str, Any]:
     return {
         "eval_time": case.eval_time,
         "alertname": alert.alert,
@@ -89,7 +90,7 @@ def _alert_case(alert: Alert, case: AlertCase) -> dict[str, Any]:
                 "exp_annotations": {
                     "summary": alert.summary,
                     "description": expected.description,
-                    "runbook_url": alert.runbook_url,
+                    "runbook_url": runbook_url(runbook_base, alert.anchor),
                 },
             }
             for expected in case.firing
@@ -105,19 +106,21 @@ def _expr_case(recording: Recording, case: ExprCase) -> dict[str, Any]:
     }
 
 
-def _test_document(rule: Rule, test: RuleTest) -> dict[str, Any]:
+def _test_document(rule: Rule, test: RuleTest, runbook_base: str) -> dict[str, Any]:
     doc: dict[str, Any] = {
         "name": test.name,
         "interval": test.interval,
         "input_series": [{"series": s.series, "values": s.values} for s in test.inputs],
     }
     if isinstance(rule, Alert):
-        doc["alert_rule_test"] = [_alert_case(rule, c) for c in test.alert_cases]
+        doc["alert_rule_test"] = [_alert_case(rule, c, runbook_base) for c in test.alert_cases]
     elif test.expr_cases:
         doc["promql_expr_test"] = [_expr_case(rule, c) for c in test.expr_cases]
     return doc
 
 
-def test_file(groups: tuple[Group, ...], header: str) -> str:
-    tests = [_test_document(rule, test) for group in groups for rule in group.rules for test in rule.tests]
+def test_file(groups: tuple[Group, ...], header: str, runbook_base: str) -> str:
+    tests = [
+        _test_document(rule, test, runbook_base) for group in groups for rule in group.rules for test in rule.tests
+    ]
     return dump({"rule_files": [RULE_FILE], "evaluation_interval": "1m", "tests": tests}, header)

@@ -51,5 +51,19 @@ if [ -n "$missing" ]; then
     fi
 fi
 
+# the release workflow's referee (tests/test_release_workflow.py): rhysd/actionlint at a pinned version, built from
+# its Go module (through the Go module proxy) into a cache kept between runs, first on PATH for the tests
+actionlint_version=v1.7.12
+actionlint_dir="${XDG_CACHE_HOME:-$HOME/.cache}/gpu-pulse/actionlint-$actionlint_version"
+if [ ! -x "$actionlint_dir/actionlint" ]; then
+    if command -v go >/dev/null 2>&1; then
+        echo "== installing actionlint $actionlint_version (go install)"
+        GOBIN="$actionlint_dir" go install "github.com/rhysd/actionlint/cmd/actionlint@$actionlint_version"
+    else
+        echo "== go missing: cannot install actionlint (tests/test_release_workflow.py needs it)"
+    fi
+fi
+export PATH="$actionlint_dir:$PATH"
+
 echo "== pytest, the slow lane: -m slow"
 python3 -m pytest "${workers[@]}" -m slow "$@"

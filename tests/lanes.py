@@ -39,6 +39,7 @@ SLOW_PATHS = (
     "dashboards/test_live_prometheus.py",
     "dashboards/test_namespace_top.py",
     "deploy/test_chart.py",
+    "deploy/test_chart_scheduling.py",
     "deploy/test_chart_values.py",
     "deploy/test_docs_install.py",
     "deploy/test_docs_manifests.py",
@@ -61,6 +62,7 @@ SLOW_PATHS = (
     "rules/test_alerts_can_fire.py",
     "rules/test_rule_files.py",
     "test_cli_parity.py",
+    "test_release_workflow.py",
     "toolkit/test_settings.py",
 )
 SLOW_MARKERS = ("e2e", "image")

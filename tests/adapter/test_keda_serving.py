@@ -13,7 +13,7 @@ import grpc
 import pytest
 from prometheus_client import CollectorRegistry
 
-from adapter.cli import _keda_flags
+from adapter.cli import _keda_flags, main
 from adapter.keda.activity import Hysteresis
 from adapter.keda.followed_workloads import ActivityBoard
 from adapter.keda.selfmetrics import KedaMetrics
@@ -119,6 +119,16 @@ async def test_a_port_in_use_is_a_listen_error_naming_the_flag(cluster: Cluster)
         with pytest.raises(ListenError, match=rf"^--keda-listen 127\.0\.0\.1:{port}: cannot listen"):
             await server.start()
     await asyncio.sleep(0)
+
+
+def test_the_demo_refuses_a_keda_port_in_use_in_one_line_before_it_starts(capsys: pytest.CaptureFixture[str]) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert main(["--demo", f"--keda-listen=127.0.0.1:{port}"]) == 2
+    err = capsys.readouterr().err
+    assert err == f"gpu-pulse-adapter: error: --keda-listen 127.0.0.1:{port}: cannot listen: Address already in use\n"
 
 
 @pytest.mark.parametrize(

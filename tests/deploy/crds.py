@@ -29,6 +29,7 @@ def _models() -> dict[str, Any]:
         pytest.skip("cloudcoil-models-prometheus-operator / -cert-manager not installed (pip install -e '.[test]')")
     return {
         "ServiceMonitor": prometheus_operator.ServiceMonitor,
+        "PodMonitor": prometheus_operator.PodMonitor,
         "PrometheusRule": prometheus_operator.PrometheusRule,
         "Certificate": cert_manager.Certificate,
         "Issuer": cert_manager.Issuer,
@@ -51,7 +52,7 @@ def validate(obj: dict[str, Any], version: str) -> None:
             jsonschema.validate(obj, SERVICE_MONITOR)
         elif obj["kind"] in CERT_MANAGER_SCHEMAS:
             jsonschema.validate(obj, CERT_MANAGER_SCHEMAS[obj["kind"]])
-        else:
+        elif obj["kind"] == "PrometheusRule":
             assert obj["spec"]["groups"], "a PrometheusRule with rules"
     else:
         kubernetes_validate.validate(obj, version, strict=True)

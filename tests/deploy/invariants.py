@@ -181,7 +181,7 @@ def check_exporter_access(objects: list[dict[str, Any]], namespace: str, exporte
         assert adapter_peer["namespaceSelector"]["matchLabels"] == {"kubernetes.io/metadata.name": namespace}
 
 
-def check_rbac(objects: list[dict[str, Any]], namespace: str) -> None:
+def check_rbac(objects: list[dict[str, Any]], namespace: str, adapter_account: str = "gpu-pulse-adapter") -> None:
     roles = find(objects, "ClusterRole") + find(objects, "Role")
     for role in roles:
         for rule in role["rules"]:
@@ -190,7 +190,7 @@ def check_rbac(objects: list[dict[str, Any]], namespace: str) -> None:
             assert set(rule["verbs"]) == ALLOWED_RULES[key], f"{key[0]}: verbs {rule['verbs']}"
             assert "nonResourceURLs" not in rule and "resourceNames" not in rule
     defined = {r["metadata"]["name"] for r in roles}
-    adapter = {"kind": "ServiceAccount", "name": "gpu-pulse-adapter", "namespace": namespace}
+    adapter = {"kind": "ServiceAccount", "name": adapter_account, "namespace": namespace}
     for binding in find(objects, "ClusterRoleBinding") + find(objects, "RoleBinding"):
         role = binding["roleRef"]["name"]
         if role not in defined:
@@ -269,11 +269,12 @@ def check_all(
     *,
     exporter_auth: bool = True,
     adapter_host_network: bool = False,
+    adapter_account: str = "gpu-pulse-adapter",
 ) -> None:
     check_security_contexts(objects, adapter_host_network)
     check_pod_security(objects, namespace, exporter_namespace, adapter_host_network)
     if exporter_auth:  # the default everywhere; a chart user may turn it off (exporter.auth.enabled)
         check_exporter_access(objects, namespace, exporter_namespace)
-    check_rbac(objects, namespace)
+    check_rbac(objects, namespace, adapter_account)
     check_api_services(objects, namespace)
     check_flags(objects)

@@ -34,7 +34,7 @@ def one(objects: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
 
 
 CHART = DEPLOY / "helm" / "gpu-pulse"
-CRD_KINDS = frozenset({"ServiceMonitor", "PrometheusRule", "Certificate", "Issuer"})
+CRD_KINDS = frozenset({"ServiceMonitor", "PodMonitor", "PrometheusRule", "Certificate", "Issuer"})
 
 
 def helm_render(values: dict[str, Any] | None, namespace: str = "gpu-pulse") -> list[dict[str, Any]]:

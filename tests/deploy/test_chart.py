@@ -46,7 +46,8 @@ VALUES: dict[str, dict[str, Any]] = {
     "cert-manager": {"certManager": {"enabled": True}},
     "mig": {"mig": {"monitorPrivileged": True}},
     "k0s": {"kubeletPath": "/var/lib/k0s/kubelet/pod-resources"},
-    "without-gpu-operator": {"gpuOperator": {"deployLabel": ""}},
+    "gpu-operator-pause": {"gpuOperator": {"pauseProtocol": True}},
+    "pause-label-off-as-in-0.1.0": {"gpuOperator": {"pauseProtocol": True, "deployLabel": ""}},
     "prometheus-operator": {"serviceMonitor": {"enabled": True}, "prometheusRule": {"enabled": True}},
     "prometheus-source": {"adapter": {"source": "prometheus", "prometheusUrl": "http://prometheus-operated.mon:9090"}},
     "exporter-in-the-release-namespace": {"exporter": {"namespace": ""}},
@@ -206,8 +207,9 @@ def test_the_values_a_user_sets_take_effect(renders: dict[str, list[dict[str, An
     tag = values.get("image", {}).get("tag", _version())
     for pod, image in ((exporter, "gpu-pulse-exporter"), (adapter, "gpu-pulse-adapter")):
         assert pod["containers"][0]["image"] == f"{registry}/{image}:{tag}".lstrip("/")
-    # the GPU Operator pauses its GPU clients by a node label before a driver upgrade or a MIG mode change
-    pause_label = values.get("gpuOperator", {}).get("deployLabel", "nvidia.com/gpu.deploy.client")
+    # the GPU Operator pauses its GPU clients by a node label before a driver upgrade or a MIG mode change: opt-in
+    operator = values.get("gpuOperator", {})
+    pause_label = operator.get("deployLabel", "nvidia.com/gpu.deploy.client") if operator.get("pauseProtocol") else ""
     node_selector = values.get("exporter", {}).get("nodeSelector", {}) | ({pause_label: "true"} if pause_label else {})
     assert exporter.get("nodeSelector", {}) == node_selector
     label = values.get("dashboards", {}).get("labelValue", "1")
@@ -242,6 +244,22 @@ def test_prometheus_rule_holds_the_committed_rules(dialect: str, tmp_path: Path)
     path.write_text(yaml.safe_dump(rule["spec"]), encoding="utf-8")
     result = subprocess.run([promtool, "check", "rules", str(path)], capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_runbook_url_replaces_the_base_of_every_alerts_link_and_keeps_its_anchor() -> None:
+    base = "https://git.example.com/team/gpu-pulse/blob/v0.1.0/docs/runbooks.md"
+    objects = helm_render({"prometheusRule": {"enabled": True, "runbookUrl": base}})
+    spec = one(objects, "PrometheusRule", "gpu-pulse")["spec"]
+    committed = yaml.safe_load((REPO / "rules" / "dist" / "dcgm" / "gpu-pulse.rules.yaml").read_text())
+    alerts = 0
+    for group, original in zip(spec["groups"], committed["groups"], strict=True):
+        for rule, before in zip(group["rules"], original["rules"], strict=True):
+            if "alert" in rule:
+                alerts += 1
+                assert rule["annotations"]["runbook_url"] == f"{base}#{rule['alert'].lower()}"
+                rule["annotations"]["runbook_url"] = before["annotations"]["runbook_url"]
+            assert rule == before, "nothing else changes"
+    assert alerts >= 15
 
 
 def test_chart_files_are_copies_of_the_generated_rules_and_dashboards() -> None:
@@ -344,6 +362,9 @@ def test_cert_manager_issues_the_certificate_instead() -> None:
         ({"kubeletPath": "/var/lib/k0s/kubelet/pod-resources/"}, ["kubeletPath"]),
         ({"gpuOperator": {"deployLabel": "nvidia.com/gpu deploy"}}, ["deployLabel"]),
         ({"gpuOperator": {"deployLabel": True}}, ["deployLabel", "string"]),
+        ({"gpuOperator": {"pauseProtocol": "true"}}, ["pauseProtocol", "boolean"]),
+        ({"prometheusRule": {"runbookUrl": "docs/runbooks.md"}}, ["runbookUrl"]),
+        ({"prometheusRule": {"runbookUrl": "https://example.com/runbooks.md#top"}}, ["runbookUrl"]),
     ],
 )
 def test_schema_refuses_a_wrong_value_with_a_clear_message(values: dict[str, Any], names: list[str]) -> None:
@@ -404,9 +425,11 @@ ONLY_KUSTOMIZE = {
             "overlays/shared-gpus",
             ("external-metrics", "mig-monitor"),
         ),
+        (OPERATOR | {"gpuOperator": {"pauseProtocol": True}}, "overlays/prometheus-operator", ("gpu-operator-pause",)),
         (OPERATOR | {"gpuOperator": {"deployLabel": ""}}, "overlays/prometheus-operator", ("without-gpu-operator",)),
     ],
-    ids=["prometheus-operator", "shared-gpus+external-metrics+mig-monitor", "without-gpu-operator"],
+    ids=["prometheus-operator", "shared-gpus+external-metrics+mig-monitor", "gpu-operator-pause",
+         "without-gpu-operator (0.1.0's, now no change)"],
 )  # fmt: skip
 def test_chart_and_kustomize_render_the_same_objects(
     kubectl: str, tmp_path: Path, values: dict[str, Any], overlay: str, components: tuple[str, ...]

@@ -13,9 +13,11 @@ from typing import Any
 import pytest
 import yaml
 
+from adapter.metrics_config import parse_metrics_config
 from adapter.promadapter.config import load_document, parse_prom_adapter_config
 from adapter.promadapter.naming import namers_from_config
 from adapter.promadapter.restmapper import RestMapper
+from dashboards.generate import render_all as render_all_boards
 from tests.deploy.crds import validate, validate_custom
 from tests.deploy.invariants import check_all
 from tests.deploy.rendering import CHART, find, helm_render, one, require_helm
@@ -89,7 +91,8 @@ def test_every_object_validates(renders: dict[str, list[dict[str, Any]]], name: 
 
 
 def test_invariants_hold(renders: dict[str, list[dict[str, Any]]]) -> None:
-    check_all(renders["everything"], NAMESPACE, "gpu-metrics", exporter_auth=False, adapter_host_network=True)
+    check_all(renders["everything"], NAMESPACE, "gpu-metrics", exporter_auth=False, adapter_host_network=True,
+              adapter_account="gpu-metrics-api")  # fmt: skip
     check_all(renders["bearer-token"], NAMESPACE, exporter_auth=False)
 
 
@@ -102,6 +105,8 @@ def test_every_value_shows_in_what_is_rendered(renders: dict[str, list[dict[str,
     objects = renders["everything"]
     values = _values("everything")
     for obj in objects:
+        if obj["metadata"]["name"] in ("gpu-pulse-site", "gpu-pulse-notes"):
+            continue  # extraObjects: the user's own, as written
         assert obj["metadata"]["labels"]["team"] == "platform", f"commonLabels on {obj['kind']}"
     exporter = _pod(objects, "DaemonSet", "gpu-pulse-exporter")
     adapter = _pod(objects, "Deployment", "gpu-pulse-adapter")
@@ -117,7 +122,7 @@ def test_every_value_shows_in_what_is_rendered(renders: dict[str, list[dict[str,
     }
     assert templates["DaemonSet"]["labels"]["example.com/tier"] == "node-agent"
     assert templates["Deployment"]["labels"]["example.com/tier"] == "control"
-    assert templates["DaemonSet"]["annotations"] == {"example.com/scraped-by": "vmagent"}
+    assert templates["DaemonSet"]["annotations"].items() >= {"example.com/scraped-by": "vmagent"}.items()
     # the exporter: HTTPS and basic auth from Secrets, its priority class, extra volumes
     assert "--tls-cert-file=/var/run/gpu-pulse-exporter/tls/tls.crt" in e["args"]
     assert "--tls-private-key-file=/var/run/gpu-pulse-exporter/tls/tls.key" in e["args"]
@@ -133,10 +138,16 @@ def test_every_value_shows_in_what_is_rendered(renders: dict[str, list[dict[str,
     )
     assert volumes["auth"]["secret"]["secretName"] == "exporter-basic-auth"
     assert mounts["auth"] == "/var/run/secrets/gpu-pulse/auth"
-    assert volumes["collectors"] == {"name": "collectors", "configMap": {"name": "gpu-pulse-collectors"}}
-    assert mounts["collectors"] == "/etc/gpu-pulse"
+    assert volumes["site-config"] == {"name": "site-config", "configMap": {"name": "gpu-pulse-site"}}
+    assert mounts["site-config"] == "/etc/gpu-pulse"
     assert e["readinessProbe"]["httpGet"]["scheme"] == e["livenessProbe"]["httpGet"]["scheme"] == "HTTPS"
     assert exporter["priorityClassName"] == "gpu-pulse-critical"
+    # the GPU Operator's pause protocol, on a label of the user's choice, beside the user's own nodeSelector
+    assert exporter["nodeSelector"] == {"node-role.example.com/gpu": "true", "nvidia.com/gpu.deploy.operands": "true"}
+    # the alerts' runbook links under the user's base
+    rule = one(objects, "PrometheusRule", "gpu-pulse")
+    urls = [r["annotations"]["runbook_url"] for g in rule["spec"]["groups"] for r in g["rules"] if "alert" in r]
+    assert urls and all(u.startswith("https://wiki.example.com/gpu/runbooks#gpu") for u in urls)
     # the adapter: host network, spread over zones (its own pods), extra volumes, its PodDisruptionBudget
     assert adapter["hostNetwork"] is True and adapter["dnsPolicy"] == "ClusterFirstWithHostNet"
     (spread,) = adapter["topologySpreadConstraints"]
@@ -144,16 +155,22 @@ def test_every_value_shows_in_what_is_rendered(renders: dict[str, list[dict[str,
     assert spread["labelSelector"] == {"matchLabels": {"app.kubernetes.io/name": "gpu-pulse-adapter"}}
     assert {m["name"]: m["mountPath"] for m in a["volumeMounts"]}["metrics-config"] == "/etc/gpu-pulse-adapter"
     assert one(objects, "PodDisruptionBudget", "gpu-pulse-adapter")["spec"]["minAvailable"] == 2
-    # the ServiceMonitors: in their namespace, labelled, relabelled; the exporter's over HTTPS
-    monitors = find(objects, "ServiceMonitor")
-    assert len(monitors) == 2
+    # the monitors: the exporters' a PodMonitor (podMonitor.enabled), the adapter's a ServiceMonitor; in their
+    # namespace, labelled, relabelled; the exporter's over HTTPS
+    monitors = find(objects, "ServiceMonitor") + find(objects, "PodMonitor")
+    assert [(m["kind"], m["metadata"]["name"]) for m in monitors] == [
+        ("ServiceMonitor", "gpu-pulse-adapter"),
+        ("PodMonitor", "gpu-pulse-exporter"),
+    ]
     for monitor in monitors:
         assert monitor["metadata"]["namespace"] == "monitoring"
         assert monitor["metadata"]["labels"].items() >= {"release": "kube-prometheus-stack", "team": "platform"}.items()
-        (endpoint,) = monitor["spec"]["endpoints"]
+        assert monitor["spec"]["jobLabel"] == "app.kubernetes.io/name", "the job name the rules select"
+        (endpoint,) = monitor["spec"].get("endpoints") or monitor["spec"]["podMetricsEndpoints"]
         assert endpoint["relabelings"][-1] == values["serviceMonitor"]["relabelings"][0]
         assert endpoint["metricRelabelings"] == values["serviceMonitor"]["metricRelabelings"]
-    (exporter_endpoint,) = one(objects, "ServiceMonitor", "gpu-pulse-exporter")["spec"]["endpoints"]
+    (exporter_endpoint,) = one(objects, "PodMonitor", "gpu-pulse-exporter")["spec"]["podMetricsEndpoints"]
+    assert exporter_endpoint["honorLabels"] is True and exporter_endpoint["port"] == "metrics"
     assert exporter_endpoint["scheme"] == "https"
     assert exporter_endpoint["tlsConfig"] == values["serviceMonitor"]["exporterTlsConfig"]
     (adapter_endpoint,) = one(objects, "ServiceMonitor", "gpu-pulse-adapter")["spec"]["endpoints"]
@@ -170,6 +187,93 @@ def test_every_value_shows_in_what_is_rendered(renders: dict[str, list[dict[str,
     ]  # fmt: skip
 
 
+def test_the_values_teams_template_show_in_what_is_rendered(renders: dict[str, list[dict[str, Any]]]) -> None:
+    """Service accounts, merged security contexts and probes, the Service, the collectors file, pod labels on
+    series, the adapter's rollout and metrics configuration, extra objects."""
+    objects = renders["everything"]
+    values = _values("everything")
+    daemonset = one(objects, "DaemonSet", "gpu-pulse-exporter")
+    deployment = one(objects, "Deployment", "gpu-pulse-adapter")
+    exporter, adapter = daemonset["spec"]["template"]["spec"], deployment["spec"]["template"]["spec"]
+    (e,), (a,) = exporter["containers"], adapter["containers"]
+    assert daemonset["spec"]["revisionHistoryLimit"] == 5 and deployment["spec"]["revisionHistoryLimit"] == 3
+    assert deployment["spec"]["strategy"] == values["adapter"]["strategy"]
+    # service accounts, named and annotated, and the RBAC that binds them
+    assert exporter["serviceAccountName"] == "gpu-node-agent" and adapter["serviceAccountName"] == "gpu-metrics-api"
+    accounts = {"gpu-node-agent": {"example.com/owner": "platform"},
+                "gpu-metrics-api": values["adapter"]["serviceAccount"]["annotations"]}  # fmt: skip
+    for name, notes in accounts.items():
+        assert one(objects, "ServiceAccount", name)["metadata"]["annotations"] == notes
+    subjects = {s["name"] for b in find(objects, "ClusterRoleBinding") for s in b["subjects"]}
+    assert {"gpu-node-agent", "gpu-metrics-api"} <= subjects
+    assert not find(objects, "ServiceAccount", "gpu-pulse-exporter") and not find(objects, "ServiceAccount",
+                                                                                   "gpu-pulse-adapter")  # fmt: skip
+    # security contexts and probes: the user's keys merged over the chart's
+    assert exporter["securityContext"]["supplementalGroups"] == [44] and exporter["securityContext"]["runAsUser"] == 0
+    assert e["securityContext"]["seLinuxOptions"] == {"type": "spc_t"}
+    assert e["securityContext"]["readOnlyRootFilesystem"] is True and e["securityContext"]["capabilities"]["add"] == [
+        "SYS_ADMIN"
+    ]
+    assert adapter["securityContext"]["runAsUser"] == 10001 and adapter["securityContext"]["runAsNonRoot"] is True
+    assert a["securityContext"]["seLinuxOptions"] == {"level": "s0:c123,c456"}
+    assert e["livenessProbe"]["periodSeconds"] == 20 and e["livenessProbe"]["failureThreshold"] == 6
+    assert e["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics", "scheme": "HTTPS"}
+    assert e["readinessProbe"]["timeoutSeconds"] == 5 and e["readinessProbe"]["periodSeconds"] == 5
+    assert a["livenessProbe"]["periodSeconds"] == 30 and a["readinessProbe"]["failureThreshold"] == 5
+    assert a["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "https", "scheme": "HTTPS"}
+    # the exporters' Service
+    service = one(objects, "Service", "gpu-pulse-exporter")
+    assert service["metadata"]["annotations"] == {"example.com/scrape": "false"}
+    assert service["spec"]["clusterIP"] == "None"
+    # the collectors file, and pod labels on series (which need the API)
+    collectors = one(objects, "ConfigMap", "gpu-pulse-exporter-collectors")
+    assert collectors["metadata"]["namespace"] == "gpu-metrics"
+    assert collectors["data"] == {"collectors": values["exporter"]["collectors"]}
+    assert "--collectors=/etc/gpu-pulse-exporter/collectors/collectors" in e["args"]
+    assert {m["name"]: m["mountPath"] for m in e["volumeMounts"]}["collectors"] == "/etc/gpu-pulse-exporter/collectors"
+    assert "checksum/collectors" in daemonset["spec"]["template"]["metadata"]["annotations"]
+    assert "--pod-labels=app|team" in e["args"] and "--kubernetes" in e["args"]
+    # the adapter's metrics, which the adapter's own parser accepts
+    config = one(objects, "ConfigMap", "gpu-pulse-adapter-config")
+    parsed = parse_metrics_config(config["data"]["config.yaml"])
+    assert [m.name for m in parsed.metrics] == ["gpu_utilization"]
+    assert [m.name for m in parsed.external] == ["namespace_gpu_memory_used_bytes"]
+    assert "--config=/etc/gpu-pulse-adapter/config/config.yaml" in a["args"]
+    assert "checksum/config" in deployment["spec"]["template"]["metadata"]["annotations"]
+    # extra objects, maps and templated strings alike
+    assert one(objects, "ConfigMap", "gpu-pulse-site")["data"] == {"release": "gpu-pulse"}
+    assert one(objects, "ConfigMap", "gpu-pulse-notes")["metadata"]["namespace"] == NAMESPACE
+
+
+def test_multi_cluster_dashboards_are_what_the_generator_writes_for_several_clusters(
+    renders: dict[str, list[dict[str, Any]]],
+) -> None:
+    """dashboards.multiCluster: each board as `python -m dashboards.generate --multi-cluster` writes it."""
+    boards = render_all_boards(multi_cluster=True).items()
+    generated = {path.name: json.loads(text) for path, text in boards if path.suffix == ".json"}
+    maps = [m for m in find(renders["everything"], "ConfigMap") if m["metadata"]["name"].endswith("-dashboard")]
+    assert maps
+    for board in maps:
+        ((name, text),) = board["data"].items()
+        assert json.loads(text) == generated[name], name
+
+
+def test_defaults_of_the_values_teams_template_render_as_before() -> None:
+    """Unset, the new values change nothing: the chart's own security contexts and probes, its account names, a
+    headless Service, no collectors file or metrics configuration."""
+    objects = helm_render({})
+    exporter = one(objects, "DaemonSet", "gpu-pulse-exporter")["spec"]["template"]["spec"]
+    (e,) = exporter["containers"]
+    assert exporter["securityContext"] == {"runAsUser": 0, "runAsGroup": 0, "runAsNonRoot": False,
+                                           "seccompProfile": {"type": "RuntimeDefault"}}  # fmt: skip
+    assert e["livenessProbe"] == {"httpGet": {"path": "/healthz", "port": "metrics"}, "periodSeconds": 10,
+                                  "timeoutSeconds": 2, "failureThreshold": 3}  # fmt: skip
+    assert exporter["serviceAccountName"] == "gpu-pulse-exporter"
+    assert not [a for a in e["args"] if a.startswith(("--collectors", "--pod-labels", "--kubernetes"))]
+    assert not find(objects, "ConfigMap", "gpu-pulse-adapter-config") and not find(objects, "PodMonitor")
+    assert one(objects, "Service", "gpu-pulse-exporter")["spec"]["clusterIP"] == "None"
+
+
 def test_a_bearer_token_secret_is_shown_by_the_adapter(renders: dict[str, list[dict[str, Any]]]) -> None:
     objects = renders["bearer-token"]
     exporter = _pod(objects, "DaemonSet", "gpu-pulse-exporter")
@@ -182,6 +286,10 @@ def test_a_bearer_token_secret_is_shown_by_the_adapter(renders: dict[str, list[d
         {"key": "token", "path": "token"}
     ]
     assert not find(objects, "ClusterRole", "gpu-pulse-exporter-tokenreview"), "no TokenReviews without the check"
+    # an exporter ServiceAccount of the user's, a Service reachable from outside the cluster
+    assert exporter["serviceAccountName"] == "node-agents" and not find(objects, "ServiceAccount", "node-agents")
+    service = one(objects, "Service", "gpu-pulse-exporter")["spec"]
+    assert service["type"] == "LoadBalancer" and "clusterIP" not in service
 
 
 @pytest.mark.parametrize(
@@ -280,11 +388,11 @@ def test_notes_name_the_admitted_scrapers_and_what_the_choices_need() -> None:
 
 def test_the_crd_referee_is_live(renders: dict[str, list[dict[str, Any]]]) -> None:
     """A misspelt ServiceMonitor field, or a wrong duration, fails the Prometheus Operator's own model."""
-    monitor = json.loads(json.dumps(one(renders["everything"], "ServiceMonitor", "gpu-pulse-exporter")))
+    monitor = json.loads(json.dumps(one(renders["everything"], "ServiceMonitor", "gpu-pulse-adapter")))
     monitor["spec"]["endpoints"][0]["honourLabels"] = True
     with pytest.raises(AssertionError, match="does not know"):
         validate_custom(monitor)
-    monitor = json.loads(json.dumps(one(renders["everything"], "ServiceMonitor", "gpu-pulse-exporter")))
+    monitor = json.loads(json.dumps(one(renders["everything"], "ServiceMonitor", "gpu-pulse-adapter")))
     monitor["spec"]["endpoints"][0]["interval"] = "15 seconds"
     with pytest.raises(ValueError):
         validate_custom(monitor)
@@ -295,8 +403,9 @@ def test_where_the_gpu_operator_runs_the_exporter_waits_for_its_toolkit_validati
 ) -> None:
     """As the operator's own operands do (gpu-operator assets/state-dcgm-exporter/0800_daemonset.yaml: init container
     `toolkit-validation` waiting for /run/nvidia/validations/toolkit-ready); not without the operator's label."""
-    exporter = _pod(helm_render({"toolkitValidation": {"path": "/run/nvidia-alt/validations"}}), "DaemonSet",
-                    "gpu-pulse-exporter")  # fmt: skip
+    operator = {"gpuOperator": {"pauseProtocol": True}}
+    exporter = _pod(helm_render({**operator, "toolkitValidation": {"path": "/run/nvidia-alt/validations"}}),
+                    "DaemonSet", "gpu-pulse-exporter")  # fmt: skip
     (wait,) = exporter["initContainers"]
     assert wait["name"] == "toolkit-validation" and "toolkit-ready" in wait["args"][0]
     assert wait["securityContext"]["privileged"] is False and wait["securityContext"]["capabilities"]["drop"] == ["ALL"]
@@ -304,10 +413,8 @@ def test_where_the_gpu_operator_runs_the_exporter_waits_for_its_toolkit_validati
     assert mount["mountPath"] == "/run/nvidia/validations" and mount["readOnly"] is True
     volume = {v["name"]: v for v in exporter["volumes"]}[mount["name"]]
     assert volume["hostPath"]["path"] == "/run/nvidia-alt/validations"
-    assert "initContainers" not in _pod(
-        helm_render({"gpuOperator": {"deployLabel": ""}}), "DaemonSet", "gpu-pulse-exporter"
-    )
-    off = helm_render({"toolkitValidation": {"enabled": False}})
+    assert "initContainers" not in _pod(helm_render({}), "DaemonSet", "gpu-pulse-exporter")  # no operator: no wait
+    off = helm_render({**operator, "toolkitValidation": {"enabled": False}})
     assert "initContainers" not in _pod(off, "DaemonSet", "gpu-pulse-exporter")
 
 

@@ -135,9 +135,10 @@ def test_exporter_daemonset(rendered: dict[str, list[dict[str, Any]]], overlay: 
     env = {e["name"]: e for e in container["env"]}
     assert env["NODE_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName"
     assert any(t["key"] == "nvidia.com/gpu" and t["operator"] == "Exists" for t in pod["tolerations"])
-    assert pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
-    # the GPU Operator's driver manager and mig-manager wait for DaemonSet pods with this nodeSelector key to go
-    assert pod["nodeSelector"] == {"nvidia.com/gpu.deploy.client": "true"}
+    terms = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert {"key": "nvidia.com/gpu.present", "operator": "In", "values": ["true"]} in terms[0]["matchExpressions"]
+    # a GPU node without the GPU Operator v26.7+'s label gets an exporter: its pause protocol is opt-in
+    assert "nodeSelector" not in pod
     assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
     assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
     assert container["resources"]["requests"] == {"cpu": "50m", "memory": "64Mi"}

@@ -81,6 +81,8 @@ def test_paths_and_case_insensitive_choices(tmp_path: Path) -> None:
             {},
             "--auth-bearer-token-file and --auth-basic-file exclude each other",
         ),
+        (["--pod-labels", "app"], {}, "--pod-labels needs --kubernetes: pod labels come from the Kubernetes API"),
+        ([], {"GPU_PULSE_POD_LABELS": "app|team"}, "--pod-labels needs --kubernetes"),
         (["--no-such-flag"], {}, "unrecognized arguments: --no-such-flag"),
         (["--interval"], {}, "argument --interval: expected one argument"),
     ],
@@ -93,6 +95,12 @@ def test_a_bad_value_is_one_line_naming_the_flag_or_variable(
     message = str(error.value)
     assert "\n" not in message
     assert message.startswith(expected), message
+
+
+def test_pod_labels_with_a_source_of_pod_labels() -> None:
+    assert load(["--pod-labels", "app", "--kubernetes"]).pod_labels == "app"
+    assert load(["--pod-labels", "app", "--kubeconfig", "k.yaml"]).pod_labels == "app"
+    assert load(["--pod-labels", "app", "--simulate", "shared"]).pod_labels == "app", "the scenario's pods' labels"
 
 
 def test_the_numbers_a_flag_accepts_are_named() -> None:

@@ -11,9 +11,10 @@ import yaml
 from exporter.catalogue import Dialect
 from rules.generate import ROOT, UnknownSeriesError, check_reads
 from rules.inventory import exporter_names, readable_names
-from rules.model import RUNBOOK_BASE, Alert, Group, Severity
+from rules.model import Alert, Group, Severity
 from rules.promql import metric_names
 from rules.render import RULE_FILE, TEST_FILE
+from rules.runbooks import default_base
 
 RUNBOOKS = ROOT.parent / "docs" / "runbooks.md"
 RECORD_NAME = re.compile(r"^[a-z][a-z_]*:[a-zA-Z][a-zA-Z0-9_]*:[a-z][a-z0-9_]*$")
@@ -55,7 +56,7 @@ def test_every_alert_is_named_labelled_and_annotated(dialect: str) -> None:
         assert notes["summary"].endswith(".") and "{{" not in notes["summary"], name
         if name != "GPUAdapterDown":  # all replicas: nothing to name
             assert "{{ $" in notes["description"], f"{name}: the description should say what is affected"
-        assert notes["runbook_url"] == f"{RUNBOOK_BASE}#{name.lower()}", name
+        assert notes["runbook_url"] == f"{default_base()}#{name.lower()}", name
         assert name.lower() in anchors, f"docs/runbooks.md has no `## {name}` section"
 
 

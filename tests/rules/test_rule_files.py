@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ import yaml
 from exporter.catalogue import Dialect
 from rules.generate import ROOT, main, render_all, stale_files
 from rules.render import MANIFEST_FILE, RULE_FILE, TEST_FILE
+from rules.runbooks import default_base
 
 DIALECTS = [str(d) for d in Dialect]
 
@@ -99,3 +101,48 @@ def test_a_job_name_that_breaks_promql_is_refused(capsys: pytest.CaptureFixture[
     with pytest.raises(SystemExit):
         main(["--exporter-job", 'gpu"} or vector(1) #', "--out", "unused"])
     assert "exporter job name" in capsys.readouterr().err
+
+
+def test_runbook_links_point_at_this_releases_docs() -> None:
+    """The committed files link docs/runbooks.md at the tag of pyproject's version, in the repository it names."""
+    project = tomllib.loads((ROOT.parent / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    expected = f"{project['urls']['Source']}/blob/v{project['version']}/docs/runbooks.md#gpudown"
+    for dialect in DIALECTS:
+        plain = yaml.safe_load((ROOT / "dist" / dialect / RULE_FILE).read_text(encoding="utf-8"))
+        urls = {
+            r["alert"]: r["annotations"]["runbook_url"] for g in plain["groups"] for r in g["rules"] if "alert" in r
+        }
+        assert urls["GPUDown"] == expected
+
+
+def test_runbook_url_base_flag_writes_links_elsewhere_and_promtool_agrees(promtool: str, tmp_path: Path) -> None:
+    """`--runbook-url-base URL --out DIR`: the same files, each alert's runbook_url (and the one its promtool test
+    expects) under URL with its anchor kept."""
+    base = "https://wiki.example.com/gpu/runbooks"
+    assert main(["--runbook-url-base", base, "--out", str(tmp_path)]) == 0
+    default = render_all()
+    for name, text in default.items():
+        other = (tmp_path / name).read_text(encoding="utf-8")
+        assert other.replace(f"{base}#", f"{default_base()}#") == text, name
+    rules = (tmp_path / "dist" / "dcgm" / RULE_FILE).read_text(encoding="utf-8")
+    assert f"runbook_url: {base}#gpudown" in rules and default_base() not in rules
+    result = _promtool(promtool, "test", "rules", TEST_FILE, cwd=tmp_path / "dist" / "dcgm")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("base", ["wiki.example.com/runbooks", "https://wiki.example.com/runbooks#top", "https://a b"])
+def test_a_runbook_url_base_that_cannot_take_an_anchor_is_refused(
+    base: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["--runbook-url-base", base, "--out", "unused"])
+    assert exited.value.code == 2
+    assert "runbook URL base" in capsys.readouterr().err
+
+
+def test_check_and_the_committed_files_take_only_the_default_runbook_base(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["--check", "--runbook-url-base", "https://wiki.example.com/runbooks"])
+    with pytest.raises(SystemExit):
+        main(["--runbook-url-base", "https://wiki.example.com/runbooks"])
+    assert "--out DIR" in capsys.readouterr().err

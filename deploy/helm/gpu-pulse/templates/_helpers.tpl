@@ -100,14 +100,40 @@ Deployment's checksum all hold the same pair.
 {{- toJson (get .Values "__generatedTls") -}}
 {{- end }}
 
+{{/*
+The node label the GPU Operator pauses the exporter by (gpuOperator.pauseProtocol), or "" when the protocol is off. A
+deployLabel of "" (how 0.1.0 turned it off) keeps it off.
+*/}}
+{{- define "gpu-pulse.exporter.pauseLabel" -}}
+{{- if .Values.gpuOperator.pauseProtocol }}{{ .Values.gpuOperator.deployLabel }}{{ end -}}
+{{- end }}
+
 {{/* The exporter's namespace: its own (Pod Security privileged), or the release's. */}}
 {{- define "gpu-pulse.exporter.namespace" -}}
 {{- .Values.exporter.namespace | default .Release.Namespace -}}
 {{- end }}
 
+{{/* The components' ServiceAccounts: the chart's, or the user's (serviceAccount.create: false, name). */}}
+{{- define "gpu-pulse.exporter.serviceAccountName" -}}
+{{- .Values.exporter.serviceAccount.name | default "gpu-pulse-exporter" -}}
+{{- end }}
+
+{{- define "gpu-pulse.adapter.serviceAccountName" -}}
+{{- .Values.adapter.serviceAccount.name | default "gpu-pulse-adapter" -}}
+{{- end }}
+
 {{/* The adapter's ServiceAccount as a Kubernetes user name: the one identity the exporters serve /pods to. */}}
 {{- define "gpu-pulse.adapter.user" -}}
-{{- printf "system:serviceaccount:%s:gpu-pulse-adapter" .Release.Namespace -}}
+{{- printf "system:serviceaccount:%s:%s" .Release.Namespace (include "gpu-pulse.adapter.serviceAccountName" .) -}}
+{{- end }}
+
+{{/*
+A security context or probe: the chart's own (a YAML string) with the user's value merged over it, key by key.
+(list <chart's YAML> <user's map>)
+*/}}
+{{- define "gpu-pulse.merged" -}}
+{{- $own := fromYaml (index . 0) -}}
+{{- toYaml (mergeOverwrite $own (deepCopy (index . 1 | default dict))) -}}
 {{- end }}
 
 {{/* The exporter's command line. */}}
@@ -136,15 +162,21 @@ Deployment's checksum all hold the same pair.
 - --engines
 - --engine-interval={{ .Values.engines.interval }}
 {{- end }}
+{{- with .Values.exporter.podLabelsAllowlist }}
+- --pod-labels={{ . }}
+{{- end }}
+{{- if .Values.exporter.collectors }}
+- --collectors=/etc/gpu-pulse-exporter/collectors/collectors
+{{- end }}
 {{- range .Values.exporter.extraArgs }}
 - {{ . | quote }}
 {{- end }}
 {{- end }}
 
-{{/* The exporter talks to the Kubernetes API (its node's pods and ResourceSlices) for shared GPUs, for DRA, and to
-find the serving engines of its GPU pods (their IPs and annotations). */}}
+{{/* The exporter talks to the Kubernetes API (its node's pods and ResourceSlices) for shared GPUs, for DRA, to find the
+serving engines of its GPU pods (their IPs and annotations), and for the pod labels it copies onto series. */}}
 {{- define "gpu-pulse.exporter.kubernetes" -}}
-{{- if or .Values.sharedGpus.enabled .Values.dra.enabled .Values.engines.enabled }}true{{ end }}
+{{- if or .Values.sharedGpus.enabled .Values.dra.enabled .Values.engines.enabled .Values.exporter.podLabelsAllowlist }}true{{ end }}
 {{- end }}
 
 {{/* The exporter needs an API token for its TokenReviews (auth) or its watches (shared GPUs, DRA). */}}
