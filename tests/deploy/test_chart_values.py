@@ -233,13 +233,19 @@ def test_the_values_teams_template_show_in_what_is_rendered(renders: dict[str, l
     assert {m["name"]: m["mountPath"] for m in e["volumeMounts"]}["collectors"] == "/etc/gpu-pulse-exporter/collectors"
     assert "checksum/collectors" in daemonset["spec"]["template"]["metadata"]["annotations"]
     assert "--pod-labels=app|team" in e["args"] and "--kubernetes" in e["args"]
-    # the adapter's metrics, which the adapter's own parser accepts
-    config = one(objects, "ConfigMap", "gpu-pulse-adapter-config")
+    # the adapter's metrics, which the adapter's own parser accepts (bearer-token.yaml: everything.yaml's --config is
+    # prometheus-adapter's rules, and one file holds one format)
+    configured = renders["bearer-token"]
+    config = one(configured, "ConfigMap", "gpu-pulse-adapter-config")
     parsed = parse_metrics_config(config["data"]["config.yaml"])
     assert [m.name for m in parsed.metrics] == ["gpu_utilization"]
     assert [m.name for m in parsed.external] == ["namespace_gpu_memory_used_bytes"]
-    assert "--config=/etc/gpu-pulse-adapter/config/config.yaml" in a["args"]
-    assert "checksum/config" in deployment["spec"]["template"]["metadata"]["annotations"]
+    configured_deployment = one(configured, "Deployment", "gpu-pulse-adapter")
+    (c,) = configured_deployment["spec"]["template"]["spec"]["containers"]
+    assert "--config=/etc/gpu-pulse-adapter/config/config.yaml" in c["args"]
+    assert "checksum/config" in configured_deployment["spec"]["template"]["metadata"]["annotations"]
+    with pytest.raises(Exception, match=r"adapter\.config and rules both"):
+        helm_render({"adapter": {"config": {"metrics": []}}, "rules": {"default": True}})
     # extra objects, maps and templated strings alike
     assert one(objects, "ConfigMap", "gpu-pulse-site")["data"] == {"release": "gpu-pulse"}
     assert one(objects, "ConfigMap", "gpu-pulse-notes")["metadata"]["namespace"] == NAMESPACE
