@@ -56,6 +56,31 @@ def test_a_wall_clock_step_back_does_not_freeze_per_process_utilization(
     assert len(rewinds) <= 1
 
 
+@pytest.mark.parametrize("step", [-3600.0, -60.0, -13.0])
+def test_after_a_wall_clock_step_back_per_process_utilization_is_never_unknown(
+    step: float, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 41, item 9: the driver's whole buffer is looked at on the first cycle without a new sample, and the
+    samples there not counted yet are the new ones: the new figure comes on the next poll, no poll is unknown."""
+    clock = ManualClock()
+    with (
+        caplog.at_level(logging.WARNING, logger="exporter.nvml"),
+        collecting(_one_process(60), clock) as (sim, collector),
+    ):
+        for _ in range(3):
+            clock.advance(1.0)
+            collector.collect()
+        sim.node.step_wall_clock(step)
+        sim.set_load(0, 25)
+        seen: list[float | None] = []
+        for _ in range(15):
+            clock.advance(1.0)
+            (gpu,) = collector.collect().devices
+            seen.append(gpu.processes[0].sm_util_percent)
+    assert seen == [25.0] * 15
+    assert len([r for r in caplog.records if "went back" in r.getMessage()]) == 1
+
+
 def test_a_wall_clock_step_forward_needs_nothing() -> None:
     clock = ManualClock()
     with collecting(_one_process(60), clock) as (sim, collector):
@@ -146,3 +171,5 @@ def test_the_cursor_counts_every_sample_at_most_once_and_never_stays_stuck(
         assert counted[-1] == driver.taken[-1]
     if step_s >= 0:
         assert counted == driver.taken, "a clock that does not go back loses nothing"
+    if step_s <= -13:  # no new sample can carry the stamp of one still remembered (REMEMBER_SECONDS, 12 s)
+        assert counted == driver.taken, "a step back loses nothing either"
