@@ -28,6 +28,8 @@ class MigProfile:
     copy_engines: int
     decoders: int
     gpu_instance_ids: tuple[int, ...]  # ids the driver hands out for this profile, in placement order
+    jpegs: int = 0  # JPEG decoders (`nvidia-smi mig -lgip`: JPEG)
+    ofas: int = 0  # optical flow accelerators (OFA)
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,7 +107,7 @@ _A100_40_PROFILES = _profiles(
     MigProfile("2g.10gb", 2, 9856, 28, 2, 1, (3, 4, 5, 6)),
     MigProfile("3g.20gb", 3, 19968, 42, 3, 2, (1, 2)),
     MigProfile("4g.20gb", 4, 19968, 56, 4, 2, (5,)),
-    MigProfile("7g.40gb", 7, 40192, 98, 7, 5, (0,)),
+    MigProfile("7g.40gb", 7, 40192, 98, 7, 5, (0,), jpegs=1, ofas=1),
 )
 
 _A100_80_PROFILES = _profiles(
@@ -114,26 +116,31 @@ _A100_80_PROFILES = _profiles(
     MigProfile("2g.20gb", 2, 19968, 28, 2, 1, (3, 4, 5, 6)),
     MigProfile("3g.40gb", 3, 40192, 42, 3, 2, (1, 2)),
     MigProfile("4g.40gb", 4, 40192, 56, 4, 2, (5,)),
-    MigProfile("7g.80gb", 7, 80896, 98, 7, 5, (0,)),
+    MigProfile("7g.80gb", 7, 80896, 98, 7, 5, (0,), jpegs=1, ofas=1),
 )
 
+# `nvidia-smi mig -lgip` of an H100 80GB (https://jbarrow.ai/field_notes/nvidia-mig/): memory in GiB 9.75, 19.62,
+# 19.62, 39.50, 39.50, 79.25 (MiB below: the GiB figure is the MiB one to two decimals), SMs 16, 26, 32, 60, 64, 132;
+# CE 1, 1, 2, 3, 4, 8; DEC and JPEG 1, 1, 2, 3, 4, 7; OFA only on 7g.80gb
 _H100_80_PROFILES = _profiles(
-    MigProfile("1g.10gb", 1, 9984, 16, 1, 1, tuple(range(7, 15))),
-    MigProfile("1g.20gb", 1, 19968, 16, 1, 1, (9, 10, 11, 12)),
-    MigProfile("2g.20gb", 2, 19968, 32, 2, 2, (3, 4, 5, 6)),
-    MigProfile("3g.40gb", 3, 40320, 60, 3, 3, (1, 2)),
-    MigProfile("4g.40gb", 4, 40320, 64, 4, 4, (5,)),
-    MigProfile("7g.80gb", 7, 80896, 132, 8, 7, (0,)),
+    MigProfile("1g.10gb", 1, 9984, 16, 1, 1, tuple(range(7, 15)), jpegs=1),
+    MigProfile("1g.20gb", 1, 20096, 26, 1, 1, (9, 10, 11, 12), jpegs=1),
+    MigProfile("2g.20gb", 2, 20096, 32, 2, 2, (3, 4, 5, 6), jpegs=2),
+    MigProfile("3g.40gb", 3, 40448, 60, 3, 3, (1, 2), jpegs=3),
+    MigProfile("4g.40gb", 4, 40448, 64, 4, 4, (5,), jpegs=4),
+    MigProfile("7g.80gb", 7, 81152, 132, 8, 7, (0,), jpegs=7, ofas=1),
 )
 
-# H200 (NVIDIA MIG user guide, supported profiles of H200 141GB)
+# `nvidia-smi mig -lgip` of an H200 (https://github.com/NVIDIA/mig-parted/issues/120): memory in GiB 16.00, 32.25,
+# 32.25, 69.50, 69.50, 139.75; SMs 16, 26, 32, 60, 64, 132; CE 1, 1, 2, 3, 4, 8; DEC and JPEG 1, 1, 2, 3, 4, 7; OFA only
+# on 7g.141gb
 _H200_PROFILES = _profiles(
-    MigProfile("1g.18gb", 1, 16384, 16, 1, 1, tuple(range(7, 15))),
-    MigProfile("1g.35gb", 1, 32768, 16, 1, 1, (9, 10, 11, 12)),
-    MigProfile("2g.35gb", 2, 32768, 32, 2, 2, (3, 4, 5, 6)),
-    MigProfile("3g.71gb", 3, 69632, 60, 3, 3, (1, 2)),
-    MigProfile("4g.71gb", 4, 69632, 64, 4, 4, (5,)),
-    MigProfile("7g.141gb", 7, 143360, 132, 8, 7, (0,)),
+    MigProfile("1g.18gb", 1, 16384, 16, 1, 1, tuple(range(7, 15)), jpegs=1),
+    MigProfile("1g.35gb", 1, 33024, 26, 1, 1, (9, 10, 11, 12), jpegs=1),
+    MigProfile("2g.35gb", 2, 33024, 32, 2, 2, (3, 4, 5, 6), jpegs=2),
+    MigProfile("3g.71gb", 3, 71168, 60, 3, 3, (1, 2), jpegs=3),
+    MigProfile("4g.71gb", 4, 71168, 64, 4, 4, (5,), jpegs=4),
+    MigProfile("7g.141gb", 7, 143104, 132, 8, 7, (0,), jpegs=7, ofas=1),
 )
 
 _SXM_BUSES = (0x18, 0x2A, 0x3A, 0x5D, 0x9A, 0xAB, 0xBA, 0xDB)

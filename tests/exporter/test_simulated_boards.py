@@ -146,3 +146,50 @@ def test_inforom(board: tuple[object, Capture]) -> None:
     assert found == capture.inforom
     with pytest.raises(pynvml.NVMLError_NotSupported):
         pynvml.nvmlDeviceGetInforomVersion(handle, pynvml.NVML_INFOROM_POWER)
+
+
+# `nvidia-smi mig -lgip`: profile -> (Memory GiB as printed, SM, CE, DEC, JPEG, OFA)
+LGIP = {
+    # an H100 80GB (https://jbarrow.ai/field_notes/nvidia-mig/)
+    "H100-SXM5-80GB": {
+        "1g.10gb": ("9.75", 16, 1, 1, 1, 0),
+        "1g.20gb": ("19.62", 26, 1, 1, 1, 0),
+        "2g.20gb": ("19.62", 32, 2, 2, 2, 0),
+        "3g.40gb": ("39.50", 60, 3, 3, 3, 0),
+        "4g.40gb": ("39.50", 64, 4, 4, 4, 0),
+        "7g.80gb": ("79.25", 132, 8, 7, 7, 1),
+    },
+    # an H200 (https://github.com/NVIDIA/mig-parted/issues/120)
+    "H200-SXM5-141GB": {
+        "1g.18gb": ("16.00", 16, 1, 1, 1, 0),
+        "1g.35gb": ("32.25", 26, 1, 1, 1, 0),
+        "2g.35gb": ("32.25", 32, 2, 2, 2, 0),
+        "3g.71gb": ("69.50", 60, 3, 3, 3, 0),
+        "4g.71gb": ("69.50", 64, 4, 4, 4, 0),
+        "7g.141gb": ("139.75", 132, 8, 7, 7, 1),
+    },
+}
+
+
+@pytest.mark.parametrize("model", sorted(LGIP))
+def test_mig_profiles(model: str) -> None:
+    profiles = sorted(LGIP[model])
+    scenario = build_scenario({"gpus": [{"model": model, "mig": [{"profile": p}]} for p in profiles]}, seed=1)
+    found = {}
+    with install(Simulator(scenario, clock=ManualClock())):
+        pynvml.nvmlInit()
+        try:
+            for i, profile in enumerate(profiles):
+                mig = pynvml.nvmlDeviceGetMigDeviceHandleByIndex(pynvml.nvmlDeviceGetHandleByIndex(i), 0)
+                a = pynvml.nvmlDeviceGetAttributes(mig)
+                found[profile] = (
+                    f"{a.memorySizeMB / 1024:.2f}",
+                    a.multiprocessorCount,
+                    a.sharedCopyEngineCount,
+                    a.sharedDecoderCount,
+                    a.sharedJpegCount,
+                    a.sharedOfaCount,
+                )
+        finally:
+            pynvml.nvmlShutdown()
+    assert found == LGIP[model]
