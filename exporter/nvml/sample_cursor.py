@@ -14,13 +14,13 @@ which may be hours.
 
 The cursor notices at once. It remembers which samples it counted (pid and stamp) for `REMEMBER_SECONDS`, longer
 than any of them stays in the buffer, and while processes run but no new sample arrives it looks at the whole buffer
-(asked with 0): on every such cycle for the first `watch_seconds` (the caller's hold on the last figures), then every
-`probe_seconds`. A sample there that it has not counted is new, whatever its stamp: one older than the last seen means
-the stamps went back; the cursor counts it and carries on from it (the samples it counted before, still in the buffer
-with later stamps, are then skipped by their pid and stamp). So a step back costs no unknown figure: the new samples
-are found on the first cycle without one, within the hold. Nothing is counted twice; a new sample that carries
-exactly the pid and stamp (to the microsecond) of one counted in the last `REMEMBER_SECONDS` is missed, not counted
-twice.
+(asked with 0): on the first such cycle, then up to three times more within `watch_seconds` (the caller's hold on
+the last figures), then every `probe_seconds`. A sample there that it has not counted is new, whatever its stamp:
+one older than the last seen means the stamps went back; the cursor counts it and carries on from it (the samples it
+counted before, still in the buffer with later stamps, are then skipped by their pid and stamp). So a step back
+costs no unknown figure: the new samples are found on the first cycle without one, within the hold. Nothing is
+counted twice; a new sample that carries exactly the pid and stamp (to the microsecond) of one counted in the last
+`REMEMBER_SECONDS` is missed, not counted twice.
 """
 
 from __future__ import annotations
@@ -77,15 +77,20 @@ class SampleCursor:
         return fresh
 
     def probe_due(self, running: bool) -> bool:
-        """Whether to look at the whole buffer now: processes run and no new sample came, on each such cycle for the
-        first `watch_seconds`, then every `probe_seconds`. Call once per cycle that brought no new sample."""
+        """Whether to look at the whole buffer now: processes run and no new sample came; on the first such cycle, then
+        every `watch_seconds / 3` within `watch_seconds`, then every `probe_seconds`. Call once per cycle that brought
+        no new sample."""
         if not running or self.last_seen_us == 0:
             self._quiet_since = None
             return False
         now = self._clock()
         if self._quiet_since is None:
             self._quiet_since = now
-        if now - self._quiet_since > self._watch_seconds and now - self._last_probe < self._probe_seconds:
+        quiet = now - self._quiet_since
+        # within the watch, at most three looks (a cycle shorter than NVML's sampling period is often without a new
+        # sample, and each look reads the whole buffer); after it, one every probe_seconds
+        gap = self._watch_seconds / 3 if quiet <= self._watch_seconds else self._probe_seconds
+        if quiet > 0 and now - self._last_probe < gap:
             return False
         self._last_probe = now
         return True

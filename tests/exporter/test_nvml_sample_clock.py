@@ -104,6 +104,26 @@ def test_an_idle_device_is_not_probed_and_busy_idle_processes_are_probed_sparing
     assert calls == 30
 
 
+def test_fast_polls_of_processes_gone_idle_look_at_the_whole_buffer_a_few_times() -> None:
+    """Cycles shorter than NVML's sampling period, processes gone idle: the whole buffer is looked at on the first
+    cycle without a new sample, at most three times more within the hold (3 s), then every 5 s."""
+    clock = ManualClock()
+    with collecting(_one_process(60), clock) as (sim, collector):
+        for _ in range(3):
+            clock.advance(1.0)
+            collector.collect()
+        sim.set_load(0, 0)
+        clock.advance(1.0)
+        collector.collect()  # the last busy tick's sample
+        before = sim.call_counts["nvmlDeviceGetProcessUtilization"]
+        cycles = 80
+        for _ in range(cycles):  # 20 s of 0.25 s cycles
+            clock.advance(0.25)
+            collector.collect()
+        looks = sim.call_counts["nvmlDeviceGetProcessUtilization"] - before - cycles
+    assert 1 + 3 <= looks <= 1 + 3 + 4  # the first, three within the hold, one per 5 s of the remaining ~17 s
+
+
 # ---- the cursor against a model of the driver's ring buffer -------------------------------------------------------
 
 
