@@ -1,10 +1,11 @@
 """Facts about the GPU models the simulator can play: names, sizes, limits, clocks, PCI ids, MIG profiles, and what
 each generation's NVML gives or refuses.
 
-Figures are those a real board of the model reports through NVML (rounded where boards differ slightly); they make
-simulated series look like real ones, nothing in gpu-pulse depends on their exact values. The temperature thresholds,
-InfoROM versions and brand are those of `nvidia-smi -q` captures of each board (cited at the model), which read them
-with the same NVML calls.
+The static figures are those of public `nvidia-smi -q` captures of each board (cited at the model, with the driver
+they were taken with), which reads them with the same NVML calls: memory total and reserved, the default power limit
+and its range, the maximum clocks, the temperature thresholds, the PCIe generation and width, the InfoROM versions,
+the brand. tests/exporter/test_simulated_boards.py holds them to the captures through pynvml. Idle and busy draw,
+temperatures and link speeds are the simulator's own curves.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ class MigProfile:
     copy_engines: int
     decoders: int
     gpu_instance_ids: tuple[int, ...]  # ids the driver hands out for this profile, in placement order
+    jpegs: int = 0  # JPEG decoders (`nvidia-smi mig -lgip`: JPEG)
+    ofas: int = 0  # optical flow accelerators (OFA)
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +56,14 @@ class GpuModel:
     gpm: bool  # GPU Performance Monitoring (Hopper and newer)
     mig_profiles: Mapping[str, MigProfile]  # empty: MIG not supported
     pcie_max_kb_per_s: int
+    # nvmlDeviceGetPowerManagementLimitConstraints: the range `nvidia-smi -pl` accepts (Min / Max Power Limit)
+    power_limit_min_mw: int
+    power_limit_max_mw: int
+    max_video_clock_mhz: int  # nvmlDeviceGetMaxClockInfo(NVML_CLOCK_VIDEO): Max Clocks / Video
+    # nvmlDeviceGetMaxPcieLinkGeneration / Width: GPU Link Info, PCIe Generation Max and Link Width Max (the board's
+    # and the host's maximum agree in every capture cited)
+    pcie_max_generation: int
+    pcie_max_width: int
     hbm: bool = True  # HBM memory reports its temperature (field 82); GDDR boards do not
     # nvmlDeviceGetTemperatureThreshold: (shutdown, slowdown, GPU max operating) in C, as nvidia-smi -q shows them
     thresholds_c: tuple[int, int, int] = (92, 89, 87)
@@ -96,7 +107,7 @@ _A100_40_PROFILES = _profiles(
     MigProfile("2g.10gb", 2, 9856, 28, 2, 1, (3, 4, 5, 6)),
     MigProfile("3g.20gb", 3, 19968, 42, 3, 2, (1, 2)),
     MigProfile("4g.20gb", 4, 19968, 56, 4, 2, (5,)),
-    MigProfile("7g.40gb", 7, 40192, 98, 7, 5, (0,)),
+    MigProfile("7g.40gb", 7, 40192, 98, 7, 5, (0,), jpegs=1, ofas=1),
 )
 
 # Instance memory: `nvidia-smi mig -lgip` of each product (the listings toolkit/migprofiles.py cites): A100-SXM4-40GB
@@ -108,26 +119,31 @@ _A100_80_PROFILES = _profiles(
     MigProfile("2g.20gb", 2, 19968, 28, 2, 1, (3, 4, 5, 6)),
     MigProfile("3g.40gb", 3, 40192, 42, 3, 2, (1, 2)),
     MigProfile("4g.40gb", 4, 40192, 56, 4, 2, (5,)),
-    MigProfile("7g.80gb", 7, 80896, 98, 7, 5, (0,)),
+    MigProfile("7g.80gb", 7, 80896, 98, 7, 5, (0,), jpegs=1, ofas=1),
 )
 
+# `nvidia-smi mig -lgip` of an H100 80GB (https://jbarrow.ai/field_notes/nvidia-mig/): memory in GiB 9.75, 19.62,
+# 19.62, 39.50, 39.50, 79.25 (MiB below: the GiB figure is the MiB one to two decimals), SMs 16, 26, 32, 60, 64, 132;
+# CE 1, 1, 2, 3, 4, 8; DEC and JPEG 1, 1, 2, 3, 4, 7; OFA only on 7g.80gb
 _H100_80_PROFILES = _profiles(
-    MigProfile("1g.10gb", 1, 9984, 16, 1, 1, tuple(range(7, 15))),
-    MigProfile("1g.20gb", 1, 20096, 16, 1, 1, (9, 10, 11, 12)),
-    MigProfile("2g.20gb", 2, 20096, 32, 2, 2, (3, 4, 5, 6)),
-    MigProfile("3g.40gb", 3, 40448, 60, 3, 3, (1, 2)),
-    MigProfile("4g.40gb", 4, 40448, 64, 4, 4, (5,)),
-    MigProfile("7g.80gb", 7, 81152, 132, 8, 7, (0,)),
+    MigProfile("1g.10gb", 1, 9984, 16, 1, 1, tuple(range(7, 15)), jpegs=1),
+    MigProfile("1g.20gb", 1, 20096, 26, 1, 1, (9, 10, 11, 12), jpegs=1),
+    MigProfile("2g.20gb", 2, 20096, 32, 2, 2, (3, 4, 5, 6), jpegs=2),
+    MigProfile("3g.40gb", 3, 40448, 60, 3, 3, (1, 2), jpegs=3),
+    MigProfile("4g.40gb", 4, 40448, 64, 4, 4, (5,), jpegs=4),
+    MigProfile("7g.80gb", 7, 81152, 132, 8, 7, (0,), jpegs=7, ofas=1),
 )
 
-# H200 (NVIDIA MIG user guide, supported profiles of H200 141GB)
+# `nvidia-smi mig -lgip` of an H200 (https://github.com/NVIDIA/mig-parted/issues/120): memory in GiB 16.00, 32.25,
+# 32.25, 69.50, 69.50, 139.75; SMs 16, 26, 32, 60, 64, 132; CE 1, 1, 2, 3, 4, 8; DEC and JPEG 1, 1, 2, 3, 4, 7; OFA only
+# on 7g.141gb
 _H200_PROFILES = _profiles(
-    MigProfile("1g.18gb", 1, 16384, 16, 1, 1, tuple(range(7, 15))),
-    MigProfile("1g.35gb", 1, 33280, 16, 1, 1, (9, 10, 11, 12)),
-    MigProfile("2g.35gb", 2, 33280, 32, 2, 2, (3, 4, 5, 6)),
-    MigProfile("3g.71gb", 3, 69632, 60, 3, 3, (1, 2)),
-    MigProfile("4g.71gb", 4, 69632, 64, 4, 4, (5,)),
-    MigProfile("7g.141gb", 7, 143360, 132, 8, 7, (0,)),
+    MigProfile("1g.18gb", 1, 16384, 16, 1, 1, tuple(range(7, 15)), jpegs=1),
+    MigProfile("1g.35gb", 1, 33024, 26, 1, 1, (9, 10, 11, 12), jpegs=1),
+    MigProfile("2g.35gb", 2, 33024, 32, 2, 2, (3, 4, 5, 6), jpegs=2),
+    MigProfile("3g.71gb", 3, 71168, 60, 3, 3, (1, 2), jpegs=3),
+    MigProfile("4g.71gb", 4, 71168, 64, 4, 4, (5,), jpegs=4),
+    MigProfile("7g.141gb", 7, 143104, 132, 8, 7, (0,), jpegs=7, ofas=1),
 )
 
 _SXM_BUSES = (0x18, 0x2A, 0x3A, 0x5D, 0x9A, 0xAB, 0xBA, 0xDB)
@@ -136,15 +152,18 @@ GPU_MODELS: Mapping[str, GpuModel] = MappingProxyType(
     {
         m.key: m
         for m in (
-            # nvidia-smi -q of an NVIDIA H800 (the H100 SXM5 board, 692-2G520), driver 525.105.17: shutdown 92 C,
-            # slowdown 89 C, max operating 87 C; an NVIDIA H100 80GB HBM3 on 565.57.01 (thamada/nvidia-smi,
-            # nvsim/H100SXMx8_smi.py) gives the same slowdown and max operating as T.Limit offsets (-2 C, 0 C from a
-            # T.Limit of 87 C), InfoROM G520.0200.00.05 with OEM 2.1, ECC 7.16 and no power object
+            # NVIDIA H100 80GB HBM3, driver 565.57.01 (https://github.com/thamada/nvidia-smi/blob/
+            # 03fbe6e68c0bb4c28b72d5da786a9712a33cf408/nvsim/H100SXMx8_smi.py): 81559 MiB, 454 reserved; power limit
+            # 700 W, range 200-700 W; max clocks 1980 (SM) / 2619 (memory) / 1545 (video) MHz; PCIe gen 5 x16;
+            # InfoROM G520.0200.00.05, OEM 2.1, ECC 7.16, no power object; thresholds as T.Limit offsets (slowdown
+            # -2 C, max operating 0 C from a T.Limit of 87 C). The same board as an H800 (692-2G520), driver
+            # 525.105.17 (https://github.com/NVIDIA/DCGM/issues/120): shutdown 92 C, slowdown 89 C, max operating
+            # 87 C, the same max clocks
             GpuModel(
                 key="H100-SXM5-80GB",
                 name="NVIDIA H100 80GB HBM3",
                 memory_total_mib=81559,
-                memory_reserved_mib=527,
+                memory_reserved_mib=454,
                 power_limit_mw=700_000,
                 idle_power_mw=72_000,
                 max_power_mw=690_000,
@@ -163,13 +182,20 @@ GPU_MODELS: Mapping[str, GpuModel] = MappingProxyType(
                 gpm=True,
                 mig_profiles=_H100_80_PROFILES,
                 pcie_max_kb_per_s=55_000_000,
+                power_limit_min_mw=200_000,
+                power_limit_max_mw=700_000,
+                max_video_clock_mhz=1545,
+                pcie_max_generation=5,
+                pcie_max_width=16,
                 thresholds_c=(92, 89, 87),
                 architecture="hopper",
                 chip="GH100",
                 inforom=("G520.0200.00.05", "2.1", "7.16", None),
             ),
             # nvidia-smi -q of an NVIDIA A100-SXM4-40GB, driver 535.129.03: 92/89/85 C, InfoROM G506.0200.00.04,
-            # OEM 2.0, ECC 6.16, no power object
+            # OEM 2.0, ECC 6.16, no power object; and https://github.com/NVIDIA/nvidia-docker/issues/1648 (an
+            # A100-SXM4-40GB): power limit 400 W, range 100-400 W, max clocks 1410 / 1215 / 1290 MHz. PCIe gen 4 x16
+            # as the A100-SXM4-80GB below (the same GA100 SXM4 module)
             GpuModel(
                 key="A100-SXM4-40GB",
                 name="NVIDIA A100-SXM4-40GB",
@@ -193,18 +219,27 @@ GPU_MODELS: Mapping[str, GpuModel] = MappingProxyType(
                 gpm=False,
                 mig_profiles=_A100_40_PROFILES,
                 pcie_max_kb_per_s=26_000_000,
+                power_limit_min_mw=100_000,
+                power_limit_max_mw=400_000,
+                max_video_clock_mhz=1290,
+                pcie_max_generation=4,
+                pcie_max_width=16,
                 thresholds_c=(92, 89, 85),
                 architecture="ampere",
                 chip="GA100",
                 inforom=("G506.0200.00.04", "2.0", "6.16", None),
             ),
-            # thamada/nvidia-smi gls/A100SXMx4_smi.py, NVIDIA A100-SXM4-80GB, driver 555.42.02: 92/89/85 C, InfoROM
-            # G506.0212.00.01, OEM 2.0, ECC 6.16, no power object
+            # NVIDIA A100-SXM4-80GB, driver 555.42.02 (https://github.com/thamada/nvidia-smi/blob/
+            # c4c8a463a61e4ac67e3d7956da104b302760a498/gls/A100SXMx4_smi.py): 81920 MiB, 763 reserved; 92/89/85 C;
+            # max clocks 1410 / 1593 / 1290 MHz; PCIe gen 4 x16; InfoROM G506.0212.00.01, OEM 2.0, ECC 6.16, no power
+            # object. That board is the 500 W one; the 400 W HGX board simulated here:
+            # https://github.com/NVIDIA/DCGM/issues/152 (an A100-SXM4-80GB): power limit 400 W, range 100-400 W, the
+            # same max clocks
             GpuModel(
                 key="A100-SXM4-80GB",
                 name="NVIDIA A100-SXM4-80GB",
                 memory_total_mib=81920,
-                memory_reserved_mib=598,
+                memory_reserved_mib=763,
                 power_limit_mw=400_000,
                 idle_power_mw=60_000,
                 max_power_mw=398_000,
@@ -223,19 +258,26 @@ GPU_MODELS: Mapping[str, GpuModel] = MappingProxyType(
                 gpm=False,
                 mig_profiles=_A100_80_PROFILES,
                 pcie_max_kb_per_s=26_000_000,
+                power_limit_min_mw=100_000,
+                power_limit_max_mw=400_000,
+                max_video_clock_mhz=1290,
+                pcie_max_generation=4,
+                pcie_max_width=16,
                 thresholds_c=(92, 89, 85),
                 architecture="ampere",
                 chip="GA100",
                 inforom=("G506.0212.00.01", "2.0", "6.16", None),
             ),
-            # thamada/gls gls/H200_smi.py, NVIDIA H200, driver 550.90.12, gives the thresholds as T.Limit offsets:
-            # T.Limit 59 C above the current 28 C (87 C), shutdown -8, slowdown -2, max operating 0: 95/89/87 C;
-            # InfoROM G520.0280.02.02, OEM 2.1, ECC 7.16, no power object
+            # NVIDIA H200, driver 550.90.12 (https://github.com/thamada/gls/blob/c0bed08d0e20bb1abccfee5aeedb80bc63b493a6/gls/
+            # H200_smi.py): 143771 MiB, 700 reserved; power limit 700 W, range 200-700 W; max clocks 1980 / 3201 /
+            # 1545 MHz (the same on 550.90.07: https://github.com/awslabs/amazon-eks-ami/pull/1985); PCIe gen 5 x16;
+            # thresholds as T.Limit offsets: T.Limit 59 C above the current 28 C (87 C), shutdown -8, slowdown -2,
+            # max operating 0: 95/89/87 C; InfoROM G520.0280.02.02, OEM 2.1, ECC 7.16, no power object
             GpuModel(
                 key="H200-SXM5-141GB",
                 name="NVIDIA H200",
                 memory_total_mib=143771,
-                memory_reserved_mib=575,
+                memory_reserved_mib=700,
                 power_limit_mw=700_000,
                 idle_power_mw=76_000,
                 max_power_mw=695_000,
@@ -254,18 +296,25 @@ GPU_MODELS: Mapping[str, GpuModel] = MappingProxyType(
                 gpm=True,
                 mig_profiles=_H200_PROFILES,
                 pcie_max_kb_per_s=55_000_000,
+                power_limit_min_mw=200_000,
+                power_limit_max_mw=700_000,
+                max_video_clock_mhz=1545,
+                pcie_max_generation=5,
+                pcie_max_width=16,
                 thresholds_c=(95, 89, 87),
                 architecture="hopper",
                 chip="GH100",
                 inforom=("G520.0280.02.02", "2.1", "7.16", None),
             ),
-            # thamada/gls gls/A10_smi.py, NVIDIA A10, driver 550.90.12: 101/98/91 C, InfoROM G133.0215.00.06, OEM
-            # 2.0, ECC 6.16, no power object; remapped rows, no retired pages
+            # NVIDIA A10, driver 550.90.12 (https://github.com/thamada/gls/blob/b99e2ecde923177a3f6635c678a7fd3796517cde/gls/A10_smi.py):
+            # 23028 MiB, 526 reserved; power limit 150 W, range 100-150 W; max clocks 1695 / 6251 / 1575 MHz; PCIe
+            # gen 4 x16; 101/98/91 C; InfoROM G133.0215.00.06, OEM 2.0, ECC 6.16, no power object; remapped rows, no
+            # retired pages
             GpuModel(
                 key="A10",
                 name="NVIDIA A10",
                 memory_total_mib=23028,
-                memory_reserved_mib=404,
+                memory_reserved_mib=526,
                 power_limit_mw=150_000,
                 idle_power_mw=20_000,
                 max_power_mw=148_000,
@@ -284,20 +333,27 @@ GPU_MODELS: Mapping[str, GpuModel] = MappingProxyType(
                 gpm=False,
                 mig_profiles=_profiles(),
                 pcie_max_kb_per_s=26_000_000,
+                power_limit_min_mw=100_000,
+                power_limit_max_mw=150_000,
+                max_video_clock_mhz=1575,
+                pcie_max_generation=4,
+                pcie_max_width=16,
                 hbm=False,
                 thresholds_c=(101, 98, 91),
                 architecture="ampere",
                 chip="GA102",
                 inforom=("G133.0215.00.06", "2.0", "6.16", None),
             ),
-            # thamada/nvidia-smi gls/L4_smi.py, NVIDIA L4, driver 550.90.07, as T.Limit offsets: T.Limit 53 C above
-            # the current 33 C (86 C), shutdown -5, slowdown -2, max operating 0: 91/88/86 C; InfoROM
-            # G193.0200.00.01, OEM 2.1, ECC 6.16, no power object
+            # NVIDIA L4, driver 550.90.07 (https://github.com/thamada/nvidia-smi/blob/
+            # c4c8a463a61e4ac67e3d7956da104b302760a498/gls/L4_smi.py): 23034 MiB, 556 reserved; power limit 72 W,
+            # range 40-72 W; max clocks 2040 / 6251 / 1770 MHz; PCIe gen 4 x16 (at idle the link trains down to gen 1
+            # x8); as T.Limit offsets: T.Limit 53 C above the current 33 C (86 C), shutdown -5, slowdown -2, max
+            # operating 0: 91/88/86 C; InfoROM G193.0200.00.01, OEM 2.1, ECC 6.16, no power object
             GpuModel(
                 key="L4",
                 name="NVIDIA L4",
                 memory_total_mib=23034,
-                memory_reserved_mib=433,
+                memory_reserved_mib=556,
                 power_limit_mw=72_000,
                 idle_power_mw=16_000,
                 max_power_mw=71_000,
@@ -316,6 +372,11 @@ GPU_MODELS: Mapping[str, GpuModel] = MappingProxyType(
                 gpm=False,
                 mig_profiles=_profiles(),
                 pcie_max_kb_per_s=26_000_000,
+                power_limit_min_mw=40_000,
+                power_limit_max_mw=72_000,
+                max_video_clock_mhz=1770,
+                pcie_max_generation=4,
+                pcie_max_width=16,
                 hbm=False,
                 thresholds_c=(91, 88, 86),
                 architecture="ada",
@@ -324,7 +385,7 @@ GPU_MODELS: Mapping[str, GpuModel] = MappingProxyType(
             ),
             # thamada/gls gls/V100_x8_smi.py, Tesla V100-SXM2-16GB, driver 550.127.05: brand Tesla, 90/87/83 C,
             # retired pages (0), Remapped Rows N/A, InfoROM G503.0201.00.03, OEM 1.1, ECC 5.0, no power object;
-            # 300 W, 16384 MiB (240 reserved), clocks up to 1530/877 MHz, PCIe gen 3
+            # 300 W, range 150-300 W, 16384 MiB (240 reserved), clocks up to 1530/877/1372 MHz, PCIe gen 3 x16
             GpuModel(
                 key="V100-SXM2-16GB",
                 name="Tesla V100-SXM2-16GB",
@@ -348,6 +409,11 @@ GPU_MODELS: Mapping[str, GpuModel] = MappingProxyType(
                 gpm=False,
                 mig_profiles=_profiles(),
                 pcie_max_kb_per_s=15_000_000,
+                power_limit_min_mw=150_000,
+                power_limit_max_mw=300_000,
+                max_video_clock_mhz=1372,
+                pcie_max_generation=3,
+                pcie_max_width=16,
                 thresholds_c=(90, 87, 83),
                 architecture="volta",
                 chip="GV100",

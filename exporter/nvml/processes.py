@@ -59,7 +59,7 @@ class ProcessSampler:
         self._clock = clock
         self._hold_seconds = hold_seconds
         self._samples_match = samples_match
-        self._cursor = SampleCursor(clock, probe_seconds)
+        self._cursor = SampleCursor(clock, probe_seconds, watch_seconds=hold_seconds)  # found before the hold lapses
         self._held: dict[int, tuple[float, float, float]] = {}  # pid -> (sm %, memory %, when)
 
     @property

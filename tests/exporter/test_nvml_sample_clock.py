@@ -56,6 +56,31 @@ def test_a_wall_clock_step_back_does_not_freeze_per_process_utilization(
     assert len(rewinds) <= 1
 
 
+@pytest.mark.parametrize("step", [-3600.0, -60.0, -13.0])
+def test_after_a_wall_clock_step_back_per_process_utilization_is_never_unknown(
+    step: float, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 41, item 9: the driver's whole buffer is looked at on the first cycle without a new sample, and the
+    samples there not counted yet are the new ones: the new figure comes on the next poll, no poll is unknown."""
+    clock = ManualClock()
+    with (
+        caplog.at_level(logging.WARNING, logger="exporter.nvml"),
+        collecting(_one_process(60), clock) as (sim, collector),
+    ):
+        for _ in range(3):
+            clock.advance(1.0)
+            collector.collect()
+        sim.node.step_wall_clock(step)
+        sim.set_load(0, 25)
+        seen: list[float | None] = []
+        for _ in range(15):
+            clock.advance(1.0)
+            (gpu,) = collector.collect().devices
+            seen.append(gpu.processes[0].sm_util_percent)
+    assert seen == [25.0] * 15
+    assert len([r for r in caplog.records if "went back" in r.getMessage()]) == 1
+
+
 def test_a_wall_clock_step_forward_needs_nothing() -> None:
     clock = ManualClock()
     with collecting(_one_process(60), clock) as (sim, collector):
@@ -77,6 +102,26 @@ def test_an_idle_device_is_not_probed_and_busy_idle_processes_are_probed_sparing
         calls = sim.call_counts["nvmlDeviceGetProcessUtilization"]
     # one call per cycle, plus a look at the whole buffer at most every 5 s (nothing was ever seen: none at all)
     assert calls == 30
+
+
+def test_fast_polls_of_processes_gone_idle_look_at_the_whole_buffer_a_few_times() -> None:
+    """Cycles shorter than NVML's sampling period, processes gone idle: the whole buffer is looked at on the first
+    cycle without a new sample, at most three times more within the hold (3 s), then every 5 s."""
+    clock = ManualClock()
+    with collecting(_one_process(60), clock) as (sim, collector):
+        for _ in range(3):
+            clock.advance(1.0)
+            collector.collect()
+        sim.set_load(0, 0)
+        clock.advance(1.0)
+        collector.collect()  # the last busy tick's sample
+        before = sim.call_counts["nvmlDeviceGetProcessUtilization"]
+        cycles = 80
+        for _ in range(cycles):  # 20 s of 0.25 s cycles
+            clock.advance(0.25)
+            collector.collect()
+        looks = sim.call_counts["nvmlDeviceGetProcessUtilization"] - before - cycles
+    assert 1 + 3 <= looks <= 1 + 3 + 4  # the first, three within the hold, one per 5 s of the remaining ~17 s
 
 
 # ---- the cursor against a model of the driver's ring buffer -------------------------------------------------------
@@ -146,3 +191,5 @@ def test_the_cursor_counts_every_sample_at_most_once_and_never_stays_stuck(
         assert counted[-1] == driver.taken[-1]
     if step_s >= 0:
         assert counted == driver.taken, "a clock that does not go back loses nothing"
+    if step_s <= -13:  # no new sample can carry the stamp of one still remembered (REMEMBER_SECONDS, 12 s)
+        assert counted == driver.taken, "a step back loses nothing either"

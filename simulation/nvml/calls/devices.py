@@ -192,8 +192,8 @@ class DeviceCalls:
             a.sharedCopyEngineCount = p.copy_engines
             a.sharedDecoderCount = p.decoders
             a.sharedEncoderCount = 0
-            a.sharedJpegCount = 1 if p.slices == MAX_MIG_DEVICES else 0
-            a.sharedOfaCount = 1 if p.slices == MAX_MIG_DEVICES else 0
+            a.sharedJpegCount = p.jpegs
+            a.sharedOfaCount = p.ofas
             a.gpuInstanceSliceCount = p.slices
             a.computeInstanceSliceCount = p.slices
             a.memorySizeMB = p.memory_mib

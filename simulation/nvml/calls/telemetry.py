@@ -42,6 +42,7 @@ class TelemetryCalls:
             "nvmlDeviceGetEnforcedPowerLimit": self.enforced_power_limit,
             "nvmlDeviceGetPowerManagementLimit": self.power_management_limit,
             "nvmlDeviceGetPowerManagementDefaultLimit": self.default_power_limit,
+            "nvmlDeviceGetPowerManagementLimitConstraints": self.power_limit_constraints,
             "nvmlDeviceGetTotalEnergyConsumption": self.total_energy,
             "nvmlDeviceGetClockInfo": self.clock_info,
             "nvmlDeviceGetMaxClockInfo": self.max_clock_info,
@@ -50,6 +51,9 @@ class TelemetryCalls:
             "nvmlDeviceGetCurrentClocksThrottleReasons": self.clock_event_reasons,
             "nvmlDeviceGetPcieThroughput": self.pcie_throughput,
             "nvmlDeviceGetPcieReplayCounter": self.pcie_replay_counter,
+            "nvmlDeviceGetMaxPcieLinkGeneration": self.max_pcie_generation,
+            "nvmlDeviceGetGpuMaxPcieLinkGeneration": self.max_pcie_generation,
+            "nvmlDeviceGetMaxPcieLinkWidth": self.max_pcie_width,
             "nvmlDeviceGetFanSpeed": self.fan_speed,
         }
 
@@ -168,6 +172,13 @@ class TelemetryCalls:
         target(out).value = gpu.model.power_limit_mw
         return cabi.SUCCESS
 
+    def power_limit_constraints(self, t: float, gpu: SimGpu, mig: SimMig | None, low: Any, high: Any) -> int:
+        """The range a power management limit may be set in, milliwatts (nvml.h,
+        nvmlDeviceGetPowerManagementLimitConstraints); nvidia-smi -q shows it as Min / Max Power Limit."""
+        target(low).value = gpu.model.power_limit_min_mw
+        target(high).value = gpu.model.power_limit_max_mw
+        return cabi.SUCCESS
+
     def total_energy(self, t: float, gpu: SimGpu, mig: SimMig | None, out: Any) -> int:
         target(out).value = gpu.energy_mj(t)
         return cabi.SUCCESS
@@ -182,7 +193,9 @@ class TelemetryCalls:
         elif kind == NVML_CLOCK_MEM:
             value = gpu.model.max_mem_clock_mhz
         elif kind == NVML_CLOCK_VIDEO:
-            value = int(gpu.sm_clock_mhz(load) * 0.9)
+            # the video clock follows the graphics clock up to its own maximum (Max Clocks / Video in the captures
+            # cited in simulation/hardware.py)
+            value = round(gpu.model.max_video_clock_mhz * gpu.sm_clock_mhz(load) / gpu.model.max_sm_clock_mhz)
         else:
             return cabi.INVALID_ARGUMENT
         target(out).value = value
@@ -195,7 +208,7 @@ class TelemetryCalls:
         elif kind == NVML_CLOCK_MEM:
             value = gpu.model.max_mem_clock_mhz
         elif kind == NVML_CLOCK_VIDEO:
-            value = int(gpu.model.max_sm_clock_mhz * 0.9)
+            value = gpu.model.max_video_clock_mhz
         else:
             return cabi.INVALID_ARGUMENT
         target(out).value = value
@@ -222,6 +235,18 @@ class TelemetryCalls:
 
     def pcie_replay_counter(self, t: float, gpu: SimGpu, mig: SimMig | None, out: Any) -> int:
         target(out).value = pcie_replays(gpu, t)
+        return cabi.SUCCESS
+
+    def max_pcie_generation(self, t: float, gpu: SimGpu, mig: SimMig | None, out: Any) -> int:
+        """nvml.h, nvmlDeviceGetMaxPcieLinkGeneration: "the maximum PCIe link generation possible with this device and
+        system" (nvmlDeviceGetGpuMaxPcieLinkGeneration: the device's own); the captures cited in
+        simulation/hardware.py show the two equal."""
+        target(out).value = gpu.model.pcie_max_generation
+        return cabi.SUCCESS
+
+    def max_pcie_width(self, t: float, gpu: SimGpu, mig: SimMig | None, out: Any) -> int:
+        """nvml.h, nvmlDeviceGetMaxPcieLinkWidth: the maximum link width possible with this device and system."""
+        target(out).value = gpu.model.pcie_max_width
         return cabi.SUCCESS
 
     def fan_speed(self, t: float, gpu: SimGpu, mig: SimMig | None, out: Any) -> int:
