@@ -166,3 +166,20 @@ find the serving engines of its GPU pods (their IPs and annotations). */}}
 {{- define "gpu-pulse.adapter.exporterSecretToken" -}}
 {{- if and (not .Values.exporter.auth.enabled) .Values.exporter.auth.bearerTokenSecret (ne .Values.adapter.source "prometheus") }}true{{ end -}}
 {{- end }}
+
+{{/* KEDA's client CA (kedaClientAuth): "" where callers are not asked for a certificate, else {"secret", "key"} as
+JSON; fails where a client certificate is asked for without TLS. */}}
+{{- define "gpu-pulse.keda.clientCA" -}}
+{{- if and .Values.keda.externalScaler.enabled (eq .Values.kedaClientAuth.mode "certificate") -}}
+{{- if not .Values.keda.externalScaler.tls -}}
+{{- fail "kedaClientAuth.mode certificate needs keda.externalScaler.tls: client certificates come with TLS (set kedaClientAuth.mode: none to serve KEDA's port in plaintext, unauthenticated)" -}}
+{{- end -}}
+{{- with .Values.kedaClientAuth.clientCA -}}
+{{- if .secretName -}}
+{{- toJson (dict "secret" .secretName "key" .key) -}}
+{{- else -}}
+{{- toJson (dict "secret" "gpu-pulse-keda-client" "key" "ca.crt") -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end }}
