@@ -130,11 +130,12 @@ async def build_parts(settings: AdapterSettings) -> AdapterParts:
     pod_cache = PodCache(client, registry=metrics.registry)
     source = build_source(settings, pod_cache, metrics, config)
     rules = build_rules(settings, compiled, pod_cache, metrics) if compiled is not None else None
+    reviewer = SubjectAccessReviewer(client)
     keda = None
     if settings.keda_listen is not None:  # grpc is imported only for KEDA (tests/adapter/test_keda_serving.py)
         from adapter.keda.scaler import build_external_scaler
 
-        keda = build_external_scaler(settings, config, pod_cache, source, metrics.registry)
+        keda = build_external_scaler(settings, config, pod_cache, source, metrics.registry, reviewer)
     limits = ConnectionLimits.of(settings)
     ensure_file_limit(limits)  # the whole process's connections: the KEDA port's share is taken from them
     if keda is not None:
@@ -148,7 +149,7 @@ async def build_parts(settings: AdapterSettings) -> AdapterParts:
         pods=pod_cache,
         source=source,
         authenticator=authenticator,
-        reviewer=SubjectAccessReviewer(client),
+        reviewer=reviewer,
         always_allow_paths=tuple(settings.authorization_always_allow_paths),
         trust=reloader,
         ssl_context=ssl_context,

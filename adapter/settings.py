@@ -212,7 +212,8 @@ class AdapterSettings(ConnectionSettings):
     )
     keda_client_ca_file: Path | None = setting(
         None,
-        "With --keda-tls: accept only clients presenting a certificate this CA signed (KEDA's tlsClientCert).",
+        "With --keda-tls: accept only clients presenting a certificate this CA signed (KEDA's tlsClientCert), and "
+        "authorize each call for its namespace as the certificate's user (CN; groups from O) by SubjectAccessReview.",
         metavar="FILE",
     )
     keda_activate_after: float = setting(

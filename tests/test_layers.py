@@ -130,9 +130,10 @@ RULES: list[Rule] = [
     Rule("adapter.sources", ("adapter.api", *ASSEMBLY), "sources know nothing of HTTP routing"),
     Rule(
         "adapter.keda",
-        ("adapter.api", "adapter.auth", *ASSEMBLY, "aiohttp"),
-        "KEDA's external scaler sits beside the HTTP API: it uses the sources, the pod cache and the metric "
-        "definitions, and knows nothing of HTTP routing",
+        ("adapter.api", "adapter.auth.requests", "adapter.auth.requestheader", *ASSEMBLY, "aiohttp"),
+        "KEDA's external scaler sits beside the HTTP API: it uses the sources, the pod cache, the metric "
+        "definitions and the users and authorization (adapter.auth's identities and reviews), and knows nothing of "
+        "HTTP routing or HTTP's authentication",
     ),
     Rule(
         "adapter.parts", ("adapter.application", "adapter.server", "aiohttp"), "the parts are built apart from the app"

@@ -12,6 +12,11 @@ longest ago: KEDA asks about each of its workloads every `pollingInterval` (or h
 question a workload KEDA really asks about is out of reach of a flood of made-up triggers, which only displace one
 another (one caller filled all 10,000 places for 15 minutes, and KEDA's new triggers were refused). Only when every
 place holds a workload asked about twice or streamed is a new one refused (BoardFullError).
+
+Each workload is counted against the caller that first asked about it (keda/callers.py: its client certificate's
+user, or its peer's address), and a caller holds at most `per_caller` places (half the capacity by default): past it,
+its new workload takes the place of its own asked-once one asked longest ago, or is refused. A caller asking about each
+of its made-up triggers twice therefore fills only its share, never the places of the workloads KEDA asks about.
 """
 
 from __future__ import annotations
@@ -50,8 +55,9 @@ class ActivityUnknownError(Exception):
 class FollowedWorkload:
     """One workload's activity, as observed so far."""
 
-    def __init__(self, namespace: str, trigger: Trigger, now: float) -> None:
+    def __init__(self, namespace: str, trigger: Trigger, now: float, caller: str = "") -> None:
         self.namespace = namespace
+        self.caller = caller  # the caller that first asked about it, whose share it counts against
         self.trigger = trigger
         self.state: ActivityState = UNKNOWN_STATE
         self.problem: Exception | None = None  # why the last observation was unknown
@@ -91,6 +97,7 @@ class ActivityBoard:
         observe_timeout: float = 5.0,
         keep_for: float = DEFAULT_KEEP_FOR,
         capacity: int = 10_000,
+        per_caller: int | None = None,
         clock: Callable[[], float] = time.monotonic,
         on_change: Callable[[bool], None] = lambda active: None,
     ) -> None:
@@ -100,6 +107,8 @@ class ActivityBoard:
         self._observe_timeout = observe_timeout
         self._keep_for = keep_for
         self._capacity = capacity
+        self._per_caller = per_caller if per_caller is not None else max(1, capacity // 2)
+        self._held: dict[str, int] = {}  # places each caller's workloads hold
         self._clock = clock
         self._on_change = on_change
         self._followed: dict[WorkloadKey, FollowedWorkload] = {}
@@ -126,27 +135,32 @@ class ActivityBoard:
             followed.close()
         self._followed.clear()
         self._once.clear()
+        self._held.clear()
 
     def follows(self, namespace: str, trigger: Trigger) -> bool:
         """Whether the workload's activity is followed now."""
         return trigger.key(namespace) in self._followed
 
     # ---- what the API asks ------------------------------------------------------------------------------------------
-    async def is_active(self, namespace: str, trigger: Trigger) -> bool:
+    def held_by(self, caller: str) -> int:
+        """How many places the workloads `caller` first asked about hold."""
+        return self._held.get(caller, 0)
+
+    async def is_active(self, namespace: str, trigger: Trigger, caller: str = "") -> bool:
         """The workload's activity now. ActivityUnknownError while nothing is known; BoardFullError."""
-        followed = await self._followed_workload(namespace, trigger)
+        followed = await self._followed_workload(namespace, trigger, caller)
         active = followed.state.active
         if active is None:
             raise ActivityUnknownError(followed.problem or NoFiguresError("no figures observed yet"))
         return active
 
-    async def follow(self, namespace: str, trigger: Trigger) -> AsyncIterator[bool]:
+    async def follow(self, namespace: str, trigger: Trigger, caller: str = "") -> AsyncIterator[bool]:
         """The workload's activity once it is known, then at every change, until the board stops."""
-        followed = await self._followed_workload(namespace, trigger)
+        followed = await self._followed_workload(namespace, trigger, caller)
         for _ in range(2):  # made room for others while its first observation ran: follow it afresh
             if not followed.closed:
                 break
-            followed = await self._followed_workload(namespace, trigger)
+            followed = await self._followed_workload(namespace, trigger, caller)
         followed.streams += 1
         self._asked_again(trigger.key(namespace), followed)
         try:
@@ -166,14 +180,17 @@ class ActivityBoard:
             followed.asked_at = self._clock()
 
     # ---- inside -----------------------------------------------------------------------------------------------------
-    async def _followed_workload(self, namespace: str, trigger: Trigger) -> FollowedWorkload:
+    async def _followed_workload(self, namespace: str, trigger: Trigger, caller: str) -> FollowedWorkload:
         key = trigger.key(namespace)
         followed = self._followed.get(key)
         now = self._clock()
         if followed is None:
-            if len(self._followed) >= self._capacity:
+            if self.held_by(caller) >= self._per_caller:
+                self._make_room(caller)
+            elif len(self._followed) >= self._capacity:
                 self._make_room()
-            followed = self._followed[key] = FollowedWorkload(namespace, trigger, now)
+            followed = self._followed[key] = FollowedWorkload(namespace, trigger, now, caller)
+            self._held[caller] = self.held_by(caller) + 1
             self._once[key] = None
             first = self._first[key] = asyncio.ensure_future(self._observe(followed))
             first.add_done_callback(lambda done: self._first.pop(key) if self._first.get(key) is done else None)
@@ -185,16 +202,34 @@ class ActivityBoard:
             await asyncio.shield(pending)
         return followed
 
-    def _make_room(self) -> None:
-        """Drop the workload asked about once, longest ago (no stream follows it); BoardFullError when none is."""
-        key = next(iter(self._once), None)
+    def _make_room(self, caller: str | None = None) -> None:
+        """Drop the workload asked about once, longest ago (no stream follows it), of `caller`'s when given;
+        BoardFullError when none is."""
+        if caller is None:
+            key = next(iter(self._once), None)
+        else:
+            key = next((k for k in self._once if self._followed[k].caller == caller), None)
         if key is None:
+            if caller is not None:
+                raise BoardFullError(
+                    f"already following {self._per_caller} workloads' activity for this caller (its share of the "
+                    f"{self._capacity} places), each asked about more than once"
+                )
             raise BoardFullError(
                 f"already following {self._capacity} workloads' activity, each asked about more than once"
             )
         del self._once[key]
-        self._followed.pop(key).close()
+        self._drop(key)
         self.displaced += 1
+
+    def _drop(self, key: WorkloadKey) -> None:
+        followed = self._followed.pop(key)
+        held = self._held.get(followed.caller, 0) - 1
+        if held > 0:
+            self._held[followed.caller] = held
+        else:
+            self._held.pop(followed.caller, None)
+        followed.close()
 
     def _asked_again(self, key: WorkloadKey, followed: FollowedWorkload) -> None:
         followed.asked_again = True
@@ -247,9 +282,8 @@ class ActivityBoard:
         now = self._clock()
         for key, followed in list(self._followed.items()):
             if followed.streams == 0 and now - followed.asked_at > self._keep_for and key not in self._first:
-                del self._followed[key]
                 self._once.pop(key, None)
-                followed.close()
+                self._drop(key)
         due = [f for k, f in self._followed.items() if k not in self._first]
         if due:
             await asyncio.gather(*(self._observe(f) for f in due))

@@ -6,6 +6,7 @@ from prometheus_client import CollectorRegistry
 
 from adapter.keda.activity import Hysteresis
 from adapter.keda.admission import CallAdmission
+from adapter.keda.callers import Authorizer, NamespaceAccess
 from adapter.keda.followed_workloads import ActivityBoard
 from adapter.keda.selfmetrics import AdmissionCollector, KedaMetrics
 from adapter.keda.servicer import ExternalScaler
@@ -23,9 +24,11 @@ def build_external_scaler(
     pods: PodDirectory,
     source: MetricSource,
     registry: CollectorRegistry,
+    authorizer: Authorizer,
 ) -> ExternalScalerServer:
     """The server for `--keda-listen` (which must be set). TLSConfigError (one line) for a certificate it cannot
-    serve."""
+    serve. With `--keda-client-ca-file`, each call is authorized for its namespace through `authorizer` as the
+    certificate's user (keda/callers.py)."""
     assert settings.keda_listen is not None
     reader = WorkloadReader(config, pods, source)
     metrics = KedaMetrics(registry)
@@ -43,6 +46,7 @@ def build_external_scaler(
         call_timeout=settings.keda_call_timeout,
         max_streams=settings.keda_max_streams,
         registry=registry,
+        access=NamespaceAccess(authorizer) if settings.keda_client_ca_file is not None else None,
     )
     tls = None
     if settings.keda_tls:

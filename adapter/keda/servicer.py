@@ -28,6 +28,8 @@ from typing import Any, TypeVar
 import grpc
 from prometheus_client import CollectorRegistry
 
+from adapter.auth.identity import AuthorizationUnavailableError
+from adapter.keda.callers import Caller, NamespaceAccess, NamespaceAccessDeniedError, caller_of
 from adapter.keda.followed_workloads import ActivityBoard, ActivityUnknownError, BoardFullError
 from adapter.keda.proto import externalscaler_pb2 as pb
 from adapter.keda.proto.externalscaler_pb2_grpc import ExternalScalerServicer
@@ -51,6 +53,13 @@ def call_error(exc: BaseException) -> CallError:
     """The status a failure is answered with."""
     if isinstance(exc, CallError):
         return exc
+    if isinstance(exc, NamespaceAccessDeniedError):
+        code = grpc.StatusCode.PERMISSION_DENIED if exc.authenticated else grpc.StatusCode.UNAUTHENTICATED
+        return CallError(code, str(exc))
+    if isinstance(exc, TimeoutError):
+        return CallError(grpc.StatusCode.UNAVAILABLE, "no answer within the call's timeout (--keda-call-timeout)")
+    if isinstance(exc, AuthorizationUnavailableError):
+        return CallError(grpc.StatusCode.UNAVAILABLE, f"cannot authorize the call: {exc}")
     if isinstance(exc, ActivityUnknownError):
         return call_error(exc.cause)
     if isinstance(exc, TriggerError):
@@ -76,8 +85,12 @@ class ExternalScaler(ExternalScalerServicer):
         call_timeout: float = 5.0,
         max_streams: int = 1000,
         registry: CollectorRegistry | None = None,
+        access: NamespaceAccess | None = None,
     ) -> None:
-        """Given a `registry`, the open streams and followed workloads are served from it (keda/selfmetrics.py)."""
+        """Given a `registry`, the open streams and followed workloads are served from it (keda/selfmetrics.py).
+        Given `access`, every call is authorized for the namespace its ScaledObjectRef names (keda/callers.py);
+        without it (`--keda-client-ca-file` not set) any caller reads any namespace."""
+        self._access = access
         self._reader = reader
         self._board = board
         self._metrics = metrics
@@ -101,8 +114,7 @@ class ExternalScaler(ExternalScalerServicer):
     # ---- the API ---------------------------------------------------------------------------------------------------
     async def GetMetricSpec(self, request: pb.ScaledObjectRef, context: Context) -> pb.GetMetricSpecResponse:  # type: ignore[override]  # noqa: N802
         async def answer() -> pb.GetMetricSpecResponse:
-            _, trigger = self._trigger(request)
-            self._reader.metric(trigger.metric)
+            _, trigger, _ = await self._admit(request, context)
             spec = pb.MetricSpec(metricName=trigger.metric, targetSizeFloat=float(trigger.target))
             return pb.GetMetricSpecResponse(metricSpecs=[spec])
 
@@ -110,7 +122,7 @@ class ExternalScaler(ExternalScalerServicer):
 
     async def GetMetrics(self, request: pb.GetMetricsRequest, context: Context) -> pb.GetMetricsResponse:  # type: ignore[override]  # noqa: N802
         async def answer() -> pb.GetMetricsResponse:
-            namespace, trigger = self._trigger(request.scaledObjectRef)
+            namespace, trigger, _ = await self._admit(request.scaledObjectRef, context)
             if request.metricName and request.metricName != trigger.metric:
                 raise CallError(
                     grpc.StatusCode.INVALID_ARGUMENT,
@@ -124,9 +136,8 @@ class ExternalScaler(ExternalScalerServicer):
 
     async def IsActive(self, request: pb.ScaledObjectRef, context: Context) -> pb.IsActiveResponse:  # type: ignore[override]  # noqa: N802
         async def answer() -> pb.IsActiveResponse:
-            namespace, trigger = self._trigger(request)
-            self._reader.metric(trigger.metric)
-            return pb.IsActiveResponse(result=await self._board.is_active(namespace, trigger))
+            namespace, trigger, caller = await self._admit(request, context)
+            return pb.IsActiveResponse(result=await self._board.is_active(namespace, trigger, caller.key))
 
         return await self._unary("IsActive", context, answer)
 
@@ -142,8 +153,8 @@ class ExternalScaler(ExternalScalerServicer):
                         grpc.StatusCode.RESOURCE_EXHAUSTED,
                         f"already {self._max_streams} StreamIsActive streams open (--keda-max-streams)",
                     )
-                namespace, trigger = self._trigger(request)
-                self._reader.metric(trigger.metric)
+                async with asyncio.timeout(self._call_timeout):
+                    namespace, trigger, caller = await self._admit(request, context)
             except Exception as exc:
                 failure = call_error(exc)
                 code = failure.code
@@ -151,7 +162,7 @@ class ExternalScaler(ExternalScalerServicer):
             self.streams += 1
             try:
                 first = True
-                following = aiter(self._board.follow(namespace, trigger))
+                following = aiter(self._board.follow(namespace, trigger, caller.key))
                 while True:
                     try:
                         active = await anext(following)
@@ -181,11 +192,17 @@ class ExternalScaler(ExternalScalerServicer):
         yield pb.GetMetricSpecResponse()  # pragma: no cover  # makes this an async generator, as a stream's handler
 
     # ---- inside ----------------------------------------------------------------------------------------------------
-    def _trigger(self, ref: pb.ScaledObjectRef) -> tuple[str, Trigger]:
+    async def _admit(self, ref: pb.ScaledObjectRef, context: Context) -> tuple[str, Trigger, Caller]:
+        """The call's namespace, trigger (of a metric served) and caller, once the caller may read the namespace."""
         if not _NAMESPACE.match(ref.namespace):
             problem = "required" if not ref.namespace else f"{ref.namespace[:100]!r} is not a namespace name"
             raise CallError(grpc.StatusCode.INVALID_ARGUMENT, f"namespace: {problem} (the ScaledObject's namespace)")
-        return ref.namespace, parse_trigger(ref.scalerMetadata)
+        trigger = parse_trigger(ref.scalerMetadata)
+        self._reader.metric(trigger.metric)
+        caller = caller_of(context)
+        if self._access is not None:
+            await self._access.check(caller, ref.namespace, trigger.metric)
+        return ref.namespace, trigger, caller
 
     async def _unary(self, method: str, context: Context, answer: Callable[[], Awaitable[T]]) -> T:
         started = time.perf_counter()

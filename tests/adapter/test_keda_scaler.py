@@ -14,7 +14,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from adapter.keda.activity import Hysteresis
-from adapter.keda.followed_workloads import ActivityBoard
+from adapter.keda.followed_workloads import ActivityBoard, BoardFullError
 from adapter.keda.selfmetrics import KedaMetrics
 from adapter.keda.servicer import ExternalScaler
 from adapter.keda.serving import ExternalScalerServer
@@ -408,7 +408,7 @@ async def test_workloads_followed_past_the_bound_are_refused(make_scaler: Scaler
 async def test_a_flood_of_made_up_triggers_displaces_only_its_own_kind(make_scaler: ScalerFactory) -> None:
     """One caller filled all 10,000 places for 15 minutes and KEDA's new triggers were refused (issue 42): triggers
     asked about once make room for new ones, and a workload KEDA asks about again or streams keeps its place."""
-    scaler = await make_scaler(capacity=8)
+    scaler = await make_scaler(capacity=16)
     polled, streamed = ref(), ref(INFER | {"activationTarget": "0.5"})
     assert (await scaler.client.is_active(polled)).result is True
     stream = scaler.client.stream_is_active(streamed)
@@ -418,12 +418,35 @@ async def test_a_flood_of_made_up_triggers_displaces_only_its_own_kind(make_scal
         await scaler.client.is_active(flood)  # answered, never RESOURCE_EXHAUSTED
         if number == 2:
             assert (await scaler.client.is_active(polled)).result is True  # KEDA's next poll, amid the flood
-    assert scaler.board.size == 8 and scaler.board.displaced >= 32
+    assert scaler.board.size == 8 and scaler.board.displaced >= 32  # one caller here: its share, half the places
     fresh = ref(INFER | {"activationTarget": "0.25"})  # a trigger KEDA asks about for the first time
     assert (await scaler.client.is_active(fresh)).result is True
     for activation in ("0", "0.5", "0.25"):
         assert scaler.board.follows("ml", parse_trigger(INFER | {"activationTarget": activation})), activation
     stream.cancel()
+
+
+async def test_one_caller_fills_only_its_share_of_the_board(make_scaler: ScalerFactory) -> None:
+    """A caller that asks about each made-up trigger twice (so that none is displaced as a passer-by's) took every
+    place (issue 42, item 3): each caller's workloads hold at most half the places, so the workloads another caller
+    (KEDA) asks about still find room."""
+    scaler = await make_scaler(capacity=8)
+    assert (await scaler.client.is_active(ref())).result is True  # over gRPC: the caller is the peer's address
+    assert scaler.board.held_by("peer:ipv4:127.0.0.1") == 1
+    flooder = "user:mallory"
+    for number in range(20):
+        trigger = parse_trigger(INFER | {"activationTarget": f"{number + 1}"})
+        try:
+            for _ in range(2):
+                await scaler.board.is_active("ml", trigger, flooder)
+        except BoardFullError as exc:
+            assert number >= 4 and "for this caller" in str(exc)
+    assert scaler.board.held_by(flooder) == 4
+    for number in range(4):  # KEDA's triggers, new ones among them, each asked about twice
+        trigger = parse_trigger(INFER | {"activationTarget": f"0.{number + 1}"})
+        for _ in range(2):
+            assert await scaler.board.is_active("ml", trigger, "user:keda-operator") is True
+    assert scaler.board.held_by("user:keda-operator") == 4
 
 
 async def test_an_oversized_message_is_refused(make_scaler: ScalerFactory) -> None:

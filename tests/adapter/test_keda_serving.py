@@ -13,8 +13,10 @@ import grpc
 import pytest
 from prometheus_client import CollectorRegistry
 
+from adapter.auth.identity import Decision, RequestAttributes, ResourceAttributes, UserInfo
 from adapter.cli import _keda_flags, main
 from adapter.keda.activity import Hysteresis
+from adapter.keda.callers import NamespaceAccess
 from adapter.keda.followed_workloads import ActivityBoard
 from adapter.keda.selfmetrics import KedaMetrics
 from adapter.keda.servicer import ExternalScaler
@@ -34,11 +36,26 @@ from toolkit.tls import TLSConfigError
 METADATA = {"metric": "gpu_utilization", "podSelector": "app=infer", "target": "60"}
 
 
-def _servicer(cluster: Cluster) -> ExternalScaler:
+def _servicer(cluster: Cluster, access: NamespaceAccess | None = None) -> ExternalScaler:
     source = DirectSource(cluster.locator(), NodeFeeds(timeout=1.0))
     reader = WorkloadReader(default_metrics_config(), cluster.pods, source)
     metrics = KedaMetrics(CollectorRegistry())
-    return ExternalScaler(reader, ActivityBoard(reader, Hysteresis()), metrics)
+    return ExternalScaler(reader, ActivityBoard(reader, Hysteresis()), metrics, access=access)
+
+
+class NamespaceRoles:
+    """An Authorizer as RBAC would answer: `grants` maps a user or group to the namespaces it may read."""
+
+    def __init__(self, grants: dict[str, set[str]]) -> None:
+        self.grants = grants
+        self.asked: list[tuple[UserInfo, ResourceAttributes]] = []
+
+    async def authorize(self, user: UserInfo, attributes: RequestAttributes) -> Decision:
+        assert isinstance(attributes, ResourceAttributes)
+        self.asked.append((user, attributes))
+        subjects = (user.name, *user.groups)
+        allowed = any(attributes.namespace in self.grants.get(subject, set()) for subject in subjects)
+        return Decision(allowed, "" if allowed else "no RBAC policy matched")
 
 
 def _pair(ca: CertificateAuthority, directory: Path, name: str) -> tuple[Path, Path]:
@@ -98,6 +115,60 @@ async def test_client_certificates_of_the_ca_are_required(cluster: Cluster, tmp_
             with pytest.raises(grpc.aio.AioRpcError) as refused:
                 await _spec(server.port, credentials)
             assert refused.value.code() is grpc.StatusCode.UNAVAILABLE
+    finally:
+        await server.stop(grace=0.5)
+
+
+async def test_each_call_is_authorized_for_its_namespace_as_the_certificates_user(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    ca = CertificateAuthority.create("test-ca")
+    cert, key = _pair(ca, tmp_path, "serving")
+    ca_file = tmp_path / "ca.crt"
+    ca_file.write_bytes(ca.cert_pem)
+    roles = NamespaceRoles({"keda-operator": {"ml"}, "team-b": {"other"}, "ml-admins": {"ml"}})
+    server = ExternalScalerServer(
+        _servicer(cluster, NamespaceAccess(roles)),
+        ListenAddress("127.0.0.1", 0),
+        tls=ScalerTls(cert, key, client_ca_file=ca_file),
+    )
+    await server.start()
+
+    def credentials(user: str, groups: tuple[str, ...] = ()) -> grpc.ChannelCredentials:
+        issued = ca.issue_client(user, groups)
+        return grpc.ssl_channel_credentials(ca.cert_pem, issued.key_pem, issued.cert_pem)
+
+    try:
+        assert await _spec(server.port, credentials("keda-operator")) == "gpu_utilization"
+        user, attributes = roles.asked[-1]
+        assert user.name == "keda-operator" and "system:authenticated" in user.groups
+        assert attributes == ResourceAttributes(
+            verb="get",
+            group="custom.metrics.k8s.io",
+            resource="pods",
+            name="*",
+            subresource="gpu_utilization",
+            namespace="ml",
+        )
+        # the same CA signs the adapter's own serving certificate: its name may read nothing
+        for refused_user in (credentials("mallory"), credentials("gpu-pulse-adapter"), credentials("bob", ("team-b",))):
+            async with grpc.aio.secure_channel(f"127.0.0.1:{server.port}", refused_user) as channel:
+                client = keda.ScalerClient.on(channel)
+                for call in (
+                    client.get_metric_spec(keda.scaled_object("ml", METADATA), timeout=10),
+                    client.is_active(keda.scaled_object("ml", METADATA), timeout=10),
+                    client.get_metrics(keda.metrics_request("ml", METADATA, "gpu_utilization"), timeout=10),
+                ):
+                    with pytest.raises(grpc.aio.AioRpcError) as denied:
+                        await call
+                    assert denied.value.code() is grpc.StatusCode.PERMISSION_DENIED, denied.value
+                    assert 'in the namespace "ml"' in (denied.value.details() or "")
+                stream = client.stream_is_active(keda.scaled_object("ml", METADATA), timeout=10)
+                with pytest.raises(grpc.aio.AioRpcError) as denied:
+                    await stream.read()
+                assert denied.value.code() is grpc.StatusCode.PERMISSION_DENIED
+        # a group (the certificate's O) is granted as RBAC grants it
+        assert await _spec(server.port, credentials("carol", ("ml-admins",))) == "gpu_utilization"
     finally:
         await server.stop(grace=0.5)
 

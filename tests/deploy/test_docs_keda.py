@@ -85,8 +85,13 @@ def test_external_scaler_triggers_are_ones_the_adapter_accepts_where_it_serves()
         assert "metricType" not in trigger, "AverageValue (the default) divides the sum by the target"
         reference = trigger["authenticationRef"]
         assert reference["kind"] == "ClusterTriggerAuthentication"
-        (secret,) = authentications[reference["name"]]["spec"]["secretTargetRef"]
-        assert (secret["parameter"], secret["key"]) == ("caCert", "ca.crt")
+        secrets = authentications[reference["name"]]["spec"]["secretTargetRef"]
+        # the adapter's CA, and KEDA's client certificate the chart's default asks for (kedaClientAuth)
+        assert {(s["parameter"], s["key"]) for s in secrets} == {
+            ("caCert", "ca.crt"),
+            ("tlsClientCert", "tls.crt"),
+            ("tlsClientKey", "tls.key"),
+        }
 
 
 def test_the_scale_to_zero_examples() -> None:

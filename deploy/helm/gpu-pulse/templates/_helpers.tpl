@@ -292,4 +292,19 @@ templates/configmap.yaml, under `rules.default`), as that chart writes them.
     matches: ^(.*)_seconds_total$
     as: ""
   metricsQuery: sum(rate(<<.Series>>{<<.LabelMatchers>>}[5m])) by (<<.GroupBy>>)
+{{/* KEDA's client CA (kedaClientAuth): "" where callers are not asked for a certificate, else {"secret", "key"} as
+JSON; fails where a client certificate is asked for without TLS. */}}
+{{- define "gpu-pulse.keda.clientCA" -}}
+{{- if and .Values.keda.externalScaler.enabled (eq .Values.kedaClientAuth.mode "certificate") -}}
+{{- if not .Values.keda.externalScaler.tls -}}
+{{- fail "kedaClientAuth.mode certificate needs keda.externalScaler.tls: client certificates come with TLS (set kedaClientAuth.mode: none to serve KEDA's port in plaintext, unauthenticated)" -}}
+{{- end -}}
+{{- with .Values.kedaClientAuth.clientCA -}}
+{{- if .secretName -}}
+{{- toJson (dict "secret" .secretName "key" .key) -}}
+{{- else -}}
+{{- toJson (dict "secret" "gpu-pulse-keda-client" "key" "ca.crt") -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
 {{- end }}

@@ -1,0 +1,80 @@
+"""Who calls the external scaler (adapter/keda/callers.py): the certificate's user where there is one, else the peer's
+address without its port; and what a caller may read, asked as the custom metrics API asks."""
+
+from __future__ import annotations
+
+import ipaddress
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from adapter.auth.identity import Decision, RequestAttributes, ResourceAttributes, UserInfo
+from adapter.keda.callers import Caller, NamespaceAccess, NamespaceAccessDeniedError, caller_of, peer_host
+from toolkit.certs import CertificateAuthority
+
+
+class FakeContext:
+    def __init__(self, peer: str, properties: dict[str, list[bytes]] | None = None) -> None:
+        self._peer, self._properties = peer, properties or {}
+
+    def peer(self) -> str:
+        return self._peer
+
+    def auth_context(self) -> dict[str, list[bytes]]:
+        return self._properties
+
+
+ports = st.integers(min_value=0, max_value=65535)
+
+
+@given(st.ip_addresses(v=4), ports)
+def test_an_ipv4_peer_is_its_address(address: ipaddress.IPv4Address, port: int) -> None:
+    assert peer_host(f"ipv4:{address}:{port}") == f"ipv4:{address}"
+
+
+@given(st.ip_addresses(v=6), ports)
+def test_an_ipv6_peer_is_its_address(address: ipaddress.IPv6Address, port: int) -> None:
+    assert peer_host(f"ipv6:[{address}]:{port}") == f"ipv6:[{address}]"
+
+
+@given(st.text(max_size=40))
+def test_any_peer_string_gives_a_key_and_never_fails(peer: str) -> None:
+    host = peer_host(peer)
+    assert peer.startswith(host)
+
+
+def test_the_certificates_user_names_the_caller() -> None:
+    issued = CertificateAuthority.create("ca").issue_client("keda-operator", ["autoscalers"])
+    caller = caller_of(FakeContext("ipv4:10.0.0.7:4242", {"x509_pem_cert": [issued.cert_pem]}))  # type: ignore[arg-type]
+    assert caller.key == "user:keda-operator"
+    assert caller.user is not None and caller.user.groups == ("autoscalers", "system:authenticated")
+    anonymous = caller_of(FakeContext("ipv4:10.0.0.7:4242"))  # type: ignore[arg-type]
+    assert anonymous == Caller("peer:ipv4:10.0.0.7", None)
+    garbage = caller_of(FakeContext("ipv4:10.0.0.7:1", {"x509_pem_cert": [b"not a certificate"]}))  # type: ignore[arg-type]
+    assert garbage.user is None
+
+
+class Recorder:
+    def __init__(self, allowed: bool) -> None:
+        self.allowed, self.asked = allowed, []  # type: ignore[var-annotated]
+
+    async def authorize(self, user: UserInfo, attributes: RequestAttributes) -> Decision:
+        self.asked.append((user, attributes))
+        return Decision(self.allowed, "" if self.allowed else "no RBAC policy matched")
+
+
+async def test_access_is_asked_as_the_custom_metrics_api_asks() -> None:
+    user = UserInfo("keda-operator", groups=("system:authenticated",))
+    allowed = Recorder(True)
+    await NamespaceAccess(allowed).check(Caller("user:keda-operator", user), "ml", "gpu_utilization")
+    assert allowed.asked == [
+        (user, ResourceAttributes("get", "custom.metrics.k8s.io", "pods", "", "gpu_utilization", "ml", "*"))
+    ]
+    denied = NamespaceAccess(Recorder(False))
+    with pytest.raises(NamespaceAccessDeniedError, match='in the namespace "ml": no RBAC policy matched') as refused:
+        await denied.check(Caller("user:keda-operator", user), "ml", "gpu_utilization")
+    assert refused.value.authenticated
+    with pytest.raises(NamespaceAccessDeniedError) as anonymous:
+        await denied.check(Caller("peer:ipv4:10.0.0.7", None), "ml", "gpu_utilization")
+    assert not anonymous.value.authenticated and denied.denied == 2
