@@ -4,14 +4,17 @@ As kube-apiserver's aggregator does (kubernetes/kube-aggregator pkg/apiserver/ha
 transport/round_trippers.go `NewAuthProxyRoundTripper`): the request is authenticated here (a client certificate
 from the cluster CA: CN is the user, O the groups), then forwarded to the service over TLS with the aggregator's own
 proxy client certificate, the user in `X-Remote-User`, one `X-Remote-Group` per group, and no `Authorization` or
-caller-supplied `X-Remote-*` header. A request without a user is refused here with 401, as kube-apiserver refuses
-it before proxying. `/apis` lists the aggregated groups beside the stand-in's own.
+caller-supplied `X-Remote-*` header. The groups end with `system:authenticated`, which kube-apiserver's authenticator
+adds to every user it authenticates (kubernetes/kubernetes pkg/kubeapiserver/authenticator/config.go wraps it in
+k8s.io/apiserver's `group.NewAuthenticatedGroupAdder`), so the aggregated server is told it too. A request without a
+user is refused here with 401, as kube-apiserver refuses it before proxying. `/apis` lists the aggregated groups
+beside the stand-in's own.
 """
 
 from __future__ import annotations
 
 import ssl
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import aiohttp
@@ -21,6 +24,7 @@ from cryptography.x509.oid import NameOID
 
 from simulation.kubeapi.objects import JsonObject, status_object
 
+AUTHENTICATED_GROUP = "system:authenticated"
 _DROPPED = ("authorization", "host", "connection", "content-length", "transfer-encoding")
 
 
@@ -63,19 +67,24 @@ def aggregated(apis: Mapping[str, AggregatedApi], path: str) -> AggregatedApi | 
     return apis.get(parts[2]) if len(parts) > 2 and parts[1] == "apis" else None
 
 
+def forwarded_headers(incoming: Iterable[tuple[str, str]], user: str, groups: Sequence[str]) -> list[tuple[str, str]]:
+    """The headers the aggregator sends on: the caller's, less credentials and any `X-Remote-*` it made up, plus the
+    user and each group the authenticator found (`system:authenticated` last, as its group adder appends it)."""
+    headers = [(k, v) for k, v in incoming if k.lower() not in _DROPPED and not k.lower().startswith("x-remote-")]
+    headers.append(("X-Remote-User", user))
+    headers.extend(("X-Remote-Group", group) for group in groups)
+    if AUTHENTICATED_GROUP not in groups:
+        headers.append(("X-Remote-Group", AUTHENTICATED_GROUP))
+    return headers
+
+
 async def proxy(api: AggregatedApi, request: web.Request, session: aiohttp.ClientSession) -> web.StreamResponse:
     """Forward `request` to the APIService, as the aggregator does."""
     identity = certificate_user(request)
     if identity is None:
         return web.json_response(status_object(401, "Unauthorized", "Unauthorized"), status=401)
     user, groups = identity
-    headers = [
-        (name, value)
-        for name, value in request.headers.items()
-        if name.lower() not in _DROPPED and not name.lower().startswith("x-remote-")
-    ]
-    headers.append(("X-Remote-User", user))
-    headers.extend(("X-Remote-Group", group) for group in groups)
+    headers = forwarded_headers(request.headers.items(), user, groups)
     target = api.url.rstrip("/") + request.rel_url.raw_path_qs
     body = await request.read()
     try:
