@@ -1,14 +1,14 @@
 """The kube-aggregator part of the stand-in: API groups served by another server (an APIService), proxied to it.
 
 As kube-apiserver's aggregator does (kubernetes/kube-aggregator pkg/apiserver/handler_proxy.go, with client-go
-transport/round_trippers.go `NewAuthProxyRoundTripper`): the request is authenticated here (a client certificate
-from the cluster CA: CN is the user, O the groups), then forwarded to the service over TLS with the aggregator's own
-proxy client certificate, the user in `X-Remote-User`, one `X-Remote-Group` per group, and no `Authorization` or
-caller-supplied `X-Remote-*` header. The groups end with `system:authenticated`, which kube-apiserver's authenticator
-adds to every user it authenticates (kubernetes/kubernetes pkg/kubeapiserver/authenticator/config.go wraps it in
-k8s.io/apiserver's `group.NewAuthenticatedGroupAdder`), so the aggregated server is told it too. A request without a
-user is refused here with 401, as kube-apiserver refuses it before proxying. `/apis` lists the aggregated groups
-beside the stand-in's own.
+transport/round_trippers.go `NewAuthProxyRoundTripper`): the request is authenticated here (a client certificate from
+the cluster CA: CN is the user, O the groups; or a bearer token the stand-in knows), then forwarded to the service over
+TLS with the aggregator's own proxy client certificate, the user in `X-Remote-User`, one `X-Remote-Group` per group, and
+no `Authorization` or caller-supplied `X-Remote-*` header. The groups end with `system:authenticated`, which
+kube-apiserver's authenticator adds to every user it authenticates (kubernetes/kubernetes
+pkg/kubeapiserver/authenticator/config.go wraps it in k8s.io/apiserver's `group.NewAuthenticatedGroupAdder`), so the
+aggregated server is told it too. A request without a user is refused here with 401, as kube-apiserver refuses it before
+proxying. `/apis` lists the aggregated groups beside the stand-in's own.
 """
 
 from __future__ import annotations
@@ -78,9 +78,15 @@ def forwarded_headers(incoming: Iterable[tuple[str, str]], user: str, groups: Se
     return headers
 
 
-async def proxy(api: AggregatedApi, request: web.Request, session: aiohttp.ClientSession) -> web.StreamResponse:
-    """Forward `request` to the APIService, as the aggregator does."""
-    identity = certificate_user(request)
+async def proxy(
+    api: AggregatedApi,
+    request: web.Request,
+    session: aiohttp.ClientSession,
+    identity: tuple[str, Sequence[str]] | None,
+) -> web.StreamResponse:
+    """Forward `request` to the APIService, as the aggregator does, for the user the server authenticated (a client
+    certificate, or a bearer token it issued: kube-apiserver's authenticator chain tries both before the aggregator
+    proxies, kubernetes pkg/kubeapiserver/authenticator/config.go)."""
     if identity is None:
         return web.json_response(status_object(401, "Unauthorized", "Unauthorized"), status=401)
     user, groups = identity

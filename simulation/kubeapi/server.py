@@ -10,7 +10,7 @@ import json
 import ssl
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import suppress
 from datetime import UTC, datetime
 from typing import Any, Final
@@ -19,7 +19,7 @@ import aiohttp
 from aiohttp import web
 
 from simulation.kubeapi import discovery
-from simulation.kubeapi.aggregator import AggregatedApi, aggregated, proxy
+from simulation.kubeapi.aggregator import AggregatedApi, aggregated, certificate_user, proxy
 from simulation.kubeapi.objects import (
     KINDS,
     JsonObject,
@@ -250,7 +250,20 @@ class KubeApiServer:
             return response
         if self._proxy_session is None:
             self._proxy_session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30))
-        return await proxy(api, request, self._proxy_session)
+        return await proxy(api, request, self._proxy_session, self._caller(request))
+
+    def _caller(self, request: web.Request) -> tuple[str, Sequence[str]] | None:
+        """Who sent the request: its client certificate's user, else the user of a bearer token this server issued
+        for its own audience (a TokenReview of it would authenticate)."""
+        found = certificate_user(request)
+        if found is not None:
+            return found
+        scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+        with self._control:
+            user = self._tokens.get(token) if scheme.lower() == "bearer" else None
+        if user is None or not reviewed_audiences(user, ()):
+            return None
+        return user.username, user.groups
 
     async def _api_groups(self, request: web.Request) -> web.Response:
         with self._control:
