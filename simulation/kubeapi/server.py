@@ -19,7 +19,7 @@ import aiohttp
 from aiohttp import web
 
 from simulation.kubeapi import discovery
-from simulation.kubeapi.aggregator import AggregatedApi, aggregated, certificate_user, proxy
+from simulation.kubeapi.aggregator import AUTHENTICATED_GROUP, AggregatedApi, aggregated, certificate_user, proxy
 from simulation.kubeapi.objects import (
     KINDS,
     JsonObject,
@@ -29,6 +29,7 @@ from simulation.kubeapi.objects import (
     replica_set_object,
     status_object,
 )
+from simulation.kubeapi.requestinfo import access_attributes, forbidden_message
 from simulation.kubeapi.reviews import (
     AccessGrant,
     AuthorizationPolicy,
@@ -250,7 +251,16 @@ class KubeApiServer:
             return response
         if self._proxy_session is None:
             self._proxy_session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30))
-        return await proxy(api, request, self._proxy_session, self._caller(request))
+        caller = self._caller(request)
+        if caller is not None:  # kube-apiserver authorizes the request before its aggregator proxies it
+            user, groups = caller
+            attributes = access_attributes(request.method, request.path, request.query)
+            everyone = [] if AUTHENTICATED_GROUP in groups else [AUTHENTICATED_GROUP]
+            with self._control:
+                policy = self._policy
+            if not policy({"user": user, "groups": [*groups, *everyone], **attributes}):
+                return _status(403, "Forbidden", forbidden_message(user, attributes))
+        return await proxy(api, request, self._proxy_session, caller)
 
     def _caller(self, request: web.Request) -> tuple[str, Sequence[str]] | None:
         """Who sent the request: its client certificate's user, else the user of a bearer token this server issued
