@@ -1,8 +1,8 @@
 """A running node's load moved from outside its process: a JSON file of `set_load` overrides (the scenario's
 `load_file`), read once a second of scenario time when it changed.
 
-How a test drives the load of an exporter process it started, as workloads come and go (tests/controlplane/: the
-GPUs of the pods a real ReplicaSet controller creates). The file is one JSON object, `{target: percent}`, targets as a
+How a test drives the load of an exporter process it started, as workloads come and go (the GPUs of the pods a real
+ReplicaSet controller creates, say). The file is one JSON object, `{target: percent}`, targets as a
 `set_load` event names them (a GPU index or UUID, a MIG device UUID, a pod `namespace/name`); `null` removes the
 override. Writers replace the file whole (write a temporary file, then rename it): a file that does not parse is
 read again a second later.
