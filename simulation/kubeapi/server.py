@@ -10,7 +10,7 @@ import json
 import ssl
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from contextlib import suppress
 from datetime import UTC, datetime
 from typing import Any, Final
@@ -19,7 +19,15 @@ import aiohttp
 from aiohttp import web
 
 from simulation.kubeapi import discovery
-from simulation.kubeapi.aggregator import AUTHENTICATED_GROUP, AggregatedApi, aggregated, certificate_user, proxy
+from simulation.kubeapi.aggregator import (
+    ANONYMOUS_USER,
+    AUTHENTICATED_GROUP,
+    UNAUTHENTICATED_GROUP,
+    AggregatedApi,
+    aggregated,
+    certificate_user,
+    proxy,
+)
 from simulation.kubeapi.objects import (
     KINDS,
     JsonObject,
@@ -252,28 +260,34 @@ class KubeApiServer:
         if self._proxy_session is None:
             self._proxy_session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30))
         caller = self._caller(request)
-        if caller is not None:  # kube-apiserver authorizes the request before its aggregator proxies it
-            user, groups = caller
-            attributes = access_attributes(request.method, request.path, request.query)
-            everyone = [] if AUTHENTICATED_GROUP in groups else [AUTHENTICATED_GROUP]
-            with self._control:
-                policy = self._policy
-            if not policy({"user": user, "groups": [*groups, *everyone], **attributes}):
-                return _status(403, "Forbidden", forbidden_message(user, attributes))
-        return await proxy(api, request, self._proxy_session, caller)
-
-    def _caller(self, request: web.Request) -> tuple[str, Sequence[str]] | None:
-        """Who sent the request: its client certificate's user, else the user of a bearer token this server issued
-        for its own audience (a TokenReview of it would authenticate)."""
-        found = certificate_user(request)
-        if found is not None:
-            return found
-        scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+        if caller is None:
+            return _status(401, "Unauthorized", "Unauthorized")
+        user, groups = caller
+        # kube-apiserver authorizes the request before its aggregator proxies it
+        attributes = access_attributes(request.method, request.path, request.query)
         with self._control:
-            user = self._tokens.get(token) if scheme.lower() == "bearer" else None
-        if user is None or not reviewed_audiences(user, ()):
-            return None
-        return user.username, user.groups
+            policy = self._policy
+        if not policy({"user": user, "groups": groups, **attributes}):
+            return _status(403, "Forbidden", forbidden_message(user, attributes))
+        return await proxy(api, request, self._proxy_session, user, groups)
+
+    def _caller(self, request: web.Request) -> tuple[str, list[str]] | None:
+        """Who sent the request, as kube-apiserver's authenticators find it: the client certificate's user, else the
+        user of a bearer token this server issued for its own audience, either with `system:authenticated`; no
+        credential at all is the anonymous user; None for a token it does not accept (401)."""
+        found = certificate_user(request)
+        authorization = request.headers.get("Authorization", "")
+        if found is None and authorization:
+            scheme, _, token = authorization.partition(" ")
+            with self._control:
+                user = self._tokens.get(token) if scheme.lower() == "bearer" else None
+            if user is None or not reviewed_audiences(user, ()):
+                return None
+            found = (user.username, list(user.groups))
+        if found is None:
+            return ANONYMOUS_USER, [UNAUTHENTICATED_GROUP]
+        name, groups = found
+        return name, [*groups, *([] if AUTHENTICATED_GROUP in groups else [AUTHENTICATED_GROUP])]
 
     async def _api_groups(self, request: web.Request) -> web.Response:
         with self._control:
