@@ -51,5 +51,10 @@ if [ -n "$missing" ]; then
     fi
 fi
 
+# the control plane tests (tests/controlplane/) run against Kubernetes' own API server and controllers, built from its
+# Go modules with the Go toolchain: once per machine, then found in its cache (see the README)
+echo "== building the Kubernetes control plane for the controlplane tests (cached)"
+python3 -m tests.controlplane.build
+
 echo "== pytest, the slow lane: -m slow"
 python3 -m pytest "${workers[@]}" -m slow "$@"

@@ -13,10 +13,9 @@ from tests.controlplane.stack import Cluster, running_cluster
 
 TIMINGS: dict[str, dict[str, float]] = {}
 
-# Parked: the tests against the real control plane are not collected until gpu-pulse-controlplane has been built and
-# they have passed once (issue 36: the first build did not finish within the session that wrote them, on a two-core
-# machine shared with seven other builds). Remove this line, and build it in scripts/test.sh, when they pass.
-collect_ignore = ["test_aggregation.py", "test_hpa.py"]
+# Parked: test_hpa.py (issue 36). Its gpu_utilization test passed once against the real HPA controller (1 -> 3 -> 1
+# replicas); its scale-to-zero test did not settle within the session that wrote it. Remove this line when both pass.
+collect_ignore = ["test_hpa.py"]
 
 
 @pytest.fixture(scope="module")

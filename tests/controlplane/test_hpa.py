@@ -37,8 +37,11 @@ SETTLE_S = 240
 def _settled(cluster: Cluster, namespace: str, name: str, replicas: int, seen: list[HpaState]) -> bool:
     state = hpa_state(k8s.AutoscalingV2Api(cluster.api), namespace, name)
     seen.append(state)
+    if not state.conditions:  # not synced by the controller yet: its status is all zeroes
+        return False
+    scale = k8s.AppsV1Api(cluster.api).read_namespaced_deployment_scale(name, namespace)
     running = running_pods(k8s.CoreV1Api(cluster.api), namespace, name)
-    return state.desired == replicas and state.current == replicas and len(running) == replicas
+    return state.desired == state.current == scale.spec.replicas == len(running) == replicas
 
 
 def _wait_settled(cluster: Cluster, namespace: str, name: str, replicas: int) -> HpaState:
