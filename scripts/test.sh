@@ -64,6 +64,11 @@ if [ ! -x "$actionlint_dir/actionlint" ]; then
     fi
 fi
 export PATH="$actionlint_dir:$PATH"
+# the control plane tests (tests/controlplane/) run against Kubernetes' own API server and controllers, built from its
+# Go modules with the Go toolchain once per machine and found in its cache after; the first build takes long (README),
+# so it is made only when asked: GPU_PULSE_CONTROLPLANE=build. Without a build the controlplane tests skip, saying so.
+echo "== the Kubernetes control plane for the controlplane tests"
+python3 -m tests.controlplane.build --if-cached
 
 echo "== pytest, the slow lane: -m slow"
 python3 -m pytest "${workers[@]}" -m slow "$@"

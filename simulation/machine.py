@@ -28,6 +28,7 @@ from simulation.hardware import GPU_MODELS, MAX_MIG_DEVICES, MIB, GpuModel, MigP
 from simulation.kernel_log import KernelLog
 from simulation.lifecycle import DriverLifecycle, NodeMaintenance
 from simulation.load import TICK_S, ContinuedIntegral, Integral, LoadDomain, MixedIntegral, ProcessLoad
+from simulation.loadfile import LoadFileWatch
 from simulation.nvml.eventsets import EVENT_TYPE_GPU_UNAVAILABLE, EVENT_TYPE_XID, Event, EventSets
 from simulation.scenario import (
     BindGpu,
@@ -393,6 +394,10 @@ class Node:
                 items.append((ev.at, n, partial(work.unbind_gpu, ev.gpu)))
             elif isinstance(ev, BindGpu):
                 items.append((ev.at, n, once(partial(work.bind_gpu, ev.gpu))))
+        if self.scenario.load_file is not None:  # read at once, then every second (it returns when to look again)
+            items.append(
+                (0.0, len(self.scenario.timeline), LoadFileWatch(Path(self.scenario.load_file), self.set_load))
+            )
         items.sort(key=lambda item: (item[0], item[1]))
         return items
 

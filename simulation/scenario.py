@@ -457,6 +457,11 @@ class Scenario(_Model):
         "partitions of their GPU, with parentUUID and profile but no uuid",
     )
     timeline: tuple[TimelineEvent, ...] = ()
+    load_file: str | None = Field(
+        default=None,
+        description="a JSON file of set_load overrides, {target: percent or null}, read once a second when it changed: "
+        "how a test moves a running node's load (simulation/loadfile.py)",
+    )
 
     def pod_of_pid(self, pid: int) -> tuple[Pod, Container] | None:
         """The pod and container that run `pid`, if any."""

@@ -1,17 +1,21 @@
 """The kube-aggregator part of the stand-in: API groups served by another server (an APIService), proxied to it.
 
 As kube-apiserver's aggregator does (kubernetes/kube-aggregator pkg/apiserver/handler_proxy.go, with client-go
-transport/round_trippers.go `NewAuthProxyRoundTripper`): the request is authenticated here (a client certificate
-from the cluster CA: CN is the user, O the groups), then forwarded to the service over TLS with the aggregator's own
-proxy client certificate, the user in `X-Remote-User`, one `X-Remote-Group` per group, and no `Authorization` or
-caller-supplied `X-Remote-*` header. A request without a user is refused here with 401, as kube-apiserver refuses
-it before proxying. `/apis` lists the aggregated groups beside the stand-in's own.
+transport/round_trippers.go `NewAuthProxyRoundTripper`): the request is forwarded to the service over TLS with the
+aggregator's own proxy client certificate, the user the server authenticated in `X-Remote-User`, one `X-Remote-Group`
+per group, and no `Authorization` or caller-supplied `X-Remote-*` header. Who the user is, and whether it may ask, the
+server decides first (server.py, `_aggregator`): a client certificate from the cluster CA (CN the user, O the groups) or
+a bearer token it issued, with `system:authenticated` added as kube-apiserver's authenticated group adder adds it
+(kubernetes/kubernetes pkg/kubeapiserver/authenticator/config.go wraps its authenticators in k8s.io/apiserver's
+`group.NewAuthenticatedGroupAdder`); no credential at all is `system:anonymous` in `system:unauthenticated`
+(--anonymous-auth is on by default), a token it does not know is 401. `/apis` lists the aggregated groups beside the
+stand-in's own.
 """
 
 from __future__ import annotations
 
 import ssl
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import aiohttp
@@ -21,6 +25,9 @@ from cryptography.x509.oid import NameOID
 
 from simulation.kubeapi.objects import JsonObject, status_object
 
+AUTHENTICATED_GROUP = "system:authenticated"
+ANONYMOUS_USER = "system:anonymous"
+UNAUTHENTICATED_GROUP = "system:unauthenticated"
 _DROPPED = ("authorization", "host", "connection", "content-length", "transfer-encoding")
 
 
@@ -63,19 +70,20 @@ def aggregated(apis: Mapping[str, AggregatedApi], path: str) -> AggregatedApi | 
     return apis.get(parts[2]) if len(parts) > 2 and parts[1] == "apis" else None
 
 
-async def proxy(api: AggregatedApi, request: web.Request, session: aiohttp.ClientSession) -> web.StreamResponse:
-    """Forward `request` to the APIService, as the aggregator does."""
-    identity = certificate_user(request)
-    if identity is None:
-        return web.json_response(status_object(401, "Unauthorized", "Unauthorized"), status=401)
-    user, groups = identity
-    headers = [
-        (name, value)
-        for name, value in request.headers.items()
-        if name.lower() not in _DROPPED and not name.lower().startswith("x-remote-")
-    ]
+def forwarded_headers(incoming: Iterable[tuple[str, str]], user: str, groups: Sequence[str]) -> list[tuple[str, str]]:
+    """The headers the aggregator sends on: the caller's, less credentials and any `X-Remote-*` it made up, plus the
+    user and each of its groups as the authenticator found them."""
+    headers = [(k, v) for k, v in incoming if k.lower() not in _DROPPED and not k.lower().startswith("x-remote-")]
     headers.append(("X-Remote-User", user))
     headers.extend(("X-Remote-Group", group) for group in groups)
+    return headers
+
+
+async def proxy(
+    api: AggregatedApi, request: web.Request, session: aiohttp.ClientSession, user: str, groups: Sequence[str]
+) -> web.StreamResponse:
+    """Forward `request` to the APIService, as the aggregator does, for the user the server authenticated."""
+    headers = forwarded_headers(request.headers.items(), user, groups)
     target = api.url.rstrip("/") + request.rel_url.raw_path_qs
     body = await request.read()
     try:

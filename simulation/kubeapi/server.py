@@ -19,7 +19,15 @@ import aiohttp
 from aiohttp import web
 
 from simulation.kubeapi import discovery
-from simulation.kubeapi.aggregator import AggregatedApi, aggregated, proxy
+from simulation.kubeapi.aggregator import (
+    ANONYMOUS_USER,
+    AUTHENTICATED_GROUP,
+    UNAUTHENTICATED_GROUP,
+    AggregatedApi,
+    aggregated,
+    certificate_user,
+    proxy,
+)
 from simulation.kubeapi.objects import (
     KINDS,
     JsonObject,
@@ -29,6 +37,7 @@ from simulation.kubeapi.objects import (
     replica_set_object,
     status_object,
 )
+from simulation.kubeapi.requestinfo import access_attributes, forbidden_message
 from simulation.kubeapi.reviews import (
     AccessGrant,
     AuthorizationPolicy,
@@ -250,7 +259,35 @@ class KubeApiServer:
             return response
         if self._proxy_session is None:
             self._proxy_session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30))
-        return await proxy(api, request, self._proxy_session)
+        caller = self._caller(request)
+        if caller is None:
+            return _status(401, "Unauthorized", "Unauthorized")
+        user, groups = caller
+        # kube-apiserver authorizes the request before its aggregator proxies it
+        attributes = access_attributes(request.method, request.path, request.query)
+        with self._control:
+            policy = self._policy
+        if not policy({"user": user, "groups": groups, **attributes}):
+            return _status(403, "Forbidden", forbidden_message(user, attributes))
+        return await proxy(api, request, self._proxy_session, user, groups)
+
+    def _caller(self, request: web.Request) -> tuple[str, list[str]] | None:
+        """Who sent the request, as kube-apiserver's authenticators find it: the client certificate's user, else the
+        user of a bearer token this server issued for its own audience, either with `system:authenticated`; no
+        credential at all is the anonymous user; None for a token it does not accept (401)."""
+        found = certificate_user(request)
+        authorization = request.headers.get("Authorization", "")
+        if found is None and authorization:
+            scheme, _, token = authorization.partition(" ")
+            with self._control:
+                user = self._tokens.get(token) if scheme.lower() == "bearer" else None
+            if user is None or not reviewed_audiences(user, ()):
+                return None
+            found = (user.username, list(user.groups))
+        if found is None:
+            return ANONYMOUS_USER, [UNAUTHENTICATED_GROUP]
+        name, groups = found
+        return name, [*groups, *([] if AUTHENTICATED_GROUP in groups else [AUTHENTICATED_GROUP])]
 
     async def _api_groups(self, request: web.Request) -> web.Response:
         with self._control:

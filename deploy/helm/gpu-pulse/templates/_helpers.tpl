@@ -292,6 +292,8 @@ templates/configmap.yaml, under `rules.default`), as that chart writes them.
     matches: ^(.*)_seconds_total$
     as: ""
   metricsQuery: sum(rate(<<.Series>>{<<.LabelMatchers>>}[5m])) by (<<.GroupBy>>)
+{{- end }}
+
 {{/* KEDA's client CA (kedaClientAuth): "" where callers are not asked for a certificate, else {"secret", "key"} as
 JSON; fails where a client certificate is asked for without TLS. */}}
 {{- define "gpu-pulse.keda.clientCA" -}}
