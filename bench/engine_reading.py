@@ -3,8 +3,9 @@ second, against the same exporter without `--engines`, side by side in one run.
 
     PYTHONPATH=. python bench/engine_reading.py [--seconds 60]
 
-This process serves 8 simulated vLLM engines (simulation/engines: vLLM's exposition at its real size, about a
-thousand lines with prometheus_client's own families) on loopback ports, under load so their histograms move. Two
+This process serves 8 simulated vLLM engines (simulation/engines: vLLM's exposition at its real size, each a
+data-parallel vLLM of two engine cores, every family once per `engine` label, with prometheus_client's own families:
+about 800 lines) on loopback ports, under load so their histograms move. Two
 exporter processes run the same 8 x H100 scenario whose pods front those endpoints (pod IP 127.0.0.1, the
 `gpu-pulse.dev/engine-port` annotation): one with `--engines --engine-interval 1`, one without. After a warm-up both
 are measured over the same seconds: CPU (user + system, /proc) as a share of one core, and RSS at the end. Budget
@@ -68,7 +69,7 @@ def engines() -> EngineFleet:
                 "namespace": "serving",
                 "name": f"llm-{i}",
                 "containers": [{"name": "vllm"}],
-                "engine": {"kind": "vllm", "model": "meta-llama/Llama-3.1-8B-Instruct"},
+                "engine": {"kind": "vllm", "model": "meta-llama/Llama-3.1-8B-Instruct", "data_parallel": 2},
             }
         )
         fleet.append(simulated_engine(pod, constant(60.0 + 10 * i), time.time()))

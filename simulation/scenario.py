@@ -220,6 +220,13 @@ class Engine(_Model):
         default=False,
         description="vLLM only: also serve vllm:gpu_cache_usage_perc (the name before vllm PR #29330)",
     )
+    data_parallel: int = Field(
+        default=1,
+        ge=1,
+        le=16,
+        description="vLLM only: engine cores behind one API server (`--data-parallel-size`), each serving its own "
+        'series of every vllm: family under `engine="0"`, `engine="1"`...; the GPU follows the first core',
+    )
     drives_gpu: bool = Field(
         default=True,
         description="the engine's batch sets its pod's GPU load (False: the GPU follows the scenario's curves)",

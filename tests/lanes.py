@@ -22,6 +22,7 @@ TESTS = Path(__file__).resolve().parent
 # paths relative to tests/: a folder (ending in /) or a file
 SLOW_PATHS = (
     "e2e/",
+    "adapter/test_demo_inference.py",
     "adapter/test_demo_rules.py",
     "controlplane/",
     "adapter/test_demo_run.py",

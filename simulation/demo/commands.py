@@ -20,6 +20,11 @@ DEPLOYMENT_QUERY = f"{CUSTOM}/v1beta2/namespaces/{NAMESPACE}/deployments.apps/{D
 EXTERNAL_QUERY = f"{EXTERNAL}/namespaces/{NAMESPACE}/namespace_gpu_utilization?labelSelector={_SELECTOR}"
 STATEFUL_SET_QUERY = f"{CUSTOM}/v1beta2/namespaces/{NAMESPACE}/statefulsets.apps/{STATEFUL_SET}/gpu_utilization"
 NODES_QUERY = f"{CUSTOM}/v1beta2/nodes/*/gpu_utilization"
+# what each serving pod's engine reports (adapter/defaults.yaml, docs/llm-serving.md), as an HPA on them would ask
+QUEUED_QUERY, RUNNING_QUERY, KV_CACHE_QUERY = (
+    HPA_QUERY.replace("/gpu_utilization?", f"/{name}?")
+    for name in ("inference_queued_requests", "inference_running_requests", "inference_kv_cache_utilization")
+)
 
 REQUESTS: tuple[tuple[str, str], ...] = (
     ("what an HPA on llm-inference asks: each pod's GPU utilization", HPA_QUERY),
@@ -29,6 +34,9 @@ REQUESTS: tuple[tuple[str, str], ...] = (
     ("each node, over its GPU pods", NODES_QUERY),
     ("the pods' mean, as an external metric", EXTERNAL_QUERY),
     ("every metric served (discovery)", f"{CUSTOM}/v1beta2"),
+    ("requests waiting in each pod's engine (vLLM's vllm:num_requests_waiting)", QUEUED_QUERY),
+    ("requests each pod's engine is running (vllm:num_requests_running)", RUNNING_QUERY),
+    ("each pod's engine's KV-cache use, percent (vllm:kv_cache_usage_perc)", KV_CACHE_QUERY),
 )
 
 

@@ -13,8 +13,9 @@ lines.
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from simulation.engines.model import EngineState, Histogram, ServingEngine
 
@@ -75,14 +76,21 @@ class _Writer:
             self.sample(f"{name}_created", labels, self.created)
 
     def histogram(self, name: str, help_: str, labels: Sequence[tuple[str, str]], histogram: Histogram) -> None:
+        self.histograms(name, help_, [(labels, histogram)])
+
+    def histograms(self, name: str, help_: str, series: Sequence[tuple[Sequence[tuple[str, str]], Histogram]]) -> None:
+        """One histogram family with a series per label set (prometheus_client writes each child's buckets, count
+        and sum in turn, then the `_created` gauge family)."""
         self.family(name, "histogram", help_)
-        for bound, count in zip(histogram.bounds, histogram.counts, strict=True):
-            self.sample(f"{name}_bucket", (*labels, ("le", py_float(bound))), count)
-        self.sample(f"{name}_bucket", (*labels, ("le", "+Inf")), histogram.total)
-        self.sample(f"{name}_count", labels, histogram.total)
-        self.sample(f"{name}_sum", labels, histogram.sum)
+        for labels, histogram in series:
+            for bound, count in zip(histogram.bounds, histogram.counts, strict=True):
+                self.sample(f"{name}_bucket", (*labels, ("le", py_float(bound))), count)
+            self.sample(f"{name}_bucket", (*labels, ("le", "+Inf")), histogram.total)
+            self.sample(f"{name}_count", labels, histogram.total)
+            self.sample(f"{name}_sum", labels, histogram.sum)
         self.family(f"{name}_created", "gauge", help_)
-        self.sample(f"{name}_created", labels, self.created)
+        for labels, _ in series:
+            self.sample(f"{name}_created", labels, self.created)
 
     def text(self) -> str:
         return "".join(self.lines)
@@ -96,73 +104,115 @@ def _static_histogram(bounds: Sequence[float], total: int, typical: float) -> Hi
     return histogram
 
 
-def vllm_metrics(engine: ServingEngine, model: str, created: float, *, old_kv_name: bool = False) -> str:
-    """vLLM's `/metrics` for one engine core (`engine="0"`) serving `model`. `old_kv_name`: serve the KV-cache use
-    under its name before vllm PR #29330 (`vllm:gpu_cache_usage_perc`) as well, as releases before it did."""
-    s: EngineState = engine.state
-    shape = engine.shape
-    labels = (("model_name", model), ("engine", "0"))
+def _finished_at(bounds: Sequence[float], typical: Callable[[ServingEngine], float], core: ServingEngine) -> Histogram:
+    """A static histogram of `core`'s finished requests, all at `typical(core)`."""
+    return _static_histogram(bounds, core.state.finished, typical(core))
+
+
+def vllm_metrics(
+    engine: ServingEngine | Sequence[ServingEngine], model: str, created: float, *, old_kv_name: bool = False
+) -> str:
+    """vLLM's `/metrics` serving `model`: one engine core (`engine="0"`), or a data-parallel deployment's cores, one
+    series per core in every `vllm:` family, labelled `engine="0"`, `engine="1"`... (vllm/v1/metrics/loggers.py
+    PrometheusStatLogger: `labelnames = ["model_name", "engine"]` and one label value set per index in
+    `engine_indexes`, so one API server with `--data-parallel-size N` serves N series of each family).
+    `old_kv_name`: serve the KV-cache use under its name before vllm PR #29330 (`vllm:gpu_cache_usage_perc`) as
+    well, as releases before it did."""
+    cores = [engine] if isinstance(engine, ServingEngine) else list(engine)
     w = _Writer(created)
-    w.gauge("vllm:num_requests_running", "Number of requests in model execution batches.", labels, round(s.running))
-    w.gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.", labels, round(s.queued))
+    every = [(core, (("model_name", model), ("engine", str(index)))) for index, core in enumerate(cores)]
+
+    def gauge(name: str, help_: str, value: Callable[[ServingEngine], float]) -> None:
+        w.family(name, "gauge", help_)
+        for core, labels in every:
+            w.sample(name, labels, value(core))
+
+    def counter(name: str, help_: str, value: Callable[[ServingEngine], float]) -> None:
+        w.counter(name, help_, [(labels, value(core)) for core, labels in every])
+
+    def histogram(name: str, help_: str, of: Callable[[ServingEngine], Histogram]) -> None:
+        w.histograms(name, help_, [(labels, of(core)) for core, labels in every])
+
+    gauge(
+        "vllm:num_requests_running", "Number of requests in model execution batches.", lambda c: round(c.state.running)
+    )
+    gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.", lambda c: round(c.state.queued))
     if old_kv_name:
-        w.gauge("vllm:gpu_cache_usage_perc", "GPU KV-cache usage. 1 means 100 percent usage.", labels, s.kv_usage)
-    w.gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", labels, round(s.kv_usage, 6))
-    w.counter("vllm:prefix_cache_queries", "Prefix cache queries, in terms of number of queried tokens.",
-              [(labels, float(s.prompt_tokens))])  # fmt: skip
-    w.counter("vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.",
-              [(labels, float(s.prompt_tokens // 4))])  # fmt: skip
-    w.counter("vllm:num_preemptions", "Cumulative number of preemption from the engine.", [(labels, 0.0)])
-    w.counter("vllm:prompt_tokens", "Number of prefill tokens processed.", [(labels, float(s.prompt_tokens))])
-    w.counter("vllm:generation_tokens", "Number of generation tokens processed.", [(labels, float(s.generated_tokens))])
-    finished = (s.finished * 8 // 10, s.finished - s.finished * 8 // 10 - s.finished // 100, s.finished // 100)
+        gauge("vllm:gpu_cache_usage_perc", "GPU KV-cache usage. 1 means 100 percent usage.", lambda c: c.state.kv_usage)
+    gauge(
+        "vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", lambda c: round(c.state.kv_usage, 6)
+    )
+    counter("vllm:prefix_cache_queries", "Prefix cache queries, in terms of number of queried tokens.",
+            lambda c: float(c.state.prompt_tokens))  # fmt: skip
+    counter("vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.",
+            lambda c: float(c.state.prompt_tokens // 4))  # fmt: skip
+    counter("vllm:num_preemptions", "Cumulative number of preemption from the engine.", lambda c: 0.0)
+    counter("vllm:prompt_tokens", "Number of prefill tokens processed.", lambda c: float(c.state.prompt_tokens))
+    counter(
+        "vllm:generation_tokens", "Number of generation tokens processed.", lambda c: float(c.state.generated_tokens)
+    )
+
+    def finished(s: EngineState) -> tuple[int, int, int]:
+        return (s.finished * 8 // 10, s.finished - s.finished * 8 // 10 - s.finished // 100, s.finished // 100)
+
     w.counter(
         "vllm:request_success",
         "Count of successfully processed requests.",
-        [((*labels, ("finished_reason", r)), float(n)) for r, n in zip(VLLM_FINISH_REASONS, finished, strict=True)],
+        [
+            ((*labels, ("finished_reason", r)), float(n))
+            for core, labels in every
+            for r, n in zip(VLLM_FINISH_REASONS, finished(core.state), strict=True)
+        ],
     )
     tokens = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000, 50000, 100000)
-    for name, help_, typical in (
-        ("vllm:request_prompt_tokens", "Number of prefill tokens processed.", shape.prompt_tokens),
-        ("vllm:request_generation_tokens", "Number of generation tokens processed.", shape.output_tokens),
+    sizes: tuple[tuple[str, str, Callable[[ServingEngine], float]], ...] = (
+        ("vllm:request_prompt_tokens", "Number of prefill tokens processed.", lambda c: c.shape.prompt_tokens),
+        ("vllm:request_generation_tokens", "Number of generation tokens processed.", lambda c: c.shape.output_tokens),
         ("vllm:request_max_num_generation_tokens", "Histogram of maximum number of requested generation tokens.",
-         shape.output_tokens),
-        ("vllm:request_params_max_tokens", "Histogram of the max_tokens request parameter.", 2 * shape.output_tokens),
-    ):  # fmt: skip
-        w.histogram(name, help_, labels, _static_histogram(tokens, s.finished, typical))
-    w.histogram("vllm:iteration_tokens_total", "Histogram of number of tokens per engine_step.", labels,
-                _static_histogram((1, 8, 16, 24, 32, 40, 48, 56, 64, 72, 80, 88, 96, 104, 112, 120, 128, 136, 144,
-                                   152, 160, 168, 176, 184, 192, 200, 208, 216, 224, 232, 240, 248, 256, 272, 288,
-                                   304, 320, 336, 352, 368, 384, 400, 416, 432, 448, 464, 480, 496, 512),
-                                  s.generated_tokens // 64, 64))  # fmt: skip
-    w.histogram("vllm:request_params_n", "Histogram of the n request parameter.", labels,
-                _static_histogram((1, 2, 5, 10, 20), s.finished, 1))  # fmt: skip
-    w.histogram("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", labels, engine.ttft)
-    w.histogram("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", labels, engine.itl)
-    e2e = shape.output_tokens * shape.itl(s.running)
-    latencies: tuple[tuple[str, str, float], ...] = (
+         lambda c: c.shape.output_tokens),
+        ("vllm:request_params_max_tokens", "Histogram of the max_tokens request parameter.",
+         lambda c: 2 * c.shape.output_tokens),
+    )  # fmt: skip
+    for name, help_, typical in sizes:
+        histogram(name, help_, functools.partial(_finished_at, tokens, typical))
+    histogram("vllm:iteration_tokens_total", "Histogram of number of tokens per engine_step.",
+              lambda c: _static_histogram((1, 8, 16, 24, 32, 40, 48, 56, 64, 72, 80, 88, 96, 104, 112, 120, 128, 136,
+                                           144, 152, 160, 168, 176, 184, 192, 200, 208, 216, 224, 232, 240, 248, 256,
+                                           272, 288, 304, 320, 336, 352, 368, 384, 400, 416, 432, 448, 464, 480, 496,
+                                           512), c.state.generated_tokens // 64, 64))  # fmt: skip
+    histogram("vllm:request_params_n", "Histogram of the n request parameter.",
+              lambda c: _static_histogram((1, 2, 5, 10, 20), c.state.finished, 1))  # fmt: skip
+    histogram("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", lambda c: c.ttft)
+    histogram("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", lambda c: c.itl)
+
+    def e2e(c: ServingEngine) -> float:
+        return c.shape.output_tokens * c.shape.itl(c.state.running)
+
+    latencies: tuple[tuple[str, str, Callable[[ServingEngine], float]], ...] = (
         ("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", e2e),
-        ("vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.", 0.0),
+        ("vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.", lambda c: 0.0),
         ("vllm:request_inference_time_seconds", "Histogram of time spent in RUNNING phase for request.", e2e),
-        ("vllm:request_prefill_time_seconds", "Histogram of time spent in PREFILL phase for request.", 0.05),
+        ("vllm:request_prefill_time_seconds", "Histogram of time spent in PREFILL phase for request.", lambda c: 0.05),
         ("vllm:request_decode_time_seconds", "Histogram of time spent in DECODE phase for request.", e2e),
     )
     for name, help_, seconds in latencies:
-        w.histogram(name, help_, labels, _static_histogram(VLLM_REQUEST_LATENCY_BUCKETS, s.finished, seconds))
-    w.histogram(
+        histogram(name, help_, functools.partial(_finished_at, VLLM_REQUEST_LATENCY_BUCKETS, seconds))
+    histogram(
         "vllm:request_time_per_prefill_token_seconds",
         "Histogram of time spent per prefill token request in seconds.",
-        labels,
-        _static_histogram((0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0), s.finished, 0.001),
+        lambda c: _static_histogram(
+            (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0), c.state.finished, 0.001
+        ),
     )
-    w.gauge(
-        "vllm:cache_config_info",
-        "Information of the LLMEngine CacheConfig",
-        (("block_size", "16"), ("cache_dtype", "auto"), ("enable_prefix_caching", "True"), ("engine", "0"),
-         ("gpu_memory_utilization", "0.9"), ("num_gpu_blocks", str(shape.kv_cache_tokens // 16)),
-         ("prefix_caching_hash_algo", "sha256"), ("swap_space", "4")),
-        1.0,
-    )  # fmt: skip
+    w.family("vllm:cache_config_info", "gauge", "Information of the LLMEngine CacheConfig")
+    for index, core in enumerate(cores):
+        w.sample(
+            "vllm:cache_config_info",
+            (("block_size", "16"), ("cache_dtype", "auto"), ("enable_prefix_caching", "True"), ("engine", str(index)),
+             ("gpu_memory_utilization", "0.9"), ("num_gpu_blocks", str(core.shape.kv_cache_tokens // 16)),
+             ("prefix_caching_hash_algo", "sha256"), ("swap_space", "4")),
+            1.0,
+        )  # fmt: skip
     return _process_families(w, created) + w.text()
 
 

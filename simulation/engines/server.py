@@ -49,6 +49,13 @@ class SimulatedEngine:
     lock: threading.Lock
     path: str = "/metrics"
     server: ThreadingHTTPServer | None = None
+    others: tuple[ServingEngine, ...] = ()  # a data-parallel vLLM's further engine cores (`engine="1"`...)
+
+    def advance(self, t: float) -> None:
+        """Every engine core up to scenario time `t` (the caller holds the lock)."""
+        self.engine.advance(t)
+        for core in self.others:
+            core.advance(t)
 
     @property
     def port(self) -> int:
@@ -57,7 +64,7 @@ class SimulatedEngine:
 
     def metrics(self, t: float) -> bytes:
         with self.lock:
-            self.engine.advance(t)
+            self.advance(t)
             return self.render().encode()
 
 
@@ -72,9 +79,14 @@ def simulated_engine(pod: Pod, curve: Callable[[float], float], created: float) 
         "sglang": (SGLANG_TTFT_BUCKETS, SGLANG_ITL_BUCKETS),
     }.get(spec.kind, ((), ()))
     engine = ServingEngine(curve, ttft_buckets=buckets[0], itl_buckets=buckets[1])
+    # vLLM's data-parallel API server balances requests over its engine cores: each takes its share of the arrivals
+    others = tuple(
+        ServingEngine(curve, ttft_buckets=buckets[0], itl_buckets=buckets[1])
+        for _ in range(spec.data_parallel - 1 if spec.kind == "vllm" else 0)
+    )
     model, old = spec.model, spec.old_kv_name
     renders: dict[str, Callable[[], str]] = {
-        "vllm": lambda: vllm_metrics(engine, model, created, old_kv_name=old),
+        "vllm": lambda: vllm_metrics((engine, *others), model, created, old_kv_name=old),
         "sglang": lambda: sglang_metrics(engine, model, created),
         "nim": lambda: nim_metrics(engine, model, created),
         "triton-trtllm": lambda: triton_trtllm_metrics(engine),
@@ -82,7 +94,7 @@ def simulated_engine(pod: Pod, curve: Callable[[float], float], created: float) 
         "tgi": lambda: tgi_metrics(engine),
     }
     return SimulatedEngine(
-        pod, engine, renders[spec.kind], threading.Lock(), path=METRICS_PATHS.get(spec.kind, "/metrics")
+        pod, engine, renders[spec.kind], threading.Lock(), path=METRICS_PATHS.get(spec.kind, "/metrics"), others=others
     )
 
 
@@ -144,7 +156,8 @@ class EngineFleet:
         t = self._now()
         for engine in self.engines:
             with engine.lock:
-                state = engine.engine.advance(t)
+                engine.advance(t)
+                state = engine.engine.state
             ref = engine.pod.ref
             if ref in self._refused or (engine.pod.engine is not None and not engine.pod.engine.drives_gpu):
                 continue
