@@ -76,3 +76,14 @@ def test_refuses_more_wanted_samples_than_its_bound() -> None:
     body = "".join(f'vllm:num_requests_waiting{{engine="{i}"}} 1\n' for i in range(MAX_WANTED_SAMPLES + 1))
     with pytest.raises(ExpositionRefusedError, match="samples"):
         parse_wanted(body, WANTED, MARK_PREFIXES)
+
+
+def test_a_name_that_only_begins_with_a_wanted_one_is_another_name() -> None:
+    body = (
+        "vllm:num_requests_waiting_total 9\n"
+        'vllm:num_requests_waiting{model_name="m"} 3\n'
+        "  vllm:num_requests_waiting 4\n"
+    )
+    found = parse_wanted(body, {"vllm:num_requests_waiting": "vllm:num_requests_waiting"}, ("vllm:", "sglang:"))
+    assert [s.value for s in found.of("vllm:num_requests_waiting")] == [3.0, 4.0]
+    assert found.marks == {"vllm:"} and found.lines == 4
