@@ -1,12 +1,12 @@
 """Reading only the wanted families out of a Prometheus text-format (0.0.4) exposition, within bounds.
 
-An engine's `/metrics` is hundreds to thousands of lines, of which a dozen families matter here. The parser finds the
-lines of the wanted names with one regular expression over the whole body (the others never reach Python code), and
-parses labels and the value only of those. It keeps the `# TYPE` of wanted families (a family of the wrong type is
-not read as the one we know) and stops with an `ExpositionRefusedError` when the body breaks a bound: too many lines,
-or too many wanted samples (an endpoint serving a million series of a wanted name). Text format 0.0.4 is what
-prometheus_client serves by default (https://prometheus.io/docs/instrumenting/exposition_formats/); an OpenMetrics
-body parses the same way for the sample lines read here.
+An engine's `/metrics` is hundreds to thousands of lines, of which a dozen families matter here. The parser splits the
+body into lines, skips every line whose metric name is not wanted before looking at its labels, and parses labels and
+the value only of the wanted ones. It keeps the `# TYPE` of wanted families (a family of the wrong type is not read as
+the one we know) and stops with an `ExpositionRefusedError` when the body breaks a bound: too many lines, or too many
+wanted samples (an endpoint serving a million series of a wanted name). Text format 0.0.4 is what prometheus_client
+serves by default (https://prometheus.io/docs/instrumenting/exposition_formats/); an OpenMetrics body parses the same
+way for the sample lines read here.
 """
 
 from __future__ import annotations
@@ -99,6 +99,15 @@ def _labels(line: str, start: int) -> tuple[Labels, int]:
             raise ValueError("labels not separated by ','")
 
 
+_NAME = re.compile(r"[^{ \t]*")
+
+
+def _name_end(line: str) -> int:
+    """Where the metric name of a sample line ends: at `{`, a space or a tab."""
+    found = _NAME.match(line)
+    return found.end() if found is not None else 0
+
+
 @functools.lru_cache(maxsize=4096)
 def _label_block(text: str) -> Labels:
     """The pairs of one `{...}` block. An engine repeats the same blocks read after read (a histogram's buckets):
@@ -124,64 +133,40 @@ def _sample(line: str, name_end: int, name: str) -> Sample:
     return Sample(name, labels, parse_value(fields[0]))
 
 
-@dataclass(frozen=True, slots=True)
-class _Scanner:
-    """Regular expressions that find, in a whole body at C speed, the sample lines of the wanted names and the
-    `# TYPE` lines of the wanted families, so the rest of an engine's lines never reach Python code."""
-
-    samples: re.Pattern[str]
-    types: re.Pattern[str]
-
-    @classmethod
-    def of(cls, wanted: Mapping[str, str]) -> _Scanner:
-        names = "|".join(re.escape(name) for name in sorted(wanted, key=len, reverse=True))
-        families = "|".join(re.escape(name) for name in sorted(wanted) if wanted[name] == name) or "(?!)"
-        return cls(
-            # a sample line: its name, ended by `{`, a blank or the line's end (a name that only begins with a wanted
-            # one is another name), and the rest of the line
-            re.compile(rf"^[ \t]*({names})(?=[{{ \t\r]|$)([^\n]*)", re.M),
-            re.compile(rf"^[ \t]*#[ \t]+TYPE[ \t]+({families})[ \t]+([^\s]+)", re.M),
-        )
-
-
-_SCANNERS: dict[int, tuple[Mapping[str, str], _Scanner]] = {}
-
-
-def _scanner(wanted: Mapping[str, str]) -> _Scanner:
-    """The scanner of `wanted`, built once per mapping (the reader passes the same one every read)."""
-    known = _SCANNERS.get(id(wanted))
-    if known is not None and known[0] is wanted:
-        return known[1]
-    scanner = _Scanner.of(wanted)
-    if len(_SCANNERS) > 64:
-        _SCANNERS.clear()
-    _SCANNERS[id(wanted)] = (wanted, scanner)
-    return scanner
-
-
 def parse_wanted(body: str, wanted: Mapping[str, str], marks: tuple[str, ...] = ()) -> Exposition:
     """The samples of `body` whose name `wanted` maps to a family (`wanted["x_bucket"] == "x"`; others skipped), and
     which of the prefixes `marks` begin some sample's name.
 
-    Lines whose name is not wanted are never looked at in Python (`_Scanner`); malformed lines of wanted families are
-    skipped (an engine's odd line must not cost the others). ExpositionRefusedError when the body has more than
-    MAX_LINES lines or more than MAX_WANTED_SAMPLES wanted samples.
+    A line whose name is not wanted is skipped before anything else is looked at; malformed lines of wanted families
+    are skipped too (an engine's odd line must not cost the others). ExpositionRefusedError when the body has more
+    than MAX_LINES lines or more than MAX_WANTED_SAMPLES wanted samples.
     """
-    lines = body.count("\n") + 1
-    if lines > MAX_LINES:
+    lines = body.split("\n")
+    if len(lines) > MAX_LINES:
         raise ExpositionRefusedError(f"more than {MAX_LINES} lines")
-    found = Exposition(lines=lines)
-    for mark in marks:  # a sample line (not a comment) whose name begins with the engine's prefix
-        if re.search(rf"^[ \t]*{re.escape(mark)}", body, re.M):
-            found.marks.add(mark)
-    scanner = _scanner(wanted)
-    for typed in scanner.types.finditer(body):
-        found.types[typed.group(1)] = typed.group(2)
+    found = Exposition(lines=len(lines))
+    pending = marks
     kept = 0
-    for line in scanner.samples.finditer(body):
-        name = line.group(1)
+    for raw in lines:
+        line = raw.strip()
+        if not line:
+            continue
+        if line[0] == "#":
+            if line.startswith("# TYPE"):
+                parts = line.split(None, 3)
+                if len(parts) >= 4 and wanted.get(parts[2]) == parts[2]:
+                    found.types[parts[2]] = parts[3].strip()
+            continue
+        end = _name_end(line)
+        name = line[:end]
+        if pending and name.startswith(pending):  # the first line of an engine's names: noted once
+            seen = {m for m in pending if name.startswith(m)}
+            found.marks |= seen
+            pending = tuple(m for m in pending if m not in seen)
+        if name not in wanted:  # most lines
+            continue
         try:
-            sample = _sample(name + line.group(2).strip(), len(name), name)
+            sample = _sample(line, end, name)
         except ValueError:
             continue
         kept += 1
