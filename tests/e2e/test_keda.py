@@ -18,6 +18,7 @@ from tests.e2e.checks import answer
 from tests.e2e.cluster import CHAT, EMBED, NOTEBOOK, RERANK, Workload
 from tests.e2e.stack import E2EStack
 from tests.support import keda
+from tests.support.adapters import KEDA_USER
 from tests.support.waiting import patience, wait_for
 
 pytestmark = pytest.mark.e2e
@@ -32,7 +33,7 @@ def metadata(workload: Workload, **more: str) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def client(stack: E2EStack) -> Iterator[keda.ScalerClient]:
-    identity = stack.direct.trust.client("system:serviceaccount:keda:keda-operator")
+    identity = stack.direct.trust.client(KEDA_USER)
     credentials = grpc.ssl_channel_credentials(
         root_certificates=stack.direct.trust.ca_file.read_bytes(),
         private_key=identity.key_file.read_bytes(),

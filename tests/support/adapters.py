@@ -22,9 +22,12 @@ from tests.support.waiting import patience
 from toolkit.certs import CertificateAuthority
 
 HPA_USER = "system:serviceaccount:kube-system:horizontal-pod-autoscaler"
-# what a cluster's RBAC grants the HPA on the metrics APIs, and discovery to everyone authenticated
+KEDA_USER = "system:serviceaccount:keda:keda-operator"  # the user KEDA's client certificate names
+# what a cluster's RBAC grants the HPA on the metrics APIs, KEDA's scaler calls what the chart's ClusterRole
+# gpu-pulse-keda-scaler grants them (get on custom.metrics.k8s.io), and discovery to everyone authenticated
 METRICS_POLICY = (
     AccessGrant(user=HPA_USER, api_group="custom.metrics.k8s.io", verb="get"),
+    AccessGrant(user=KEDA_USER, api_group="custom.metrics.k8s.io", verb="get"),
     AccessGrant(user=HPA_USER, api_group="external.metrics.k8s.io", verb="list"),
     AccessGrant(group="system:authenticated", path="/apis*", verb="get"),
     AccessGrant(group="system:authenticated", path="/openapi/*", verb="get"),
