@@ -27,6 +27,7 @@ import msgspec
 
 from adapter.promadapter.naming import SeriesName
 from adapter.sources.metricsource import SourceError, SourceUnavailableError
+from adapter.sources.promanswers import raise_unless_success
 from toolkit.responses import UpstreamAnswerError, read_bounded
 
 QueryObserver = Callable[[str, float], None]  # (outcome "ok" | "error" | "timeout", seconds)
@@ -192,11 +193,7 @@ class PrometheusApi:
                 head = _HEAD.decode(body)
             except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
                 raise SourceUnavailableError(f"prometheus answered HTTP {status} without a JSON object") from None
-            if head.status != "success":
-                problem = f"{_one_line(head.errorType)}: {_one_line(head.error)}"
-                if status in (400, 422):
-                    raise SourceError(f"prometheus rejected {asked!r}: {problem}")
-                raise SourceUnavailableError(f"prometheus answered HTTP {status}: {problem}")
+            raise_unless_success(head.status, head.errorType, head.error, status, repr(asked))
             outcome = "ok"
             return body
         except TimeoutError:

@@ -101,8 +101,20 @@ class PodSeries:
 
 
 def _text(value: object, otherwise: str) -> str:
-    """A string field of an answer, shortened for a log line or a Status message."""
-    return value[:200] if isinstance(value, str) else otherwise
+    """A string field of an answer, on one line and shortened for a log line or a Status message."""
+    return " ".join(value.split())[:200] if isinstance(value, str) else otherwise
+
+
+def raise_unless_success(status: object, error_type: object, error: object, http_status: int, asked: str) -> None:
+    """What the HTTP API's envelope (`status`, `errorType`, `error`) says of a call that did not succeed, for every
+    call of the API the adapter makes: SourceError when Prometheus rejected what was `asked` (400, 422: the query's
+    or rule's mistake), SourceUnavailableError otherwise."""
+    if status == "success":
+        return
+    problem = f"{_text(error_type, 'error')}: {_text(error, 'no error message')}"
+    if http_status in (400, 422):
+        raise SourceError(f"prometheus rejected {asked}: {problem}")
+    raise SourceUnavailableError(f"prometheus answered HTTP {http_status}: {problem}")
 
 
 def decode_answer(
@@ -117,11 +129,7 @@ def decode_answer(
         head = _HEAD.decode(body)
     except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
         raise SourceUnavailableError(f"prometheus answered HTTP {http_status} without a JSON object") from None
-    if head.status != "success":
-        problem = f"{_text(head.errorType, 'error')}: {_text(head.error, 'no error message')}"
-        if http_status in (400, 422):
-            raise SourceError(f"prometheus rejected the query {promql!r}: {problem}")
-        raise SourceUnavailableError(f"prometheus answered HTTP {http_status}: {problem}")
+    raise_unless_success(head.status, head.errorType, head.error, http_status, f"the query {promql!r}")
     if head.data is None:
         raise SourceUnavailableError("prometheus answered without a data object")
     result_type = head.data.resultType
