@@ -1175,7 +1175,12 @@ def main() -> None:
     parser.add_argument("--duration", type=float, default=120.0, help="seconds measured, after warm-up")
     parser.add_argument("--warmup", type=float, default=15.0, help="seconds after the first HPA period")
     parser.add_argument("--replicas", type=int, default=2)
-    parser.add_argument("--refresh", type=float, default=2.0, help="the adapters' --exporter-refresh (their default)")
+    parser.add_argument(
+        "--refresh",
+        type=float,
+        default=2.0,
+        help="the adapters' --exporter-refresh (2: docs/install.md's sizing was measured at it; their default is 1)",
+    )
     parser.add_argument("--nodes", type=int, default=2000)
     parser.add_argument("--gpu-pods", type=int, default=20_000)
     parser.add_argument("--other-pods", type=int, default=30_000)

@@ -46,6 +46,7 @@ from adapter.application import build_app
 from adapter.metrics_config import default_metrics_config
 from adapter.podcache.cache import PodCache
 from adapter.quantity import parse_quantity
+from adapter.settings import AdapterSettings
 from adapter.sources.direct import DirectSource
 from adapter.sources.exporters import StaticExporters
 from adapter.sources.nodefeeds import NodeFeeds
@@ -63,6 +64,8 @@ NAMESPACE, POD, NODE = "serving", "llm-0", "bench-node"
 SCRAPE_S = 15  # Prometheus's default global scrape_interval, and the chart's ServiceMonitor's
 FLOOD_PERCENT = 100_000.0  # of the saturation rate: one 0.1 s scheduler step overfills the 256-request batch
 DIRECT_BUDGET_S = 2.0
+# the adapter's own default --exporter-refresh: the documents come as often as a shipped adapter asks for them
+SHIPPED_REFRESH = AdapterSettings.model_fields["exporter_refresh"].default
 QUERY = f"/apis/custom.metrics.k8s.io/v1beta2/namespaces/{NAMESPACE}/pods/*/inference_queued_requests"
 
 
@@ -203,7 +206,10 @@ async def run(steps: int) -> int:
             config = default_metrics_config()
             locator = StaticExporters({NODE: exporter.url})
             direct_app = build_app(
-                config=config, pods=cache, source=DirectSource(locator, NodeFeeds()), metrics=AdapterMetrics("direct")
+                config=config,
+                pods=cache,
+                source=DirectSource(locator, NodeFeeds(refresh=SHIPPED_REFRESH)),
+                metrics=AdapterMetrics("direct"),
             )
             prom_app = build_app(
                 config=config, pods=cache, source=PrometheusSource(prometheus_url), metrics=AdapterMetrics("prometheus")

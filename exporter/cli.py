@@ -26,6 +26,7 @@ from exporter.catalogue import ALWAYS_SERVED, FIELD_SETS
 from exporter.collection import PodAttributor
 from exporter.collectors_file import Selection, SelectionError, load_selection
 from exporter.engines import EngineReader
+from exporter.engines.schedule import PollTicks
 from exporter.exposition import ExpositionRenderer
 from exporter.exposition.labels import DEFAULT_LABEL_FIELDS
 from exporter.fields_report import UnservedReport, log_added, requested
@@ -161,7 +162,10 @@ def _pod_side(settings: ExporterSettings, node: SimulatedNode | None, stack: Exi
 
 
 def _engine_reader(
-    settings: ExporterSettings, attributor: PodAttributor | None, newest: Callable[[], Snapshot | None]
+    settings: ExporterSettings,
+    attributor: PodAttributor | None,
+    newest: Callable[[], Snapshot | None],
+    ticks: Callable[[], PollTicks | None],
 ) -> EngineReader | None:
     """With --engines: the reader of the GPU pods' serving engines, over the pod objects the attributor holds (the pod
     watch, or the simulated node's pods); None without --engines."""
@@ -182,7 +186,7 @@ def _engine_reader(
         keys = {(use.pod.namespace, use.pod.name) for use in snapshot.pods}
         return [pod for key in sorted(keys) if (pod := directory.by_name(*key)) is not None]
 
-    return EngineReader(gpu_pods, interval=settings.engine_interval)
+    return EngineReader(gpu_pods, interval=settings.engine_interval, ticks=ticks)
 
 
 async def _serve(
@@ -299,7 +303,12 @@ def run(settings: ExporterSettings) -> None:
             hostname_label=settings.dcgm_hostname_label,
         )
         published: list[PollLoop] = []  # the loop, once built: the engine reader follows its GPU pods
-        engines = _engine_reader(settings, attributor, lambda: _newest(published[0]) if published else None)
+        engines = _engine_reader(
+            settings,
+            attributor,
+            lambda: _newest(published[0]) if published else None,
+            lambda: published[0].ticks() if published else None,  # each read ends just before a cycle takes it
+        )
         poll_loop = PollLoop(
             collector,
             renderer,

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 from exporter.collection import Attribution, DeviceCollection, DeviceCollector, PodAttributor
+from exporter.engines.schedule import PollTicks
 from exporter.exposition import ExpositionRenderer
 from exporter.pods_answers import SerializedPods
 from exporter.snapshot import CollectorStatus, EngineReadStats, PodInference, Snapshot
@@ -122,6 +123,7 @@ class PollLoop:
             inference  # read once per cycle: never waits for an engine (they are read on their own thread)
         )
         self._listeners: list[Callable[[], None]] = []
+        self._next_cycle: float | None = None  # the monotonic start of the next cycle, while running
 
     def on_publish(self, listener: Callable[[], None]) -> None:
         """Call `listener` (in the polling thread, so it must only hand over, e.g. `call_soon_threadsafe`) after each
@@ -305,15 +307,23 @@ class PollLoop:
         return published
 
     # ---- the worker thread -------------------------------------------------------------------------------------------
+    def ticks(self) -> PollTicks | None:
+        """When the next cycle starts (on the monotonic clock) and the interval after it; None while no cycle is
+        scheduled. The engine reader phases its reads on it (exporter.engines.schedule)."""
+        deadline = self._next_cycle
+        return None if deadline is None or not self.running else PollTicks(deadline, self.interval)
+
     def _run(self) -> None:
         deadline = self._monotonic()
         while not self._stop.is_set():
+            self._next_cycle = deadline + self.interval  # while this one runs, the next one is due on the grid
             try:
                 self.poll_once()
             except Exception as error:  # a defect in the loop itself: keep polling
                 self._failed("loop", error)
             now = self._monotonic()
             deadline, missed = next_tick(deadline, now, self.interval)
+            self._next_cycle = deadline
             self.overruns += missed
             self._stop.wait(deadline - now)
 

@@ -21,6 +21,7 @@ import logging
 import math
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -37,6 +38,7 @@ from exporter.engines.fetch import (
 )
 from exporter.engines.mappings import MARK_PREFIXES, WANTED
 from exporter.engines.normalise import DEFAULT_WINDOW_SECONDS, EngineFigures, bounded_reason
+from exporter.engines.schedule import PollTicks, lead, next_start
 from exporter.engines.textparse import ExpositionRefusedError, parse_wanted
 from exporter.snapshot import EngineReadStats, PodInference
 from toolkit.pods import Pod
@@ -49,6 +51,7 @@ DEFAULT_CONCURRENCY = 16
 # figures of a cycle this many intervals old (and at least this many seconds) are not served as current
 STALE_INTERVALS = 3
 STALE_MIN_SECONDS = 5.0
+RECENT_CYCLES = 8  # the cycles whose durations set how far ahead of a poll cycle a read starts
 # failure kinds beyond the fetcher's (exporter.engines.fetch.FAILURE_KINDS)
 ANNOTATION = "annotation"  # the annotations name no port and path on the pod's IP
 SERIES = "series"  # more lines or samples than the parser reads
@@ -96,7 +99,10 @@ class EngineReader:
         concurrency: int = DEFAULT_CONCURRENCY,
         max_bytes: int = DEFAULT_MAX_BYTES,
         clock: Callable[[], float] = time.time,
+        ticks: Callable[[], PollTicks | None] | None = None,
     ) -> None:
+        """`ticks`, when given, says when the poll loop's next cycle starts (exporter.loop.PollLoop.ticks): each read
+        then ends just before a cycle takes it (exporter.engines.schedule)."""
         if not interval > 0 or not math.isfinite(interval):
             raise ValueError(f"the engine interval must be a positive number of seconds, got {interval}")
         self.interval = interval
@@ -105,6 +111,7 @@ class EngineReader:
         self.max_bytes = max_bytes
         self._targets = targets
         self._clock = clock
+        self._ticks = ticks
         self.concurrency = concurrency
         self._engines: dict[PodKey, _PodEngine] = {}
         self._failures: dict[str, int] = {}
@@ -235,20 +242,19 @@ class EngineReader:
     # ---- the thread ------------------------------------------------------------------------------------------------
     async def _run(self) -> None:
         async with EngineFetcher(timeout=self.timeout, max_bytes=self.max_bytes) as fetcher:
-            loop = asyncio.get_running_loop()
-            deadline = loop.time()
+            loop = asyncio.get_running_loop()  # its clock is time.monotonic, the poll loop's
+            started = loop.time()
+            durations: deque[float] = deque(maxlen=RECENT_CYCLES)
             while not self._stop.is_set():
                 try:
                     await self.cycle(fetcher)
                 except Exception:  # a defect must not stop the reading: logged, and the next cycle runs
                     log.exception("reading the engines failed")
-                deadline += self.interval
                 now = loop.time()
-                if deadline <= now:  # overran: skip the ticks missed
-                    deadline += math.ceil((now - deadline) / self.interval) * self.interval
-                    if deadline <= now:
-                        deadline += self.interval
-                await asyncio.sleep(deadline - now)
+                durations.append(now - started)
+                ticks = self._ticks() if self._ticks is not None else None
+                started = next_start(started, self.interval, now, ticks, lead(durations, self.timeout))
+                await asyncio.sleep(started - now)
 
     def start(self) -> None:
         if self._thread is not None:
