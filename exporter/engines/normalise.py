@@ -8,12 +8,13 @@ would mislead an autoscaler (or a document a reader refuses).
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 
 from exporter.engines.mappings import WANTED, EngineMapping, GaugeSource, recognise
-from exporter.engines.textparse import Exposition, Sample, parse_value
+from exporter.engines.textparse import Exposition, Labels, Sample, parse_value
 from exporter.engines.window import CounterTotal, HistogramWindow, combine_buckets
 from exporter.snapshot import PodInference
 from toolkit.pods_contract import (
@@ -48,6 +49,19 @@ def _of(mapping: EngineMapping, family: str) -> bool:
     """Whether `family` is one the mapping reads."""
     names = {n for g in mapping.gauges() for n in g.names}
     return family in names or family in mapping.histograms() or family in (*mapping.requests, *mapping.generated_tokens)
+
+
+@functools.lru_cache(maxsize=4096)
+def _bucket(labels: Labels) -> tuple[Labels, float]:
+    """A bucket sample's series (its labels but `le`) and its bound (NaN when `le` is missing or not a number). An
+    engine serves the same bucket label sets read after read: each is split once while among the recent few thousand
+    (the parser's label blocks come from its own cache, so equal sets are mostly the same tuple)."""
+    le = next((value for name, value in labels if name == "le"), None)
+    try:
+        bound = parse_value(le) if le is not None else math.nan
+    except ValueError:
+        bound = math.nan
+    return tuple(p for p in labels if p[0] != "le"), bound
 
 
 def _matches(sample: Sample, only: Mapping[str, str]) -> bool:
@@ -184,20 +198,20 @@ class EngineFigures:
         if wrong:
             reasons.append(wrong)
             return None
-        series: dict[tuple[tuple[str, str], ...], dict[float, float]] = {}
+        series: dict[Labels, dict[float, float]] = {}
+        only = mapping.only
         for sample in exposition.of(family + "_bucket"):
-            if not _matches(sample, mapping.only):
+            if only and not _matches(sample, only):
                 continue
-            le = sample.label("le")
-            try:
-                bound = parse_value(le) if le is not None else math.nan
-            except ValueError:
-                bound = math.nan
-            if not (math.isfinite(sample.value) and sample.value >= 0) or math.isnan(bound):
+            key, bound = _bucket(sample.labels)
+            value = sample.value
+            if not (0 <= value < math.inf) or math.isnan(bound):  # NaN compares false: not a count either
                 reasons.append(f"{family} has a bucket that is not a count")
                 return None
-            key = tuple(p for p in sample.labels if p[0] != "le")
-            series.setdefault(key, {})[bound] = sample.value
+            found = series.get(key)
+            if found is None:
+                found = series[key] = {}
+            found[bound] = value
         buckets = combine_buckets(list(series.values()))
         if buckets is None:
             reasons.append(f"{family}'s series do not share their buckets")

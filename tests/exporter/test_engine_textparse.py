@@ -72,6 +72,29 @@ def test_skips_a_malformed_line_and_reads_the_rest() -> None:
     assert parsed.of("vllm:num_requests_running")[0].value == 2.0
 
 
+@pytest.mark.parametrize(
+    ("line", "value"),
+    [
+        ("vllm:num_requests_running 2", 2.0),
+        ("vllm:num_requests_running 2 1700000000000", 2.0),  # a timestamp
+        ("vllm:num_requests_running\t2\t1700000000000  ", 2.0),  # tabs, trailing blanks
+        ("vllm:num_requests_running 2\r", 2.0),  # CRLF line ends
+        ('vllm:num_requests_running{a="}"} 2', 2.0),  # a brace inside a label value
+        ('vllm:num_requests_running{a="x"}2', 2.0),  # no blank after the labels
+        ("  vllm:num_requests_running 2", 2.0),  # indented
+        ("vllm:num_requests_running", None),  # no value: not a shorter name with a one-character value
+        ("vllm:num_requests_running 2 3 4", None),  # more fields than a value and a timestamp
+        ('vllm:num_requests_running{a="x" 2', None),  # unterminated labels
+        ('vllm:num_requests_running{a="x"}} 2', None),  # text after the labels
+        ("vllm:num_requests_running 1_000", None),  # Python's digit separators are not the format's
+        ("vllm:num_requests_running2 2", None),  # another name
+    ],
+)
+def test_each_sample_line_shape_is_read_or_skipped_as_the_format_says(line: str, value: float | None) -> None:
+    found = parse_wanted(line + "\n", WANTED, MARK_PREFIXES).of("vllm:num_requests_running")
+    assert [s.value for s in found] == ([] if value is None else [value])
+
+
 def test_refuses_more_wanted_samples_than_its_bound() -> None:
     body = "".join(f'vllm:num_requests_waiting{{engine="{i}"}} 1\n' for i in range(MAX_WANTED_SAMPLES + 1))
     with pytest.raises(ExpositionRefusedError, match="samples"):
