@@ -265,8 +265,10 @@ def _adapter_finds_exporters(r: Rendering) -> list[str]:
 
 def scrape_jobs(objects: list[dict[str, Any]]) -> dict[str, set[str]]:
     """Each ServiceMonitor's and PodMonitor's job label values, as the Prometheus Operator gives them (its CRDs'
-    spec.jobLabel): a ServiceMonitor's target takes the value of its Service's label named by jobLabel, or the
-    Service's name without it; a PodMonitor's, its pod's label, or <namespace>/<PodMonitor name> without one."""
+    spec.jobLabel; prometheus-operator pkg/prometheus/promcfg.go writes the Service's name as the job, then the value of
+    the jobLabel's Service label where there is one): a ServiceMonitor's target takes the value of its Service's label
+    named by jobLabel, or the Service's name without it; a PodMonitor's, its pod's label, or
+    <namespace>/<PodMonitor name> without one. tests/deploy/test_scrape_labels.py has a real Prometheus agree."""
     r = Rendering(objects)
     jobs: dict[str, set[str]] = {}
     for monitor in r.of("ServiceMonitor"):
