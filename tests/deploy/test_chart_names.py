@@ -216,3 +216,19 @@ def test_a_release_name_too_long_for_the_names_is_refused_with_what_to_set() -> 
     assert f"{release}-gpu-pulse" in message and "fullnameOverride" in message and "54" in message
     assert one(helm_render({"fullnameOverride": "gpu-pulse"}, NAMESPACE, release=release), "DaemonSet",
                "gpu-pulse-exporter")  # fmt: skip
+
+
+def test_notes_name_the_renamed_objects() -> None:
+    values = {"fullnameOverride": "acme-gpu", "certManager": {"enabled": True}} | {
+        "keda": {"externalScaler": {"enabled": True, "tls": True}},
+        "kedaClientAuth": {"mode": "certificate", "clusterWide": False},
+    }
+    with helm_python.Chart.load(str(CHART)) as chart:
+        notes = chart.render(values, name="gpu-pulse", namespace=NAMESPACE, is_install=True)[
+            "gpu-pulse/templates/NOTES.txt"
+        ]
+    assert "get certificate acme-gpu-adapter" in notes
+    assert "acme-gpu-adapter.gpu-pulse.svc:9443" in notes and "Secret acme-gpu-keda-client" in notes
+    assert "ClusterRole acme-gpu-keda-scaler" in notes
+    # the job names stay (gpu-pulse-adapter, without a dot), and so does KEDA's certificate user (gpu-pulse-keda)
+    assert "gpu-pulse-adapter." not in notes and "gpu-pulse-keda-" not in notes
