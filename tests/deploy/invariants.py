@@ -7,29 +7,62 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
 from tests.deploy.rendering import REPO, find, one
 
-# Every rule any ClusterRole or Role of gpu-pulse may grant: (role, apiGroups, resources) -> verbs. Nothing else, no
-# wildcard verbs, no secrets.
+
+@dataclass(frozen=True)
+class Names:
+    """How a rendering names gpu-pulse's objects: <fullname>-exporter, <fullname>-adapter, ... (the chart's fullname,
+    nameOverride and fullnameOverride), and how it labels the pods: app.kubernetes.io/name <name>-exporter. The
+    kustomize manifests' are the defaults."""
+
+    fullname: str = "gpu-pulse"
+    name: str = "gpu-pulse"
+
+    def of(self, part: str) -> str:
+        return f"{self.fullname}-{part}"
+
+    @property
+    def exporter(self) -> str:
+        return self.of("exporter")
+
+    @property
+    def adapter(self) -> str:
+        return self.of("adapter")
+
+    @property
+    def adapter_label(self) -> str:
+        return f"{self.name}-adapter"
+
+    def part(self, object_name: str) -> str:
+        """The part of an object's name after the fullname: gpu-pulse-metrics-reader -> metrics-reader."""
+        prefix = f"{self.fullname}-"
+        assert object_name.startswith(prefix), f"{object_name} is not named from {self.fullname}"
+        return object_name.removeprefix(prefix)
+
+
+DEFAULT_NAMES = Names()
+
+# Every rule any ClusterRole or Role of gpu-pulse may grant: (role name after the fullname, apiGroups, resources) ->
+# verbs. Nothing else, no wildcard verbs, no secrets.
 READ = frozenset({"get", "list", "watch"})
 ALL = frozenset({"*"})
 ALLOWED_RULES: dict[tuple[str, frozenset[str], frozenset[str]], frozenset[str]] = {
-    ("gpu-pulse-adapter", frozenset({""}), frozenset({"pods"})): READ,
-    ("gpu-pulse-adapter", frozenset({"apps"}), frozenset({"replicasets"})): READ,
-    ("gpu-pulse-exporter", frozenset({""}), frozenset({"pods"})): READ,
-    ("gpu-pulse-exporter", frozenset({"resource.k8s.io"}), frozenset({"resourceslices"})): READ,
-    ("gpu-pulse-exporter-dra", frozenset({""}), frozenset({"pods"})): READ,
-    ("gpu-pulse-exporter-dra", frozenset({"resource.k8s.io"}), frozenset({"resourceslices"})): READ,
-    ("gpu-pulse-metrics-reader", frozenset({"custom.metrics.k8s.io"}), frozenset({"*"})): READ,
-    ("gpu-pulse-metrics-reader", frozenset({"custom.metrics.k8s.io", "external.metrics.k8s.io"}), ALL): READ,
+    ("adapter", frozenset({""}), frozenset({"pods"})): READ,
+    ("adapter", frozenset({"apps"}), frozenset({"replicasets"})): READ,
+    ("exporter", frozenset({""}), frozenset({"pods"})): READ,
+    ("exporter", frozenset({"resource.k8s.io"}), frozenset({"resourceslices"})): READ,
+    ("exporter-dra", frozenset({""}), frozenset({"pods"})): READ,
+    ("exporter-dra", frozenset({"resource.k8s.io"}), frozenset({"resourceslices"})): READ,
+    ("metrics-reader", frozenset({"custom.metrics.k8s.io"}), frozenset({"*"})): READ,
+    ("metrics-reader", frozenset({"custom.metrics.k8s.io", "external.metrics.k8s.io"}), ALL): READ,
     # KEDA's client certificate user: read through the external scaler what the HPA reads (adapter/keda/callers.py)
-    ("gpu-pulse-keda-scaler", frozenset({"custom.metrics.k8s.io"}), frozenset({"*"})): frozenset({"get"}),
-    ("gpu-pulse-exporter-tokenreview", frozenset({"authentication.k8s.io"}), frozenset({"tokenreviews"})): frozenset(
-        {"create"}
-    ),
+    ("keda-scaler", frozenset({"custom.metrics.k8s.io"}), frozenset({"*"})): frozenset({"get"}),
+    ("exporter-tokenreview", frozenset({"authentication.k8s.io"}), frozenset({"tokenreviews"})): frozenset({"create"}),
 }
 EXPORTER_NAMESPACE = "gpu-pulse-exporter"
 # Bindings to roles gpu-pulse does not define: only these, for the adapter's service account.
@@ -44,9 +77,11 @@ def pod_spec(objects: list[dict[str, Any]], kind: str, name: str) -> dict[str, A
     return spec
 
 
-def check_security_contexts(objects: list[dict[str, Any]], adapter_host_network: bool = False) -> None:
-    exporter = pod_spec(objects, "DaemonSet", "gpu-pulse-exporter")
-    adapter = pod_spec(objects, "Deployment", "gpu-pulse-adapter")
+def check_security_contexts(
+    objects: list[dict[str, Any]], adapter_host_network: bool = False, names: Names = DEFAULT_NAMES
+) -> None:
+    exporter = pod_spec(objects, "DaemonSet", names.exporter)
+    adapter = pod_spec(objects, "Deployment", names.adapter)
     assert adapter.get("hostNetwork", False) is adapter_host_network, "the adapter's host network only when asked"
     relays = exporter["containers"][1:]
     if relays:  # kernelLog: the one privileged container, which only relays the kernel log (docs/security.md)
@@ -116,13 +151,17 @@ def restricted_violations(pod: dict[str, Any]) -> list[str]:
 
 
 def check_pod_security(
-    objects: list[dict[str, Any]], namespace: str, exporter_namespace: str, adapter_host_network: bool = False
+    objects: list[dict[str, Any]],
+    namespace: str,
+    exporter_namespace: str,
+    adapter_host_network: bool = False,
+    names: Names = DEFAULT_NAMES,
 ) -> None:
     """The adapter runs under restricted, in its namespace (but for the host network, where a user asks for it); the
     exporter, which needs privileged, in one of its own (or in the release's, which then must allow it). Namespaces a
     rendering creates are labelled for what runs in them."""
-    adapter = one(objects, "Deployment", "gpu-pulse-adapter")
-    exporter = one(objects, "DaemonSet", "gpu-pulse-exporter")
+    adapter = one(objects, "Deployment", names.adapter)
+    exporter = one(objects, "DaemonSet", names.exporter)
     assert adapter["metadata"]["namespace"] == namespace
     assert exporter["metadata"]["namespace"] == exporter_namespace
     beyond = ["hostNetwork"] if adapter_host_network else []
@@ -141,14 +180,16 @@ def check_pod_security(
             assert restricted_violations(workload["spec"]["template"]["spec"]) == [], workload["metadata"]["name"]
 
 
-def check_exporter_access(objects: list[dict[str, Any]], namespace: str, exporter_namespace: str) -> None:
+def check_exporter_access(
+    objects: list[dict[str, Any]], namespace: str, exporter_namespace: str, names: Names = DEFAULT_NAMES
+) -> None:
     """The exporters serve /pods to the adapter's ServiceAccount only, whose token for them is made for their audience;
     they reach the API for TokenReviews; and only the adapter and Prometheus reach them, each from its namespace."""
-    exporter = one(objects, "DaemonSet", "gpu-pulse-exporter")["spec"]["template"]["spec"]
-    adapter = one(objects, "Deployment", "gpu-pulse-adapter")["spec"]["template"]["spec"]
+    exporter = one(objects, "DaemonSet", names.exporter)["spec"]["template"]["spec"]
+    adapter = one(objects, "Deployment", names.adapter)["spec"]["template"]["spec"]
     args = exporter["containers"][0]["args"]
     users = [a.split("=", 1)[1] for a in args if a.startswith("--auth-allowed-users=")]
-    assert users == [f"system:serviceaccount:{namespace}:gpu-pulse-adapter"]
+    assert users == [f"system:serviceaccount:{namespace}:{names.adapter}"]
     (audience,) = [a.split("=", 1)[1] for a in args if a.startswith("--auth-token-audience=")]
     adapter_args = adapter["containers"][0]["args"]
     if "--source=direct" in adapter_args:
@@ -162,12 +203,12 @@ def check_exporter_access(objects: list[dict[str, Any]], namespace: str, exporte
         assert 600 <= token["expirationSeconds"] <= 86_400
         assert f"--exporter-namespace={exporter_namespace}" in adapter_args
     reviewers = [
-        b for b in find(objects, "ClusterRoleBinding") if b["roleRef"]["name"] == "gpu-pulse-exporter-tokenreview"
+        b for b in find(objects, "ClusterRoleBinding") if b["roleRef"]["name"] == names.of("exporter-tokenreview")
     ]
     assert [b["subjects"] for b in reviewers] == [
-        [{"kind": "ServiceAccount", "name": "gpu-pulse-exporter", "namespace": exporter_namespace}]
+        [{"kind": "ServiceAccount", "name": names.exporter, "namespace": exporter_namespace}]
     ]
-    for policy in find(objects, "NetworkPolicy", "gpu-pulse-exporter"):
+    for policy in find(objects, "NetworkPolicy", names.exporter):
         assert policy["metadata"]["namespace"] == exporter_namespace
         peers = [peer for rule in policy["spec"]["ingress"] for peer in rule["from"]]
         assert peers and all(
@@ -178,16 +219,19 @@ def check_exporter_access(objects: list[dict[str, Any]], namespace: str, exporte
         (adapter_peer,) = [
             p
             for p in peers
-            if p.get("podSelector", {}).get("matchLabels") == {"app.kubernetes.io/name": "gpu-pulse-adapter"}
+            if p.get("podSelector", {}).get("matchLabels") == {"app.kubernetes.io/name": names.adapter_label}
         ]
         assert adapter_peer["namespaceSelector"]["matchLabels"] == {"kubernetes.io/metadata.name": namespace}
 
 
-def check_rbac(objects: list[dict[str, Any]], namespace: str, adapter_account: str = "gpu-pulse-adapter") -> None:
+def check_rbac(
+    objects: list[dict[str, Any]], namespace: str, adapter_account: str | None = None, names: Names = DEFAULT_NAMES
+) -> None:
+    adapter_account = adapter_account or names.adapter
     roles = find(objects, "ClusterRole") + find(objects, "Role")
     for role in roles:
         for rule in role["rules"]:
-            key = (role["metadata"]["name"], frozenset(rule["apiGroups"]), frozenset(rule["resources"]))
+            key = (names.part(role["metadata"]["name"]), frozenset(rule["apiGroups"]), frozenset(rule["resources"]))
             assert key in ALLOWED_RULES, f"{role['kind']}/{key[0]} grants {sorted(key[2])} in {sorted(key[1])}"
             assert set(rule["verbs"]) == ALLOWED_RULES[key], f"{key[0]}: verbs {rule['verbs']}"
             assert "nonResourceURLs" not in rule and "resourceNames" not in rule
@@ -200,15 +244,15 @@ def check_rbac(objects: list[dict[str, Any]], namespace: str, adapter_account: s
             assert (binding["kind"], role, where) in BUILT_IN_ROLES, f"{binding['kind']} to {role}"
             assert binding["subjects"] == [adapter]
     hpa = {"kind": "ServiceAccount", "name": "horizontal-pod-autoscaler", "namespace": "kube-system"}
-    reader = [b for b in find(objects, "ClusterRoleBinding") if b["roleRef"]["name"] == "gpu-pulse-metrics-reader"]
+    reader = [b for b in find(objects, "ClusterRoleBinding") if b["roleRef"]["name"] == names.of("metrics-reader")]
     assert [b["subjects"] for b in reader] == [[hpa]]
     # the external metrics API is readable exactly when it is served
-    groups = set(one(objects, "ClusterRole", "gpu-pulse-metrics-reader")["rules"][0]["apiGroups"])
+    groups = set(one(objects, "ClusterRole", names.of("metrics-reader"))["rules"][0]["apiGroups"])
     served = {a["spec"]["group"] for a in find(objects, "APIService")}
     assert groups == served
 
 
-def check_api_services(objects: list[dict[str, Any]], namespace: str) -> None:
+def check_api_services(objects: list[dict[str, Any]], namespace: str, names: Names = DEFAULT_NAMES) -> None:
     services = find(objects, "APIService")
     assert {(a["spec"]["group"], a["spec"]["version"]) for a in services} >= {
         ("custom.metrics.k8s.io", "v1beta1"),
@@ -222,15 +266,15 @@ def check_api_services(objects: list[dict[str, Any]], namespace: str) -> None:
         if injected:
             certificate = one(objects, "Certificate", injected.split("/")[1])
             assert injected.split("/")[0] == certificate["metadata"]["namespace"] == namespace
-            assert certificate["spec"]["secretName"] == "gpu-pulse-adapter-tls"
-        assert spec["service"] == {"name": "gpu-pulse-adapter", "namespace": namespace, "port": 443}
+            assert certificate["spec"]["secretName"] == names.of("adapter-tls")
+        assert spec["service"] == {"name": names.adapter, "namespace": namespace, "port": 443}
         assert api["metadata"]["name"] == f"{spec['version']}.{spec['group']}"
     # the adapter serves the certificate of the Secret the APIServices trust
-    adapter = pod_spec(objects, "Deployment", "gpu-pulse-adapter")
+    adapter = pod_spec(objects, "Deployment", names.adapter)
     args = adapter["containers"][0]["args"]
     volumes = {v["name"]: v for v in adapter["volumes"]}
     mounts = {m["name"]: m for m in adapter["containers"][0]["volumeMounts"]}
-    assert volumes["serving-cert"]["secret"]["secretName"] == "gpu-pulse-adapter-tls"
+    assert volumes["serving-cert"]["secret"]["secretName"] == names.of("adapter-tls")
     directory = mounts["serving-cert"]["mountPath"]
     assert f"--tls-cert-file={directory}/tls.crt" in args
     assert f"--tls-private-key-file={directory}/tls.key" in args
@@ -254,10 +298,10 @@ def known_flags(program: str) -> frozenset[str]:
     return frozenset(flags(result.stdout.split()))
 
 
-def check_flags(objects: list[dict[str, Any]]) -> None:
+def check_flags(objects: list[dict[str, Any]], names: Names = DEFAULT_NAMES) -> None:
     for kind, name, program in (
-        ("DaemonSet", "gpu-pulse-exporter", "exporter"),
-        ("Deployment", "gpu-pulse-adapter", "adapter"),
+        ("DaemonSet", names.exporter, "exporter"),
+        ("Deployment", names.adapter, "adapter"),
     ):
         used = flags(pod_spec(objects, kind, name)["containers"][0]["args"])
         unknown = used - known_flags(program)
@@ -271,12 +315,13 @@ def check_all(
     *,
     exporter_auth: bool = True,
     adapter_host_network: bool = False,
-    adapter_account: str = "gpu-pulse-adapter",
+    adapter_account: str | None = None,
+    names: Names = DEFAULT_NAMES,
 ) -> None:
-    check_security_contexts(objects, adapter_host_network)
-    check_pod_security(objects, namespace, exporter_namespace, adapter_host_network)
+    check_security_contexts(objects, adapter_host_network, names)
+    check_pod_security(objects, namespace, exporter_namespace, adapter_host_network, names)
     if exporter_auth:  # the default everywhere; a chart user may turn it off (exporter.auth.enabled)
-        check_exporter_access(objects, namespace, exporter_namespace)
-    check_rbac(objects, namespace, adapter_account)
-    check_api_services(objects, namespace)
-    check_flags(objects)
+        check_exporter_access(objects, namespace, exporter_namespace, names)
+    check_rbac(objects, namespace, adapter_account, names)
+    check_api_services(objects, namespace, names)
+    check_flags(objects, names)

@@ -37,11 +37,13 @@ CHART = DEPLOY / "helm" / "gpu-pulse"
 CRD_KINDS = frozenset({"ServiceMonitor", "PodMonitor", "PrometheusRule", "Certificate", "Issuer"})
 
 
-def helm_render(values: dict[str, Any] | None, namespace: str = "gpu-pulse") -> list[dict[str, Any]]:
+def helm_render(
+    values: dict[str, Any] | None, namespace: str = "gpu-pulse", release: str = "gpu-pulse"
+) -> list[dict[str, Any]]:
     """The chart rendered by Helm's own engine (helm-python-sdk, offline: `lookup` finds nothing), as on install."""
     helm_python = require_helm()
     with helm_python.Chart.load(str(CHART)) as chart:
-        rendered = chart.render(values, name="gpu-pulse", namespace=namespace, is_install=True)
+        rendered = chart.render(values, name=release, namespace=namespace, is_install=True)
     return [
         doc
         for path, text in sorted(rendered.items())

@@ -18,8 +18,10 @@ from adapter.promadapter.config import load_document, parse_prom_adapter_config
 from adapter.promadapter.naming import namers_from_config
 from adapter.promadapter.restmapper import RestMapper
 from dashboards.generate import render_all as render_all_boards
+from rules.jobs import DEFAULT_ADAPTER_JOB, DEFAULT_EXPORTER_JOB
 from tests.deploy.crds import validate, validate_custom
 from tests.deploy.invariants import check_all
+from tests.deploy.references import scrape_jobs, unresolved
 from tests.deploy.rendering import CHART, find, helm_render, one, require_helm
 from tests.deploy.schemas import VERSIONS
 
@@ -94,6 +96,14 @@ def test_invariants_hold(renders: dict[str, list[dict[str, Any]]]) -> None:
     check_all(renders["everything"], NAMESPACE, "gpu-metrics", exporter_auth=False, adapter_host_network=True,
               adapter_account="gpu-metrics-api")  # fmt: skip
     check_all(renders["bearer-token"], NAMESPACE, exporter_auth=False)
+    # every reference between the objects resolves, but to what the values say the user creates
+    users = {
+        "everything": {"Secret/corp-keda-ca", "Secret/exporter-tls", "Secret/exporter-basic-auth",
+                       "Secret/gpu-pulse-adapter-ca", "ConfigMap/gpu-pulse-metrics", "ConfigMap/gpu-pulse-site"},
+        "bearer-token": {"Secret/exporter-token", "ServiceAccount/node-agents"},
+    }  # fmt: skip
+    for name, created in users.items():
+        assert unresolved(renders[name], frozenset(created)) == [], name
 
 
 def _pod(objects: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
@@ -170,10 +180,12 @@ def test_every_value_shows_in_what_is_rendered(renders: dict[str, list[dict[str,
     for monitor in monitors:
         assert monitor["metadata"]["namespace"] == "monitoring"
         assert monitor["metadata"]["labels"].items() >= {"release": "kube-prometheus-stack", "team": "platform"}.items()
-        assert monitor["spec"]["jobLabel"] == "app.kubernetes.io/name", "the job name the rules select"
         (endpoint,) = monitor["spec"].get("endpoints") or monitor["spec"]["podMetricsEndpoints"]
         assert endpoint["relabelings"][-1] == values["serviceMonitor"]["relabelings"][0]
         assert endpoint["metricRelabelings"] == values["serviceMonitor"]["metricRelabelings"]
+    # the job names the rules select (tests/deploy/test_chart_names.py: whatever the names)
+    assert scrape_jobs(objects) == {"ServiceMonitor/gpu-pulse-adapter": {DEFAULT_ADAPTER_JOB},
+                                    "PodMonitor/gpu-pulse-exporter": {DEFAULT_EXPORTER_JOB}}  # fmt: skip
     (exporter_endpoint,) = one(objects, "PodMonitor", "gpu-pulse-exporter")["spec"]["podMetricsEndpoints"]
     assert exporter_endpoint["honorLabels"] is True and exporter_endpoint["port"] == "metrics"
     assert exporter_endpoint["scheme"] == "https"
@@ -330,8 +342,10 @@ def test_the_default_scrapers_and_priority() -> None:
 @pytest.mark.parametrize(
     ("values", "names"),
     [
-        ({"nameOverride": "gpu"}, ["nameOverride"]),
-        ({"fullnameOverride": "my-release-gpu-pulse"}, ["fullnameOverride"]),
+        ({"nameOverride": "GPU"}, ["nameOverride"]),
+        ({"fullnameOverride": "my.release"}, ["fullnameOverride"]),
+        ({"commonLabels": {"gpu-pulse.dev/job": "gpu"}}, ["commonLabels"]),
+        ({"exporter": {"podLabels": {"gpu-pulse.dev/job": "gpu"}}}, ["podLabels"]),
         ({"exporter": {"image": {"repository": "gpu-pulse-exporter", "digest": "sha256:abc"}}}, ["digest"]),
         ({"imagePullSecrets": ["registry-credentials"]}, ["imagePullSecrets"]),
         ({"networkPolicy": {"scrapers": [{"name": "x", "cidr": "10.0.0.0/8", "podLabels": {"a": "b"}}]}}, ["scrapers"]),

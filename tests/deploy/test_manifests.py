@@ -232,6 +232,11 @@ def test_plain_scrape_config_loads_in_prometheus(rendered: dict[str, list[dict[s
     assert set(jobs) == {"gpu-pulse-exporter", "gpu-pulse-adapter"}, "the shipped alerts select these job names"
     assert jobs["gpu-pulse-exporter"]["honor_labels"] is True
     for name, job in jobs.items():
+        # each job keeps the pods whose gpu-pulse.dev/job label is its name, which the rendered pods carry
+        (keep,) = [r for r in job["relabel_configs"] if r.get("action") == "keep" and r["regex"] == name]
+        assert keep["source_labels"] == ["__meta_kubernetes_pod_label_gpu_pulse_dev_job"]
+        kind = "DaemonSet" if name == "gpu-pulse-exporter" else "Deployment"
+        assert one(rendered["plain"], kind, name)["spec"]["template"]["metadata"]["labels"]["gpu-pulse.dev/job"] == name
         # Debian's prometheus is built without Kubernetes service discovery, so promtool cannot parse
         # kubernetes_sd_configs: check its shape here and let promtool check the rest with a static target
         (discovery,) = job.pop("kubernetes_sd_configs")

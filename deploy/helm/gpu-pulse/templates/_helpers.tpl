@@ -1,8 +1,55 @@
 {{/*
-Objects carry fixed names (gpu-pulse-exporter, gpu-pulse-adapter), the same as the kustomize manifests: the
-APIServices they back are cluster-wide, so one release per cluster; the names are also the Prometheus job names the
-shipped rules and dashboards open on (rules/jobs.py).
+Names. Every object is named <fullname>-<part> (gpu-pulse-exporter, gpu-pulse-adapter, ...), where the fullname is
+Helm's usual one: fullnameOverride, else the release's name where it contains the chart's name (nameOverride or
+gpu-pulse), else <release>-<name>; cut at 63 characters. The APIServices keep their names (v1beta2.custom.metrics.k8s.io
+is one per cluster: one release per cluster) and point at the renamed Service.
+What does not follow the names: the Prometheus job labels the shipped rules and dashboards select
+(gpu-pulse.exporter.job, below), and the labels the adapter finds the exporters by (gpu-pulse.exporter.stableSelector).
 */}}
+{{- define "gpu-pulse.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end }}
+
+{{- define "gpu-pulse.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := include "gpu-pulse.name" . -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end }}
+
+{{/*
+The longest name that must be a DNS label (63 characters, a letter first: a Service's name) is <fullname>-exporter:
+a fullname that cannot carry it is refused here, with what to set, rather than by the API server at install.
+*/}}
+{{- define "gpu-pulse.checkNames" -}}
+{{- $fullname := include "gpu-pulse.fullname" . -}}
+{{- if or (gt (len $fullname) 54) (not (regexMatch "^[a-z]([-a-z0-9]*[a-z0-9])?$" $fullname)) -}}
+{{- fail (printf "the objects' names would start with %q (%s), which must be a DNS label of at most 54 characters (the Service %s-exporter is one): set fullnameOverride, e.g. fullnameOverride=gpu-pulse" $fullname (ternary "fullnameOverride" "the release's name and nameOverride" (not (empty .Values.fullnameOverride))) $fullname) -}}
+{{- end -}}
+{{- end }}
+
+{{/* Each component's objects: <fullname>-exporter, <fullname>-adapter. */}}
+{{- define "gpu-pulse.exporter.fullname" -}}
+{{- printf "%s-exporter" (include "gpu-pulse.fullname" .) -}}
+{{- end }}
+
+{{- define "gpu-pulse.adapter.fullname" -}}
+{{- printf "%s-adapter" (include "gpu-pulse.fullname" .) -}}
+{{- end }}
+
+{{/*
+The Prometheus job of each component's targets, whatever the names: the job names the shipped rules and dashboards
+select (rules/jobs.py, DEFAULT_EXPORTER_JOB and DEFAULT_ADAPTER_JOB). Each Service and pod carries it as the label
+gpu-pulse.dev/job, which the ServiceMonitors and the PodMonitor name as their jobLabel.
+*/}}
+{{- define "gpu-pulse.exporter.job" -}}gpu-pulse-exporter{{- end }}
+{{- define "gpu-pulse.adapter.job" -}}gpu-pulse-adapter{{- end }}
 
 {{- define "gpu-pulse.labels" -}}
 app.kubernetes.io/part-of: gpu-pulse
@@ -15,15 +62,38 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | 
 {{- end }}
 {{- end }}
 
+{{/*
+What the workloads select their pods by (and the Services, PodDisruptionBudget, NetworkPolicies, monitors): the
+name label, <name>-exporter (nameOverride renames it). A workload's selector cannot change in place: set nameOverride
+at install (docs/install.md, "Names").
+*/}}
+{{- define "gpu-pulse.exporter.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "gpu-pulse.name" . }}-exporter
+{{- end }}
+
+{{- define "gpu-pulse.adapter.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "gpu-pulse.name" . }}-adapter
+{{- end }}
+
+{{/*
+The exporter pods' labels that no override changes (app.kubernetes.io/part-of comes with gpu-pulse.labels and
+commonLabels cannot replace either): the adapter's --exporter-selector.
+*/}}
+{{- define "gpu-pulse.exporter.stableSelector" -}}
+app.kubernetes.io/component=exporter,app.kubernetes.io/part-of=gpu-pulse
+{{- end }}
+
 {{- define "gpu-pulse.exporter.labels" -}}
-app.kubernetes.io/name: gpu-pulse-exporter
+{{ include "gpu-pulse.exporter.selectorLabels" . }}
 app.kubernetes.io/component: exporter
+gpu-pulse.dev/job: {{ include "gpu-pulse.exporter.job" . }}
 {{ include "gpu-pulse.labels" . }}
 {{- end }}
 
 {{- define "gpu-pulse.adapter.labels" -}}
-app.kubernetes.io/name: gpu-pulse-adapter
+{{ include "gpu-pulse.adapter.selectorLabels" . }}
 app.kubernetes.io/component: adapter
+gpu-pulse.dev/job: {{ include "gpu-pulse.adapter.job" . }}
 {{ include "gpu-pulse.labels" . }}
 {{- end }}
 
@@ -73,7 +143,13 @@ clear error at render time rather than exporters that refuse to start or an adap
 
 {{/* The DNS names the kube-apiserver uses for the adapter's Service, which its certificate must carry. */}}
 {{- define "gpu-pulse.adapter.dnsNames" -}}
-{{- list (printf "gpu-pulse-adapter.%s.svc" .Release.Namespace) (printf "gpu-pulse-adapter.%s.svc.cluster.local" .Release.Namespace) | toJson -}}
+{{- $service := include "gpu-pulse.adapter.fullname" . -}}
+{{- list (printf "%s.%s.svc" $service .Release.Namespace) (printf "%s.%s.svc.cluster.local" $service .Release.Namespace) | toJson -}}
+{{- end }}
+
+{{/* The Secret of the adapter's serving certificate (and of its CA, ca.crt). */}}
+{{- define "gpu-pulse.adapter.tlsSecret" -}}
+{{- printf "%s-tls" (include "gpu-pulse.adapter.fullname" .) -}}
 {{- end }}
 
 {{/*
@@ -84,14 +160,14 @@ Deployment's checksum all hold the same pair.
 */}}
 {{- define "gpu-pulse.adapter.tls" -}}
 {{- if not (hasKey .Values "__generatedTls") -}}
-{{- $secret := lookup "v1" "Secret" .Release.Namespace "gpu-pulse-adapter-tls" -}}
+{{- $secret := lookup "v1" "Secret" .Release.Namespace (include "gpu-pulse.adapter.tlsSecret" .) -}}
 {{- $data := dict -}}
 {{- if $secret -}}{{- $data = $secret.data | default dict -}}{{- end -}}
 {{- if and (index $data "ca.crt") (index $data "tls.crt") (index $data "tls.key") -}}
 {{- $_ := set .Values "__generatedTls" (dict "ca" (index $data "ca.crt" | b64dec) "cert" (index $data "tls.crt" | b64dec) "key" (index $data "tls.key" | b64dec)) -}}
 {{- else -}}
 {{- $days := int .Values.adapter.tls.validityDays -}}
-{{- $ca := genCA "gpu-pulse-ca" $days -}}
+{{- $ca := genCA (printf "%s-ca" (include "gpu-pulse.fullname" .)) $days -}}
 {{- $names := include "gpu-pulse.adapter.dnsNames" . | fromJsonArray -}}
 {{- $cert := genSignedCert (first $names) nil $names $days $ca -}}
 {{- $_ := set .Values "__generatedTls" (dict "ca" $ca.Cert "cert" $cert.Cert "key" $cert.Key) -}}
@@ -115,11 +191,11 @@ deployLabel of "" (how 0.1.0 turned it off) keeps it off.
 
 {{/* The components' ServiceAccounts: the chart's, or the user's (serviceAccount.create: false, name). */}}
 {{- define "gpu-pulse.exporter.serviceAccountName" -}}
-{{- .Values.exporter.serviceAccount.name | default "gpu-pulse-exporter" -}}
+{{- .Values.exporter.serviceAccount.name | default (include "gpu-pulse.exporter.fullname" .) -}}
 {{- end }}
 
 {{- define "gpu-pulse.adapter.serviceAccountName" -}}
-{{- .Values.adapter.serviceAccount.name | default "gpu-pulse-adapter" -}}
+{{- .Values.adapter.serviceAccount.name | default (include "gpu-pulse.adapter.fullname" .) -}}
 {{- end }}
 
 {{/* The adapter's ServiceAccount as a Kubernetes user name: the one identity the exporters serve /pods to. */}}
@@ -305,8 +381,13 @@ JSON; fails where a client certificate is asked for without TLS. */}}
 {{- if .secretName -}}
 {{- toJson (dict "secret" .secretName "key" .key) -}}
 {{- else -}}
-{{- toJson (dict "secret" "gpu-pulse-keda-client" "key" "ca.crt") -}}
+{{- toJson (dict "secret" (include "gpu-pulse.keda.clientSecret" $) "key" "ca.crt") -}}
 {{- end -}}
 {{- end -}}
 {{- end -}}
+{{- end }}
+
+{{/* The Secret of KEDA's client certificate the chart makes (kedaClientAuth without clientCA.secretName). */}}
+{{- define "gpu-pulse.keda.clientSecret" -}}
+{{- printf "%s-keda-client" (include "gpu-pulse.fullname" .) -}}
 {{- end }}
