@@ -13,11 +13,6 @@ from tests.controlplane.stack import Cluster, running_cluster
 
 TIMINGS: dict[str, dict[str, float]] = {}
 
-# Parked: test_hpa.py (issue 36). Its gpu_utilization test passed once against the real HPA controller (1 -> 3 -> 1
-# replicas); its scale-to-zero test did not settle within the session that wrote it. Remove this line when both pass.
-collect_ignore = ["test_hpa.py"]
-
-
 @pytest.fixture(scope="module")
 def cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     began = time.monotonic()

@@ -41,7 +41,10 @@ def _settled(cluster: Cluster, namespace: str, name: str, replicas: int, seen: l
         return False
     scale = k8s.AppsV1Api(cluster.api).read_namespaced_deployment_scale(name, namespace)
     running = running_pods(k8s.CoreV1Api(cluster.api), namespace, name)
-    return state.desired == state.current == scale.spec.replicas == len(running) == replicas
+    # a Scale's spec.replicas is omitted when 0 (`json:"replicas,omitempty"`, k8s.io/api/autoscaling/v1 ScaleSpec),
+    # which the client reads as None
+    wanted = scale.spec.replicas or 0
+    return state.desired == state.current == wanted == len(running) == replicas
 
 
 def _wait_settled(cluster: Cluster, namespace: str, name: str, replicas: int) -> HpaState:
