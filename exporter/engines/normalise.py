@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 
 from exporter.engines.mappings import WANTED, EngineMapping, GaugeSource, recognise
-from exporter.engines.textparse import Exposition, Sample, parse_value
+from toolkit.textparse import Exposition, Sample, parse_value
 from exporter.engines.window import CounterTotal, HistogramWindow, combine_buckets
 from exporter.snapshot import PodInference
 from toolkit.pods_contract import (

@@ -9,7 +9,7 @@ import pytest
 
 from exporter.engines.mappings import MARK_PREFIXES, WANTED
 from exporter.engines.normalise import EngineFigures
-from exporter.engines.textparse import parse_wanted
+from toolkit.textparse import parse_wanted
 from simulation.curves import constant
 from simulation.engines import expositions as served
 from simulation.engines.model import ServingEngine

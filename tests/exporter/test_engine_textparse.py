@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
 from exporter.engines.mappings import MARK_PREFIXES, WANTED
-from exporter.engines.textparse import MAX_WANTED_SAMPLES, ExpositionRefusedError, parse_wanted
+from toolkit.textparse import MAX_WANTED_SAMPLES, ExpositionRefusedError, parse_wanted
 from exporter.exposition.textformat import escape_label_value, format_value
 
 NAMES = ("vllm:num_requests_waiting", "vllm:num_requests_running", "vllm:kv_cache_usage_perc", "other_family")
