@@ -15,6 +15,7 @@ import asyncio
 import ssl
 import time
 import zlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import aiohttp
@@ -83,28 +84,27 @@ class BoundedFetcher:
             await self._session.close()
             self._session = None
 
-    async def get(self, url: str) -> Body:
-        """The body at `url` (decoded text); FetchError otherwise."""
+    async def get(self, url: str, headers: Mapping[str, str] | None = None) -> Body:
+        """The body at `url` (decoded text), asked for with `headers` beside the fetcher's own; FetchError
+        otherwise."""
         started = time.perf_counter()
         try:
             async with asyncio.timeout(self.timeout):
-                return await self._get(url, started)
+                return await self._get(url, started, headers or {})
         except TimeoutError:
             raise FetchError(TIMEOUT, f"no complete answer within {self.timeout:g} s") from None
 
-    async def _get(self, url: str, started: float) -> Body:
+    async def _get(self, url: str, started: float, headers: Mapping[str, str]) -> Body:
         assert self._session is not None, "use the fetcher as an async context manager"
         try:
             async with self._session.get(
                 url,
                 allow_redirects=False,
-                headers={"Accept": ACCEPT, "Accept-Encoding": "identity"},
+                headers={**headers, "Accept": ACCEPT, "Accept-Encoding": "identity"},
                 ssl=self._tls if url.startswith("https:") else True,  # True: aiohttp's default (no TLS for http)
             ) as response:
                 if 300 <= response.status < 400:
-                    raise FetchError(
-                        REDIRECT, f"HTTP {response.status} redirect refused (never followed)"
-                    )
+                    raise FetchError(REDIRECT, f"HTTP {response.status} redirect refused (never followed)")
                 if response.status != 200:
                     raise FetchError(HTTP_STATUS, f"HTTP {response.status}")
                 length = response.content_length
