@@ -60,6 +60,7 @@ class SimulatedGateway:
         self._ttl = ttl
         self._token = token
         self._runner: web.AppRunner | None = None
+        self._closing = False
         self.url = ""
 
     # ---- the pools --------------------------------------------------------------------------------------------------
@@ -88,7 +89,7 @@ class SimulatedGateway:
                     await state.dispatch.wait()
             except TimeoutError:
                 return False
-            return True
+            return not self._closing
         finally:
             state.waiting[key] -= 1  # the child stays, at 0, as a client_golang GaugeVec child does
 
@@ -125,6 +126,10 @@ class SimulatedGateway:
         return self.url
 
     async def stop(self) -> None:
+        """Stop serving; held requests are answered 503 at once (the gateway going away), not left to their TTL."""
+        self._closing = True
+        for pool in self._pools.values():
+            pool.dispatch.set()
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
