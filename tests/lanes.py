@@ -47,6 +47,7 @@ SLOW_PATHS = (
     "deploy/test_chart_values.py",
     "deploy/test_docs_install.py",
     "deploy/test_docs_manifests.py",
+    "deploy/test_examples_scale_from_zero.py",
     "deploy/test_images.py",
     "deploy/test_keda_deploy.py",
     "deploy/test_manifests.py",
