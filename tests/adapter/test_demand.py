@@ -369,3 +369,23 @@ async def test_a_demand_trigger_on_an_unknown_demand_is_not_found(demand_scaler:
     with pytest.raises(grpc.aio.AioRpcError) as failure:
         await demand_scaler.is_active(keda.scaled_object("demo", TRIGGER | {"metric": "gpu_utilization"}))
     assert failure.value.code() is grpc.StatusCode.NOT_FOUND and "no demand" in failure.value.details()
+
+
+async def test_the_simulated_gateway_prints_the_epps_gauge(gateway: SimulatedGateway) -> None:
+    """As client_golang prints flowControlQueueSize (gateway-api-inference-extension release-1.3
+    pkg/epp/metrics/metrics.go): nothing before the first request; then a gauge with the upstream label names, whose
+    child stays at 0 once its requests are gone. Referee: prometheus_client's parser."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    assert gateway.exposition() == ""
+    held = asyncio.ensure_future(gateway.hold(POOL))
+    await eventually(lambda: gateway.waiting(POOL) == 1, "one request held")
+    [family] = text_string_to_metric_families(gateway.exposition())
+    assert (family.name, family.type) == (GIE_QUEUE, "gauge")
+    [sample] = family.samples
+    assert set(sample.labels) == {"fairness_id", "priority", "inference_pool", "model_name", "target_model_name"}
+    assert sample.labels["fairness_id"] == "default-flow" and sample.value == 1
+    gateway.set_ready_endpoints(POOL, 1)
+    assert await held is True
+    [family] = text_string_to_metric_families(gateway.exposition())
+    assert [s.value for s in family.samples] == [0]
