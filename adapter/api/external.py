@@ -7,7 +7,7 @@ from aiohttp import web
 from adapter.api.bodies import external_item, external_list
 from adapter.api.paths import EXTERNAL_GROUP, EXTERNAL_VERSIONS, parse_external_path
 from adapter.api.state import API_STATE, ApiState, json_response, query_selector
-from adapter.demand.signals import DemandUnavailableError
+from adapter.demand.signals import DemandNotServedError, DemandUnavailableError
 from adapter.selectors import EVERYTHING, Operator, Selector
 from adapter.sources.aggregation import served_value
 from adapter.sources.metricsource import ServedValue
@@ -55,6 +55,8 @@ async def _demand(state: ApiState, version: str, namespace: str, name: str, sele
         demand = await state.demand.value(namespace, name, selector)
     except DemandUnavailableError as exc:
         raise service_unavailable(str(exc)) from None
+    except DemandNotServedError as exc:
+        raise ApiError(404, f"the server could not find the external metric {name}: {exc}") from None
     served = ServedValue(value=demand.value, sampled_at=demand.sampled_at, window_seconds=0)  # a gauge read at once
     state.metrics.figure_age.labels(EXTERNAL_GROUP).observe(max(0.0, state.clock() - served.sampled_at))
     state.metrics.served_values.labels(EXTERNAL_GROUP).inc()

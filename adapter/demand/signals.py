@@ -30,6 +30,10 @@ class DemandUnavailableError(Exception):
     """No value can be served now; the message says which endpoint failed and why, in one line."""
 
 
+class DemandNotServedError(LookupError):
+    """No entry of the metric reads a gateway for that namespace: there is no demand to speak of there, not 0."""
+
+
 @dataclass(frozen=True, slots=True)
 class DemandValue:
     """The requests waiting that a selector picks, and the Unix time of the oldest read behind the figure."""
@@ -74,6 +78,10 @@ class DemandSignals:
     def serves(self, name: str) -> bool:
         return name in self._by_name
 
+    def serves_in(self, name: str, namespace: str) -> bool:
+        """Whether some entry of `name` reads a gateway for `namespace`."""
+        return any(r.definition.namespace == namespace for r in self._by_name.get(name, ()))
+
     async def start(self) -> None:
         for reader in self.readers:
             await reader.start()
@@ -85,13 +93,13 @@ class DemandSignals:
 
     async def value(self, namespace: str, name: str, selector: Selector) -> DemandValue:
         """The sum of the series `selector` picks of metric `name` in `namespace` (0 when none waits there);
-        DemandUnavailableError when an endpoint that could hold such a series failed its read."""
-        readers = [
-            r
-            for r in self._by_name.get(name, ())
-            if r.definition.namespace == namespace and _could_pick(selector, r.definition)
-        ]
-        if not readers:
+        DemandNotServedError when no entry of `name` is for `namespace`; DemandUnavailableError when an endpoint that
+        could hold such a series failed its read."""
+        here = [r for r in self._by_name.get(name, ()) if r.definition.namespace == namespace]
+        if not here:
+            raise DemandNotServedError(f"the demand {name} is not read for namespace {namespace}")
+        readers = [r for r in here if _could_pick(selector, r.definition)]
+        if not readers:  # every entry's own labels rule the selected series out: none of them waits
             return DemandValue(Decimal(0), time.time(), 0)
         outcomes = await asyncio.gather(*(r.reading() for r in readers), return_exceptions=True)
         total = Decimal(0)

@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass
 from decimal import Decimal
 
-from adapter.demand.signals import DemandSignals, DemandUnavailableError
+from adapter.demand.signals import DemandNotServedError, DemandSignals, DemandUnavailableError
 from adapter.keda.trigger import Trigger
 from adapter.metrics_config import Combine, MetricDefinition, MetricsConfig
 from adapter.sources.aggregation import combine
@@ -58,11 +58,15 @@ class WorkloadReader:
         self._source = source
         self._demand = demand
 
-    def check(self, trigger: Trigger) -> None:
-        """UnknownMetricError unless the adapter serves the trigger's metric, of the kind its selector picks."""
+    def check(self, trigger: Trigger, namespace: str) -> None:
+        """UnknownMetricError unless the adapter serves the trigger's metric, of the kind its selector picks (a demand:
+        for `namespace`)."""
         if not trigger.of_demand:
             self.metric(trigger.metric)
-        elif self._demand is None or not self._demand.serves(trigger.metric):
+        elif self._demand is not None and self._demand.serves(trigger.metric):
+            if not self._demand.serves_in(trigger.metric, namespace):
+                raise UnknownMetricError(f"the demand {trigger.metric!r} is not read for namespace {namespace}")
+        else:
             served = (
                 ", ".join(self._demand.names) if self._demand is not None else "none: the metrics file has no demand"
             )
@@ -104,10 +108,12 @@ class WorkloadReader:
         )
 
     async def _read_demand(self, namespace: str, trigger: Trigger) -> Reading:
-        self.check(trigger)
+        self.check(trigger, namespace)
         assert self._demand is not None
         try:
             waiting = await self._demand.value(namespace, trigger.metric, trigger.selector)
         except DemandUnavailableError as exc:
             raise SourceUnavailableError(str(exc)) from None
+        except DemandNotServedError as exc:
+            raise UnknownMetricError(str(exc)) from None
         return Reading(1, 1, waiting.value, waiting.value, waiting.sampled_at, demand=True)

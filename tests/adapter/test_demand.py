@@ -279,7 +279,8 @@ async def test_the_external_metric_counts_requests_held_for_a_pool_with_no_pod(
     assert await value_of(demand_adapter, f"inference_pool%3D{POOL}") == 3
     assert await value_of(demand_adapter, f"service%3D{POOL}") == 3, "the entry's own labels select too"
     assert await value_of(demand_adapter, "inference_pool%3Dother") == 0
-    assert await value_of(demand_adapter, f"inference_pool%3D{POOL}", namespace="elsewhere") == 0
+    elsewhere = await demand_adapter.get(f"{EXT}/namespaces/elsewhere/inference_pending_requests")
+    assert elsewhere.status == 404, "no gateway is read for that namespace: no figure, not 0"
     discovery = await (await demand_adapter.get(EXT)).json()
     assert "inference_pending_requests" in {r["name"] for r in discovery["resources"]}
     gateway.set_ready_endpoints(POOL, 1)
@@ -369,6 +370,9 @@ async def test_a_demand_trigger_on_an_unknown_demand_is_not_found(demand_scaler:
     with pytest.raises(grpc.aio.AioRpcError) as failure:
         await demand_scaler.is_active(keda.scaled_object("demo", TRIGGER | {"metric": "gpu_utilization"}))
     assert failure.value.code() is grpc.StatusCode.NOT_FOUND and "no demand" in failure.value.details()
+    with pytest.raises(grpc.aio.AioRpcError) as elsewhere:
+        await demand_scaler.is_active(keda.scaled_object("elsewhere", TRIGGER))
+    assert elsewhere.value.code() is grpc.StatusCode.NOT_FOUND and "namespace elsewhere" in elsewhere.value.details()
 
 
 async def test_the_simulated_gateway_prints_the_epps_gauge(gateway: SimulatedGateway) -> None:
