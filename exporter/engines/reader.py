@@ -28,6 +28,10 @@ from datetime import UTC, datetime
 from types import MappingProxyType
 
 from exporter.engines.endpoint import Endpoint, Refusal, locate, serves_engine
+from exporter.engines.mappings import MARK_PREFIXES, WANTED
+from exporter.engines.normalise import DEFAULT_WINDOW_SECONDS, EngineFigures, bounded_reason
+from exporter.engines.schedule import PollTicks, lead, next_start
+from exporter.snapshot import EngineReadStats, PodInference
 from toolkit.boundedfetch import (
     CONNECT,
     DEFAULT_MAX_BYTES,
@@ -36,13 +40,9 @@ from toolkit.boundedfetch import (
     BoundedFetcher,
     FetchError,
 )
-from exporter.engines.mappings import MARK_PREFIXES, WANTED
-from exporter.engines.normalise import DEFAULT_WINDOW_SECONDS, EngineFigures, bounded_reason
-from exporter.engines.schedule import PollTicks, lead, next_start
-from toolkit.textparse import ExpositionRefusedError, parse_wanted
-from exporter.snapshot import EngineReadStats, PodInference
 from toolkit.pods import Pod
 from toolkit.pods_contract import EngineState, InferenceFigures
+from toolkit.textparse import ExpositionRefusedError, parse_wanted
 
 log = logging.getLogger(__name__)
 

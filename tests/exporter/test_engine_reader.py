@@ -13,11 +13,11 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from toolkit.boundedfetch import BoundedFetcher
 from exporter.engines.reader import EngineReader
 from exporter.snapshot import EngineReadStats, PodInference
 from simulation.engines.expositions import VLLM_ITL_BUCKETS, VLLM_TTFT_BUCKETS, vllm_metrics
 from simulation.engines.model import ServingEngine
+from toolkit.boundedfetch import BoundedFetcher
 from toolkit.pods import Pod
 from toolkit.pods_contract import InferenceFigures
 
