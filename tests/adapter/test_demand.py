@@ -21,7 +21,7 @@ from prometheus_client import CollectorRegistry, Gauge, generate_latest
 from adapter.api.selfmetrics import AdapterMetrics
 from adapter.application import build_app
 from adapter.demand.config import GIE_QUEUE, LLM_D_QUEUE, DemandDefinition
-from adapter.demand.reader import BAD_VALUE, WRONG_TYPE, DemandReader, DemandReadError, demand_in
+from adapter.demand.reader import BAD_VALUE, REFUSED, WRONG_TYPE, DemandReader, DemandReadError, demand_in
 from adapter.demand.signals import DemandCollector, DemandSignals, build_reader
 from adapter.keda.activity import Hysteresis
 from adapter.keda.followed_workloads import ActivityBoard
@@ -140,6 +140,14 @@ def test_a_value_that_is_no_count_of_waiting_requests_fails_the_read(body: str, 
     with pytest.raises(DemandReadError) as failure:
         demand_in(body, definition("http://x/metrics"), 0.0)
     assert failure.value.kind == kind
+
+
+def test_a_flood_of_series_is_refused_not_summed() -> None:
+    """An endpoint serving the metric for ten thousand label sets (a million would only take longer to refuse)."""
+    body = "".join(f'{GIE_QUEUE}{{fairness_id="f{i}"}} 1\n' for i in range(10_000))
+    with pytest.raises(DemandReadError) as failure:
+        demand_in(body, definition("http://x/metrics"), 0.0)
+    assert failure.value.kind == REFUSED
 
 
 def test_matchers_keep_only_their_series_and_labels_are_added_for_selectors() -> None:
