@@ -22,6 +22,7 @@ from adapter.api.routes import add_routes
 from adapter.api.selfmetrics import AdapterMetrics
 from adapter.api.state import ApiState
 from adapter.auth.requests import auth_middleware
+from adapter.demand.signals import DemandSignals
 from adapter.heap import HeapSettler
 from adapter.metrics_config import MetricsConfig
 from adapter.parts import AdapterParts
@@ -56,6 +57,7 @@ def build_app(
     clock: Callable[[], float] = time.time,
     freeze_gc: bool = False,
     rules: RuleMetrics | None = None,
+    demand: DemandSignals | None = None,
 ) -> web.Application:
     """The application: every route, `Status` errors, request timing, optional auth; starting and stopping the
     source (and the pod cache, when given its lifecycle, and each of `background`) with the application. `freeze_gc`
@@ -65,7 +67,7 @@ def build_app(
     if auth is not None:
         middlewares.append(auth)
     app = web.Application(middlewares=middlewares, handler_args={"max_field_size": 16384})
-    state = ApiState(config=config, pods=pods, source=source, metrics=metrics, clock=clock, rules=rules)
+    state = ApiState(config=config, pods=pods, source=source, metrics=metrics, clock=clock, rules=rules, demand=demand)
     readiness = [("pod-cache", lambda: pods.synced), ("metrics-source", source.ready)]
     if isinstance(source, SourcesByMetric):  # both sources side by side: each one's own check too
         readiness.extend(source.checks)
@@ -82,6 +84,8 @@ def build_app(
         await source.start()
         if rules is not None:
             await rules.start()
+        if demand is not None:
+            await demand.start()
         housekeeping = asyncio.create_task(heap.run(), name="gpu-pulse-heap") if heap is not None else None
         watching = asyncio.create_task(metrics.stalls.watch(), name="gpu-pulse-stalls")
         try:
@@ -96,6 +100,8 @@ def build_app(
                     await housekeeping
             if rules is not None:
                 await rules.close()
+            if demand is not None:
+                await demand.close()
             await source.close()
             if pod_cache_lifecycle is not None:
                 await pod_cache_lifecycle.stop()
@@ -122,6 +128,7 @@ def serving_app(parts: AdapterParts) -> web.Application:
         background=background,
         freeze_gc=True,
         rules=parts.rules,
+        demand=parts.demand,
     )
     app.on_cleanup.append(lambda _: parts.reviewer.close())
     return app

@@ -66,6 +66,7 @@ def _run_demo(settings: AdapterSettings) -> int:
         options = DemoOptions(
             listen=listen,
             kubeconfig=settings.demo_kubeconfig,
+            scale_to_zero=settings.demo_scale_to_zero,
             keda_args=_keda_flags(settings),
             source_args=_given_flags(settings, ("config", "prometheus_", "metrics_")),
         )

@@ -29,6 +29,7 @@ from typing import Annotated, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from adapter.demand.config import DemandDefinition
 from toolkit.inputfiles import InputFileError, read_input_text
 
 NAMESPACE_MATCHER = "namespace_matcher"
@@ -217,6 +218,8 @@ class MetricsConfig(_Strict):
 
     metrics: tuple[MetricDefinition, ...] = ()
     external: tuple[MetricDefinition, ...] = ()
+    # requests waiting at gateways, served as External metrics even with no pod (adapter/demand/config.py)
+    demand: tuple[DemandDefinition, ...] = ()
 
     @model_validator(mode="after")
     def _unique(self) -> MetricsConfig:
@@ -226,6 +229,9 @@ class MetricsConfig(_Strict):
                 if definition.name in seen:
                     raise ValueError(f"{field_name}: metric name {definition.name!r} is defined twice")
                 seen.add(definition.name)
+        clashing = {d.name for d in self.demand} & {d.name for d in self.external}
+        if clashing:
+            raise ValueError(f"demand: {', '.join(sorted(clashing))} is also an external metric: name it once")
         return self
 
     def custom(self, name: str) -> MetricDefinition | None:
@@ -293,8 +299,8 @@ def load_metrics_config(path: Path) -> MetricsConfig:
     except InputFileError as exc:
         raise MetricsConfigError(str(exc)) from None
     config = parse_metrics_config(text, origin)
-    if not config.metrics and not config.external:
-        raise MetricsConfigError(f"{origin}: defines no metric (both 'metrics' and 'external' are empty)")
+    if not config.metrics and not config.external and not config.demand:
+        raise MetricsConfigError(f"{origin}: defines no metric ('metrics', 'external' and 'demand' are all empty)")
     return config
 
 

@@ -21,6 +21,7 @@ from adapter.auth.reload import TrustReloader
 from adapter.auth.requests import DelegatingAuthenticator
 from adapter.auth.sar import SubjectAccessReviewer
 from adapter.auth.tokenreview import TokenReviewer
+from adapter.demand.signals import DemandCollector, DemandSignals, build_reader
 from adapter.metrics_config import MetricsConfig, MetricsConfigError, default_metrics_config, load_metrics_config
 from adapter.podcache.cache import PodCache
 from adapter.promadapter.config import (
@@ -85,6 +86,7 @@ class AdapterParts:
     connections: ConnectionGuard
     keda: ExternalScalerServer | None  # KEDA's external scaler (--keda-listen)
     rules: RuleMetrics | None = None  # prometheus-adapter's rules (--config in its format)
+    demand: DemandSignals | None = None  # requests waiting at gateways (the metrics file's `demand`)
 
 
 async def build_parts(settings: AdapterSettings) -> AdapterParts:
@@ -131,11 +133,12 @@ async def build_parts(settings: AdapterSettings) -> AdapterParts:
     source = build_source(settings, pod_cache, metrics, config)
     rules = build_rules(settings, compiled, pod_cache, metrics) if compiled is not None else None
     reviewer = SubjectAccessReviewer(client)
+    demand = build_demand(config, metrics)
     keda = None
     if settings.keda_listen is not None:  # grpc is imported only for KEDA (tests/adapter/test_keda_serving.py)
         from adapter.keda.scaler import build_external_scaler
 
-        keda = build_external_scaler(settings, config, pod_cache, source, metrics.registry, reviewer)
+        keda = build_external_scaler(settings, config, pod_cache, source, metrics.registry, reviewer, demand)
     limits = ConnectionLimits.of(settings)
     ensure_file_limit(limits)  # the whole process's connections: the KEDA port's share is taken from them
     if keda is not None:
@@ -157,7 +160,18 @@ async def build_parts(settings: AdapterSettings) -> AdapterParts:
         connections=connections,
         keda=keda,
         rules=rules,
+        demand=demand,
     )
+
+
+def build_demand(config: MetricsConfig, metrics: AdapterMetrics) -> DemandSignals | None:
+    """The readers of the metrics file's `demand` entries, their self-metrics registered; None when it has none.
+    InputFileError (one line) for a token or CA file that cannot be used."""
+    if not config.demand:
+        return None
+    signals = DemandSignals(build_reader(d) for d in config.demand)
+    metrics.registry.register(DemandCollector(signals))
+    return signals
 
 
 def build_source(

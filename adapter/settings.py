@@ -284,6 +284,12 @@ class AdapterSettings(ConnectionSettings):
         "With --demo: where to write the kubeconfig for kubectl, once the adapter serves.",
         metavar="FILE",
     )
+    demo_scale_to_zero: bool = setting(
+        False,
+        "With --demo: start llm-inference at zero replicas behind a simulated inference gateway, which holds its "
+        "requests; the adapter serves them as inference_pending_requests (and KEDA activation, with --keda-listen).",
+        metavar="",
+    )
 
     @field_validator("exporter_selector")
     @classmethod
@@ -324,6 +330,8 @@ class AdapterSettings(ConnectionSettings):
             raise ValueError(
                 f"--demo serves through the direct source (it runs no Prometheus): leave out --source {self.source}"
             )
+        if self.demo_scale_to_zero and not self.demo:
+            raise ValueError("--demo-scale-to-zero changes the demo: give --demo too")
         if (
             self.metrics_max_age is not None and self.metrics_max_age < self.metrics_relist_interval
         ):  # prometheus-adapter's makeProvider: "max age must not be less than relist interval"

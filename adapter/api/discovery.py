@@ -4,13 +4,14 @@ with one resource per served metric and described resource, e.g. `pods/gpu_utili
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 from aiohttp import web
 
 from adapter.api.objects import KINDS
 from adapter.api.paths import CUSTOM_GROUP, SERVED
-from adapter.metrics_config import MetricDefinition
 from adapter.status import ApiError
 
 JsonObject = dict[str, object]
@@ -29,9 +30,21 @@ def api_group(name: str) -> JsonObject:
     return {"kind": "APIGroup", "apiVersion": "v1", **_group(name)}
 
 
-def resource_list(
-    group: str, version: str, custom: list[MetricDefinition], external: list[MetricDefinition]
-) -> JsonObject:
+class Named(Protocol):
+    """A served metric, as discovery lists it."""
+
+    @property
+    def name(self) -> str: ...
+
+
+@dataclass(frozen=True, slots=True)
+class DemandName:
+    """A demand metric (adapter/demand/), listed by its name."""
+
+    name: str
+
+
+def resource_list(group: str, version: str, custom: Sequence[Named], external: Sequence[Named]) -> JsonObject:
     resources: list[JsonObject] = []
     if group == CUSTOM_GROUP:
         for metric in custom:
@@ -78,9 +91,7 @@ class Discovery:
     """The discovery documents, rendered once from the served metrics, and again after each relist of
     prometheus-adapter's rules when they are served (their resources follow the GPU metrics', each name once)."""
 
-    def __init__(
-        self, custom: list[MetricDefinition], external: list[MetricDefinition], rules: RuleResources | None = None
-    ) -> None:
+    def __init__(self, custom: Sequence[Named], external: Sequence[Named], rules: RuleResources | None = None) -> None:
         self._groups = _json(group_list())
         self._group = {g: _json(api_group(g)) for g in SERVED}
         self._fixed = {

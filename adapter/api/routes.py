@@ -5,7 +5,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from adapter.api.custom import custom_metrics
-from adapter.api.discovery import Discovery
+from adapter.api.discovery import DemandName, Discovery, Named
 from adapter.api.external import external_metrics
 from adapter.api.health import Check, Health
 from adapter.api.openapi import OpenApiDocuments
@@ -17,7 +17,9 @@ def add_routes(app: web.Application, state: ApiState, readiness: list[Check]) ->
     """Install the metrics APIs, discovery, OpenAPI, health and /metrics, all answering from `state`."""
     app[API_STATE] = state
     custom = [m for m in state.config.metrics if state.source.serves(m)]
-    external = [m for m in state.config.external if state.source.serves(m)]
+    external: list[Named] = [m for m in state.config.external if state.source.serves(m)]
+    if state.demand is not None:  # requests waiting at gateways (adapter/demand/), one resource per name
+        external.extend(DemandName(name) for name in state.demand.names)
     discovery = Discovery(custom, external, state.rules)
     openapi = OpenApiDocuments()
     health = Health(readiness)

@@ -17,6 +17,7 @@ from adapter.selectors import EVERYTHING, Selector, SelectorError, parse_selecto
 from adapter.sources.metricsource import MetricSource, PodDirectory
 
 if TYPE_CHECKING:
+    from adapter.demand.signals import DemandSignals
     from adapter.promadapter.serving import RuleMetrics
 from adapter.status import ApiError, bad_request, service_unavailable
 
@@ -29,6 +30,7 @@ class ApiState:
     metrics: AdapterMetrics
     clock: Callable[[], float] = field(default=time.time)
     rules: RuleMetrics | None = None  # prometheus-adapter's rules (--config in its format), beside the GPU metrics
+    demand: DemandSignals | None = None  # requests waiting at gateways, External metrics with no pod (adapter/demand/)
 
     def require_synced(self) -> None:
         if not self.pods.synced:

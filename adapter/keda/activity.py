@@ -14,8 +14,9 @@ holds and both countdowns start again. A workload with no pods at all is quiet (
 
 The first observation of a workload has no history. Busy: active. No pods: inactive. Quiet pods: active, counting
 the quiet time from now, so that an adapter that restarts (or a second replica KEDA reaches) never declares a workload
-idle sooner than one that watched it all along. Nothing known yet (no figures): unknown, which the API reports as an
-error rather than guess.
+idle sooner than one that watched it all along. Nothing waiting at a gateway (a demand trigger): inactive, as
+no pods (a queue read at the gateway is the demand itself, not a noisy pod figure). Nothing known yet (no figures):
+unknown, which the API reports as an error rather than guess.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ class Observation(enum.Enum):
     BUSY = "busy"  # some selected pod's value exceeds the activation target
     QUIET = "quiet"  # the selected pods have figures, none above the activation target
     NO_PODS = "no_pods"  # no pod is selected
+    NOTHING_WAITING = "nothing_waiting"  # a demand trigger's gateway holds no more than the activation target
     UNKNOWN = "unknown"  # pods are selected but none has a fresh figure, or the source cannot answer
 
 

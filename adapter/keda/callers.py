@@ -33,6 +33,7 @@ from adapter.auth.trust import common_name, organizations
 Context = grpc.aio.ServicerContext[Any, Any]
 PEM_CERT_PROPERTY = "x509_pem_cert"
 METRICS_GROUP = "custom.metrics.k8s.io"
+EXTERNAL_METRICS_GROUP = "external.metrics.k8s.io"
 
 
 class Authorizer(Protocol):
@@ -96,23 +97,32 @@ class NamespaceAccess:
         self._authorizer = authorizer
         self.denied = 0
 
-    async def check(self, caller: Caller, namespace: str, metric: str) -> None:
-        """Returns when allowed; NamespaceAccessDeniedError, or AuthorizationUnavailableError when the review failed."""
+    async def check(self, caller: Caller, namespace: str, metric: str, *, external: bool = False) -> None:
+        """Returns when allowed; NamespaceAccessDeniedError, or AuthorizationUnavailableError when the review failed.
+        An `external` metric (a demand, adapter/demand/) is reviewed as kube-apiserver reviews a GET of it under
+        external.metrics.k8s.io: the resource is the metric's name."""
         if caller.user is None:
             self.denied += 1
             raise NamespaceAccessDeniedError(
                 "the call carries no client certificate naming a user", authenticated=False
             )
-        attributes = ResourceAttributes(
-            verb="get", group=METRICS_GROUP, resource="pods", name="*", subresource=metric, namespace=namespace
-        )
+        if external:
+            attributes = ResourceAttributes(
+                verb="get", group=EXTERNAL_METRICS_GROUP, resource=metric, namespace=namespace
+            )
+            what = f'{metric} in API group "{EXTERNAL_METRICS_GROUP}"'
+        else:
+            attributes = ResourceAttributes(
+                verb="get", group=METRICS_GROUP, resource="pods", name="*", subresource=metric, namespace=namespace
+            )
+            what = f'pods/{metric} in API group "{METRICS_GROUP}"'
+
         decision = await self._authorizer.authorize(caller.user, attributes)
         if not decision.allowed:
             self.denied += 1
             why = f": {decision.reason}" if decision.reason else ""
             raise NamespaceAccessDeniedError(
-                f'User "{caller.user.name}" cannot get pods/{metric} in API group "{METRICS_GROUP}" '
-                f'in the namespace "{namespace}"{why}'
+                f'User "{caller.user.name}" cannot get {what} in the namespace "{namespace}"{why}'
             )
 
 

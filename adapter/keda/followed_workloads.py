@@ -37,6 +37,9 @@ from toolkit.logs import fields
 log = logging.getLogger(__name__)
 
 WorkloadKey = tuple[str, str, str, Decimal]
+# a demand trigger's workload is observed this often (its gateway is read at most every refresh_seconds, shared): one
+# request waiting turns IsActive true within refresh + this, under a second with the defaults
+DEMAND_INTERVAL = 0.25
 DEFAULT_KEEP_FOR = 900.0  # longer than any sensible pollingInterval: a trigger asked less often starts afresh
 
 
@@ -94,6 +97,7 @@ class ActivityBoard:
         hysteresis: Hysteresis,
         *,
         interval: float = 2.0,
+        demand_interval: float = DEMAND_INTERVAL,
         observe_timeout: float = 5.0,
         keep_for: float = DEFAULT_KEEP_FOR,
         capacity: int = 10_000,
@@ -104,6 +108,7 @@ class ActivityBoard:
         self._reader = reader
         self._hysteresis = hysteresis
         self._interval = interval
+        self._demand_interval = min(interval, demand_interval)
         self._observe_timeout = observe_timeout
         self._keep_for = keep_for
         self._capacity = capacity
@@ -275,23 +280,33 @@ class ActivityBoard:
             return Observation.UNKNOWN, exc
         if reading.selected == 0:
             return Observation.NO_PODS, None
+        if reading.demand and not reading.busy(followed.trigger.activation_target):
+            return Observation.NOTHING_WAITING, None
         return (Observation.BUSY if reading.busy(followed.trigger.activation_target) else Observation.QUIET), None
 
-    async def observe_all(self) -> None:
-        """Observe every followed workload once, after dropping those nobody asked about for `keep_for` seconds."""
+    async def observe_all(self, *, demand_only: bool = False) -> None:
+        """Observe every followed workload once (only demand triggers' with `demand_only`), after dropping those
+        nobody asked about for `keep_for` seconds."""
         now = self._clock()
         for key, followed in list(self._followed.items()):
             if followed.streams == 0 and now - followed.asked_at > self._keep_for and key not in self._first:
                 self._once.pop(key, None)
                 self._drop(key)
-        due = [f for k, f in self._followed.items() if k not in self._first]
+        due = [
+            f for k, f in self._followed.items() if k not in self._first and (f.trigger.of_demand or not demand_only)
+        ]
         if due:
             await asyncio.gather(*(self._observe(f) for f in due))
 
     async def _observe_forever(self) -> None:
+        loop = asyncio.get_running_loop()  # the loop's clock paces the rounds; the injected one ages the workloads
+        started = loop.time()
+        rounds = 0
         while True:
-            await asyncio.sleep(self._interval)
+            await asyncio.sleep(self._demand_interval)
+            everything = loop.time() - started >= (rounds + 1) * self._interval
+            rounds += everything
             try:
-                await self.observe_all()
+                await self.observe_all(demand_only=not everything)
             except Exception:  # keep observing: a stuck state is worse than one failed round
                 log.exception("observing the workloads KEDA asks about failed")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry
 
+from adapter.demand.signals import DemandSignals
 from adapter.keda.activity import Hysteresis
 from adapter.keda.admission import CallAdmission
 from adapter.keda.callers import Authorizer, NamespaceAccess
@@ -25,12 +26,13 @@ def build_external_scaler(
     source: MetricSource,
     registry: CollectorRegistry,
     authorizer: Authorizer,
+    demand: DemandSignals | None = None,
 ) -> ExternalScalerServer:
     """The server for `--keda-listen` (which must be set). TLSConfigError (one line) for a certificate it cannot
     serve. With `--keda-client-ca-file`, each call is authorized for its namespace through `authorizer` as the
     certificate's user (keda/callers.py)."""
     assert settings.keda_listen is not None
-    reader = WorkloadReader(config, pods, source)
+    reader = WorkloadReader(config, pods, source, demand)
     metrics = KedaMetrics(registry)
     board = ActivityBoard(
         reader,

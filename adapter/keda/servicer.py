@@ -198,10 +198,10 @@ class ExternalScaler(ExternalScalerServicer):
             problem = "required" if not ref.namespace else f"{ref.namespace[:100]!r} is not a namespace name"
             raise CallError(grpc.StatusCode.INVALID_ARGUMENT, f"namespace: {problem} (the ScaledObject's namespace)")
         trigger = parse_trigger(ref.scalerMetadata)
-        self._reader.metric(trigger.metric)
+        self._reader.check(trigger, ref.namespace)
         caller = caller_of(context)
         if self._access is not None:
-            await self._access.check(caller, ref.namespace, trigger.metric)
+            await self._access.check(caller, ref.namespace, trigger.metric, external=trigger.of_demand)
         return ref.namespace, trigger, caller
 
     async def _unary(self, method: str, context: Context, answer: Callable[[], Awaitable[T]]) -> T:

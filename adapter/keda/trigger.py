@@ -9,6 +9,14 @@
           target: "60"                 # required: the per-pod target, > 0
           activationTarget: "5"        # optional, default 0: active while any selected pod's value exceeds it
 
+or, for demand that exists with no pod (requests waiting at a gateway, the metrics file's `demand`):
+
+        metadata:
+          metric: inference_pending_requests   # a demand the adapter serves (external.metrics.k8s.io)
+          selector: inference_pool=llm-inference   # instead of podSelector: picks the demand's series
+          target: "4"                  # requests waiting per replica
+          activationTarget: "0"        # active while more than this many wait (default 0: one request)
+
 KEDA forwards every key of the trigger's `metadata` (pkg/scalers/external_scaler.go, parseExternalScalerMetadata), its
 own among them (`scalerAddress`, `enableTLS`, `unsafeSsl`), and for a key `<k>FromEnv` the value of the environment
 variable it names, under the key `<k>FromEnv` (left out when that variable is empty). So each key may also come as
@@ -31,9 +39,10 @@ from adapter.selectors import Selector, SelectorError, parse_selector
 
 METRIC = "metric"
 POD_SELECTOR = "podSelector"
+SELECTOR = "selector"  # over a demand's series, instead of podSelector
 TARGET = "target"
 ACTIVATION_TARGET = "activationTarget"
-OURS = (METRIC, POD_SELECTOR, TARGET, ACTIVATION_TARGET)
+OURS = (METRIC, POD_SELECTOR, SELECTOR, TARGET, ACTIVATION_TARGET)
 # KEDA's own keys of an external trigger's metadata, which it passes on too (externalScalerMetadata's triggerMetadata
 # fields in pkg/scalers/external_scaler.go; caCert, tlsClientCert and tlsClientKey are read from a
 # TriggerAuthentication, but a user may have put them in the metadata as well)
@@ -61,21 +70,28 @@ class Trigger:
     selector: Selector
     target: Decimal
     activation_target: Decimal = Decimal(0)
+    of_demand: bool = False  # `selector` picks a demand's series (adapter/demand/), not pods
 
     def key(self, namespace: str) -> tuple[str, str, str, Decimal]:
         """What identifies the workload's activity: two ScaledObjects asking the same share it."""
-        return (namespace, self.metric, str(self.selector), self.activation_target)
+        selector = f"demand:{self.selector}" if self.of_demand else str(self.selector)
+        return (namespace, self.metric, selector, self.activation_target)
 
 
 def parse_trigger(metadata: Mapping[str, str]) -> Trigger:
     """The trigger `metadata` describes; TriggerError naming the key when a key is missing, unknown or malformed."""
     given = _our_values(metadata)
     metric = _required(given, METRIC)
-    selector_text = _required(given, POD_SELECTOR)
+    if SELECTOR in given and POD_SELECTOR in given:
+        raise TriggerError(
+            given[SELECTOR][0], f"give {POD_SELECTOR} (pods) or {SELECTOR} (a demand's series), not both"
+        )
+    selector_key = SELECTOR if SELECTOR in given else POD_SELECTOR
+    selector_text = _required(given, selector_key)
     try:
         selector = parse_selector(selector_text)
     except SelectorError as exc:
-        raise TriggerError(given[POD_SELECTOR][0], str(exc)) from None
+        raise TriggerError(given[selector_key][0], str(exc)) from None
     target = _number(given, TARGET, _required(given, TARGET))
     if target <= 0:
         raise TriggerError(given[TARGET][0], f"must be more than 0, got {given[TARGET][1]!r}")
@@ -84,7 +100,7 @@ def parse_trigger(metadata: Mapping[str, str]) -> Trigger:
         activation = _number(given, ACTIVATION_TARGET, given[ACTIVATION_TARGET][1])
         if activation < 0:
             raise TriggerError(given[ACTIVATION_TARGET][0], f"must be 0 or more, got {given[ACTIVATION_TARGET][1]!r}")
-    return Trigger(metric, selector, target, activation)
+    return Trigger(metric, selector, target, activation, of_demand=selector_key == SELECTOR)
 
 
 def parse_number(key: str, text: str) -> Decimal:

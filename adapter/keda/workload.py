@@ -12,6 +12,7 @@ import math
 from dataclasses import dataclass
 from decimal import Decimal
 
+from adapter.demand.signals import DemandNotServedError, DemandSignals, DemandUnavailableError
 from adapter.keda.trigger import Trigger
 from adapter.metrics_config import Combine, MetricDefinition, MetricsConfig
 from adapter.sources.aggregation import combine
@@ -36,6 +37,7 @@ class Reading:
     total: Decimal
     busiest: Decimal | None
     sampled_at: float
+    demand: bool = False  # a demand's requests waiting (adapter/demand/), not pods' values
 
     def busy(self, activation_target: Decimal) -> bool:
         """Whether some pod's value exceeds `activation_target`."""
@@ -48,10 +50,27 @@ NOTHING_SELECTED = Reading(0, 0, Decimal(0), None, math.inf)
 class WorkloadReader:
     """Reads triggers' workloads from the pod directory and the number source the custom metrics API uses."""
 
-    def __init__(self, config: MetricsConfig, pods: PodDirectory, source: MetricSource) -> None:
+    def __init__(
+        self, config: MetricsConfig, pods: PodDirectory, source: MetricSource, demand: DemandSignals | None = None
+    ) -> None:
         self._config = config
         self._pods = pods
         self._source = source
+        self._demand = demand
+
+    def check(self, trigger: Trigger, namespace: str) -> None:
+        """UnknownMetricError unless the adapter serves the trigger's metric, of the kind its selector picks (a demand:
+        for `namespace`)."""
+        if not trigger.of_demand:
+            self.metric(trigger.metric)
+        elif self._demand is not None and self._demand.serves(trigger.metric):
+            if not self._demand.serves_in(trigger.metric, namespace):
+                raise UnknownMetricError(f"the demand {trigger.metric!r} is not read for namespace {namespace}")
+        else:
+            served = (
+                ", ".join(self._demand.names) if self._demand is not None else "none: the metrics file has no demand"
+            )
+            raise UnknownMetricError(f"the adapter serves no demand {trigger.metric!r} (it serves {served})")
 
     def metric(self, name: str) -> MetricDefinition:
         """The pod metric `name`; UnknownMetricError when the adapter does not serve it (with this source)."""
@@ -63,7 +82,10 @@ class WorkloadReader:
 
     async def read(self, namespace: str, trigger: Trigger) -> Reading:
         """The workload's values now. UnknownMetricError; SourceUnavailableError when the pod cache has not synced or
-        the source cannot answer; NoFiguresError when pods are selected and none has a fresh figure."""
+        the source cannot answer; NoFiguresError when pods are selected and none has a fresh figure. A demand
+        trigger reads the requests waiting: SourceUnavailableError (with the reason) when its endpoint failed."""
+        if trigger.of_demand:
+            return await self._read_demand(namespace, trigger)
         metric = self.metric(trigger.metric)
         if not self._pods.synced:
             raise SourceUnavailableError("the adapter's pod cache has not synced with the Kubernetes API yet")
@@ -84,3 +106,14 @@ class WorkloadReader:
             busiest=max(figures),
             sampled_at=min(v.sampled_at for v in values),
         )
+
+    async def _read_demand(self, namespace: str, trigger: Trigger) -> Reading:
+        self.check(trigger, namespace)
+        assert self._demand is not None
+        try:
+            waiting = await self._demand.value(namespace, trigger.metric, trigger.selector)
+        except DemandUnavailableError as exc:
+            raise SourceUnavailableError(str(exc)) from None
+        except DemandNotServedError as exc:
+            raise UnknownMetricError(str(exc)) from None
+        return Reading(1, 1, waiting.value, waiting.value, waiting.sampled_at, demand=True)

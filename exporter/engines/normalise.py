@@ -14,7 +14,6 @@ from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 
 from exporter.engines.mappings import WANTED, EngineMapping, GaugeSource, recognise
-from exporter.engines.textparse import Exposition, Labels, Sample, parse_value
 from exporter.engines.window import CounterTotal, HistogramWindow, combine_buckets
 from exporter.snapshot import PodInference
 from toolkit.pods_contract import (
@@ -26,6 +25,7 @@ from toolkit.pods_contract import (
     InferenceFigures,
     LatencyQuantiles,
 )
+from toolkit.textparse import Exposition, Labels, Sample, parse_value
 
 QUANTILES = (0.5, 0.9, 0.99)
 DEFAULT_WINDOW_SECONDS = 60.0

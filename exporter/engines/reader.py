@@ -2,7 +2,7 @@
 
 Each cycle takes the GPU pods the exporter knows (their pod objects, from the pod watch), locates each one's endpoint
 (exporter.engines.endpoint), reads them concurrently (at most `concurrency` at once, each within `timeout` and the
-size cap: exporter.engines.fetch), parses only the families an engine mapping reads, and publishes one immutable
+size cap: toolkit.boundedfetch), parses only the families an engine mapping reads, and publishes one immutable
 `EngineReadings` by swapping a reference: the poll loop picks up the newest when it builds a snapshot and never
 waits for an engine. A pod's state follows toolkit.pods_contract.EngineState:
 
@@ -28,21 +28,21 @@ from datetime import UTC, datetime
 from types import MappingProxyType
 
 from exporter.engines.endpoint import Endpoint, Refusal, locate, serves_engine
-from exporter.engines.fetch import (
+from exporter.engines.mappings import MARK_PREFIXES, WANTED
+from exporter.engines.normalise import DEFAULT_WINDOW_SECONDS, EngineFigures, bounded_reason
+from exporter.engines.schedule import PollTicks, lead, next_start
+from exporter.snapshot import EngineReadStats, PodInference
+from toolkit.boundedfetch import (
     CONNECT,
     DEFAULT_MAX_BYTES,
     HTTP_STATUS,
     Body,
-    EngineFetcher,
-    EngineReadError,
+    BoundedFetcher,
+    FetchError,
 )
-from exporter.engines.mappings import MARK_PREFIXES, WANTED
-from exporter.engines.normalise import DEFAULT_WINDOW_SECONDS, EngineFigures, bounded_reason
-from exporter.engines.schedule import PollTicks, lead, next_start
-from exporter.engines.textparse import ExpositionRefusedError, parse_wanted
-from exporter.snapshot import EngineReadStats, PodInference
 from toolkit.pods import Pod
 from toolkit.pods_contract import EngineState, InferenceFigures
+from toolkit.textparse import ExpositionRefusedError, parse_wanted
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +52,7 @@ DEFAULT_CONCURRENCY = 16
 STALE_INTERVALS = 3
 STALE_MIN_SECONDS = 5.0
 RECENT_CYCLES = 8  # the cycles whose durations set how far ahead of a poll cycle a read starts
-# failure kinds beyond the fetcher's (exporter.engines.fetch.FAILURE_KINDS)
+# failure kinds beyond the fetcher's (toolkit.boundedfetch.FAILURE_KINDS)
 ANNOTATION = "annotation"  # the annotations name no port and path on the pod's IP
 SERIES = "series"  # more lines or samples than the parser reads
 UNRECOGNISED = "unrecognised"  # no family of a known engine
@@ -145,7 +145,7 @@ class EngineReader:
         return MappingProxyType(stale), readings.stats
 
     # ---- one cycle -------------------------------------------------------------------------------------------------
-    async def cycle(self, fetcher: EngineFetcher) -> EngineReadings:
+    async def cycle(self, fetcher: BoundedFetcher) -> EngineReadings:
         started = time.perf_counter()
         pods = {pod.key: pod for pod in self._targets()}
         engines: dict[PodKey, _PodEngine] = {}
@@ -200,17 +200,17 @@ class EngineReader:
         self._failures[kind] = self._failures.get(kind, 0) + 1
 
     async def _read(
-        self, fetcher: EngineFetcher, limit: asyncio.Semaphore, endpoint: Endpoint, engine: _PodEngine
+        self, fetcher: BoundedFetcher, limit: asyncio.Semaphore, endpoint: Endpoint, engine: _PodEngine
     ) -> PodInference:
         async with limit:
             paths = (engine.path,) if engine.path is not None else endpoint.paths
             body: Body | None = None
-            failure: EngineReadError | None = None
+            failure: FetchError | None = None
             for path in paths:
                 self._reads += 1
                 try:
                     body = await fetcher.get(endpoint.url(path))
-                except EngineReadError as error:
+                except FetchError as error:
                     failure = error
                     if error.kind == HTTP_STATUS and path != paths[-1]:
                         continue  # a well-known port's other path
@@ -241,7 +241,7 @@ class EngineReader:
 
     # ---- the thread ------------------------------------------------------------------------------------------------
     async def _run(self) -> None:
-        async with EngineFetcher(timeout=self.timeout, max_bytes=self.max_bytes) as fetcher:
+        async with BoundedFetcher(timeout=self.timeout, max_bytes=self.max_bytes) as fetcher:
             loop = asyncio.get_running_loop()  # its clock is time.monotonic, the poll loop's
             started = loop.time()
             durations: deque[float] = deque(maxlen=RECENT_CYCLES)

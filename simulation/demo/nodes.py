@@ -98,11 +98,16 @@ class NodeExporter:
                 await self.process.wait()
 
 
-async def start_node_exporter(node: str, scenario: Path, workdir: Path, environ: Mapping[str, str]) -> NodeExporter:
+async def start_node_exporter(
+    node: str, scenario: Path, workdir: Path, environ: Mapping[str, str], *, engines: bool = True
+) -> NodeExporter:
+    """The node's exporter; `engines`: it reads its pods' engines (the exporter refuses --engines on a simulated
+    node without pods, as --demo-scale-to-zero leaves one)."""
     log = workdir / f"exporter-{node}.log"
     argv = [
         sys.executable, "-m", "exporter", f"--simulate={scenario}", f"--node-name={node}",
-        "--listen=127.0.0.1:0", "--interval=1", "--dialect=prometheus", "--log-level=info", "--engines",
+        "--listen=127.0.0.1:0", "--interval=1", "--dialect=prometheus", "--log-level=info",
+        *(["--engines"] if engines else []),
     ]  # fmt: skip
     with log.open("wb") as output:
         process = await asyncio.create_subprocess_exec(

@@ -17,7 +17,9 @@ class DemoOptions:
     `seed`: of the simulated GPUs' identities and load curves. `keda_args`: the adapter's --keda-* flags as given
     (with --keda-listen, the adapter also serves KEDA's external scaler, and the demo prints where). `source_args`: the
     adapter's --config, --prometheus-* and --metrics-* flags as given (with prometheus-adapter's --config and
-    --prometheus-url, its rules' metrics are served from that Prometheus beside the demo's GPU metrics)."""
+    --prometheus-url, its rules' metrics are served from that Prometheus beside the demo's GPU metrics).
+    `scale_to_zero`: llm-inference starts with no pod, behind a simulated inference gateway (simulation/gateway.py)
+    that holds its requests; the adapter reads the gateway's queue (simulation/demo/zero.py)."""
 
     listen: str = DEFAULT_LISTEN
     kubeconfig: Path = DEFAULT_KUBECONFIG
@@ -26,6 +28,7 @@ class DemoOptions:
     seed: int = 1
     keda_args: tuple[str, ...] = ()
     source_args: tuple[str, ...] = ()
+    scale_to_zero: bool = False  # llm-inference at zero replicas, its requests held at a simulated gateway
 
     def __post_init__(self) -> None:
         if not self.interval > 0:

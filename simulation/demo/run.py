@@ -37,7 +37,7 @@ from simulation.demo.commands import keda_lines, kubectl_commands
 from simulation.demo.kedastate import trigger_state
 from simulation.demo.nodes import NodeExporter, NodeStartError, start_node_exporter, wait_serving
 from simulation.demo.options import DemoOptions
-from simulation.demo.scenarios import write_scenarios
+from simulation.demo.scenarios import NODES, write_scenarios
 from simulation.demo.summary import read_summary, render_line, render_screen
 from simulation.demo.trust import (
     DemoTrust,
@@ -48,6 +48,8 @@ from simulation.demo.trust import (
     server_url,
     write_demo_kubeconfig,
 )
+from simulation.demo.zero import GATEWAY_TTL, MODEL, POOL, scaled_to_zero, write_demand_config, zero_lines
+from simulation.gateway import SimulatedGateway
 from simulation.kubeapi import AggregatedApi, KubeApiServer
 from simulation.kubeconfig import write_kubeconfig
 from simulation.scenario import Scenario
@@ -89,6 +91,7 @@ class _Demo:
         self.stop = asyncio.Event()
         self.keda: tuple[str, bool] | None = None  # the scaler's address and whether it serves TLS
         self.scenarios: dict[str, Scenario] = {}
+        self.gateway: SimulatedGateway | None = None  # with scale_to_zero: the gateway holding llm-inference's requests
 
     # -- output --
 
@@ -132,12 +135,13 @@ class _Demo:
             async with AsyncExitStack() as cleanup:
                 cleanup.callback(self.say, "stopped: the adapter, the Kubernetes API and the simulated nodes are gone")
                 pods, endpoints = await self._start_nodes(workdir, cleanup)
+                extra = await self._start_gateway(workdir, cleanup) if self.options.scale_to_zero else ()
                 trust = create_trust(workdir / "trust", listen, DEMO_USER, DEMO_GROUPS)
                 kube = KubeApiServer(bookmark_interval=1.0)
                 await kube.start(ssl_context=_kube_serving(trust))
                 cleanup.push_async_callback(kube.stop)
                 populate(kube, self.scenarios)
-                url = await self._start_adapter(workdir, listen, kube.url, endpoints, trust, cleanup)
+                url = await self._start_adapter(workdir, listen, kube.url, endpoints, trust, cleanup, extra)
                 _aggregate(kube, url, trust)  # kubectl reaches pods, Deployments and the metrics APIs at one address
                 write_demo_kubeconfig(self.options.kubeconfig, kube.url, trust)
                 cleanup.callback(remove_demo_kubeconfig, self.options.kubeconfig)
@@ -160,12 +164,14 @@ class _Demo:
         return task.result()
 
     async def _start_nodes(self, workdir: Path, cleanup: AsyncExitStack) -> tuple[tuple[DemoPod, ...], str]:
-        paths = write_scenarios(workdir, self.options.seed)
+        layout = scaled_to_zero() if self.options.scale_to_zero else NODES
+        paths = write_scenarios(workdir, self.options.seed, nodes=layout)
         self.scenarios = {node: load_scenario(str(path)) for node, path in paths.items()}
         self.say(f"starting {len(paths)} simulated GPU nodes (one exporter process each) ...")
         nodes: dict[str, NodeExporter] = {}
         for node, path in paths.items():
-            nodes[node] = await start_node_exporter(node, path, workdir, self.environ)
+            engines = bool(self.scenarios[node].pods)
+            nodes[node] = await start_node_exporter(node, path, workdir, self.environ, engines=engines)
             cleanup.push_async_callback(nodes[node].stop)
         counts = {node: len(scenario.pods) for node, scenario in self.scenarios.items()}
         try:
@@ -177,6 +183,17 @@ class _Demo:
         endpoints = ",".join(f"{node}={exporter.url}" for node, exporter in nodes.items())
         return demo_pods(self.scenarios), endpoints
 
+    async def _start_gateway(self, workdir: Path, cleanup: AsyncExitStack) -> tuple[str, ...]:
+        """The simulated gateway in front of llm-inference's pool (no endpoint ready: it holds every request), and
+        the adapter's flag that makes it read the gateway's queue."""
+        if any(arg.startswith("--config=") for arg in self.options.source_args):
+            raise _DemoError("--demo-scale-to-zero gives the demo's adapter its own --config: leave out --config", 2)
+        self.gateway = SimulatedGateway({POOL: MODEL}, ttl=GATEWAY_TTL)
+        url = await self.gateway.start()
+        cleanup.push_async_callback(self.gateway.stop)
+        self.say(f"simulated inference gateway on {url}: pool {POOL} has no ready endpoint, its requests wait")
+        return (f"--config={write_demand_config(workdir, url)}",)
+
     async def _start_adapter(
         self,
         workdir: Path,
@@ -185,6 +202,7 @@ class _Demo:
         endpoints: str,
         trust: DemoTrust,
         cleanup: AsyncExitStack,
+        extra: tuple[str, ...] = (),
     ) -> str:
         from adapter.server import Adapter  # the kubernetes client's import, only once the nodes run
 
@@ -194,7 +212,7 @@ class _Demo:
             f"--exporter-endpoints={endpoints}", f"--tls-cert-file={trust.serving_cert}",
             f"--tls-private-key-file={trust.serving_key}", f"--client-ca-file={trust.ca_file}",
             f"--requestheader-client-ca-file={trust.ca_file}", "--requestheader-allowed-names=front-proxy-client",
-            f"--cert-dir={workdir / 'certs'}", *self.options.keda_args, *self.options.source_args,
+            f"--cert-dir={workdir / 'certs'}", *self.options.keda_args, *self.options.source_args, *extra,
         ]  # fmt: skip
         try:
             adapter = await Adapter.from_settings(load_settings(argv, {}))
@@ -250,11 +268,17 @@ class _Demo:
         footer = [f"kubeconfig {self.options.kubeconfig}; try:"]
         for what, command in commands:
             footer += [f"  # {what}", f"  {command}"]
+        zero = []
+        if self.gateway is not None:
+            zero = zero_lines(self.gateway.url, self.options.kubeconfig, self.keda[0] if self.keda else None)
+            footer += ["", *zero]
         footer += ["", "Ctrl-C stops the demo."]
         if not self.terminal:
             self.say(f"kubeconfig written to {self.options.kubeconfig}; try:")
             for what, command in commands:
                 print(f"  # {what}\n  {command}", file=self.out, flush=True)
+            for line in zero:
+                print(line, file=self.out, flush=True)
         context = ssl.create_default_context(cafile=str(trust.ca_file))
         context.load_cert_chain(trust.client_cert, trust.client_key)
         connector = aiohttp.TCPConnector(ssl=context)

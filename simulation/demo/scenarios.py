@@ -145,12 +145,14 @@ NODES: tuple[dict[str, Any], ...] = (
 )
 
 
-def write_scenarios(directory: Path, seed: int, network: int | None = None) -> dict[str, Path]:
+def write_scenarios(
+    directory: Path, seed: int, network: int | None = None, nodes: tuple[dict[str, Any], ...] = NODES
+) -> dict[str, Path]:
     """The demo's scenario files in `directory`: node name -> path. Each pod with an engine gets an address of its own
     in 127.<network>.<node>.0/24 (`network`: default one at random, so that two demos on one host do not meet)."""
     octet = network if network is not None else random.SystemRandom().randrange(16, 250)
     paths = {}
-    for node_index, data in enumerate(NODES, start=1):
+    for node_index, data in enumerate(nodes, start=1):
         pods = [
             {**pod, "ip": f"127.{octet}.{node_index}.{n}"} if "engine" in pod else pod
             for n, pod in enumerate(data["pods"], start=1)

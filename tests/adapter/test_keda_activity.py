@@ -48,6 +48,20 @@ def test_no_pods_counts_as_quiet() -> None:
     assert run(rules, [(0, BUSY), (1, NO_PODS), (29, NO_PODS), (1, QUIET)]) == [True, True, True, False]
 
 
+def test_nothing_waiting_at_a_gateway_is_inactive_at_first_sight() -> None:
+    """A demand trigger's first reading of an empty queue is inactive (a workload at zero stays there), unlike quiet
+    pods, which are active until they have been quiet long enough."""
+    rules = Hysteresis(activate_after=0, deactivate_after=30)
+    waiting = Observation.NOTHING_WAITING
+    assert run(rules, [(0, waiting), (1, BUSY), (1, waiting), (29, waiting), (1, waiting)]) == [
+        False,
+        True,
+        True,
+        True,
+        False,
+    ]
+
+
 def test_negative_delays_are_refused() -> None:
     with pytest.raises(ValueError, match="0 or more"):
         Hysteresis(activate_after=-1)
@@ -69,7 +83,9 @@ def test_changes_are_earned(
     run_kind: str | None = None
     for seconds, observation in steps:
         now += seconds
-        kind = {BUSY: "busy", QUIET: "quiet", NO_PODS: "quiet", UNKNOWN: None}[observation]
+        kind = {BUSY: "busy", QUIET: "quiet", NO_PODS: "quiet", Observation.NOTHING_WAITING: "quiet", UNKNOWN: None}[
+            observation
+        ]
         if kind != run_kind or kind is None:
             run_start, run_kind = (now if kind else None), kind
         after = rules.step(state, observation, now)

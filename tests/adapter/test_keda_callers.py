@@ -78,3 +78,17 @@ async def test_access_is_asked_as_the_custom_metrics_api_asks() -> None:
     with pytest.raises(NamespaceAccessDeniedError) as anonymous:
         await denied.check(Caller("peer:ipv4:10.0.0.7", None), "ml", "gpu_utilization")
     assert not anonymous.value.authenticated and denied.denied == 2
+
+
+async def test_a_demand_trigger_is_asked_as_the_external_metrics_api_asks() -> None:
+    """kube-apiserver authorizes GET /apis/external.metrics.k8s.io/v1beta1/namespaces/ml/<metric> as `get` on the
+    resource <metric> of that group: a demand trigger (adapter/demand/) reads what that request reads."""
+    user = UserInfo("keda-operator", groups=("system:authenticated",))
+    allowed = Recorder(True)
+    caller = Caller("user:keda-operator", user)
+    await NamespaceAccess(allowed).check(caller, "ml", "inference_pending_requests", external=True)
+    assert allowed.asked == [
+        (user, ResourceAttributes("get", "external.metrics.k8s.io", "inference_pending_requests", namespace="ml"))
+    ]
+    with pytest.raises(NamespaceAccessDeniedError, match='cannot get inference_pending_requests in API group "ext'):
+        await NamespaceAccess(Recorder(False)).check(caller, "ml", "inference_pending_requests", external=True)

@@ -62,6 +62,8 @@ ALLOWED_RULES: dict[tuple[str, frozenset[str], frozenset[str]], frozenset[str]] 
     ("metrics-reader", frozenset({"custom.metrics.k8s.io", "external.metrics.k8s.io"}), ALL): READ,
     # KEDA's client certificate user: read through the external scaler what the HPA reads (adapter/keda/callers.py)
     ("keda-scaler", frozenset({"custom.metrics.k8s.io"}), frozenset({"*"})): frozenset({"get"}),
+    # a demand trigger is authorized as the External metric's request (adapter/keda/callers.py)
+    ("keda-scaler", frozenset({"external.metrics.k8s.io"}), frozenset({"*"})): frozenset({"get"}),
     ("exporter-tokenreview", frozenset({"authentication.k8s.io"}), frozenset({"tokenreviews"})): frozenset({"create"}),
 }
 EXPORTER_NAMESPACE = "gpu-pulse-exporter"

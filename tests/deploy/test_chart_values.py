@@ -257,6 +257,7 @@ def test_the_values_teams_template_show_in_what_is_rendered(renders: dict[str, l
     parsed = parse_metrics_config(config["data"]["config.yaml"])
     assert [m.name for m in parsed.metrics] == ["gpu_utilization"]
     assert [m.name for m in parsed.external] == ["namespace_gpu_memory_used_bytes"]
+    assert [d.name for d in parsed.demand] == ["inference_pending_requests"]
     configured_deployment = one(configured, "Deployment", "gpu-pulse-adapter")
     (c,) = configured_deployment["spec"]["template"]["spec"]["containers"]
     assert "--config=/etc/gpu-pulse-adapter/config/config.yaml" in c["args"]

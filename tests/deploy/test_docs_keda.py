@@ -12,9 +12,10 @@ import pytest
 import yaml
 
 from adapter.keda.trigger import parse_trigger
-from adapter.metrics_config import default_metrics_config
+from adapter.metrics_config import default_metrics_config, parse_metrics_config
 from tests.deploy.rendering import DEPLOY
-from tests.deploy.test_docs_manifests import _by_kind
+from tests.deploy.test_docs_manifests import HPA_DOC, _by_kind
+from tests.deploy.test_docs_manifests import _documents as doc_blocks
 
 KEDA_KINDS = ("ScaledObject", "ClusterTriggerAuthentication")
 EXTERNAL = ("external", "external-push")
@@ -74,12 +75,13 @@ def test_external_scaler_triggers_are_ones_the_adapter_accepts_where_it_serves()
     chart = yaml.safe_load((DEPLOY / "helm" / "gpu-pulse" / "values.yaml").read_text())
     assert chart["keda"]["externalScaler"]["port"] == port
     pod_metrics = {m.name for m in default_metrics_config().metrics}
+    demands = _demand_names()
     authentications = {a["metadata"]["name"]: a for a in _by_kind("ClusterTriggerAuthentication")}
     triggers = [t for s in _by_kind("ScaledObject") for t in s["spec"]["triggers"] if t["type"] in EXTERNAL]
-    assert len(triggers) == 2
+    assert len(triggers) == 3
     for trigger in triggers:
         parsed = parse_trigger(trigger["metadata"])
-        assert parsed.metric in pod_metrics
+        assert parsed.metric in (demands if parsed.of_demand else pod_metrics)
         host, _, served = trigger["metadata"]["scalerAddress"].rpartition(":")
         assert int(served) == port and host in _service_names(), "KEDA verifies this name against the certificate"
         assert "metricType" not in trigger, "AverageValue (the default) divides the sum by the target"
@@ -94,14 +96,23 @@ def test_external_scaler_triggers_are_ones_the_adapter_accepts_where_it_serves()
         }
 
 
+def _demand_names() -> set[str]:
+    """The demands the documented metrics file defines (docs/hpa.md's `demand:` block)."""
+    blocks = [d for d in doc_blocks(HPA_DOC) if isinstance(d, dict) and "demand" in d]
+    return {d.name for block in blocks for d in parse_metrics_config(yaml.safe_dump(block)).demand}
+
+
 def test_the_scale_to_zero_examples() -> None:
+    """Both roads with gpu-pulse alone: KEDA woken by gpu-pulse's demand trigger, the HPA by its External metric."""
     (to_zero,) = [s for s in _by_kind("ScaledObject") if s["spec"].get("minReplicaCount") == 0]
     kinds = [t["type"] for t in to_zero["spec"]["triggers"]]
-    assert kinds[0] in EXTERNAL and len(kinds) == 2 and kinds[1] not in EXTERNAL, "a second trigger wakes it"
-    assert float(parse_trigger(to_zero["spec"]["triggers"][0]["metadata"]).activation_target) > 0
-    assert "activationThreshold" in to_zero["spec"]["triggers"][1]["metadata"]
+    assert len(kinds) == 2 and set(kinds) <= set(EXTERNAL), "gpu-pulse's triggers alone"
+    gpu, demand = (parse_trigger(t["metadata"]) for t in to_zero["spec"]["triggers"])
+    assert float(gpu.activation_target) > 0 and not gpu.of_demand
+    assert demand.of_demand and demand.metric in _demand_names(), "a demand trigger wakes it"
     (hpa,) = [h for h in _by_kind("HorizontalPodAutoscaler") if h["spec"]["minReplicas"] == 0]
     # HPAScaleToZero: minReplicas 0 needs an Object or External metric, and no other kind
     assert {m["type"] for m in hpa["spec"]["metrics"]} == {"External"}
-    served = {m.name for m in default_metrics_config().external}
-    assert all(m["external"]["metric"]["name"] in served for m in hpa["spec"]["metrics"])
+    served = {m.name for m in default_metrics_config().external} | _demand_names()
+    names = [m["external"]["metric"]["name"] for m in hpa["spec"]["metrics"]]
+    assert all(name in served for name in names) and names[0] in _demand_names(), "a demand wakes it"

@@ -32,8 +32,10 @@ def _documents(path: Path) -> list[dict[str, Any]]:
 
 
 def _served() -> tuple[set[str], set[str]]:
+    """The shipped custom and external metrics, and the demands of docs/hpa.md's metrics file (External too)."""
     defaults = yaml.safe_load((REPO / "adapter" / "defaults.yaml").read_text(encoding="utf-8"))
-    return {m["name"] for m in defaults["metrics"]}, {m["name"] for m in defaults["external"]}
+    demands = {d["name"] for block in _documents(HPA_DOC) if isinstance(block, dict) for d in block.get("demand", ())}
+    return {m["name"] for m in defaults["metrics"]}, {m["name"] for m in defaults["external"]} | demands
 
 
 def _by_kind(kind: str, doc: Path = HPA_DOC) -> list[dict[str, Any]]:

@@ -157,7 +157,10 @@ def test_keda_callers_present_a_certificate_the_chart_issues_by_default() -> Non
     assert ExtendedKeyUsageOID.CLIENT_AUTH in usages
     assert serialization.load_pem_private_key(data["tls.key"], None).public_key() == client.public_key()
     role = one(objects, "ClusterRole", "gpu-pulse-keda-scaler")
-    assert role["rules"] == [{"apiGroups": ["custom.metrics.k8s.io"], "resources": ["*"], "verbs": ["get"]}]
+    assert role["rules"] == [
+        {"apiGroups": ["custom.metrics.k8s.io"], "resources": ["*"], "verbs": ["get"]},
+        {"apiGroups": ["external.metrics.k8s.io"], "resources": ["*"], "verbs": ["get"]},  # demand triggers
+    ]
     binding = one(objects, "ClusterRoleBinding", "gpu-pulse-keda-scaler")
     assert binding["subjects"] == [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "gpu-pulse-keda"}]
 

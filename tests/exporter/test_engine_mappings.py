@@ -9,12 +9,12 @@ import pytest
 
 from exporter.engines.mappings import MARK_PREFIXES, WANTED
 from exporter.engines.normalise import EngineFigures
-from exporter.engines.textparse import parse_wanted
 from simulation.curves import constant
 from simulation.engines import expositions as served
 from simulation.engines.model import ServingEngine
 from simulation.engines.server import simulated_engine
 from simulation.scenario import Pod
+from toolkit.textparse import parse_wanted
 
 START = 1_800_000_000.0
 ENGINES: dict[str, tuple[Callable[[ServingEngine], str], tuple[float, ...], tuple[float, ...]]] = {

@@ -13,11 +13,11 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from exporter.engines.fetch import EngineFetcher
 from exporter.engines.reader import EngineReader
 from exporter.snapshot import EngineReadStats, PodInference
 from simulation.engines.expositions import VLLM_ITL_BUCKETS, VLLM_TTFT_BUCKETS, vllm_metrics
 from simulation.engines.model import ServingEngine
+from toolkit.boundedfetch import BoundedFetcher
 from toolkit.pods import Pod
 from toolkit.pods_contract import InferenceFigures
 
@@ -61,7 +61,7 @@ def engine_pod(port: int | str, **annotations: str) -> Pod:
 async def read_with_stats(pods: list[Pod], timeout: float = TIMEOUT) -> tuple[dict[str, PodInference], EngineReadStats]:
     """One cycle of a reader over `pods`: each pod's outcome by name, and the reader's stats."""
     reader = EngineReader(lambda: pods, interval=1.0, timeout=timeout, max_bytes=MAX_BYTES)
-    async with EngineFetcher(timeout=timeout, max_bytes=MAX_BYTES) as fetcher:
+    async with BoundedFetcher(timeout=timeout, max_bytes=MAX_BYTES) as fetcher:
         readings = await reader.cycle(fetcher)
     return {name: inference for (_, name), inference in readings.pods.items()}, readings.stats
 
@@ -81,7 +81,7 @@ async def test_a_simulated_vllm_is_read_into_the_contracts_figures(serve: Callab
     port = await serve(metrics)
     wall = [1_800_000_000.0]
     reader = EngineReader(lambda: [engine_pod(port)], interval=1.0, timeout=TIMEOUT, clock=lambda: wall[0])
-    async with EngineFetcher(timeout=TIMEOUT, max_bytes=MAX_BYTES) as fetcher:
+    async with BoundedFetcher(timeout=TIMEOUT, max_bytes=MAX_BYTES) as fetcher:
         for _ in range(20):
             t[0] += 1.0
             wall[0] += 1.0
@@ -114,7 +114,7 @@ async def test_an_engine_that_has_not_answered_yet_is_warming_and_one_that_stops
     port = await serve(metrics)
     pods = [engine_pod(port)]
     reader = EngineReader(lambda: pods, interval=1.0, timeout=TIMEOUT)
-    async with EngineFetcher(timeout=TIMEOUT, max_bytes=MAX_BYTES) as fetcher:
+    async with BoundedFetcher(timeout=TIMEOUT, max_bytes=MAX_BYTES) as fetcher:
         assert (await reader.cycle(fetcher)).pods[("ml", "llm-0")].figures.state == "warming"
         up[0] = True
         ready = (await reader.cycle(fetcher)).pods[("ml", "llm-0")].figures
@@ -218,7 +218,7 @@ async def test_a_million_series_within_the_byte_cap_are_refused_by_the_series_bo
 
     port = await serve(many)
     reader = EngineReader(lambda: [engine_pod(port)], interval=1.0, timeout=TIMEOUT, max_bytes=len(body) + 1)
-    async with EngineFetcher(timeout=TIMEOUT, max_bytes=len(body) + 1) as fetcher:
+    async with BoundedFetcher(timeout=TIMEOUT, max_bytes=len(body) + 1) as fetcher:
         readings = await reader.cycle(fetcher)
     figures = readings.pods[("ml", "llm-0")].figures
     assert figures.state == "refused" and "samples" in (figures.reason or "")
@@ -298,7 +298,7 @@ async def test_figures_of_a_reader_that_stopped_are_not_served_as_current(
     port = await serve(metrics)
     wall = [1_800_000_000.0]
     reader = EngineReader(lambda: [engine_pod(port)], interval=1.0, timeout=TIMEOUT, clock=lambda: wall[0])
-    async with EngineFetcher(timeout=TIMEOUT, max_bytes=MAX_BYTES) as fetcher:
+    async with BoundedFetcher(timeout=TIMEOUT, max_bytes=MAX_BYTES) as fetcher:
         await reader.cycle(fetcher)
     pods, _ = reader.view()
     assert pods[("ml", "llm-0")].figures.queued_requests == 2.0

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
 from exporter.engines.mappings import MARK_PREFIXES, WANTED
-from exporter.engines.textparse import MAX_WANTED_SAMPLES, ExpositionRefusedError, parse_wanted
 from exporter.exposition.textformat import escape_label_value, format_value
+from toolkit.textparse import MAX_WANTED_SAMPLES, ExpositionRefusedError, parse_wanted
 
 NAMES = ("vllm:num_requests_waiting", "vllm:num_requests_running", "vllm:kv_cache_usage_perc", "other_family")
 label_names = st.sampled_from(("model_name", "engine", "tp_rank", "a_b"))

@@ -1,10 +1,12 @@
-"""One bounded read of an engine's metrics endpoint: a GET with a deadline, a size cap, no redirects.
+"""One bounded read of a metrics endpoint that is someone else's server (a serving engine's in a tenant's pod, an
+inference gateway's): a GET with a deadline, a size cap, no redirects. The exporter reads engines with it
+(exporter/engines/reader.py), the adapter reads demand at gateways (adapter/demand/).
 
-The endpoint is a tenant's server, so nothing it sends is trusted to be small, quick or honest: the whole read
+The endpoint is untrusted, so nothing it sends is trusted to be small, quick or honest: the whole read
 (connect, headers, body) has one deadline; the body is read in chunks and refused past `max_bytes`, before and after
 decompression (a gzip body a few kilobytes long can inflate to gigabytes); a redirect is refused, never followed (it
 could point anywhere); TLS to a pod IP is not verified (no certificate names an ephemeral pod IP), which is said in
-docs/security.md. A failure is a `EngineReadError` with a bounded `kind` (for self-metrics) and a one-line reason.
+docs/security.md. A failure is a `FetchError` with a bounded `kind` (for self-metrics) and a one-line reason.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import asyncio
 import ssl
 import time
 import zlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import aiohttp
@@ -23,7 +26,7 @@ CHUNK = 64 * 1024
 # kilobytes costs the engine more CPU than sending them across a node's pod network
 ACCEPT = "text/plain;version=0.0.4;q=1,*/*;q=0.1"
 
-# the kinds of failure, a bounded label value of gpu_pulse_engine_read_failures_total
+# the kinds of failure, a bounded label value (gpu_pulse_engine_read_failures_total, the adapter's demand reads)
 CONNECT = "connect"  # nothing accepts connections there (yet)
 HTTP_STATUS = "http_status"
 REDIRECT = "redirect"
@@ -33,7 +36,7 @@ ENCODING = "encoding"  # a Content-Encoding or charset it cannot be read in
 FAILURE_KINDS = (CONNECT, HTTP_STATUS, REDIRECT, TIMEOUT, TOO_LARGE, ENCODING)
 
 
-class EngineReadError(Exception):
+class FetchError(Exception):
     """A read that failed: `kind` one of FAILURE_KINDS, `reason` one line."""
 
     def __init__(self, kind: str, reason: str) -> None:
@@ -56,16 +59,19 @@ def _insecure_context() -> ssl.SSLContext:
     return context
 
 
-class EngineFetcher:
+class BoundedFetcher:
     """Reads endpoints through one aiohttp session (its own connection pool); use inside one event loop."""
 
-    def __init__(self, *, timeout: float, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
+    def __init__(
+        self, *, timeout: float, max_bytes: int = DEFAULT_MAX_BYTES, tls: ssl.SSLContext | None = None
+    ) -> None:
+        """`tls`: how https endpoints are verified; None: not at all (a pod IP, which no certificate names)."""
         self.timeout = timeout
         self.max_bytes = max_bytes
         self._session: aiohttp.ClientSession | None = None
-        self._tls = _insecure_context()
+        self._tls = tls if tls is not None else _insecure_context()
 
-    async def __aenter__(self) -> EngineFetcher:
+    async def __aenter__(self) -> BoundedFetcher:
         self._session = aiohttp.ClientSession(
             auto_decompress=False,  # bounded here instead
             connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=None, force_close=False),
@@ -78,45 +84,44 @@ class EngineFetcher:
             await self._session.close()
             self._session = None
 
-    async def get(self, url: str) -> Body:
-        """The body at `url` (decoded text); EngineReadError otherwise."""
+    async def get(self, url: str, headers: Mapping[str, str] | None = None) -> Body:
+        """The body at `url` (decoded text), asked for with `headers` beside the fetcher's own; FetchError
+        otherwise."""
         started = time.perf_counter()
         try:
             async with asyncio.timeout(self.timeout):
-                return await self._get(url, started)
+                return await self._get(url, started, headers or {})
         except TimeoutError:
-            raise EngineReadError(TIMEOUT, f"no complete answer within {self.timeout:g} s") from None
+            raise FetchError(TIMEOUT, f"no complete answer within {self.timeout:g} s") from None
 
-    async def _get(self, url: str, started: float) -> Body:
+    async def _get(self, url: str, started: float, headers: Mapping[str, str]) -> Body:
         assert self._session is not None, "use the fetcher as an async context manager"
         try:
             async with self._session.get(
                 url,
                 allow_redirects=False,
-                headers={"Accept": ACCEPT, "Accept-Encoding": "identity"},
+                headers={**headers, "Accept": ACCEPT, "Accept-Encoding": "identity"},
                 ssl=self._tls if url.startswith("https:") else True,  # True: aiohttp's default (no TLS for http)
             ) as response:
                 if 300 <= response.status < 400:
-                    raise EngineReadError(
-                        REDIRECT, f"HTTP {response.status} redirect refused (only the pod IP is dialled)"
-                    )
+                    raise FetchError(REDIRECT, f"HTTP {response.status} redirect refused (never followed)")
                 if response.status != 200:
-                    raise EngineReadError(HTTP_STATUS, f"HTTP {response.status}")
+                    raise FetchError(HTTP_STATUS, f"HTTP {response.status}")
                 length = response.content_length
                 if length is not None and length > self.max_bytes:
-                    raise EngineReadError(TOO_LARGE, f"Content-Length {length} above {self.max_bytes} bytes")
+                    raise FetchError(TOO_LARGE, f"Content-Length {length} above {self.max_bytes} bytes")
                 raw = await self._body(response)
                 encoding = response.headers.get("Content-Encoding", "identity").strip().lower()
                 charset = response.charset or "utf-8"
         except aiohttp.ClientConnectionError as error:
-            raise EngineReadError(CONNECT, _one_line(error)) from None
+            raise FetchError(CONNECT, _one_line(error)) from None
         except aiohttp.ClientResponseError as error:  # a malformed answer (headers too long, bad status line)
-            raise EngineReadError(HTTP_STATUS, _one_line(error)) from None
+            raise FetchError(HTTP_STATUS, _one_line(error)) from None
         data = self._decoded(raw, encoding)
         try:
             text = data.decode(charset, errors="replace")
         except LookupError:
-            raise EngineReadError(ENCODING, f"charset {charset[:40]!r} unknown") from None
+            raise FetchError(ENCODING, f"charset {charset[:40]!r} unknown") from None
         return Body(text, len(raw), time.perf_counter() - started)
 
     async def _body(self, response: aiohttp.ClientResponse) -> bytes:
@@ -128,21 +133,21 @@ class EngineFetcher:
                 return b"".join(parts)
             size += len(chunk)
             if size > self.max_bytes:
-                raise EngineReadError(TOO_LARGE, f"body larger than {self.max_bytes} bytes")
+                raise FetchError(TOO_LARGE, f"body larger than {self.max_bytes} bytes")
             parts.append(chunk)
 
     def _decoded(self, raw: bytes, encoding: str) -> bytes:
         if encoding in ("identity", ""):
             return raw
         if encoding not in ("gzip", "x-gzip", "deflate"):
-            raise EngineReadError(ENCODING, f"Content-Encoding {encoding[:40]!r} not read")
+            raise FetchError(ENCODING, f"Content-Encoding {encoding[:40]!r} not read")
         inflater = zlib.decompressobj(wbits=47 if encoding != "deflate" else 15)  # 47: gzip or zlib header
         try:
             data = inflater.decompress(raw, self.max_bytes + 1)
         except zlib.error as error:
-            raise EngineReadError(ENCODING, f"{encoding} body is corrupt: {error}") from None
+            raise FetchError(ENCODING, f"{encoding} body is corrupt: {error}") from None
         if len(data) > self.max_bytes or inflater.unconsumed_tail:
-            raise EngineReadError(TOO_LARGE, f"body inflates to more than {self.max_bytes} bytes")
+            raise FetchError(TOO_LARGE, f"body inflates to more than {self.max_bytes} bytes")
         return data
 
 
