@@ -19,13 +19,15 @@ from rules.names import (
     BY_POD,
     BY_WORKLOAD,
     OWNER,
+    POD_INFERENCE_GENERATED_TOKENS,
     POD_INFERENCE_ITL,
     POD_INFERENCE_KV_CACHE,
     POD_INFERENCE_QUEUED,
     POD_INFERENCE_RUNNING,
     POD_INFERENCE_TTFT,
 )
-from rules.series import PodEdge, PodKey, TestDevice, plain_series, steady
+from rules.saturation import saturation_rules
+from rules.series import PodEdge, PodKey, TestDevice, plain_series, ramp, steady
 
 INTERVAL = "15s"
 
@@ -73,6 +75,21 @@ def _owners() -> tuple[InputSeries, ...]:
     )
 
 
+def _token_counters() -> tuple[InputSeries, ...]:
+    """The generated-token counters as the exporter publishes them: one series per pod (its own total, labelled
+    node, namespace, pod, engine and model), rising 50, 100 and 10 tokens per second (3000, 6000, 600 a minute)."""
+    per_minute = {"chat-a": 3000, "chat-b": 6000, "embed-0": 600}
+    counters = tuple(
+        plain_series(
+            POD_INFERENCE_GENERATED_TOKENS,
+            {"node": _NODE, "namespace": "serve", "pod": pod, "engine": _ENGINES[pod], "model": "example-model"},
+            ramp(0, step, 11),
+        )
+        for pod, step in per_minute.items()
+    )
+    return (*counters, *_owners())
+
+
 def _pod(pod: str) -> dict[str, str]:
     return {"namespace": "serve", "pod": pod}
 
@@ -114,6 +131,15 @@ def inference_rules() -> tuple[Recording, ...]:
     kv_cache = _gauge_inputs(POD_INFERENCE_KV_CACHE, 0.25, 0.75, 0.5)
     ttft, itl = _quantile_inputs(POD_INFERENCE_TTFT), _quantile_inputs(POD_INFERENCE_ITL)
     by_quantile = f"{BY_POD}, quantile"
+    saturation_inputs = (
+        *_series(POD_INFERENCE_QUEUED, CHAT_A, 3),
+        *_series(POD_INFERENCE_QUEUED, CHAT_B, 5),
+        *_series(POD_INFERENCE_QUEUED, EMBED_0, 2),
+        *_series(POD_INFERENCE_KV_CACHE, CHAT_A, 0.25),
+        *_series(POD_INFERENCE_KV_CACHE, CHAT_B, 0.75),
+        *_series(POD_INFERENCE_KV_CACHE, EMBED_0, 0.5),
+        *_owners(),
+    )
     workload_quantile = f"{BY_WORKLOAD}, quantile"
     return (
         _pod_rule(
@@ -234,6 +260,7 @@ def inference_rules() -> tuple[Recording, ...]:
             itl,
             quantiles=True,
         ),
+        *saturation_rules(POD_QUEUED, POD_KV_CACHE, saturation_inputs, _token_counters()),
     )
 
 
