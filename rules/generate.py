@@ -1,7 +1,9 @@
 """Generate the committed rule files for both dialects: `python -m rules.generate [--check]`.
 
 `--exporter-job NAME --adapter-job NAME --out DIR` writes the same files for targets scraped under other job names;
-`--runbook-url-base URL --out DIR` writes them with the alerts' runbook links under URL (rules/runbooks.py).
+`--runbook-url-base URL --out DIR` writes them with the alerts' runbook links under URL (rules/runbooks.py);
+`--ttft-slo-seconds S --out DIR` holds LLM serving workloads to a p90 time to first token of S seconds
+(rules/inference_alerts.py).
 
 Writes, under rules/dist/<dialect>/: the plain Prometheus rule file, the PrometheusRule manifest with a kustomization
 that serves it, and the promtool unit tests; and rules/README.md, the list of recorded series. With `--check`, writes
@@ -18,6 +20,7 @@ from exporter.catalogue import Dialect
 from rules import committed_files, reads, runbooks
 from rules.alerting import alert_groups
 from rules.dialect import Vocabulary
+from rules.inference_alerts import DEFAULT_TTFT_SLO_SECONDS, InferenceSLO, SLOError
 from rules.inventory import readable_names
 from rules.jobs import Jobs
 from rules.model import Alert, Group, Recording
@@ -36,9 +39,9 @@ def header(dialect: Dialect) -> str:
     )
 
 
-def groups(dialect: Dialect, jobs: Jobs | None = None) -> tuple[Group, ...]:
+def groups(dialect: Dialect, jobs: Jobs | None = None, slo: InferenceSLO | None = None) -> tuple[Group, ...]:
     vocab = Vocabulary.of(dialect)
-    return recording_groups(vocab) + alert_groups(vocab, jobs or Jobs())
+    return recording_groups(vocab) + alert_groups(vocab, jobs or Jobs(), slo)
 
 
 def recordings(dialect: Dialect) -> tuple[Recording, ...]:
@@ -193,15 +196,18 @@ def check_reads(dialect: Dialect, selected: tuple[Group, ...]) -> None:
                 raise UnknownSeriesError(f"{dialect} rule {name} reads unknown series: {', '.join(sorted(unknown))}")
 
 
-def render_all(jobs: Jobs | None = None, runbook_base: str | None = None) -> dict[Path, str]:
+def render_all(
+    jobs: Jobs | None = None, runbook_base: str | None = None, slo: InferenceSLO | None = None
+) -> dict[Path, str]:
     """Every generated file, by path relative to rules/, for gpu-pulse's targets scraped under `jobs` (default: the
     default job names), the alerts linking their runbooks under `runbook_base` (default: this release's docs,
-    rules/runbooks.py). Raises UnknownSeriesError for a rule over unknown series."""
+    rules/runbooks.py) and holding serving workloads to `slo` (default: InferenceSLO()). Raises UnknownSeriesError
+    for a rule over unknown series."""
     base = runbooks.default_base() if runbook_base is None else runbooks.check_base(runbook_base)
     files: dict[Path, str] = {}
     for dialect in Dialect:
         out = DIST / str(dialect)
-        selected = groups(dialect, jobs)
+        selected = groups(dialect, jobs, slo)
         check_reads(dialect, selected)
         files[out / RULE_FILE] = rule_file(selected, header(dialect), base)
         files[out / MANIFEST_FILE] = prometheus_rule(selected, header(dialect), str(dialect), base)
@@ -224,17 +230,27 @@ def _runbook_flag() -> argparse.ArgumentParser:
         help=f"where the alerts' runbook_url point, each alert's anchor appended after '#' (default: "
         f"{runbooks.default_base()}, the docs of this release)",
     )
+    flag.add_argument(
+        "--ttft-slo-seconds",
+        type=float,
+        metavar="SECONDS",
+        help=f"the p90 time to first token GPUInferenceTTFTOverSLO holds LLM serving workloads to, unless a workload "
+        f"records its own (default: {DEFAULT_TTFT_SLO_SECONDS:g})",
+    )
     return flag
 
 
 def _bind(args: argparse.Namespace) -> committed_files.Bound:
     base: str | None = args.runbook_url_base
-    if base is not None:
-        try:
+    seconds: float | None = args.ttft_slo_seconds
+    try:
+        if base is not None:
             runbooks.check_base(base)
-        except runbooks.RunbookBaseError as error:
-            raise committed_files.OptionError(str(error)) from None
-    return (lambda jobs: render_all(jobs, base)), base is None or base == runbooks.default_base()
+        slo = InferenceSLO() if seconds is None else InferenceSLO(ttft_p90_seconds=seconds)
+    except (runbooks.RunbookBaseError, SLOError) as error:
+        raise committed_files.OptionError(str(error)) from None
+    defaults = (base is None or base == runbooks.default_base()) and slo.is_default
+    return (lambda jobs: render_all(jobs, base, slo)), defaults
 
 
 def main(argv: list[str] | None = None) -> int:
