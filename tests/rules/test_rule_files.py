@@ -82,6 +82,7 @@ def test_rules_select_gpu_pulse_targets_by_the_default_job_names() -> None:
     assert 'up{job="gpu-pulse-adapter"}' in exprs["GPUAdapterDown"]
 
 
+@pytest.mark.timeout(480)  # promtool over both dialects' whole test files: over two minutes of a busy machine
 def test_rules_for_other_job_names_pass_their_promtool_tests(promtool: str, tmp_path: Path) -> None:
     """`--exporter-job/--adapter-job --out`: the same rules and tests, selecting the given jobs, and promtool agrees."""
     jobs = ["--exporter-job", "gpu-telemetry", "--adapter-job", "metrics-adapter", "--out", str(tmp_path)]
