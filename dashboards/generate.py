@@ -24,6 +24,7 @@ import yaml
 
 from dashboards.autoscaling import autoscaling_board
 from dashboards.grafana import Board
+from dashboards.inference import inference_board
 from dashboards.namespace import namespace_board
 from dashboards.node import node_board
 from dashboards.overview import overview_board
@@ -55,6 +56,7 @@ def boards(jobs: Jobs | None = None) -> dict[str, tuple[Board, Dialect | None]]:
         "gpu-pulse-namespace": (namespace_board(jobs), None),
         "gpu-pulse-autoscaling": (autoscaling_board(jobs), None),
         "gpu-pulse-waste": (waste_board(jobs), None),
+        "gpu-pulse-inference": (inference_board(jobs), None),
     }
 
 

@@ -91,6 +91,7 @@ BOARD_LINKS: tuple[tuple[str, str], ...] = (
     ("gpu-pulse-namespace", "Namespace"),
     ("gpu-pulse-waste", "Waste"),
     ("gpu-pulse-autoscaling", "Autoscaling"),
+    ("gpu-pulse-inference", "LLM serving"),
 )
 CARRIED = "${datasource:queryparam}&${cluster:queryparam}"
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from rules.dialect import Vocabulary
 from rules.examples import GPU1, TRAIN_ON_GPU0, TRAIN_ON_GPU2
 from rules.gpu_health import fast_gpu_alerts, lab, slow_gpu_alerts, steady_gpu_alerts
+from rules.inference_alerts import InferenceSLO, inference_alerts
 from rules.jobs import Jobs
 from rules.model import Alert, AlertCase, ExpectedAlert, Group, InputSeries, RuleTest, Severity
 from rules.names import POD_UTIL
@@ -399,13 +400,14 @@ def adapter_alerts(jobs: Jobs) -> tuple[Alert, ...]:
     )
 
 
-def alert_groups(vocab: Vocabulary, jobs: Jobs) -> tuple[Group, ...]:
+def alert_groups(vocab: Vocabulary, jobs: Jobs, slo: InferenceSLO | None = None) -> tuple[Group, ...]:
     """Alert groups of one dialect (only the GPU health alerts differ between dialects), selecting gpu-pulse's own
-    targets by the job names in `jobs`."""
+    targets by the job names in `jobs`, holding LLM serving workloads to `slo` (default: InferenceSLO())."""
     return (
         Group("gpu-pulse.gpu.alerts", fast_gpu_alerts(vocab)),
         Group("gpu-pulse.gpu.steady.alerts", steady_gpu_alerts(vocab), interval=STEADY_INTERVAL),
         Group("gpu-pulse.gpu.slow.alerts", slow_gpu_alerts(vocab) + pod_alerts(), interval=SLOW_INTERVAL),
         Group("gpu-pulse.exporter.alerts", exporter_alerts(jobs)),
         Group("gpu-pulse.adapter.alerts", adapter_alerts(jobs)),
+        Group("gpu-pulse.inference.alerts", inference_alerts(slo or InferenceSLO())),
     )

@@ -5,7 +5,8 @@ of the per-pod series, so a pod on several GPUs may carry one copy per device: t
 (`max`), and the workload level combines pods, as the adapter combines them: the queue and the running requests are
 summed, the KV-cache use averaged, and a latency percentile is the slowest pod's (percentiles of different pods do not
 combine into the workload's own; the `quantile` label is kept). A pod whose engine is not ready has no figure series,
-so it is left out of every workload figure.
+so it is left out of every workload figure. The group ends with each pod's saturation and tokens per second
+(rules/saturation.py), which read the pod level recorded before them.
 
 The group runs every 15 s, a common scrape interval: these are the series a Prometheus-based autoscaler on LLM
 serving reads, where a minute of delay is a minute of queue.
@@ -19,13 +20,15 @@ from rules.names import (
     BY_POD,
     BY_WORKLOAD,
     OWNER,
+    POD_INFERENCE_GENERATED_TOKENS,
     POD_INFERENCE_ITL,
     POD_INFERENCE_KV_CACHE,
     POD_INFERENCE_QUEUED,
     POD_INFERENCE_RUNNING,
     POD_INFERENCE_TTFT,
 )
-from rules.series import PodEdge, PodKey, TestDevice, plain_series, steady
+from rules.saturation import saturation_rules
+from rules.series import PodEdge, PodKey, TestDevice, plain_series, ramp, steady
 
 INTERVAL = "15s"
 
@@ -73,6 +76,21 @@ def _owners() -> tuple[InputSeries, ...]:
     )
 
 
+def _token_counters() -> tuple[InputSeries, ...]:
+    """The generated-token counters as the exporter publishes them: one series per pod (its own total, labelled
+    node, namespace, pod, engine and model), rising 50, 100 and 10 tokens per second (3000, 6000, 600 a minute)."""
+    per_minute = {"chat-a": 3000, "chat-b": 6000, "embed-0": 600}
+    counters = tuple(
+        plain_series(
+            POD_INFERENCE_GENERATED_TOKENS,
+            {"node": _NODE, "namespace": "serve", "pod": pod, "engine": _ENGINES[pod], "model": "example-model"},
+            ramp(0, step, 11),
+        )
+        for pod, step in per_minute.items()
+    )
+    return (*counters, *_owners())
+
+
 def _pod(pod: str) -> dict[str, str]:
     return {"namespace": "serve", "pod": pod}
 
@@ -114,6 +132,15 @@ def inference_rules() -> tuple[Recording, ...]:
     kv_cache = _gauge_inputs(POD_INFERENCE_KV_CACHE, 0.25, 0.75, 0.5)
     ttft, itl = _quantile_inputs(POD_INFERENCE_TTFT), _quantile_inputs(POD_INFERENCE_ITL)
     by_quantile = f"{BY_POD}, quantile"
+    saturation_inputs = (
+        *_series(POD_INFERENCE_QUEUED, CHAT_A, 3),
+        *_series(POD_INFERENCE_QUEUED, CHAT_B, 5),
+        *_series(POD_INFERENCE_QUEUED, EMBED_0, 2),
+        *_series(POD_INFERENCE_KV_CACHE, CHAT_A, 0.25),
+        *_series(POD_INFERENCE_KV_CACHE, CHAT_B, 0.75),
+        *_series(POD_INFERENCE_KV_CACHE, EMBED_0, 0.5),
+        *_owners(),
+    )
     workload_quantile = f"{BY_WORKLOAD}, quantile"
     return (
         _pod_rule(
@@ -234,6 +261,7 @@ def inference_rules() -> tuple[Recording, ...]:
             itl,
             quantiles=True,
         ),
+        *saturation_rules(POD_QUEUED, POD_KV_CACHE, saturation_inputs, _token_counters()),
     )
 
 

@@ -1,7 +1,8 @@
 """The series gpu-pulse and its neighbours publish: what rules and dashboards may read.
 
 Exporter names come from the catalogue; adapter names from the collectors the adapter's parts register; the rest are the
-few external series (Prometheus, kube-state-metrics, kube-apiserver) the rules and dashboards build on.
+few external series (Prometheus, kube-state-metrics, kube-apiserver, a team's own SLO series) the rules and dashboards
+build on.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from prometheus_client.core import Metric
 from adapter.self_metric_families import self_metric_families
 from exporter import catalogue
 from exporter.catalogue import Dialect
+from rules.inference_alerts import TTFT_SLO_OVERRIDE
 from rules.names import POD_INFERENCE_SERIES
 
 EXTERNAL_NAMES = frozenset(
@@ -27,6 +29,7 @@ EXTERNAL_NAMES = frozenset(
         "kube_horizontalpodautoscaler_status_desired_replicas",
         "kube_node_labels",  # kube-state-metrics, with the node labels its --metric-labels-allowlist names
         "aggregator_unavailable_apiservice",  # kube-apiserver (kube-aggregator)
+        TTFT_SLO_OVERRIDE,  # a workload's own SLO, a rule the team writes (rules/inference_alerts.py)
     }
 )
 

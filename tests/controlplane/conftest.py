@@ -13,6 +13,7 @@ from tests.controlplane.stack import Cluster, running_cluster
 
 TIMINGS: dict[str, dict[str, float]] = {}
 
+
 @pytest.fixture(scope="module")
 def cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     began = time.monotonic()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -119,6 +120,8 @@ class SimulatedKube:
                     f"gpu_pulse_pod_inference_running_requests{{{labels}}} 12",
                     f"gpu_pulse_pod_inference_kv_cache_utilization_ratio{{{labels}}} 0.62",
                     f'gpu_pulse_pod_inference_engine_state{{{labels},state="ready"}} 1',
+                    # the exporter's own total of the engine's counter: 40 tokens a second, never falling
+                    f"gpu_pulse_pod_inference_generated_tokens_total{{{labels}}} {int(time.time() * 40)}",
                 ]
                 for quantile, ttft, itl in (("0.5", 0.08, 0.012), ("0.9", 0.3, 0.025), ("0.99", 1.2, 0.09)):
                     lines.append(

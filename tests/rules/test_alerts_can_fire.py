@@ -4,8 +4,10 @@ set and with dcgm-exporter's own default-counters.csv as `--collectors`, and sta
 The series names and labels come from real expositions: the real exporter (`python -m exporter --simulate=faulty`,
 the real collector over the NVML simulator: XIDs, a lost GPU, a pending row remap, pods) for each dialect and field
 set, and the adapter's own metrics registry. Prometheus adds the scrape target's `job` and `instance`; the only
-series made up here are Prometheus' `up`, kube-apiserver's `aggregator_unavailable_apiservice` and kube-state-metrics'
-`kube_node_labels`. Each alert has a
+series made up here are Prometheus' `up`, kube-apiserver's `aggregator_unavailable_apiservice`, kube-state-metrics'
+`kube_node_labels` and HPA series, the serving-engine series (the scenario runs no engine: they carry the catalogue's
+labels on a pod the exporter serves) and the two recorded workload series the inference alerts read (the shipped
+recording rules' own tests make them from the exporter's series). Each alert has a
 recipe below that gives those real series values over time: one case that must fire it and one that must not, judged
 by `promtool test rules` on the committed rule file (`ALERTS{alertstate="firing"}`). An alert without a recipe fails.
 """
@@ -24,13 +26,15 @@ import yaml
 from prometheus_client import generate_latest
 
 from adapter.api.selfmetrics import AdapterMetrics
-from exporter.catalogue import CLOCK_EVENT_REASONS, Dialect
+from exporter.catalogue import CLOCK_EVENT_REASONS, POD_INFERENCE_LABELS, Dialect
 from exporter.catalogue.dcgm_exporter_files import DEFAULT_COUNTERS, as_csv
 from rules.dialect import Vocabulary
 from rules.generate import ROOT
 from rules.gpu_health import HARDWARE_SLOWDOWN, POWER_CAP, THERMAL, XID_APPLICATION, XID_HARDWARE, XID_MEMORY
+from rules.inference import WORKLOAD_TTFT
 from rules.jobs import Jobs
 from rules.render import RULE_FILE
+from rules.saturation import WORKLOAD_SATURATION
 from tests.support.exporters import SERVING_LINE
 from tests.support.loopback import http_get
 from tests.support.processes import ChildProcesses, python_module
@@ -249,6 +253,55 @@ def _allocated_idle(w: World) -> tuple[Case, Case]:
     return Case("125m").put(name, sets[:1], "0.5x30 0x120"), Case("125m").put(name, sets[:1], "0.5x150")
 
 
+def _engine(w: World, **extra: str) -> tuple[Labels, ...]:
+    """A serving engine's series labels on the first pod the exporter serves a figure of (catalogue
+    POD_INFERENCE_LABELS, scraped): the faulty scenario runs no engine."""
+    pod = w.exporter.of("gpu_pulse_pod_gpu_utilization_ratio")[0]
+    labels = {k: pod[k] for k in ("node", "namespace", "pod")} | {"engine": "vllm", "model": "example"}
+    assert set(labels) == set(POD_INFERENCE_LABELS)
+    return (labels | EXPORTER_TARGET | extra,)
+
+
+def _kv_cache_full(w: World) -> tuple[Case, Case]:
+    kv, queued = "gpu_pulse_pod_inference_kv_cache_utilization_ratio", "gpu_pulse_pod_inference_queued_requests"
+    return (
+        Case("10m").put(kv, _engine(w), "0.96x15").put(queued, _engine(w), "0+2x15"),
+        Case("10m").put(kv, _engine(w), "0.96x15").put(queued, _engine(w), "4x15"),
+    )
+
+
+def _engine_silent(w: World) -> tuple[Case, Case]:
+    name = "gpu_pulse_pod_inference_engine_state"
+    gone = _engine(w, state="unreachable", reason="annotations: connection refused")
+    return Case("20m").put(name, gone, "1x25"), Case("20m").put(name, _engine(w, state="ready", reason=""), "1x25")
+
+
+_WORKLOAD = {"namespace": "serve", "workload": "chat", "workload_type": "Deployment"}
+
+
+def _ttft_over_slo(w: World) -> tuple[Case, Case]:
+    p90 = (_WORKLOAD | {"quantile": "0.9"},)
+    return Case("15m").put(WORKLOAD_TTFT, p90, "3x25"), Case("15m").put(WORKLOAD_TTFT, p90, "1x25")
+
+
+def _at_max_replicas(w: World) -> tuple[Case, Case]:
+    hpa = {"job": "kube-state-metrics", "instance": "10.0.2.1:8080", "namespace": "serve"}
+    hpa |= {"horizontalpodautoscaler": "chat"}
+    info = hpa | {"scaletargetref_api_version": "apps/v1", "scaletargetref_kind": "Deployment"}
+    info |= {"scaletargetref_name": "chat"}
+
+    def case(current: int) -> Case:
+        return (
+            Case("15m")
+            .put(WORKLOAD_SATURATION, (_WORKLOAD,), "2x20")
+            .put("kube_horizontalpodautoscaler_info", (info,), "1x20")
+            .put("kube_horizontalpodautoscaler_status_current_replicas", (hpa,), f"{current}x20")
+            .put("kube_horizontalpodautoscaler_spec_max_replicas", (hpa,), "4x20")
+        )
+
+    return case(4), case(2)
+
+
 RECIPES: Mapping[str, Recipe] = {
     "GPUDown": _gpu_lost,
     "GPUXidHardwareError": _xid(XID_HARDWARE),
@@ -272,11 +325,16 @@ RECIPES: Mapping[str, Recipe] = {
     "GPUMetricsAPIUnavailable": _apiservice,
     "GPUAdapterDown": _target_up(ADAPTER_TARGET, "1x2 0x20", "1x22", "17m"),
     "GPUAdapterServingNothing": _serving_nothing,
+    "GPUInferenceTTFTOverSLO": _ttft_over_slo,
+    "GPUInferenceKVCacheFull": _kv_cache_full,
+    "GPUInferenceAtMaxReplicas": _at_max_replicas,
+    "GPUInferenceEngineSilent": _engine_silent,
 }
 
 
 def _alert_groups(dialect: str) -> list[dict[str, Any]]:
-    """The groups of the committed rule file that hold alerts, as they are (the alerts read no recorded series)."""
+    """The groups of the committed rule file that hold alerts, as they are (the recorded series the inference alerts
+    read are given as inputs)."""
     doc = yaml.safe_load((ROOT / "dist" / dialect / RULE_FILE).read_text(encoding="utf-8"))
     groups: list[dict[str, Any]] = doc["groups"]
     return [g for g in groups if any("alert" in rule for rule in g["rules"])]

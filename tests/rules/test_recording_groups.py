@@ -10,6 +10,7 @@ from adapter.metrics_config import default_metrics_config
 from exporter.catalogue import Dialect
 from rules.dialect import Vocabulary
 from rules.generate import alerts
+from rules.inference import inference_rules
 from rules.model import Recording
 from rules.promql import metric_names
 from rules.recording import (
@@ -110,9 +111,13 @@ def test_both_dialects_record_the_same_names_at_the_same_intervals() -> None:
 
 @pytest.mark.parametrize("dialect", list(Dialect))
 def test_no_alert_and_no_default_adapter_query_reads_a_recorded_series(dialect: Dialect) -> None:
-    """What lets the accounting groups run every two minutes: their series feed dashboards and the report only."""
+    """What lets the accounting groups run every two minutes: their series feed dashboards and the report only. The
+    inference alerts on workloads read the inference group's series (written every 15 s), and no other."""
     recorded = set(recording_intervals(Vocabulary.of(dialect)))
-    assert not [a.alert for a in alerts(dialect) if metric_names(a.expr) & recorded]
+    inference = {rule.record for rule in inference_rules()}
+    assert not [a.alert for a in alerts(dialect) if metric_names(a.expr) & (recorded - inference)]
+    read = {a.alert for a in alerts(dialect) if metric_names(a.expr) & inference}
+    assert read == {"GPUInferenceTTFTOverSLO", "GPUInferenceAtMaxReplicas"}
     config = default_metrics_config()
     queries = [d.prometheus for d in (*config.metrics, *config.external) if d.prometheus is not None]
     assert queries
