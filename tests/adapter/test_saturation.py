@@ -131,7 +131,10 @@ def test_the_value_never_falls_as_a_signal_rises(
     if field == "gpu_utilization_percent":
         rising = replace(signals, gpu_utilization_percent=min(HUNDRED, before + more))
     low, high = saturation(signals, spec), saturation(rising, spec)
-    assert low is not None and high is not None
+    if low is None:  # no term has its signal: a GPU busier or a signal higher gives none either
+        assert high is None
+        return
+    assert high is not None
     assert high.percent >= low.percent
 
 
