@@ -52,14 +52,16 @@ class LatencySlo(_Strict):
     """A latency term: the percentile the exporter works out over its window, and the SLO it is held to."""
 
     slo_seconds: Annotated[Decimal, Field(gt=0, le=86_400)] = Field(description="the percentile's SLO, seconds")
-    percentile: LatencyPercentile = Field("p90", description="which percentile (p50, p90, p99)")
+    percentile: LatencyPercentile = Field(default="p90", description="which percentile (p50, p90, p99)")
 
 
 class GpuCap(_Strict):
     """While every GPU of the pod reads below `gpu_utilization_below_percent`, the pod reads at most `percent`."""
 
     gpu_utilization_below_percent: Annotated[Decimal, Field(gt=0, le=100)]
-    percent: Annotated[Decimal, Field(ge=0)] = Field(Decimal(100), description="the most the pod reads meanwhile")
+    percent: Annotated[Decimal, Field(ge=0)] = Field(
+        default=Decimal(100), description="the most the pod reads meanwhile"
+    )
 
 
 EnginePreset = Literal["vllm", "sglang", "nim", "triton-trtllm", "dynamo", "tgi"]
@@ -68,17 +70,17 @@ EnginePreset = Literal["vllm", "sglang", "nim", "triton-trtllm", "dynamo", "tgi"
 class SaturationSpec(_Strict):
     """The `saturation` block of a metric whose figure is `saturation`: its terms' targets, the idle floor, the cap."""
 
-    preset: EnginePreset | None = Field(None, description="start from an engine's preset (docs/llm-serving.md)")
+    preset: EnginePreset | None = Field(default=None, description="start from an engine's preset (docs/llm-serving.md)")
     queued_requests: Annotated[Decimal, Field(gt=0, le=1e9)] | None = Field(
-        None, description="requests waiting in one pod's engine that read as 100 %"
+        default=None, description="requests waiting in one pod's engine that read as 100 %"
     )
     kv_cache_utilization: Annotated[Decimal, Field(gt=0, le=1)] | None = Field(
-        None, description="KV-cache fill (0-1, as the engine reports it) that reads as 100 %"
+        default=None, description="KV-cache fill (0-1, as the engine reports it) that reads as 100 %"
     )
     time_to_first_token: LatencySlo | None = None
     inter_token_latency: LatencySlo | None = None
     idle_gpu_utilization_percent: Annotated[Decimal, Field(ge=0, le=100)] = Field(
-        Decimal(5), description="GPUs below this (percent) with an empty queue read as idle (0); 0 turns it off"
+        default=Decimal(5), description="GPUs below this (percent) with an empty queue read as idle (0); 0 turns it off"
     )
     cap: GpuCap | None = None
 

@@ -104,7 +104,7 @@ def test_the_value_is_the_largest_term_and_says_which(signals: Signals, spec: Sa
         return
     assert reading is not None
     if idle(signals, spec):
-        assert (reading.percent, reading.driver) == (0, IDLE)
+        assert (reading.percent, reading.driver) == (Decimal(0), IDLE)
         return
     assert terms[reading.driver] == max(terms.values())
     expected = max(terms.values())
@@ -146,7 +146,7 @@ def test_an_idle_gpu_with_an_empty_queue_reads_idle_whatever_else_reads() -> Non
         gpu_utilization_percent=Decimal(2),
     )
     reading = saturation(busy_latency, FULL)
-    assert reading is not None and (reading.percent, reading.driver) == (0, IDLE)
+    assert reading is not None and (reading.percent, reading.driver) == (Decimal(0), IDLE)
     # a request waiting, or the GPU at work, or its utilization unknown (a MIG instance): no floor
     for pod in (
         replace(busy_latency, queued_requests=Decimal(1)),
@@ -164,7 +164,7 @@ def test_the_cap_holds_a_pod_whose_gpu_has_headroom() -> None:
         queued_requests=Decimal(1), time_to_first_token_seconds=Decimal(4), gpu_utilization_percent=Decimal(30)
     )
     capped = saturation(slow, spec)
-    assert capped is not None and (capped.percent, capped.driver) == (90, TIME_TO_FIRST_TOKEN)
+    assert capped is not None and (capped.percent, capped.driver) == (Decimal(90), TIME_TO_FIRST_TOKEN)
     uncapped = saturation(replace(slow, gpu_utilization_percent=Decimal(40)), spec)
     assert uncapped is not None and uncapped.percent == 200
 
@@ -175,7 +175,7 @@ def test_latency_terms_apply_only_where_an_slo_is_given() -> None:
         queued_requests=Decimal(1), kv_cache_utilization=Decimal("0.4"), time_to_first_token_seconds=Decimal(60)
     )
     reading = saturation(pod, spec.resolved())
-    assert reading is not None and (reading.percent, reading.driver) == (50, KV_CACHE_UTILIZATION)
+    assert reading is not None and (reading.percent, reading.driver) == (Decimal(50), KV_CACHE_UTILIZATION)
 
 
 # ---- the configuration ----------------------------------------------------------------------------------------------
@@ -186,9 +186,9 @@ def one_metric(block: str, extra: str = "") -> MetricDefinition:
 
 def test_a_preset_gives_llm_d_s_thresholds_and_fields_beside_it_override_it() -> None:
     spec = one_metric("{preset: vllm}").saturation
-    assert spec is not None and (spec.queued_requests, spec.kv_cache_utilization) == (5, Decimal("0.8"))
+    assert spec is not None and (spec.queued_requests, spec.kv_cache_utilization) == (Decimal(5), Decimal("0.8"))
     spec = one_metric("{preset: vllm, queued_requests: 2, time_to_first_token: {slo_seconds: 1.5}}").saturation
-    assert spec is not None and (spec.queued_requests, spec.kv_cache_utilization) == (2, Decimal("0.8"))
+    assert spec is not None and (spec.queued_requests, spec.kv_cache_utilization) == (Decimal(2), Decimal("0.8"))
     assert spec.time_to_first_token == LatencySlo(slo_seconds=Decimal("1.5"), percentile="p90")
     tgi = one_metric("{preset: tgi}").saturation
     assert tgi is not None and tgi.kv_cache_utilization is None  # TGI reports no KV cache (exporter/engines)
