@@ -190,6 +190,8 @@ def test_a_preset_gives_llm_d_s_thresholds_and_fields_beside_it_override_it() ->
     spec = one_metric("{preset: vllm, queued_requests: 2, time_to_first_token: {slo_seconds: 1.5}}").saturation
     assert spec is not None and (spec.queued_requests, spec.kv_cache_utilization) == (Decimal(2), Decimal("0.8"))
     assert spec.time_to_first_token == LatencySlo(slo_seconds=Decimal("1.5"), percentile="p90")
+    without_kv = one_metric("{preset: vllm, kv_cache_utilization: null}").saturation  # a term left out by name
+    assert without_kv is not None and without_kv.terms() == (QUEUED_REQUESTS,)
     tgi = one_metric("{preset: tgi}").saturation
     assert tgi is not None and tgi.kv_cache_utilization is None  # TGI reports no KV cache (exporter/engines)
     assert set(PRESETS) == {"vllm", "sglang", "nim", "triton-trtllm", "dynamo", "tgi"}
@@ -199,6 +201,7 @@ def test_a_preset_gives_llm_d_s_thresholds_and_fields_beside_it_override_it() ->
     ("block", "extra", "problem"),
     [
         ("{}", "", "no term"),
+        ("{preset: tgi, queued_requests: null}", "", "no term"),
         ("{queued_requests: 0}", "", "saturation.queued_requests: Input should be greater than 0"),
         ("{kv_cache_utilization: 80}", "", "saturation.kv_cache_utilization: Input should be less than or equal to 1"),
         ("{preset: llamacpp}", "", "saturation.preset"),
