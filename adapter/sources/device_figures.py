@@ -136,7 +136,7 @@ def _inference_sample(
     inference = pod.inference
     labels = None if inference is None else inference_labels(node, inference)
     if metric.figure is Figure.SATURATION:
-        reading = saturation_reading(pod, metric)
+        reading = saturation_reading(pod, metric, exact)
         value = None if reading is None else reading.percent
         if labels is not None and reading is not None:  # which term drives it: a metricLabelSelector may pick by it
             labels = MappingProxyType({**labels, "term": reading.driver})
@@ -272,16 +272,22 @@ def listed_saturation(
     latest = math.inf if generated_at is None else generated_at
     found: dict[str, dict[str, ListedValue]] = {}
     readings: list[Reading] = []
+    last_at, when = None, 0.0  # a document's engines are mostly read at one time, over one window
+    last_window, window = -1.0, 0
     for pod in pods:
         inference = pod.inference
         if inference is None or inference.state != READY:
             continue
-        reading = saturation_reading(pod, metric)
+        reading = saturation_reading(pod, metric, exact)
         if reading is None:
             continue
         readings.append(reading)
         value = reading.percent if scale == _ONE else scaled(reading.percent, scale)
-        when = min(inference.sampled_at.timestamp(), latest) + clock_offset
-        window = fixed_window if fixed_window is not None else max(1, math.ceil(inference.window_seconds))
+        if inference.sampled_at != last_at:
+            last_at = inference.sampled_at
+            when = min(last_at.timestamp(), latest) + clock_offset
+        if inference.window_seconds != last_window:
+            last_window = inference.window_seconds
+            window = fixed_window if fixed_window is not None else max(1, math.ceil(last_window))
         found.setdefault(pod.namespace, {})[pod.name] = ListedValue(ServedValue(value, when, window), pod.uid)
     return found, driver_counts(readings)
