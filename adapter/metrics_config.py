@@ -30,6 +30,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from adapter.demand.config import DemandDefinition
+from adapter.saturation import SaturationSpec
+from adapter.saturation import prometheus_queries as saturation_queries
 from toolkit.inputfiles import InputFileError, read_input_text
 
 NAMESPACE_MATCHER = "namespace_matcher"
@@ -57,6 +59,7 @@ class Figure(StrEnum):
     INTER_TOKEN_LATENCY_SECONDS = "inter_token_latency_seconds"  # a percentile over the exporter's window
     REQUESTS_PER_SECOND = "requests_per_second"  # finished requests, per second over the window
     GENERATED_TOKENS_PER_SECOND = "generated_tokens_per_second"  # output tokens, per second over the window
+    SATURATION = "saturation"  # the largest of the engine's signals over their targets, percent (adapter.saturation)
 
     @property
     def of_inference(self) -> bool:
@@ -175,6 +178,9 @@ class MetricDefinition(_Strict):
     source: Literal["direct", "prometheus"] | None = Field(
         None, description="which source answers this metric (direct or prometheus); default: --source"
     )
+    saturation: SaturationSpec | None = Field(
+        None, description="the terms, targets, idle floor and cap of a saturation figure (adapter.saturation)"
+    )
 
     @field_validator("name")
     @classmethod
@@ -200,6 +206,31 @@ class MetricDefinition(_Strict):
             raise ValueError(f"metric {self.name} has no prometheus query")
         quantile = None if self.percentile is None else self.percentile.quantile
         return self.prometheus.render(namespace_matcher, quantile)
+
+    @model_validator(mode="after")
+    def _saturation_has_its_terms(self) -> MetricDefinition:
+        """A saturation figure says its terms in a `saturation` block (kept with its preset resolved), and its PromQL
+        is built from them, for both sources to serve one figure from one configuration."""
+        if self.figure is not Figure.SATURATION:
+            if self.saturation is not None:
+                raise ValueError(f"saturation: only a saturation figure has terms, and this reads {self.figure}")
+            return self
+        if self.saturation is None:
+            raise ValueError("saturation: a saturation figure needs a saturation block naming its terms and targets")
+        if self.prometheus is not None:
+            raise ValueError(
+                "prometheus: a saturation figure's PromQL is built from its terms: leave the prometheus block out"
+            )
+        spec = self.saturation.resolved()
+        query, sample_time_query = saturation_queries(spec)
+        # the model is frozen: the resolved spec and the built queries are set once, here, as it is validated
+        object.__setattr__(self, "saturation", spec)
+        object.__setattr__(
+            self,
+            "prometheus",
+            PrometheusQuery(query=query, sample_time_query=sample_time_query, window_seconds=60),
+        )
+        return self
 
     @model_validator(mode="after")
     def _source_can_answer(self) -> MetricDefinition:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import ssl
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -22,7 +22,14 @@ from adapter.auth.requests import DelegatingAuthenticator
 from adapter.auth.sar import SubjectAccessReviewer
 from adapter.auth.tokenreview import TokenReviewer
 from adapter.demand.signals import DemandCollector, DemandSignals, build_reader
-from adapter.metrics_config import MetricsConfig, MetricsConfigError, default_metrics_config, load_metrics_config
+from adapter.metrics_config import (
+    Figure,
+    MetricDefinition,
+    MetricsConfig,
+    MetricsConfigError,
+    default_metrics_config,
+    load_metrics_config,
+)
 from adapter.podcache.cache import PodCache
 from adapter.promadapter.config import (
     GPU_PULSE_KEYS,
@@ -180,10 +187,15 @@ def build_source(
     """The number source: `--source` for every metric, or both sources side by side when `config` has metrics that
     name the other one (sources/routing.py). Raises ValueError with one line on unusable credentials."""
     needed = config.source_names(settings.source) if config is not None else {settings.source}
+    saturation = (
+        [d for d in (*config.metrics, *config.external) if d.figure is Figure.SATURATION] if config is not None else []
+    )
     if len(needed) == 1:
         (only,) = needed
-        return _one_source(only, settings, pods, metrics, metrics.observe_source_call)
-    sources = {name: _one_source(name, settings, pods, metrics, metrics.source_observer(name)) for name in needed}
+        return _one_source(only, settings, pods, metrics, metrics.observe_source_call, saturation)
+    sources = {
+        name: _one_source(name, settings, pods, metrics, metrics.source_observer(name), saturation) for name in needed
+    }
     return SourcesByMetric(sources, default=settings.source)
 
 
@@ -193,7 +205,9 @@ def _one_source(
     pods: PodDirectory,
     metrics: AdapterMetrics,
     observe: Callable[[str, float], None],
+    saturation: Sequence[MetricDefinition] = (),
 ) -> MetricSource:
+    """`saturation`: the metrics whose driving terms the direct source's self-metrics count."""
     if name == "prometheus":
         assert settings.prometheus_url is not None  # checked by the settings and metrics_config_for
         return PrometheusSource(
@@ -228,7 +242,7 @@ def _one_source(
         observe=observe,
         max_document_bytes=settings.exporter_max_document_bytes,
     )
-    metrics.registry.register(NodeFeedsCollector(cache))
+    metrics.registry.register(NodeFeedsCollector(cache, saturation))
     return DirectSource(locator, cache, max_age=settings.max_age)
 
 

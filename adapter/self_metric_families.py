@@ -17,6 +17,7 @@ from adapter.keda.admission import CallAdmission
 from adapter.keda.selfmetrics import AdmissionCollector, KedaMetrics, ScalerCollector
 from adapter.podcache.selfmetrics import PodCacheCollector
 from adapter.sources.feedmetrics import NodeFeedsCollector
+from adapter.sources.nodeanswer import NodeAnswer
 from toolkit.connections import ConnectionStats
 
 
@@ -31,6 +32,9 @@ class _AtStart:
     failures: int = 0
     streams: int = 0
     workloads: int = 0
+
+    def current_answers(self) -> list[NodeAnswer]:
+        return []
 
     def stats(self) -> ConnectionStats:
         return ConnectionStats(open=0, limit=0, accepted=0, refused=0, evicted=0, header_timeouts=0, idle_timeouts=0)

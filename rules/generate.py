@@ -115,7 +115,8 @@ docs/capacity-scaling-config.md) and of the Gateway API Inference Extension's sa
 (pkg/epp/saturationdetector/config.go). It is recorded as a ratio, 1 at the target, where the adapter's
 `inference_saturation` serves percent (100 at the target); the `term` label says which term drives it. These targets
 (`QUEUE_TARGET`, `KV_CACHE_TARGET` in rules/saturation.py) must match the adapter's default presets: a pod whose two
-figures disagree would read saturated on the dashboards and not to the HPA, or the other way round.
+figures disagree would read saturated on the dashboards and not to the HPA, or the other way round
+(tests/rules/test_saturation_targets.py holds them to the vLLM preset, adapter/saturation.py).
 
 `GPUInferenceTTFTOverSLO` holds each workload's p90 time to first token to {DEFAULT_TTFT_SLO_SECONDS:g} s
 (`python -m rules.generate --ttft-slo-seconds S --out DIR` for another default); a workload with an SLO of its own

@@ -4,7 +4,7 @@ the generated tokens per second beside them.
 
 A term is one engine figure over its target: requests waiting per pod over QUEUE_TARGET, KV-cache use over
 KV_CACHE_TARGET. The recorded values are ratios (1 is a pod at its target, the adapter's 100 %), as every recorded
-series here is in base units. The targets must match the adapter's default presets (rules/README.md says so); the
+series here is in base units. The targets are the adapter's vLLM preset (tests/rules/test_saturation_targets.py); the
 adapter also has latency terms and a GPU-utilization idle floor, which need an SLO per workload and are not recorded.
 Runs in the inference group (rules/inference.py), after the pod figures it reads.
 """

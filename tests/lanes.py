@@ -23,6 +23,8 @@ TESTS = Path(__file__).resolve().parent
 SLOW_PATHS = (
     "e2e/",
     "adapter/test_demo_inference.py",
+    "adapter/test_demo_saturation.py",
+    "adapter/test_saturation_promql.py",
     "adapter/test_demo_rules.py",
     "controlplane/",
     "adapter/test_demo_run.py",

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from decimal import Decimal, DivisionByZero, InvalidOperation
 from types import MappingProxyType
 from typing import Any
@@ -12,6 +12,7 @@ from typing import Any
 from adapter.hotpath_caches import EXACT_BOUND, EXACT_FLOATS, EXACT_INTS, keep
 from adapter.metrics_config import Figure, MetricDefinition
 from adapter.quantity import QuantityError, decimal_from_float
+from adapter.saturation import MAX_PERCENT, Reading
 from adapter.sources.aggregation import combined_value, scaled
 from adapter.sources.inference_figures import (
     INFERENCE_BOUNDS,
@@ -22,6 +23,7 @@ from adapter.sources.inference_figures import (
     inference_sampled_at,
 )
 from adapter.sources.metricsource import DeviceValue, ListedValue, PodSample, ServedValue
+from adapter.sources.saturation_figures import driver_counts, saturation_reading
 from toolkit.pods_contract import (
     MEMORY_BYTES_BOUNDS,
     POWER_WATTS_BOUNDS,
@@ -38,6 +40,7 @@ FIGURE_BOUNDS: dict[Figure, tuple[Decimal, Decimal]] = {
     Figure.MEMORY_UTILIZATION: (Decimal(0), Decimal(1)),
     Figure.POWER_WATTS: (Decimal(POWER_WATTS_BOUNDS[0]), Decimal(POWER_WATTS_BOUNDS[1])),
     **INFERENCE_BOUNDS,
+    Figure.SATURATION: (Decimal(0), MAX_PERCENT),
 }
 
 
@@ -131,14 +134,21 @@ def _inference_sample(
     node: str, pod: PodView, metric: MetricDefinition, clock_offset: float, generated_at: float | None
 ) -> PodSample | None:
     inference = pod.inference
-    number = inference_number(inference, metric)
-    value = None if number is None else exact(number)
-    if inference is None or value is None or not within_bounds(metric.figure, value):
+    labels = None if inference is None else inference_labels(node, inference)
+    if metric.figure is Figure.SATURATION:
+        reading = saturation_reading(pod, metric, exact)
+        value = None if reading is None else reading.percent
+        if labels is not None and reading is not None:  # which term drives it: a metricLabelSelector may pick by it
+            labels = MappingProxyType({**labels, "term": reading.driver})
+    else:
+        number = inference_number(inference, metric)
+        value = None if number is None else exact(number)
+    if inference is None or labels is None or value is None or not within_bounds(metric.figure, value):
         return None
     return PodSample(
         namespace=pod.namespace,
         name=pod.name,
-        devices=(DeviceValue(value, inference_labels(node, inference)),),
+        devices=(DeviceValue(value, labels),),
         sampled_at=inference_sampled_at(inference, generated_at) + clock_offset,
         window_seconds=inference.window_seconds,
         uid=pod.uid,
@@ -184,6 +194,8 @@ def listed_values(
     clock. Keyed by names, not (namespace, name) tuples, so that nothing in it is tracked by the garbage collector
     (metricsource.ListedValue). `generated_at`: the document's time on the exporter's clock, which no inference figure
     is taken as sampled after (inference_figures)."""
+    if metric.figure is Figure.SATURATION:
+        return listed_saturation(metric, pods, clock_offset, generated_at)[0]
     if metric.figure.of_inference:
         return _listed_inference_values(metric, pods, clock_offset, generated_at)
     attribute = _PLAIN_FIGURES.get(metric.figure)
@@ -248,3 +260,34 @@ def _listed_inference_values(
             window = fixed_window if fixed_window is not None else max(1, math.ceil(last_window))
         found.setdefault(pod.namespace, {})[pod.name] = ListedValue(ServedValue(value, when, window), pod.uid)
     return found
+
+
+def listed_saturation(
+    metric: MetricDefinition, pods: Iterable[PodView], clock_offset: float, generated_at: float | None = None
+) -> tuple[dict[str, dict[str, ListedValue]], Mapping[str, int]]:
+    """`listed_values` of a saturation figure (saturation_figures), and how many of the listed pods each term drives
+    (for the adapter's self-metric, worked out as the values are)."""
+    scale = metric.scale
+    fixed_window = metric.window_seconds
+    latest = math.inf if generated_at is None else generated_at
+    found: dict[str, dict[str, ListedValue]] = {}
+    readings: list[Reading] = []
+    last_at, when = None, 0.0  # a document's engines are mostly read at one time, over one window
+    last_window, window = -1.0, 0
+    for pod in pods:
+        inference = pod.inference
+        if inference is None or inference.state != READY:
+            continue
+        reading = saturation_reading(pod, metric, exact)
+        if reading is None:
+            continue
+        readings.append(reading)
+        value = reading.percent if scale == _ONE else scaled(reading.percent, scale)
+        if inference.sampled_at != last_at:
+            last_at = inference.sampled_at
+            when = min(last_at.timestamp(), latest) + clock_offset
+        if inference.window_seconds != last_window:
+            last_window = inference.window_seconds
+            window = fixed_window if fixed_window is not None else max(1, math.ceil(last_window))
+        found.setdefault(pod.namespace, {})[pod.name] = ListedValue(ServedValue(value, when, window), pod.uid)
+    return found, driver_counts(readings)

@@ -64,8 +64,8 @@ def inference_reader(metric: MetricDefinition) -> InferenceReader:
             return None if quantiles is None else getattr(quantiles, percentile)  # type: ignore[no-any-return]
 
         return latency
-    if not figure.of_inference:
-        return _never  # a device figure: not the engine's
+    if not figure.of_inference or figure is Figure.SATURATION:
+        return _never  # a device figure (not the engine's), or one worked out of several (saturation_figures)
     return attrgetter(str(figure))
 
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 
-from adapter.metrics_config import MetricDefinition
-from adapter.sources.device_figures import listed_values, pod_sample
+from adapter.metrics_config import Figure, MetricDefinition
+from adapter.sources.device_figures import listed_saturation, listed_values, pod_sample
 from adapter.sources.metricsource import ListedValues, PodKey, PodSample
 from toolkit.pods_contract import NodePods
 
@@ -40,6 +40,7 @@ class NodeAnswer:
 
     __slots__ = (
         "_document",
+        "_drivers",
         "_generated_at",
         "_offset",
         "_reread",
@@ -74,8 +75,9 @@ class NodeAnswer:
         self._offset = clock_offset
         self._values: dict[str, ListedValues] = {}  # by metric name (a definition hashes slowly)
         self._samples: dict[str, dict[PodKey, PodSample]] = {}
+        self._drivers: dict[str, Mapping[str, int]] = {}  # a saturation metric's pods by driving term
         for metric in worked_out:
-            self._values[metric.name] = listed_values(metric, document.pods, clock_offset, self._generated_at)
+            self._work_out(metric, document)
 
     def document(self) -> NodePods:
         """The document, decoded again unless samples were asked for (then it is kept)."""
@@ -85,10 +87,23 @@ class NodeAnswer:
         """Each listed pod's value of `metric` and its uid, by namespace and pod name."""
         found = self._values.get(metric.name)
         if found is None:
-            found = self._values[metric.name] = listed_values(
-                metric, self.document().pods, self._offset, self._generated_at
-            )
+            found = self._work_out(metric, self.document())
         return found
+
+    def drivers(self, metric: MetricDefinition) -> Mapping[str, int] | None:
+        """How many of the listed pods each term of the saturation figure `metric` drives, once its values are worked
+        out (None before: asking here works nothing out)."""
+        return self._drivers.get(metric.name)
+
+    def _work_out(self, metric: MetricDefinition, document: NodePods) -> ListedValues:
+        if metric.figure is Figure.SATURATION:
+            values, self._drivers[metric.name] = listed_saturation(
+                metric, document.pods, self._offset, self._generated_at
+            )
+        else:
+            values = listed_values(metric, document.pods, self._offset, self._generated_at)
+        self._values[metric.name] = values
+        return values
 
     def samples(self, metric: MetricDefinition) -> Mapping[PodKey, PodSample]:
         """Each listed pod's sample of `metric`, device by device, by (namespace, name)."""

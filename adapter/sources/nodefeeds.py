@@ -119,6 +119,10 @@ class NodeFeeds:
             await self._client.session.close()
             self._client.session = None
 
+    def current_answers(self) -> list[NodeAnswer]:
+        """The newest answer of each node followed that answers now."""
+        return [feed.answer for feed in self._feeds.values() if feed.answer is not None and feed.error is None]
+
     # ---- questions ---------------------------------------------------------------------------------------------------
     def cached(self, node: str, url: str, namespace: str | None) -> NodeAnswer | Miss | None:
         """The node's newest document if it carries `namespace` (every namespace for None), None when the node does

@@ -26,6 +26,9 @@ QUEUED_QUERY, RUNNING_QUERY, KV_CACHE_QUERY = (
     for name in ("inference_queued_requests", "inference_running_requests", "inference_kv_cache_utilization")
 )
 
+# each pod's saturation (the largest of its engine's signals over their targets, percent: adapter/saturation.py)
+SATURATION_QUERY = HPA_QUERY.replace("/gpu_utilization?", "/inference_saturation?")
+
 REQUESTS: tuple[tuple[str, str], ...] = (
     ("what an HPA on llm-inference asks: each pod's GPU utilization", HPA_QUERY),
     ("the same in v1beta1", HPA_QUERY.replace("/v1beta2/", "/v1beta1/")),
@@ -37,6 +40,7 @@ REQUESTS: tuple[tuple[str, str], ...] = (
     ("requests waiting in each pod's engine (vLLM's vllm:num_requests_waiting)", QUEUED_QUERY),
     ("requests each pod's engine is running (vllm:num_requests_running)", RUNNING_QUERY),
     ("each pod's engine's KV-cache use, percent (vllm:kv_cache_usage_perc)", KV_CACHE_QUERY),
+    ("each pod's saturation: its largest engine signal over its target, percent", SATURATION_QUERY),
 )
 
 

@@ -38,6 +38,7 @@ SELF_METRICS = {
     "gpu_pulse_adapter_node_documents": "gauge",
     "gpu_pulse_adapter_node_documents_received": "counter",
     "gpu_pulse_adapter_exporter_requests": "counter",
+    "gpu_pulse_adapter_saturation_driving_pods": "gauge",
     # authentication: the token reviewer and the trust reloader
     "gpu_pulse_adapter_authentication_errors": "counter",
     "gpu_pulse_adapter_trust_reload_errors": "counter",

@@ -177,6 +177,7 @@ def test_default_config_is_valid_and_complete() -> None:
         "inference_time_to_first_token_seconds",
         "inference_inter_token_latency_seconds",
         "inference_generated_tokens_per_second",
+        "inference_saturation",
     ]
     assert [m.name for m in config.metrics] == [
         "gpu_utilization",

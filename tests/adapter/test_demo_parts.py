@@ -9,6 +9,7 @@ import math
 import os
 import shlex
 import socket
+from dataclasses import replace
 from decimal import Decimal
 from pathlib import Path
 
@@ -24,7 +25,7 @@ from simulation.demo.commands import kubectl_commands
 from simulation.demo.hpa import suggest_replicas
 from simulation.demo.nodes import child_environment
 from simulation.demo.scenarios import DEPLOYMENT, NAMESPACE, TARGET_UTILIZATION, write_scenarios
-from simulation.demo.summary import render_line, render_screen, summarize
+from simulation.demo.summary import render_line, render_screen, summarize, summarize_saturation
 from simulation.demo.trust import (
     KubeconfigInUseError,
     clear_kubeconfig_path,
@@ -153,6 +154,28 @@ def test_the_summary_shows_each_pod_and_the_hpa_suggestion(tmp_path: Path) -> No
     assert partial.suggestion.missing == 3 and "3 pod(s) without a figure" in render_line(partial)
     failed = summarize(pods, None, taken_at=1767323045.0, problem="HTTP 503: no exporter answered")
     assert "no figures: HTTP 503: no exporter answered" in render_line(failed)
+
+
+def test_the_summary_shows_saturation_its_driving_terms_and_the_hpa_at_100_beside(tmp_path: Path) -> None:
+    scenarios = {node: load_scenario(str(path)) for node, path in _written(tmp_path).items()}
+    pods = demo_pods(scenarios)
+    names = sorted(p.name for p in pods if p.workload.name == DEPLOYMENT)
+    saturation = summarize_saturation(
+        pods,
+        _body(dict(zip(names, ["240", "90", "0", "60"], strict=True))),
+        dict(zip(names, ["queued_requests", "kv_cache_utilization", "idle", "queued_requests"], strict=True)),
+    )
+    assert saturation.suggestion.desired == math.ceil(4 * (240 + 90 + 0 + 60) / 4 / 100)
+    assert saturation.driver == "queued_requests"  # 240 + 60 of the 390 the pods sum to
+    gpu = summarize(pods, _body(dict.fromkeys(names, "50")), taken_at=1767323045.0, saturation=saturation)
+    line = render_line(gpu)
+    assert "HPA at 60%: 4 -> 4 replicas" in line  # GPU utilization says hold ...
+    assert f"{names[0]} 240.0% queued_requests" in line and f"{names[2]} 0.0% idle" in line
+    assert "inference_saturation avg 97.5%" in line
+    assert "HPA at 100%: 4 -> 4 replicas (stay (within tolerance)), driven by queued_requests" in line
+    assert "HPA at 100%: 4 -> 4" in render_screen(gpu, ["header"], ["footer"])
+    failed = summarize_saturation(pods, None, {}, problem="HTTP 404: no such metric")
+    assert "inference_saturation: no figures: HTTP 404" in render_line(replace(gpu, saturation=failed))
 
 
 def test_the_kubeconfig_is_ours_to_replace_and_nobody_elses(tmp_path: Path) -> None:

@@ -145,7 +145,7 @@ def stops_cleanly(demo: RunningDemo, signum: signal.Signals) -> None:
 def test_the_printed_kubectl_commands_answer_and_sigterm_stops_everything(demo: RunningDemo) -> None:
     require_tool("kubectl")
     commands = demo.commands()
-    assert len(commands) == 15
+    assert len(commands) == 16
     answers = {}
     truth = _exporter_figures(demo)
     nodes = set(demo.exporters())

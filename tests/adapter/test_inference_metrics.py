@@ -52,6 +52,7 @@ SHIPPED = (
     "inference_time_to_first_token_seconds",
     "inference_inter_token_latency_seconds",
     "inference_generated_tokens_per_second",
+    "inference_saturation",  # the largest of the engine's signals over their targets (tests/adapter/test_saturation.py)
 )
 
 

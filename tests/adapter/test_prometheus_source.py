@@ -148,6 +148,47 @@ async def test_both_sources_serve_the_same_inference_answers(
     assert set(tokens) == {"infer-a", "infer-b"} and all(value > 0 for value in tokens.values())
 
 
+# both pods' new signals, as this test sets them (infer-b's on each of its two GPUs)
+SATURATION_SIGNALS = (
+    "gpu_pulse_pod_inference_kv_cache_utilization_ratio == 0.25"
+    " or gpu_pulse_pod_inference_kv_cache_utilization_ratio == 0.7"
+)
+
+
+async def test_both_sources_serve_the_same_saturation_and_its_driving_term(
+    make_adapter: AdapterFactory, scraped: Prometheus, cluster: Cluster
+) -> None:
+    """`inference_saturation` through Prometheus, with the query the adapter builds from the shipped terms (queue 5, KV
+    cache 0.8), answers as the direct source does, pod by pod, for the workload, and by driving term."""
+    gpu1, gpu2 = cluster.nodes["gpu-1"], cluster.nodes["gpu-2"]
+    gpu1.set_inference("ml", "infer-a", engine(queued=3.0, kv=0.25))  # 60 % of the queue target
+    gpu2.set_inference("ml", "infer-b", engine(queued=1.0, kv=0.7))  # 87.5 % of the KV-cache target
+    await eventually(
+        lambda: {s["metric"]["pod"] for s in scraped.query(SATURATION_SIGNALS)} == {"infer-a", "infer-b"},
+        "prometheus scraped the inference series",
+        timeout=20,
+    )
+    via_prometheus = await make_adapter(source=source_for(scraped))
+    direct = await make_adapter()
+    paths = [
+        f"{V2}/namespaces/ml/pods/*/inference_saturation",
+        f"{V2}/namespaces/ml/deployments.apps/infer/inference_saturation",
+        f"{V2}/namespaces/ml/pods/*/inference_saturation?metricLabelSelector=term%3Dkv_cache_utilization",
+        "/apis/external.metrics.k8s.io/v1beta1/namespaces/ml/inference_saturation?labelSelector=app%3Dinfer",
+    ]
+    expected = [
+        {"infer-a": Decimal(60), "infer-b": Decimal("87.5")},
+        {"infer": Decimal("73.75")},
+        {"infer-b": Decimal("87.5")},
+    ]
+    for path, want in zip(paths, expected, strict=False):
+        assert values(await get(direct, path)) == want, path
+        assert values(await get(via_prometheus, path)) == want, path
+    for adapter in (direct, via_prometheus):
+        got = (await get(adapter, paths[-1]))["items"]
+        assert [parse_quantity(item["value"]) for item in got] == [Decimal("73.75")]
+
+
 async def test_queries_select_by_namespace_only(make_adapter: AdapterFactory, scraped: Prometheus) -> None:
     client = await make_adapter(source=source_for(scraped))
     body = await get(client, f"{V2}/namespaces/ml/pods/*/gpu_utilization?labelSelector=app%3Dinfer")

@@ -91,8 +91,8 @@ def test_unusable_metrics_config_exits_2(tmp_path: Path) -> None:
     assert result.stderr.strip().splitlines() == [
         f"gpu-pulse-adapter: error: --config {config}: metrics[0].figure: Input should be 'utilization_percent', "
         "'memory_used_bytes', 'memory_utilization', 'power_watts', 'queued_requests', 'running_requests', "
-        "'kv_cache_utilization', 'time_to_first_token_seconds', 'inter_token_latency_seconds', 'requests_per_second' "
-        "or 'generated_tokens_per_second' (got 'temperature')"
+        "'kv_cache_utilization', 'time_to_first_token_seconds', 'inter_token_latency_seconds', 'requests_per_second', "
+        "'generated_tokens_per_second' or 'saturation' (got 'temperature')"
     ]
 
 

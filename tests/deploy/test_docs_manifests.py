@@ -46,7 +46,7 @@ def _by_kind(kind: str, doc: Path = HPA_DOC) -> list[dict[str, Any]]:
 def test_hpa_examples_validate_and_read_served_metrics(version: str) -> None:
     custom, external = _served()
     hpas = _by_kind("HorizontalPodAutoscaler")
-    assert len(hpas) == 4
+    assert len(hpas) == 5  # GPU utilization, queue, namespace GPU use, saturation, the HPA's own scale to zero
     for hpa in hpas:
         kubernetes_validate.validate(hpa, version, strict=True)
         for metric in hpa["spec"]["metrics"]:
