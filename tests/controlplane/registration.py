@@ -52,10 +52,15 @@ def apply(dynamic: DynamicClient, obj: Mapping[str, Any]) -> None:
 
 
 def register_adapter(
-    plane: ControlPlane, processes: ChildProcesses, exporter_endpoints: Mapping[str, str], *, max_age: float = 10
+    plane: ControlPlane,
+    processes: ChildProcesses,
+    exporter_endpoints: Mapping[str, str],
+    *,
+    max_age: float = 10,
+    extra_args: tuple[str, ...] = (),
 ) -> RegisteredAdapter:
-    """Apply the chart's adapter objects, start the adapter with its arguments, register its APIServices, and wait
-    until the aggregator reports them Available."""
+    """Apply the chart's adapter objects, start the adapter with its arguments (and `extra_args`), register its
+    APIServices, and wait until the aggregator reports them Available."""
     objects = chart_objects()
     api = plane.api_client()
     dynamic = DynamicClient(api)
@@ -86,6 +91,7 @@ def register_adapter(
         f"--kubeconfig={kubeconfig}",
         f"--max-age={max_age:g}",
         "--log-level=info",
+        *extra_args,
     )
     processes.start(ADAPTER_PROCESS, argv)
     url = processes.wait_for_line(ADAPTER_PROCESS, SERVING_LINE, patience(60)).group(1)

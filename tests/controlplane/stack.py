@@ -74,8 +74,9 @@ def _start_node(
 
 
 @contextmanager
-def running_cluster(workdir: Path) -> Iterator[Cluster]:
-    """Start everything; stop it all on exit. `timings` of the cluster: seconds from the start to each stage."""
+def running_cluster(workdir: Path, adapter_args: tuple[str, ...] = ()) -> Iterator[Cluster]:
+    """Start everything (the adapter with `adapter_args` beside its own); stop it all on exit. `timings` of the
+    cluster: seconds from the start to each stage."""
     processes = ChildProcesses(workdir)
     began = time.monotonic()
     timings: dict[str, float] = {}
@@ -87,7 +88,7 @@ def running_cluster(workdir: Path) -> Iterator[Cluster]:
         for seed, (name, gpus) in enumerate(NODES.items(), start=1):
             nodes[name], endpoints[name] = _start_node(plane, processes, workdir, name, gpus, seed)
         scheduler = k8s.CoreV1Api(plane.api_client(plane.kubeconfig("scheduler", user=SCHEDULER_USER)))
-        adapter = register_adapter(plane, processes, endpoints)
+        adapter = register_adapter(plane, processes, endpoints, extra_args=adapter_args)
         timings["adapter registered"] = time.monotonic() - began
         gpu_nodes = GpuNodes(nodes, scheduler)
         with gpu_nodes.running():
