@@ -81,8 +81,8 @@ class Curve:
     phases: tuple[Phase, ...] = ()
 
     def __call__(self, t: float) -> float:
-        phase = phase_at(self.phases, t)
-        v = self.baseline if phase is None else phase.level
+        current = phase_at(self.phases, t)
+        v = self.baseline if current is None else current.level
         for amplitude, omega, phase in self.terms:
             v += amplitude * math.sin(omega * t + phase)
         if v < 0.0:

@@ -1,16 +1,16 @@
 """The demo cluster as simulator scenarios: three GPU nodes whose pods run in namespace `demo`.
 
-Deployment `llm-inference` (pods labelled `app=llm-inference`) has a pod on each kind of node: two on whole H100s,
-one on a time-sliced H100, one on an H100 MIG instance. Their traffic cycles through the phases of TRAFFIC (a
-quiet phase whose GPUs nonetheless read busy, a burst that pins them while the queue grows, a moderate one), with a
-faster ripple and a little noise, each pod a bit out of step: the GPUs' load and the engines' arrivals both come from
-that one schedule, so the two stay consistent, and the HPA on GPU utilization and the one on inference_saturation
-disagree where docs/llm-serving.md says they do. Beside it: `embeddings` (two pods sharing a GPU with an inference pod) and a
+Deployment `llm-inference` (pods labelled `app=llm-inference`) has a pod on each kind of node: two on whole H100s, one
+on a time-sliced H100, one on an H100 MIG instance. Their traffic cycles through the phases of TRAFFIC (a quiet phase
+whose GPUs nonetheless read busy, a burst that pins them while the queue grows, a moderate one), with a faster ripple
+and a little noise, each pod a bit out of step: the GPUs' load and the engines' arrivals both come from that one
+schedule, so the two stay consistent, and the HPA on GPU utilization and the one on inference_saturation disagree where
+docs/llm-serving.md says they do. Beside it: `embeddings` (two pods sharing a GPU with an inference pod) and a
 fine-tuning job on the other MIG instance. `embeddings` is a StatefulSet (pods `embeddings-0` and `-1`), so the
 adapter's StatefulSet metrics have something to combine. The serving pods run simulated engines (simulation/engines):
-`llm-inference` a vLLM, `embeddings` a TGI, each on its pod's own loopback address and its engine's default port, as
-the pod objects in the demo's API say (status.podIP and the gpu-pulse.dev/engine-port annotation); the exporters read
-them (`--engines`).
+`llm-inference` a vLLM, `embeddings` a TGI, each on its pod's own loopback address and its engine's default port, as the
+pod objects in the demo's API say (status.podIP and the gpu-pulse.dev/engine-port annotation); the exporters read them
+(`--engines`).
 """
 
 from __future__ import annotations

@@ -214,8 +214,8 @@ def _keda_line(keda: str | None) -> str:
 
 
 def render_line(summary: WorkloadSummary, keda: str | None = None) -> str:
-    """One log line: time, the traffic phase, each pod's figure, the average, the HPA's suggestion and, with `--keda-listen`, whether
-    the scaler calls the demo's trigger active."""
+    """One log line: time, the traffic phase, each pod's figure, the average, the HPA's suggestion and, with
+    `--keda-listen`, whether the scaler calls the demo's trigger active."""
     stamp = datetime.fromtimestamp(summary.taken_at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     if summary.phase is not None:
         stamp = f"{stamp} [traffic {summary.phase}]"
