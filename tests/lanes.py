@@ -24,6 +24,7 @@ SLOW_PATHS = (
     "e2e/",
     "adapter/test_demo_inference.py",
     "adapter/test_demo_saturation.py",
+    "adapter/test_demo_phases.py",
     "adapter/test_saturation_promql.py",
     "adapter/test_demo_rules.py",
     "controlplane/",

@@ -37,7 +37,7 @@ from simulation.demo.commands import keda_lines, kubectl_commands
 from simulation.demo.kedastate import trigger_state
 from simulation.demo.nodes import NodeExporter, NodeStartError, start_node_exporter, wait_serving
 from simulation.demo.options import DemoOptions
-from simulation.demo.scenarios import NODES, write_scenarios
+from simulation.demo.scenarios import NODES, traffic_phase, write_scenarios
 from simulation.demo.summary import read_summary, render_line, render_screen
 from simulation.demo.trust import (
     DemoTrust,
@@ -92,6 +92,9 @@ class _Demo:
         self.keda: tuple[str, bool] | None = None  # the scaler's address and whether it serves TLS
         self.scenarios: dict[str, Scenario] = {}
         self.gateway: SimulatedGateway | None = None  # with scale_to_zero: the gateway holding llm-inference's requests
+        # when the nodes were started: their scenario time, which the traffic phases follow, counts from a moment or
+        # two later (each exporter's simulator starts its clock once its process is up)
+        self.nodes_started = time.time()
 
     # -- output --
 
@@ -166,6 +169,7 @@ class _Demo:
     async def _start_nodes(self, workdir: Path, cleanup: AsyncExitStack) -> tuple[tuple[DemoPod, ...], str]:
         layout = scaled_to_zero() if self.options.scale_to_zero else NODES
         paths = write_scenarios(workdir, self.options.seed, nodes=layout)
+        self.nodes_started = time.time()
         self.scenarios = {node: load_scenario(str(path)) for node, path in paths.items()}
         self.say(f"starting {len(paths)} simulated GPU nodes (one exporter process each) ...")
         nodes: dict[str, NodeExporter] = {}
@@ -284,7 +288,9 @@ class _Demo:
         connector = aiohttp.TCPConnector(ssl=context)
         async with aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=5)) as session:
             while not self.stop.is_set():
-                summary = await read_summary(session, url, pods)
+                # with scale_to_zero llm-inference has no pod: no traffic phase to show
+                phase = None if self.options.scale_to_zero else traffic_phase(time.time() - self.nodes_started).name
+                summary = await read_summary(session, url, pods, phase=phase)
                 keda = await trigger_state(*self.keda, trust.ca_file) if self.keda is not None else None
                 # `kubectl get hpa` shows what an HPA controller would write from the same figures
                 kube.put_object("horizontalpodautoscalers", hpa_seen(summary.suggestion, summary.average))

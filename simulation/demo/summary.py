@@ -1,7 +1,8 @@
 """The demo's live summary: the Deployment's pods, their GPU utilization as the adapter serves it (asked exactly as an
 HPA asks), and what an HPA targeting 60 % average utilization would do; beside it, each pod's `inference_saturation`,
-the term that drives it, and what an HPA targeting 100 % average saturation would do. Rendered as one screen for a
-terminal or as one log line otherwise."""
+the term that drives it, and what an HPA targeting 100 % average saturation would do, under the traffic phase the
+demo's pods are in (simulation/demo/scenarios.py TRAFFIC). Rendered as one screen for a terminal or as one log line
+otherwise."""
 
 from __future__ import annotations
 
@@ -68,6 +69,7 @@ class WorkloadSummary:
     suggestion: ScaleSuggestion
     problem: str | None = None  # why the adapter gave no figures
     saturation: SaturationSummary | None = None  # the same pods on inference_saturation
+    phase: str | None = None  # the traffic phase (scenarios.TRAFFIC) the pods were in
 
     @property
     def average(self) -> Decimal | None:
@@ -104,6 +106,7 @@ def summarize(
     taken_at: float,
     problem: str | None = None,
     saturation: SaturationSummary | None = None,
+    phase: str | None = None,
 ) -> WorkloadSummary:
     """The summary of the Deployment's `pods` from the adapter's MetricValueList `body` (None: no answer)."""
     served = _served(body)
@@ -114,7 +117,7 @@ def summarize(
     )
     values = {f.name: f.utilization for f in figures if f.utilization is not None}
     suggestion = suggest_replicas([f.name for f in figures], values, TARGET)
-    return WorkloadSummary(taken_at, figures, suggestion, problem, saturation)
+    return WorkloadSummary(taken_at, figures, suggestion, problem, saturation, phase)
 
 
 def summarize_saturation(
@@ -160,19 +163,25 @@ async def read_saturation(
 
 
 async def read_summary(
-    session: aiohttp.ClientSession, adapter_url: str, pods: Sequence[DemoPod], clock: Callable[[], float] = time.time
+    session: aiohttp.ClientSession,
+    adapter_url: str,
+    pods: Sequence[DemoPod],
+    clock: Callable[[], float] = time.time,
+    phase: str | None = None,
 ) -> WorkloadSummary:
-    """Ask the adapter as an HPA would, and summarize the answer."""
+    """Ask the adapter as an HPA would, and summarize the answer; `phase`: the traffic phase the pods are in."""
     try:
         async with session.get(f"{adapter_url}{HPA_QUERY}") as response:
             body = await response.json(content_type=None)
             if response.status != 200:
                 message = body.get("message") if isinstance(body, dict) else None
-                return summarize(pods, None, clock(), f"HTTP {response.status}: {message or 'no message'}")
+                problem = f"HTTP {response.status}: {message or 'no message'}"
+                return summarize(pods, None, clock(), problem, phase=phase)
     except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
-        return summarize(pods, None, clock(), f"the adapter did not answer: {exc or type(exc).__name__}")
+        problem = f"the adapter did not answer: {exc or type(exc).__name__}"
+        return summarize(pods, None, clock(), problem, phase=phase)
     saturation = await read_saturation(session, adapter_url, pods)
-    return summarize(pods, body if isinstance(body, dict) else None, clock(), saturation=saturation)
+    return summarize(pods, body if isinstance(body, dict) else None, clock(), saturation=saturation, phase=phase)
 
 
 def _clock_time(at: float) -> str:
@@ -205,9 +214,11 @@ def _keda_line(keda: str | None) -> str:
 
 
 def render_line(summary: WorkloadSummary, keda: str | None = None) -> str:
-    """One log line: time, each pod's figure, the average, the HPA's suggestion and, with `--keda-listen`, whether
-    the scaler calls the demo's trigger active."""
+    """One log line: time, the traffic phase, each pod's figure, the average, the HPA's suggestion and, with
+    `--keda-listen`, whether the scaler calls the demo's trigger active."""
     stamp = datetime.fromtimestamp(summary.taken_at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    if summary.phase is not None:
+        stamp = f"{stamp} [traffic {summary.phase}]"
     if summary.problem is not None:
         return f"{stamp} {DEPLOYMENT}: no figures: {summary.problem}"
     pods = ", ".join(f"{p.name} {_percent(p.utilization)}" for p in summary.pods)
@@ -241,6 +252,8 @@ def render_screen(
     nodes = max([len(p.node) for p in summary.pods] + [4])
     lines = [*header, ""]
     lines.append(f"Deployment {NAMESPACE}/{DEPLOYMENT} ({SELECTOR}): gpu_utilization as the adapter serves it")
+    if summary.phase is not None:
+        lines.append(f"  traffic phase: {summary.phase}")
     lines.append(f"  {'POD':<{width}}  {'NODE':<{nodes}}  {'GPU':>7}  {'':<{BAR_WIDTH + 2}}  SAMPLED")
     for pod in summary.pods:
         sampled = _clock_time(pod.sampled_at) if pod.sampled_at is not None else "-"

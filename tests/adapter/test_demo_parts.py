@@ -18,13 +18,21 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from simulation import load_scenario
-from simulation.curves import Curve
+from simulation.curves import Curve, LoadCurve, Phase, phase_at
 from simulation.demo import DemoOptions, run_demo
 from simulation.demo.cluster import demo_pods
 from simulation.demo.commands import kubectl_commands
 from simulation.demo.hpa import suggest_replicas
 from simulation.demo.nodes import child_environment
-from simulation.demo.scenarios import DEPLOYMENT, NAMESPACE, TARGET_UTILIZATION, write_scenarios
+from simulation.demo.scenarios import (
+    DEPLOYMENT,
+    NAMESPACE,
+    TARGET_UTILIZATION,
+    TRAFFIC,
+    TRAFFIC_CYCLE_S,
+    traffic_phase,
+    write_scenarios,
+)
 from simulation.demo.summary import render_line, render_screen, summarize, summarize_saturation
 from simulation.demo.trust import (
     KubeconfigInUseError,
@@ -154,6 +162,10 @@ def test_the_summary_shows_each_pod_and_the_hpa_suggestion(tmp_path: Path) -> No
     assert partial.suggestion.missing == 3 and "3 pod(s) without a figure" in render_line(partial)
     failed = summarize(pods, None, taken_at=1767323045.0, problem="HTTP 503: no exporter answered")
     assert "no figures: HTTP 503: no exporter answered" in render_line(failed)
+    # the traffic phase the pods are in leads the line and the screen
+    phased = summarize(pods, _body(served), taken_at=1767323045.0, phase="burst")
+    assert render_line(phased).startswith("2026-01-02T03:04:05Z [traffic burst] llm-inference: 4 pods,")
+    assert "traffic phase: burst" in render_screen(phased, ["header"], ["footer"])
 
 
 def test_the_summary_shows_saturation_its_driving_terms_and_the_hpa_at_100_beside(tmp_path: Path) -> None:
@@ -247,3 +259,44 @@ def test_options_that_cannot_work_exit_2(tmp_path: Path, capsys: pytest.CaptureF
     assert "--listen nowhere" in capsys.readouterr().err
     with pytest.raises(ValueError, match="interval"):
         DemoOptions(interval=0)
+
+
+def _engine_arrivals(scenario: Scenario) -> list[Curve]:
+    return [
+        pod.engine.arrivals.compile(f"{scenario.name}/{pod.name}/arrivals")
+        for pod in scenario.pods
+        if pod.engine is not None and pod.labels.get("app") == DEPLOYMENT
+    ]
+
+
+@given(st.floats(min_value=0, max_value=3 * TRAFFIC_CYCLE_S, allow_nan=False))
+def test_a_curve_with_phases_holds_each_phases_level_in_turn(t: float) -> None:
+    phases = tuple(Phase(name=p.name, duration_s=p.duration_s, level=p.gpu_percent) for p in TRAFFIC)
+    flat = LoadCurve(phases=phases).compile("flat")
+    shown = phase_at(phases, t)
+    assert shown is not None and shown.name == traffic_phase(t).name
+    assert flat(t) == traffic_phase(t).gpu_percent
+
+
+def test_the_gpus_and_the_engines_follow_one_traffic_schedule(tmp_path: Path) -> None:
+    """Each llm-inference pod's GPU curve and its engine's arrivals name the same phases for the same spans, the
+    summary's phase names them too, and in every phase the engine's arrivals tell the story its GPU reading does
+    not: low while the GPU reads high, past the engine's saturation while the GPU is pinned."""
+    scenarios = [load_scenario(str(path)) for path in _written(tmp_path).values()]
+    for scenario in scenarios:
+        engines = [p.engine for p in scenario.pods if p.engine is not None and p.labels.get("app") == DEPLOYMENT]
+        for engine in engines:
+            spans = [(p.name, p.duration_s) for p in engine.arrivals.phases]
+            assert spans == [(p.name, p.duration_s) for p in TRAFFIC]
+    gpu_curves = [c for s in scenarios for c in _inference_curves(s)]
+    arrivals = [c for s in scenarios for c in _engine_arrivals(s)]
+    assert len(gpu_curves) == len(arrivals) == 4
+    for curve in (*gpu_curves, *arrivals):
+        assert [p.name for p in curve.phases] == [p.name for p in TRAFFIC]
+    quiet, burst, _ = TRAFFIC
+    middle = quiet.duration_s / 2
+    assert all(c(middle) > TARGET_UTILIZATION for c in gpu_curves)  # GPU says busy ...
+    assert all(c(middle) * 1.5 < 25 for c in arrivals)  # ... at under a quarter of the engine's saturation rate
+    during = quiet.duration_s + burst.duration_s / 2
+    assert all(c(during) >= 95 for c in gpu_curves)
+    assert all(c(during) * 1.5 > 110 for c in arrivals)  # more arrives than the engine can finish: the queue grows
