@@ -81,6 +81,7 @@ SLOW_MARKERS = ("e2e", "image")
 # a long file started last would keep one core busy after the other is done.
 LONGEST_FIRST = (
     "deploy/test_images.py",
+    "adapter/test_demo_phases.py",  # three minutes of the demo's traffic phases
     "e2e/test_pipeline.py",
     "deploy/test_docs_install.py",
     "deploy/test_manifests.py",
