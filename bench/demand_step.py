@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import itertools
 import json
 import random
 import re
@@ -93,10 +94,18 @@ class Timeline:
 
     def __init__(self) -> None:
         self.records: list[tuple[float, float]] = []
+        self.failure: Exception | None = None  # the path broke: awaiters raise it rather than wait for ever
         self._changed = asyncio.Event()
 
     def record(self, value: float, at: float | None = None) -> None:
         self.records.append((time.monotonic() if at is None else at, value))
+        self._wake()
+
+    def fail(self, error: Exception) -> None:
+        self.failure = error
+        self._wake()
+
+    def _wake(self) -> None:
         self._changed.set()
         self._changed = asyncio.Event()
 
@@ -106,6 +115,8 @@ class Timeline:
             for at, value in self.records:
                 if at >= since and test(value):
                     return at
+            if self.failure is not None:
+                raise RuntimeError(f"the path stopped answering: {self.failure}") from self.failure
             await self._changed.wait()
 
 
@@ -139,11 +150,15 @@ class KedaPrometheusPoll:
         await asyncio.sleep(self._phase)
         loop = asyncio.get_running_loop()
         start = loop.time()
-        for tick in range(1_000_000):
-            began = time.monotonic()
-            self.started.append(began)
-            self.polls.record(await self.value())
-            await asyncio.sleep(max(0.0, start + (tick + 1) * self._interval - loop.time()))
+        for tick in itertools.count(1):
+            self.started.append(time.monotonic())
+            try:
+                value = await self.value()
+            except (aiohttp.ClientError, TimeoutError, RuntimeError, ValueError, KeyError) as error:
+                self.polls.fail(error)  # KEDA would log it and count the trigger inactive: the bench stops instead
+                return
+            self.polls.record(value)
+            await asyncio.sleep(max(0.0, start + tick * self._interval - loop.time()))
 
     async def first_active_after(self, since: float) -> float:
         """When the first poll begun after `since` that reads above activationThreshold (0) answered."""
@@ -212,8 +227,13 @@ async def wait_at_gateway(session: aiohttp.ClientSession, gateway: str) -> int:
 
 async def follow_stream(stream: Any, pushes: Timeline) -> None:
     """Every StreamIsActive push, as KEDA's push scaler loop receives it."""
-    async for message in stream:
-        pushes.record(1.0 if message.result else 0.0)
+    try:
+        async for message in stream:
+            pushes.record(1.0 if message.result else 0.0)
+    except grpc.aio.AioRpcError as error:
+        pushes.fail(error)
+        return
+    pushes.fail(RuntimeError("the adapter ended the stream"))
 
 
 async def all_read_zero(

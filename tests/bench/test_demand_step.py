@@ -65,3 +65,19 @@ async def test_a_poll_under_way_at_the_step_does_not_count_even_if_it_answers_af
         poll.started.append(step + 59.5)
         poll.polls.record(2.0, at=step + 59.6)
         assert await poll.first_active_after(step) == step + 59.6
+
+
+async def test_a_prometheus_that_fails_stops_the_bench_with_its_reason_rather_than_a_timeout(
+    aiohttp_server: Callable[[web.Application], Awaitable[TestServer]],
+) -> None:
+    async def broken(request: web.Request) -> web.Response:
+        return web.json_response({"status": "error", "error": "query timed out"}, status=503)
+
+    app = web.Application()
+    app.router.add_get("/api/v1/query", broken)
+    server = await aiohttp_server(app)
+    async with aiohttp.ClientSession() as session:
+        poll = KedaPrometheusPoll(session, str(server.make_url("")).rstrip("/"), 30.0, 0.0)
+        await poll.run()  # returns at the first failed poll
+        with pytest.raises(RuntimeError, match="query timed out"):
+            await poll.first_active_after(0.0)
