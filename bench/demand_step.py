@@ -1,7 +1,7 @@
 """How fast a step in demand at zero replicas reaches the answers that wake a workload: gpu-pulse reading the gateway
 directly, against the same signal through a real Prometheus and KEDA's Prometheus trigger, side by side in one run.
 
-    PYTHONPATH=. python bench/demand_step.py [--steps 5]
+    PYTHONPATH=. python bench/demand_step.py [--steps 5] [--scrape-interval 15] [--polling-interval 30]
 
 The demand is the requests an inference gateway holds for a pool with no ready endpoint: a simulated endpoint picker
 (simulation/gateway.py) serving `inference_extension_flow_control_queue_size` on /metrics. Each step, requests are
@@ -13,12 +13,15 @@ POSTed to it at a random (seeded) point of the scrape interval and wait; from th
 - `keda-push`: the first StreamIsActive push of true, over real gRPC through KEDA's own externalscaler.proto
   (tests/support/keda.py), from the adapter's external scaler as `--keda-listen` builds it (adapter/keda/scaler.py,
   shipped settings but `--keda-deactivate-after 0`: the 60 s hold of a woken workload only delays the next step);
-- `prometheus-keda`: a real `prometheus` scrapes the gateway every 15 s, the interval of the shipped chart's
-  ServiceMonitor (deploy/helm values, serviceMonitor.interval) and of inference_step.py; kube-prometheus-stack's
-  default (prometheus-operator's 30 s) only makes this path slower. KEDA's Prometheus trigger is emulated, since KEDA is
-  a Go operator not run here: at zero replicas KEDA's scale loop asks the scaler every `pollingInterval` (default 30 s,
-  keda.sh/docs/latest/reference/scaledobject-spec), at a phase of its own (a random, seeded offset here); each poll
-  is what kedacore/keda pkg/scalers/prometheus_scaler.go ExecutePromQuery sends, GET /api/v1/query with
+- `prometheus-keda`: a real `prometheus` scrapes the gateway every `--scrape-interval` (15 s: the shipped chart's
+  ServiceMonitor interval, deploy/helm values serviceMonitor.interval, and inference_step.py's). The EPP's own chart
+  scrapes it every 10 s (gateway-api-inference-extension config/charts/inferencepool/README.md, "Install with
+  Monitoring": inferenceExtension.monitoring.interval); a ServiceMonitor without an interval gets
+  prometheus-operator's 30 s, kube-prometheus-stack's default. KEDA's Prometheus trigger is emulated, since KEDA is a
+  Go operator not run here: at zero replicas KEDA's scale loop asks the scaler every `--polling-interval` (its
+  `pollingInterval`, default 30 s: keda.sh/docs/latest/reference/scaledobject-spec), at a phase of its own (a random,
+  seeded offset here, fixed for the run as one ScaledObject's is); each poll is what kedacore/keda
+  pkg/scalers/prometheus_scaler.go ExecutePromQuery sends, GET /api/v1/query with
   `sum(inference_extension_flow_control_queue_size{inference_pool="..."})` and `time` now in RFC 3339 (whole
   seconds), an empty result read as 0 (ignoreNullValues, default true), and GetMetricsAndActivity's activation
   `value > activationThreshold` (0). The time is the end of the first poll started after the step that reads active.
@@ -76,8 +79,8 @@ from toolkit.settings import ListenAddress
 NAMESPACE, POOL = "serving", "llm-inference"
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 DEMAND = "inference_pending_requests"
-SCRAPE_S = 15.0  # the shipped chart's ServiceMonitor interval (deploy/helm values.yaml)
-POLLING_S = 30.0  # KEDA's default pollingInterval
+SCRAPE_S = 15  # default of --scrape-interval: the shipped chart's ServiceMonitor interval (deploy/helm values.yaml)
+POLLING_S = 30  # default of --polling-interval: KEDA's default pollingInterval
 REQUESTS = 3  # waiting per step
 DIRECT_BUDGET_S = 1.0
 PROMQL = f'sum({GIE_QUEUE}{{inference_pool="{POOL}"}})'
@@ -170,10 +173,10 @@ class KedaPrometheusPoll:
             since = at + 1e-9  # a poll under way at the step: its answer may be older than the step
 
 
-def start_prometheus(workdir: Path, target: str) -> tuple[subprocess.Popen[bytes], str]:
-    """A real prometheus scraping the gateway's /metrics every SCRAPE_S."""
+def start_prometheus(workdir: Path, target: str, scrape_s: int) -> tuple[subprocess.Popen[bytes], str]:
+    """A real prometheus scraping the gateway's /metrics every `scrape_s` seconds."""
     config = {
-        "global": {"scrape_interval": f"{SCRAPE_S:g}s"},
+        "global": {"scrape_interval": f"{scrape_s}s"},
         "scrape_configs": [{"job_name": "inference-gateway-epp", "static_configs": [{"targets": [target]}]}],
     }
     (workdir / "prometheus.yml").write_text(yaml.safe_dump(config))
@@ -256,7 +259,7 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-async def measure(steps: int) -> dict[str, list[float]]:
+async def measure(steps: int, scrape_s: int, polling_s: int) -> dict[str, list[float]]:
     gateway = SimulatedGateway({POOL: MODEL}, ttl=600)
     await gateway.start()
     kube = KubeApiServer()
@@ -266,7 +269,7 @@ async def measure(steps: int) -> dict[str, list[float]]:
     tasks: list[asyncio.Task[None]] = []
     cache = scaler_server = channel = None
     with tempfile.TemporaryDirectory() as workdir:
-        prometheus, prometheus_url = start_prometheus(Path(workdir), gateway.url.removeprefix("http://"))
+        prometheus, prometheus_url = start_prometheus(Path(workdir), gateway.url.removeprefix("http://"), scrape_s)
         try:
             cache = PodCache(api_client(base_url=kube.url), backoff=Backoff(initial=0.05, maximum=0.2))
             await cache.start()
@@ -295,15 +298,15 @@ async def measure(steps: int) -> dict[str, list[float]]:
                 aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=660)) as clients,
             ):
                 phases = random.Random(38)
-                poll = KedaPrometheusPoll(session, prometheus_url, POLLING_S, phases.uniform(0, POLLING_S))
+                poll = KedaPrometheusPoll(session, prometheus_url, polling_s, phases.uniform(0, polling_s))
                 pushes = Timeline()
                 stream = scaler.stream_is_active(ref)
                 tasks = [asyncio.create_task(poll.run()), asyncio.create_task(follow_stream(stream, pushes))]
-                print(f"waiting for every path to read 0 (a scrape and a KEDA poll: up to {SCRAPE_S + POLLING_S:g} s)")
+                print(f"waiting for every path to read 0 (a scrape and a KEDA poll: up to {scrape_s + polling_s} s)")
                 await asyncio.wait_for(all_read_zero(session, adapter_url, scaler, poll, time.monotonic()), 120)
                 for step in range(steps):
                     # a step at any moment of the scrape cycle: right after a scrape, Prometheus' path reads its worst
-                    await asyncio.sleep(phases.uniform(0, SCRAPE_S))
+                    await asyncio.sleep(phases.uniform(0, scrape_s))
                     since = time.monotonic()
                     held = [asyncio.create_task(wait_at_gateway(clients, gateway.url)) for _ in range(REQUESTS)]
                     answered = await asyncio.wait_for(
@@ -312,7 +315,7 @@ async def measure(steps: int) -> dict[str, list[float]]:
                             pushes.first(since, lambda v: v > 0),
                             poll.first_active_after(since),
                         ),
-                        2 * (SCRAPE_S + POLLING_S) + 30,
+                        2 * (scrape_s + polling_s) + 30,
                     )
                     for path, at in zip(PATHS, answered, strict=True):
                         timings[path].append(at - since)
@@ -324,7 +327,7 @@ async def measure(steps: int) -> dict[str, list[float]]:
                     gateway.set_ready_endpoints(POOL, 0)
                     dispatched = time.monotonic()
                     await asyncio.wait_for(
-                        all_read_zero(session, adapter_url, scaler, poll, dispatched), 2 * (SCRAPE_S + POLLING_S) + 30
+                        all_read_zero(session, adapter_url, scaler, poll, dispatched), 2 * (scrape_s + polling_s) + 30
                     )
                 stream.cancel()
         finally:
@@ -348,13 +351,24 @@ async def measure(steps: int) -> dict[str, list[float]]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--steps", type=int, default=5, help="steps in demand to time (default 5)")
-    steps = parser.parse_args().steps
-    if steps < 1:
+    parser.add_argument(
+        "--scrape-interval", type=int, default=SCRAPE_S, metavar="SECONDS",
+        help=f"Prometheus' scrape interval of the gateway (default {SCRAPE_S}; the EPP's own chart: 10)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--polling-interval", type=int, default=POLLING_S, metavar="SECONDS",
+        help=f"KEDA's pollingInterval (default {POLLING_S}, KEDA's)",
+    )  # fmt: skip
+    args = parser.parse_args()
+    if args.steps < 1:
         parser.error("--steps must be at least 1")
-    timings = asyncio.run(measure(steps))
-    report: dict[str, object] = {"steps": steps, "scrape_interval_s": SCRAPE_S, "polling_interval_s": POLLING_S}
+    if not 1 <= args.scrape_interval <= 300 or not 1 <= args.polling_interval <= 600:
+        parser.error("--scrape-interval must be 1-300 s and --polling-interval 1-600 s")
+    steps, scrape_s, polling_s = args.steps, args.scrape_interval, args.polling_interval
+    timings = asyncio.run(measure(steps, scrape_s, polling_s))
+    report: dict[str, object] = {"steps": steps, "scrape_interval_s": scrape_s, "polling_interval_s": polling_s}
     for path in PATHS:
         key = path.replace("-", "_")
         report[f"{key}_p50_s"] = round(statistics.median(timings[path]), 3)
