@@ -325,10 +325,12 @@ async def measure(steps: int, scrape_s: int, polling_s: int) -> dict[str, list[f
                     statuses = await asyncio.gather(*held)
                     assert statuses == [200] * REQUESTS, statuses
                     gateway.set_ready_endpoints(POOL, 0)
-                    dispatched = time.monotonic()
-                    await asyncio.wait_for(
-                        all_read_zero(session, adapter_url, scaler, poll, dispatched), 2 * (scrape_s + polling_s) + 30
-                    )
+                    if step + 1 < steps:
+                        dispatched = time.monotonic()
+                        await asyncio.wait_for(
+                            all_read_zero(session, adapter_url, scaler, poll, dispatched),
+                            2 * (scrape_s + polling_s) + 30,
+                        )
                 stream.cancel()
         finally:
             for task in tasks:
