@@ -5,7 +5,8 @@ directly, against the same signal through a real Prometheus and KEDA's Prometheu
 
 The demand is the requests an inference gateway holds for a pool with no ready endpoint: a simulated endpoint picker
 (simulation/gateway.py) serving `inference_extension_flow_control_queue_size` on /metrics. Each step, requests are
-POSTed to it at a random (seeded) point of the scrape interval and wait; from that moment the bench times, per path:
+POSTed to it at a random (seeded) point of the KEDA poll's and the scrape's cycles and wait; from that moment the
+bench times, per path:
 - `external`: the first `inference_pending_requests` External metric answer above 0, over HTTP as an HPA asks it
   (polled every 50 ms, not every 15 s as an HPA would: the time measured is the adapter's, not the HPA's sync period),
   from an adapter app (adapter.application.build_app, in this process) whose metrics file has one `demand` entry on the
@@ -305,8 +306,9 @@ async def measure(steps: int, scrape_s: int, polling_s: int) -> dict[str, list[f
                 print(f"waiting for every path to read 0 (a scrape and a KEDA poll: up to {scrape_s + polling_s} s)")
                 await asyncio.wait_for(all_read_zero(session, adapter_url, scaler, poll, time.monotonic()), 120)
                 for step in range(steps):
-                    # a step at any moment of the scrape cycle: right after a scrape, Prometheus' path reads its worst
-                    await asyncio.sleep(phases.uniform(0, scrape_s))
+                    # the wait for 0 ends at a KEDA poll: a step a random part of the longer cycle later falls at any
+                    # moment of the poll's cycle, and of the scrape's where one interval divides the other (defaults)
+                    await asyncio.sleep(phases.uniform(0, max(scrape_s, polling_s)))
                     since = time.monotonic()
                     held = [asyncio.create_task(wait_at_gateway(clients, gateway.url)) for _ in range(REQUESTS)]
                     answered = await asyncio.wait_for(
