@@ -39,7 +39,6 @@ import contextlib
 import itertools
 import json
 import random
-import re
 import statistics
 import subprocess
 import sys
@@ -53,8 +52,8 @@ from typing import Any
 
 import aiohttp
 import grpc
-import yaml
 from aiohttp import web
+from local_prometheus import launch_prometheus, serve
 
 from adapter.api.selfmetrics import AdapterMetrics
 from adapter.application import build_app
@@ -72,7 +71,6 @@ from adapter.sources.nodefeeds import NodeFeeds
 from simulation.gateway import SimulatedGateway
 from simulation.kubeapi.server import KubeApiServer
 from tests.support import keda
-from tests.support.prometheus import LISTENING_LINE
 from toolkit.backoff import Backoff
 from toolkit.kubeclient import api_client
 from toolkit.settings import ListenAddress
@@ -180,31 +178,7 @@ def start_prometheus(workdir: Path, target: str, scrape_s: int) -> tuple[subproc
         "global": {"scrape_interval": f"{scrape_s}s"},
         "scrape_configs": [{"job_name": "inference-gateway-epp", "static_configs": [{"targets": [target]}]}],
     }
-    (workdir / "prometheus.yml").write_text(yaml.safe_dump(config))
-    log = workdir / "prometheus.log"
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            ["prometheus", f"--config.file={workdir / 'prometheus.yml'}", f"--storage.tsdb.path={workdir / 'data'}",
-             "--web.listen-address=127.0.0.1:0", "--log.level=info"],
-            stdout=out, stderr=subprocess.STDOUT,
-        )  # fmt: skip
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"prometheus exited: {log.read_text()[-2000:]}")
-        if found := re.search(LISTENING_LINE, log.read_text(errors="replace")):
-            return process, f"http://{found.group(1)}"
-        time.sleep(0.1)
-    process.kill()
-    raise RuntimeError("prometheus did not say where it listens")
-
-
-async def serve(app: web.Application) -> tuple[web.AppRunner, str]:
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    return runner, f"http://127.0.0.1:{runner.addresses[0][1]}"
+    return launch_prometheus(workdir, config)
 
 
 async def pending(session: aiohttp.ClientSession, url: str) -> float:

@@ -23,7 +23,6 @@ import argparse
 import asyncio
 import json
 import random
-import re
 import statistics
 import subprocess
 import sys
@@ -40,6 +39,7 @@ from aiohttp import web
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from exporter_pipeline import ExporterProcess
+from local_prometheus import launch_prometheus, serve
 
 from adapter.api.selfmetrics import AdapterMetrics
 from adapter.application import build_app
@@ -55,7 +55,7 @@ from exporter.catalogue import Dialect
 from simulation.engines.server import EngineFleet, simulated_engine
 from simulation.kubeapi.server import KubeApiServer
 from simulation.scenario import Pod
-from tests.support.prometheus import LISTENING_LINE, rule_file
+from tests.support.prometheus import rule_file
 from toolkit.backoff import Backoff
 from toolkit.kubeclient import api_client
 from toolkit.pods_contract import parse_node_pods
@@ -124,32 +124,7 @@ def start_prometheus(workdir: Path, target: str) -> tuple[subprocess.Popen[bytes
             {"job_name": "gpu-pulse-exporter", "honor_labels": True, "static_configs": [{"targets": [target]}]}
         ],
     }
-    (workdir / "prometheus.yml").write_text(yaml.safe_dump(config))
-    log = workdir / "prometheus.log"
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            ["prometheus", f"--config.file={workdir / 'prometheus.yml'}", f"--storage.tsdb.path={workdir / 'data'}",
-             "--web.listen-address=127.0.0.1:0", "--log.level=info"],
-            stdout=out, stderr=subprocess.STDOUT,
-        )  # fmt: skip
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"prometheus exited: {log.read_text()[-2000:]}")
-        if found := re.search(LISTENING_LINE, log.read_text(errors="replace")):
-            return process, f"http://{found.group(1)}"
-        time.sleep(0.1)
-    process.kill()
-    raise RuntimeError("prometheus did not say where it listens")
-
-
-async def serve(app: web.Application) -> tuple[web.AppRunner, str]:
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = runner.addresses[0][1]
-    return runner, f"http://127.0.0.1:{port}"
+    return launch_prometheus(workdir, config)
 
 
 def queued(session: aiohttp.ClientSession, url: str) -> Callable[[], Awaitable[float | None]]:
