@@ -49,7 +49,8 @@ def gpu_deployment(name: str, replicas: int, gpus_per_pod: int = 1) -> dict[str,
 FAST_SCALE_DOWN = {"scaleDown": {"stabilizationWindowSeconds": 0}}
 
 
-def pods_metric_hpa(target: str, metric: str, average: str, *, min_replicas: int, max_replicas: int) -> dict[str, Any]:
+def _hpa(target: str, metric: dict[str, Any], *, min_replicas: int, max_replicas: int) -> dict[str, Any]:
+    """An autoscaling/v2 HPA on the Deployment `target` with the one metric `metric`, scaling down without delay."""
     return {
         "apiVersion": "autoscaling/v2",
         "kind": "HorizontalPodAutoscaler",
@@ -58,40 +59,27 @@ def pods_metric_hpa(target: str, metric: str, average: str, *, min_replicas: int
             "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": target},
             "minReplicas": min_replicas,
             "maxReplicas": max_replicas,
-            "metrics": [
-                {
-                    "type": "Pods",
-                    "pods": {"metric": {"name": metric}, "target": {"type": "AverageValue", "averageValue": average}},
-                }
-            ],
+            "metrics": [metric],
             "behavior": FAST_SCALE_DOWN,
         },
     }
+
+
+def pods_metric_hpa(target: str, metric: str, average: str, *, min_replicas: int, max_replicas: int) -> dict[str, Any]:
+    pods = {"metric": {"name": metric}, "target": {"type": "AverageValue", "averageValue": average}}
+    return _hpa(target, {"type": "Pods", "pods": pods}, min_replicas=min_replicas, max_replicas=max_replicas)
 
 
 def external_metric_hpa(
     target: str, metric: str, selector: dict[str, str], average: str, *, min_replicas: int, max_replicas: int
 ) -> dict[str, Any]:
-    return {
-        "apiVersion": "autoscaling/v2",
-        "kind": "HorizontalPodAutoscaler",
-        "metadata": {"name": target},
-        "spec": {
-            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": target},
-            "minReplicas": min_replicas,
-            "maxReplicas": max_replicas,
-            "metrics": [
-                {
-                    "type": "External",
-                    "external": {
-                        "metric": {"name": metric, "selector": {"matchLabels": selector}},
-                        "target": {"type": "AverageValue", "averageValue": average},
-                    },
-                }
-            ],
-            "behavior": FAST_SCALE_DOWN,
-        },
+    external = {
+        "metric": {"name": metric, "selector": {"matchLabels": selector}},
+        "target": {"type": "AverageValue", "averageValue": average},
     }
+    return _hpa(
+        target, {"type": "External", "external": external}, min_replicas=min_replicas, max_replicas=max_replicas
+    )
 
 
 @dataclass(frozen=True)
