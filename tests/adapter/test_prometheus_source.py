@@ -143,7 +143,13 @@ async def test_both_sources_serve_the_same_inference_answers(
     external = "/apis/external.metrics.k8s.io/v1beta1/namespaces/ml/inference_queued_requests?labelSelector=app%3Dinfer"
     got = (await get(via_prometheus, external))["items"]
     assert [parse_quantity(item["value"]) for item in got] == [Decimal(8)]
-    # tokens per second are a rate over the exporter's counter: served for the ready engines
+    # tokens per second are a rate over the exporter's counter: served for the ready engines, once Prometheus holds two
+    # samples of each pod's counter (the wait above saw one sample of infer-b's at least, not two)
+    await eventually(
+        lambda: len(scraped.query("rate(gpu_pulse_pod_inference_generated_tokens_total[1m]) > 0")) == 3,
+        "prometheus holds two increasing samples of each ready engine's token counter",
+        timeout=20,
+    )
     tokens = values(await get(via_prometheus, f"{V2}/namespaces/ml/pods/*/inference_generated_tokens_per_second"))
     assert set(tokens) == {"infer-a", "infer-b"} and all(value > 0 for value in tokens.values())
 
