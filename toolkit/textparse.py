@@ -1,10 +1,11 @@
 """Reading only the wanted families out of a Prometheus text-format (0.0.4) exposition, within bounds.
 
-An engine's `/metrics` is hundreds to thousands of lines, of which a dozen families matter here. The parser splits the
-body into lines, skips every line whose metric name is not wanted before looking at its labels, and parses labels and
-the value only of the wanted ones. It keeps the `# TYPE` of wanted families (a family of the wrong type is not read as
-the one we know) and stops with an `ExpositionRefusedError` when the body breaks a bound: too many lines, or too many
-wanted samples (an endpoint serving a million series of a wanted name). Text format 0.0.4 is what prometheus_client
+An engine's `/metrics` is hundreds to thousands of lines, of which a dozen families matter here. The parser finds the
+lines of the wanted names (and the `# TYPE` lines of the wanted families) in one pass of a regular expression, so the
+lines it does not want are walked in C, and parses labels and value only of the ones it wants. It keeps the declared
+type of wanted families (a family of the wrong type is not read as the one we know) and stops with an
+`ExpositionRefusedError` when the body breaks a bound: too many lines, or too many wanted samples (an endpoint serving
+a million series of a wanted name). Text format 0.0.4 is what prometheus_client
 serves by default (https://prometheus.io/docs/instrumenting/exposition_formats/); an OpenMetrics body parses the same
 way for the sample lines read here.
 """
@@ -49,8 +50,7 @@ class Exposition:
 
     samples: dict[str, list[Sample]] = field(default_factory=dict)  # by sample name (`x_bucket`, `x_total`, ...)
     types: dict[str, str] = field(default_factory=dict)  # family name -> declared type
-    marks: set[str] = field(default_factory=set)  # the engine marks (name prefixes) seen on any sample line
-    lines: int = 0
+    mark: str | None = None  # the first of the marks asked for that begins some sample line's name
 
     def of(self, name: str) -> list[Sample]:
         return self.samples.get(name, [])
@@ -101,10 +101,44 @@ def _labels(line: str, start: int) -> tuple[Labels, int]:
             raise ValueError("labels not separated by ','")
 
 
-# a sample line: its name (up to `{`, a space or a tab), its label block (up to the last `}`: neither a value nor a
-# timestamp has a brace), its value, and an optional timestamp. The name cannot give characters back to what follows
-# (a `{` or a blank must come next), so a line without a value does not match.
-_SAMPLE_LINE = re.compile(r"([^{ \t]+)(?:(\{.*\})[ \t]*|[ \t]+)(\S+)(?:[ \t]+\S+)?\s*\Z")
+def _alternation(names: Iterable[str]) -> str:
+    """A regex alternative for exactly `names`, as a trie (`vllm:(?:num_requests_(?:running|waiting)|...)`): Python's
+    regex engine tries the branches of an alternation one by one, so a line that begins with none of the names is
+    turned away after the characters it shares with them, not once per name. A name that others extend is tried after
+    them (its empty branch comes last)."""
+    root: dict[str, dict] = {}  # type: ignore[type-arg]
+    for name in names:
+        node = root
+        for character in name:
+            node = node.setdefault(character, {})
+        node[""] = {}
+
+    def branches(node: dict) -> str:  # type: ignore[type-arg]
+        out = [re.escape(character) + branches(child) for character, child in sorted(node.items()) if character]
+        if "" in node:
+            out.append("")
+        return out[0] if len(out) == 1 else "(?:" + "|".join(out) + ")"
+
+    return branches(root)
+
+
+@functools.lru_cache(maxsize=64)
+def _scanner(names: frozenset[str], families: frozenset[str]) -> re.Pattern[str]:
+    """Finds, at the start of a line (the text is given a leading newline), either the `# TYPE` line of one of
+    `families` (groups 1, 2: family, type) or a sample line of one of `names` (groups 3-5: name, label block, value):
+    the name, then its label block (up to the last `}` of the line: neither a value nor a timestamp has a brace) or a
+    blank, the value, an optional timestamp, and nothing but blanks to the end of the line. A name must be followed by
+    `{` or a blank, so a longer name that begins with a wanted one is not it, and a line without a value is no
+    match."""
+    sample = r"[ \t]*(" + _alternation(names) + r")(?:(\{[^\n]*\})[ \t]*|[ \t]+)(\S+)(?:[ \t]+\S+)?[^\S\n]*(?=\n)"
+    declared = r"# TYPE[ \t]+(" + (_alternation(families) if families else "(?!)") + r")[ \t]+([^\n]*)"
+    return re.compile(r"\n(?:" + declared + "|" + sample + ")")
+
+
+@functools.lru_cache(maxsize=64)
+def _line_beginning(prefix: str) -> re.Pattern[str]:
+    """A sample line (indented or not) whose name begins with `prefix`."""
+    return re.compile(r"\n[ \t]*" + re.escape(prefix))
 
 
 @functools.lru_cache(maxsize=4096)
@@ -117,72 +151,30 @@ def _label_block(text: str) -> Labels:
     return labels
 
 
-def _by_first_character(prefixes: Iterable[str]) -> dict[str, tuple[str, ...]]:
-    grouped: dict[str, list[str]] = {}
-    for prefix in prefixes:
-        if prefix:
-            grouped.setdefault(prefix[0], []).append(prefix)
-    return {first: tuple(group) for first, group in grouped.items()}
-
-
-@functools.lru_cache(maxsize=64)
-def _name_prefixes(names: frozenset[str]) -> dict[str, tuple[str, ...]]:
-    """The names none of the others begins, by first character: a line whose name is one of `names` begins with one
-    of those filed under its first character."""
-    roots: list[str] = []
-    for name in sorted(names):  # sorted: a name comes right after the names that begin it
-        if not roots or not name.startswith(roots[-1]):
-            roots.append(name)
-    return _by_first_character(roots)
-
-
 def parse_wanted(body: str, wanted: Mapping[str, str], marks: tuple[str, ...] = ()) -> Exposition:
-    """The samples of `body` whose name `wanted` maps to a family (`wanted["x_bucket"] == "x"`; others skipped), and
-    which of the prefixes `marks` begin some sample's name.
+    """The samples of `body` whose name `wanted` maps to a family (`wanted["x_bucket"] == "x"`; others skipped), the
+    declared types of those families, and the first of `marks` (in the order given) that begins some sample's name.
 
-    Most lines are neither wanted nor a mark: each costs a look-up of its first character and, when some wanted name
-    or mark begins with it, one `startswith` over those (in C); only a line that begins with a wanted name is split
-    into name, labels and value. Malformed lines of wanted families are skipped too (an engine's odd line must not
-    cost the others). ExpositionRefusedError when the body has more than MAX_LINES lines or more than
-    MAX_WANTED_SAMPLES wanted samples.
+    One regex pass over the body finds the wanted lines (the regex engine walks the others in C; only a wanted line
+    costs Python work: its labels and value). A malformed line of a wanted family is skipped (an engine's odd line must
+    not cost the others). A mark is looked for in the body only when no earlier mark begins a wanted sample's name,
+    so a body of the first engine costs no more pass. ExpositionRefusedError when the body has more than MAX_LINES
+    lines or more than MAX_WANTED_SAMPLES wanted samples.
     """
-    lines = body.split("\n")
-    if len(lines) > MAX_LINES:
+    if len(body) >= MAX_LINES and body.count("\n") >= MAX_LINES:
         raise ExpositionRefusedError(f"more than {MAX_LINES} lines")
-    found = Exposition(lines=len(lines))
-    prefixes = _name_prefixes(frozenset(wanted)).get
-    pending = _by_first_character(marks)  # the marks not seen yet, by first character
+    found = Exposition()
+    if not wanted:
+        return found
+    text = "\n" + body + "\n"
+    families = frozenset(name for name, family in wanted.items() if name == family)
+    samples = found.samples
     kept = 0
-    for line in lines:
-        first = line[:1]
-        if first == "#":
-            if line.startswith("# TYPE"):
-                parts = line.split(None, 3)
-                if len(parts) >= 4 and wanted.get(parts[2]) == parts[2]:
-                    found.types[parts[2]] = parts[3].strip()
-            continue
-        if first in (" ", "\t"):  # an indented line: rare, and read the same
-            line = line.lstrip(" \t")
-            first = line[:1]
-            if first == "#":
-                continue
-        unseen = pending.get(first)
-        if unseen is not None and line.startswith(unseen):  # the first line of an engine's names: noted once
-            seen = {mark for mark in unseen if line.startswith(mark)}
-            found.marks |= seen
-            rest = tuple(mark for mark in unseen if mark not in seen)
-            if rest:
-                pending[first] = rest
-            else:
-                del pending[first]
-        names = prefixes(first)
-        if names is None or not line.startswith(names):  # most lines
-            continue
-        matched = _SAMPLE_LINE.match(line)
-        if matched is None:  # malformed: skipped
-            continue
-        name, block, value = matched.groups()
-        if name not in wanted:  # a longer name that begins with a wanted one
+    for match in _scanner(frozenset(wanted), families).finditer(text):
+        family, declared, name, block, value = match.groups()
+        if family is not None:  # a `# TYPE` line of a wanted family
+            if declared.strip():
+                found.types[family] = declared.strip()
             continue
         try:
             sample = Sample(name, _label_block(block) if block else (), parse_value(value))
@@ -191,5 +183,9 @@ def parse_wanted(body: str, wanted: Mapping[str, str], marks: tuple[str, ...] = 
         kept += 1
         if kept > MAX_WANTED_SAMPLES:
             raise ExpositionRefusedError(f"more than {MAX_WANTED_SAMPLES} samples of the engine families read")
-        found.samples.setdefault(name, []).append(sample)
+        samples.setdefault(name, []).append(sample)
+    for mark in marks:
+        if any(name.startswith(mark) for name in samples) or _line_beginning(mark).search(text):
+            found.mark = mark
+            break
     return found

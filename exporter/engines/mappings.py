@@ -180,13 +180,14 @@ def _sample_names(mapping: EngineMapping) -> dict[str, str]:
 WANTED: Mapping[str, str] = {k: v for m in MAPPINGS for k, v in _sample_names(m).items()}
 
 
-# the prefixes that mark an engine's names, looked for on every line (a renamed family still shows its engine)
+# the prefixes that mark an engine's names, most specific engine first (a Dynamo worker passes vLLM's names through):
+# the parser reports the first of them that begins a sample's name (a renamed family still shows its engine)
 MARK_PREFIXES: tuple[str, ...] = tuple(mark for m in MAPPINGS for mark in m.marks)
 
 
-def recognise(marks: set[str]) -> EngineMapping | None:
-    """The engine whose marks (prefixes or names of MARK_PREFIXES) an exposition showed; None for none of them."""
+def recognise(mark: str | None) -> EngineMapping | None:
+    """The engine whose mark (one of MARK_PREFIXES) an exposition showed first; None for none."""
     for mapping in MAPPINGS:
-        if any(mark in marks for mark in mapping.marks):
+        if mark in mapping.marks:
             return mapping
     return None

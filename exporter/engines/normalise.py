@@ -8,13 +8,13 @@ would mislead an autoscaler (or a document a reader refuses).
 
 from __future__ import annotations
 
-import functools
 import math
+import operator
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 
 from exporter.engines.mappings import WANTED, EngineMapping, GaugeSource, recognise
-from exporter.engines.window import CounterTotal, HistogramWindow, combine_buckets
+from exporter.engines.window import BucketLayout, CounterTotal, HistogramWindow, bucket_layout
 from exporter.snapshot import PodInference
 from toolkit.pods_contract import (
     MAX_ENGINE_MODEL_CHARS,
@@ -25,12 +25,16 @@ from toolkit.pods_contract import (
     InferenceFigures,
     LatencyQuantiles,
 )
-from toolkit.textparse import Exposition, Labels, Sample, parse_value
+from toolkit.textparse import Exposition, Labels, Sample
 
 QUANTILES = (0.5, 0.9, 0.99)
 DEFAULT_WINDOW_SECONDS = 60.0
 _GAUGE_TYPES = frozenset(("gauge", "untyped", "unknown"))
 _COUNTER_TYPES = frozenset(("counter", "untyped", "unknown"))
+_LABELS = operator.itemgetter(1)  # of a Sample
+_VALUE = operator.itemgetter(2)
+_AT_LEAST_ZERO = (0.0).__le__
+_BELOW_INF = math.inf.__gt__
 
 
 def bounded_reason(reasons: Iterable[str]) -> str | None:
@@ -45,23 +49,17 @@ def bounded_reason(reasons: Iterable[str]) -> str | None:
     return text if len(text) <= MAX_REASON_CHARS else text[: MAX_REASON_CHARS - 3] + "..."
 
 
+_FAMILIES: dict[str, frozenset[str]] = {}  # by engine: the families its mapping reads
+
+
 def _of(mapping: EngineMapping, family: str) -> bool:
     """Whether `family` is one the mapping reads."""
-    names = {n for g in mapping.gauges() for n in g.names}
-    return family in names or family in mapping.histograms() or family in (*mapping.requests, *mapping.generated_tokens)
-
-
-@functools.lru_cache(maxsize=4096)
-def _bucket(labels: Labels) -> tuple[Labels, float]:
-    """A bucket sample's series (its labels but `le`) and its bound (NaN when `le` is missing or not a number). An
-    engine serves the same bucket label sets read after read: each is split once while among the recent few thousand
-    (the parser's label blocks come from its own cache, so equal sets are mostly the same tuple)."""
-    le = next((value for name, value in labels if name == "le"), None)
-    try:
-        bound = parse_value(le) if le is not None else math.nan
-    except ValueError:
-        bound = math.nan
-    return tuple(p for p in labels if p[0] != "le"), bound
+    families = _FAMILIES.get(mapping.engine)
+    if families is None:
+        gauges = (n for g in mapping.gauges() for n in g.names)
+        families = frozenset((*gauges, *mapping.histograms(), *mapping.requests, *mapping.generated_tokens))
+        _FAMILIES[mapping.engine] = families
+    return family in families
 
 
 def _matches(sample: Sample, only: Mapping[str, str]) -> bool:
@@ -82,16 +80,18 @@ class EngineFigures:
         self._max_points = math.ceil(self.window / interval) + 2
         self.mapping: EngineMapping | None = None
         self._histograms: dict[str, HistogramWindow] = {}
+        self._layouts: dict[str, tuple[tuple[Labels, ...], BucketLayout | str]] = {}
         self._counters: dict[str, CounterTotal] = {}
 
     def _start(self, mapping: EngineMapping | None) -> None:
         self.mapping = mapping
         self._histograms = {}
+        self._layouts = {}
         self._counters = {}
 
     def read(self, at: float, exposition: Exposition) -> PodInference:
         """The figures of one read taken at wall-clock time `at`."""
-        mapping = recognise(exposition.marks)
+        mapping = recognise(exposition.mark)
         if mapping is not self.mapping:  # another engine (or none) now answers there: nothing of before applies
             self._start(mapping)
         sampled_at = datetime.fromtimestamp(at, UTC)
@@ -198,24 +198,18 @@ class EngineFigures:
         if wrong:
             reasons.append(wrong)
             return None
-        series: dict[Labels, dict[float, float]] = {}
-        only = mapping.only
-        for sample in exposition.of(family + "_bucket"):
-            if only and not _matches(sample, only):
-                continue
-            key, bound = _bucket(sample.labels)
-            value = sample.value
-            if not (0 <= value < math.inf) or math.isnan(bound):  # NaN compares false: not a count either
-                reasons.append(f"{family} has a bucket that is not a count")
-                return None
-            found = series.get(key)
-            if found is None:
-                found = series[key] = {}
-            found[bound] = value
-        buckets = combine_buckets(list(series.values()))
-        if buckets is None:
-            reasons.append(f"{family}'s series do not share their buckets")
+        samples = exposition.of(family + "_bucket")
+        if mapping.only:
+            samples = [sample for sample in samples if _matches(sample, mapping.only)]
+        layout = self._layout(family, tuple(map(_LABELS, samples)))
+        if isinstance(layout, str):
+            reasons.append(f"{family} {layout}")
             return None
+        values = list(map(_VALUE, samples))
+        if not all(map(_AT_LEAST_ZERO, values)) or not all(map(_BELOW_INF, values)):  # NaN fails both
+            reasons.append(f"{family} has a bucket that is not a count")
+            return None
+        buckets = layout.combine(values)
         window = self._histograms.get(family)
         if window is None:
             window = self._histograms[family] = HistogramWindow(self.window, self._max_points)
@@ -225,6 +219,16 @@ class EngineFigures:
             reasons.append(f"{family} has buckets outside 0-{MAX_LATENCY_SECONDS:g} s")
             return None
         return LatencyQuantiles(p50=_rounded(p50), p90=_rounded(p90), p99=_rounded(p99))
+
+    def _layout(self, family: str, labels: tuple[Labels, ...]) -> BucketLayout | str:
+        """The layout of this read's bucket label sets: the last read's when they are the same (the parser hands out
+        equal label sets as the same tuples, so this compares identities), otherwise made anew."""
+        known = self._layouts.get(family)
+        if known is not None and known[0] == labels:
+            return known[1]
+        layout = bucket_layout(labels)
+        self._layouts[family] = (labels, layout)
+        return layout
 
     # ---- counters --------------------------------------------------------------------------------------------------
     def _counter(

@@ -13,26 +13,37 @@ time. Counters are accumulated the same way into totals of the exporter's own, w
 from __future__ import annotations
 
 import math
+import operator
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import NamedTuple
 
-Buckets = tuple[tuple[float, float], ...]  # (upper bound, cumulative count), ascending, ending with +Inf
+from toolkit.textparse import Labels, parse_value
+
+
+class Buckets(NamedTuple):
+    """One histogram at one read: its upper bounds (ascending, ending with +Inf) and the cumulative count of each."""
+
+    bounds: tuple[float, ...]
+    counts: tuple[float, ...]
 
 
 def quantile(q: float, buckets: Buckets) -> float | None:
     """The q-quantile of observations counted by cumulative `buckets` (Prometheus' histogram_quantile); None when
     there are none."""
-    if not buckets or buckets[-1][0] != math.inf:
+    bounds, counts = buckets
+    if not bounds or bounds[-1] != math.inf:
         return None
-    total = buckets[-1][1]
+    total = counts[-1]
     if total <= 0:
         return None
     rank = q * total
     lower_bound, lower_count = 0.0, 0.0
-    for bound, count in buckets:
+    for bound, count in zip(bounds, counts, strict=True):
         if count >= rank:
             if bound == math.inf:
-                return lower_bound if len(buckets) > 1 else None
+                return lower_bound if len(bounds) > 1 else None
             if count == lower_count:
                 return bound
             return lower_bound + (bound - lower_bound) * (rank - lower_count) / (count - lower_count)
@@ -40,20 +51,13 @@ def quantile(q: float, buckets: Buckets) -> float | None:
     return lower_bound
 
 
-def _delta(new: Buckets, old: Buckets) -> Buckets | None:
-    """new - old per bucket; None when the bounds differ or a count fell (a restart)."""
-    if len(new) != len(old):
-        return None
-    out: list[tuple[float, float]] = []
-    for (bound, count), (old_bound, old_count) in zip(new, old, strict=True):
-        if bound != old_bound or count < old_count:
-            return None
-        out.append((bound, count - old_count))
-    return tuple(out)
+def _continues(new: Buckets, old: Buckets) -> bool:
+    """Whether `new` can follow `old`: the same bounds, and no count fell (one that fell means a restart)."""
+    return new.bounds == old.bounds and all(map(operator.ge, new.counts, old.counts))
 
 
 def _zero(buckets: Buckets) -> Buckets:
-    return tuple((bound, 0.0) for bound, _ in buckets)
+    return Buckets(buckets.bounds, (0.0,) * len(buckets.bounds))
 
 
 class HistogramWindow:
@@ -65,7 +69,7 @@ class HistogramWindow:
 
     def add(self, at: float, buckets: Buckets) -> None:
         points = self._points
-        if points and (_delta(buckets, points[-1][1]) is None):  # restarted, or other buckets: start over
+        if points and not _continues(buckets, points[-1][1]):  # restarted, or other buckets: start over
             previous = points[-1][0]
             points.clear()
             points.append((previous, _zero(buckets)))
@@ -78,9 +82,10 @@ class HistogramWindow:
         or no observation between them."""
         if len(self._points) < 2:
             return tuple(None for _ in qs)
-        delta = _delta(self._points[-1][1], self._points[0][1])
-        if delta is None:
+        newest, oldest = self._points[-1][1], self._points[0][1]
+        if not _continues(newest, oldest):
             return tuple(None for _ in qs)
+        delta = Buckets(newest.bounds, tuple(map(operator.sub, newest.counts, oldest.counts)))
         return tuple(quantile(q, delta) for q in qs)
 
     def span(self) -> float:
@@ -117,15 +122,46 @@ class CounterTotal:
         return self._points[-1][0] - self._points[0][0] if len(self._points) > 1 else 0.0
 
 
-def combine_buckets(series: Sequence[Mapping[float, float]]) -> Buckets | None:
-    """Several series of one histogram (one per engine index or rank) added bucket by bucket: an observation is in
-    exactly one of them. None when their bounds differ or a series has no `+Inf` bucket."""
+def _bucket(labels: Labels) -> tuple[Labels, float]:
+    """A bucket sample's series (its labels but `le`) and its bound (NaN when `le` is missing or not a number)."""
+    le = next((value for name, value in labels if name == "le"), None)
+    try:
+        bound = parse_value(le) if le is not None else math.nan
+    except ValueError:
+        bound = math.nan
+    return tuple(p for p in labels if p[0] != "le"), bound
+
+
+@dataclass(frozen=True, slots=True)
+class BucketLayout:
+    """How the bucket samples of one read, in the order the engine served them, add up into one histogram: several
+    series of it (one per engine index or rank) are added bucket by bucket, an observation being in exactly one of
+    them. An engine serves the same label sets in the same order read after read, so a layout is made once and
+    applied to each read's values."""
+
+    bounds: tuple[float, ...]
+    sources: tuple[tuple[int, ...], ...]  # for each bound, the indices of the samples counted into it
+
+    def combine(self, values: Sequence[float]) -> Buckets:
+        return Buckets(self.bounds, tuple([sum([values[i] for i in indices]) for indices in self.sources]))
+
+
+def bucket_layout(labels: Sequence[Labels]) -> BucketLayout | str:
+    """The layout of bucket samples with these label sets (their `le` and the rest); a reason instead when a bound is
+    not a number, a series has no `+Inf` bucket or the series do not share their bounds. A label set served twice
+    counts once: the later sample."""
+    series: dict[Labels, dict[float, int]] = {}
+    for index, pairs in enumerate(labels):
+        key, bound = _bucket(pairs)
+        if math.isnan(bound):
+            return "has a bucket whose le is not a number"
+        series.setdefault(key, {})[bound] = index
     if not series:
-        return None
-    bounds = sorted(series[0])
-    if not bounds or bounds[-1] != math.inf:
-        return None
-    for other in series[1:]:
-        if sorted(other) != bounds:
-            return None
-    return tuple((bound, sum(s[bound] for s in series)) for bound in bounds)
+        return "has no buckets"
+    first, *others = series.values()
+    bounds = tuple(sorted(first))
+    if bounds[-1] != math.inf:
+        return "has no +Inf bucket"
+    if any(tuple(sorted(other)) != bounds for other in others):
+        return "has series that do not share their buckets"
+    return BucketLayout(bounds, tuple(tuple(one[bound] for one in series.values()) for bound in bounds))

@@ -4,6 +4,7 @@ the others, and stops at its bounds."""
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 from hypothesis import given, settings
@@ -12,7 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from exporter.engines.mappings import MARK_PREFIXES, WANTED
 from exporter.exposition.textformat import escape_label_value, format_value
-from toolkit.textparse import MAX_WANTED_SAMPLES, ExpositionRefusedError, parse_wanted
+from toolkit.textparse import MAX_LINES, MAX_WANTED_SAMPLES, ExpositionRefusedError, _alternation, parse_wanted
 
 NAMES = ("vllm:num_requests_waiting", "vllm:num_requests_running", "vllm:kv_cache_usage_perc", "other_family")
 label_names = st.sampled_from(("model_name", "engine", "tp_rank", "a_b"))
@@ -50,7 +51,7 @@ def test_reads_what_the_reference_parser_reads(lines: list[tuple[str, dict[str, 
     for (n1, l1, v1), (n2, l2, v2) in zip(sorted(got, key=key), sorted(reference, key=key), strict=True):
         assert (n1, l1) == (n2, l2)
         assert same(v1, v2)
-    assert ("vllm:" in ours.marks) == any(n.startswith("vllm:") for n, _, _ in lines)
+    assert (ours.mark == "vllm:") == any(n.startswith("vllm:") for n, _, _ in lines)
 
 
 def test_keeps_the_declared_type_of_wanted_families_only() -> None:
@@ -109,4 +110,38 @@ def test_a_name_that_only_begins_with_a_wanted_one_is_another_name() -> None:
     )
     found = parse_wanted(body, {"vllm:num_requests_waiting": "vllm:num_requests_waiting"}, ("vllm:", "sglang:"))
     assert [s.value for s in found.of("vllm:num_requests_waiting")] == [3.0, 4.0]
-    assert found.marks == {"vllm:"} and found.lines == 4
+    assert found.mark == "vllm:"
+
+
+short_names = st.text(alphabet="ab:_", min_size=1, max_size=5)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sets(short_names, min_size=1, max_size=8), st.lists(short_names, max_size=20))
+def test_the_names_alternation_matches_exactly_the_names(names: set[str], others: list[str]) -> None:
+    """The trie the scanner is built from: each name, and no other string (a prefix of a name, a name extended)."""
+    pattern = re.compile(_alternation(names))
+    for text in [*names, *others]:
+        assert bool(pattern.fullmatch(text)) == (text in names), text
+
+
+def test_the_mark_is_the_first_asked_for_that_a_sample_line_shows() -> None:
+    marks = ("vllm:", "sglang:", "tgi_")
+    sglang_then_vllm = "sglang:num_queue_reqs 1\nvllm:num_requests_waiting 2\n"
+    assert parse_wanted(sglang_then_vllm, WANTED, marks).mark == "vllm:"  # the order asked for, not the body's
+    renamed = "# TYPE vllm:queue_depth gauge\n  vllm:queue_depth 3\n"  # no wanted name, an indented sample line
+    assert parse_wanted(renamed, WANTED, marks).mark == "vllm:"
+    comments_only = "# HELP vllm:num_requests_waiting waiting\n# TYPE tgi_queue_size gauge\nother 1\n"
+    assert parse_wanted(comments_only, WANTED, marks).mark is None
+    assert parse_wanted("tgi_queue_size 4", WANTED, marks).mark == "tgi_"  # the first line, without a newline
+
+
+def test_reads_a_declared_type_spelled_with_tabs_and_crlf_and_not_an_indented_comment() -> None:
+    body = "# TYPE\tvllm:num_requests_waiting\tgauge \r\n  # TYPE vllm:num_requests_running counter\n"
+    assert parse_wanted(body, WANTED, MARK_PREFIXES).types == {"vllm:num_requests_waiting": "gauge"}
+
+
+def test_refuses_more_lines_than_its_bound() -> None:
+    with pytest.raises(ExpositionRefusedError, match="lines"):
+        parse_wanted("\n" * MAX_LINES, WANTED, MARK_PREFIXES)
+    assert parse_wanted("\n" * (MAX_LINES - 1) + "vllm:num_requests_waiting 1", WANTED).of("vllm:num_requests_waiting")

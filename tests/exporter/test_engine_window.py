@@ -9,18 +9,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from exporter.engines.window import CounterTotal, HistogramWindow, quantile
+from exporter.engines.window import BucketLayout, Buckets, CounterTotal, HistogramWindow, bucket_layout, quantile
 
 BOUNDS = (0.1, 0.5, 1.0, 2.5, math.inf)
 
 
-def cumulative(counts: list[int]) -> tuple[tuple[float, float], ...]:
-    running = 0.0
-    out = []
-    for bound, count in zip(BOUNDS, counts, strict=True):
-        running += count
-        out.append((bound, running))
-    return tuple(out)
+def cumulative(counts: list[int]) -> Buckets:
+    return Buckets(BOUNDS, tuple(float(c) for c in itertools.accumulate(counts)))
 
 
 def test_quantile_interpolates_inside_the_bucket_as_histogram_quantile_does() -> None:
@@ -75,3 +70,47 @@ def test_a_counter_rate_is_over_the_window() -> None:
         counter.add(float(t), 5.0 * t)
     assert counter.rate() == 5.0
     assert counter.span() == 10.0
+
+
+def bucket_labels(series: str, le: str) -> tuple[tuple[str, str], ...]:
+    return (("engine", series), ("le", le))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.integers(1, 3),
+    st.lists(st.lists(st.integers(0, 50), min_size=len(BOUNDS), max_size=len(BOUNDS)), min_size=3, max_size=3),
+    st.randoms(use_true_random=False),
+)
+def test_a_layout_adds_the_series_bucket_by_bucket_in_any_order_served(
+    n: int, counts: list[list[int]], random: object
+) -> None:
+    """Several series of one histogram served in any order add up per bound, as Prometheus' sum by (le) would."""
+    series = [list(itertools.accumulate(c)) for c in counts[:n]]
+    samples = [
+        (bucket_labels(str(s), "+Inf" if b == math.inf else repr(b)), float(v))
+        for s, cumulative_counts in enumerate(series)
+        for b, v in zip(BOUNDS, cumulative_counts, strict=True)
+    ]
+    random.shuffle(samples)  # type: ignore[attr-defined]
+    layout = bucket_layout([labels for labels, _ in samples])
+    assert isinstance(layout, BucketLayout)
+    expected = tuple(float(sum(s[i] for s in series)) for i in range(len(BOUNDS)))
+    assert layout.combine([value for _, value in samples]) == Buckets(BOUNDS, expected)
+
+
+@pytest.mark.parametrize(
+    ("labels", "reason"),
+    [
+        ([bucket_labels("0", "0.1"), bucket_labels("0", "x"), bucket_labels("0", "+Inf")], "not a number"),
+        ([bucket_labels("0", "0.1"), bucket_labels("0", "0.5")], "+Inf"),
+        ([bucket_labels("0", "0.1"), bucket_labels("0", "+Inf"), bucket_labels("1", "+Inf")], "share"),
+        ([(("engine", "0"),)], "not a number"),  # no le at all
+        ([], "no buckets"),
+    ],
+)
+def test_a_layout_refuses_buckets_that_are_not_one_histogram(
+    labels: list[tuple[tuple[str, str], ...]], reason: str
+) -> None:
+    got = bucket_layout(labels)
+    assert isinstance(got, str) and reason in got
