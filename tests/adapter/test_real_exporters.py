@@ -7,6 +7,7 @@ import calendar
 import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from decimal import Decimal
 from functools import partial
 from pathlib import Path
@@ -42,9 +43,21 @@ SCENARIOS = {
 V2 = "/apis/custom.metrics.k8s.io/v1beta2"
 
 
-def _serves_pods(processes: ChildProcesses, exporter: ExporterProcess) -> bool:
+SETTLED_CYCLES = (
+    2  # a figure that is a rate over two samples (GPM's, a process's utilization) is there after the second
+)
+
+
+def _serves_settled_pods(processes: ChildProcesses, exporter: ExporterProcess, since: list[datetime]) -> bool:
+    """Whether the exporter's document has pods and was made SETTLED_CYCLES intervals after the first one that had:
+    by then every figure its devices will have is in it (a test reading an earlier one raced the exporter's start)."""
     processes.check_running(exporter.name)
-    return bool(exporter.document().pods)
+    document = exporter.document()
+    if not document.pods:
+        return False
+    if not since:
+        since.append(document.generated_at)
+    return document.generated_at >= since[0] + timedelta(seconds=SETTLED_CYCLES * document.interval_seconds)
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +70,9 @@ def exporters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Ex
         }
         for node, exporter in running.items():
             wait_for(
-                partial(_serves_pods, processes, exporter), f"the exporter for {node} serving its pods", patience(60)
+                partial(_serves_settled_pods, processes, exporter, []),
+                f"the exporter for {node} serving its pods, settled",
+                patience(60),
             )
         yield running
     finally:
@@ -130,7 +145,7 @@ async def test_direct_source_serves_what_the_real_exporters_report(
                 assert parse_quantity(memory[name]["value"]) > 0
             figures = [d.utilization_percent for d in devices if d.utilization_percent is not None]
             if not figures:
-                assert name not in utilization  # MIG instances: NVML has no utilization, nothing is made up
+                assert name not in utilization  # no figure (a MIG instance without GPM): nothing is made up
                 continue
             value = parse_quantity(utilization[name]["value"])
             mean = sum(decimal_from_float(f) for f in figures) / len(figures)
