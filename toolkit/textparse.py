@@ -5,9 +5,9 @@ lines of the wanted names (and the `# TYPE` lines of the wanted families) in one
 lines it does not want are walked in C, and parses labels and value only of the ones it wants. It keeps the declared
 type of wanted families (a family of the wrong type is not read as the one we know) and stops with an
 `ExpositionRefusedError` when the body breaks a bound: too many lines, or too many wanted samples (an endpoint serving
-a million series of a wanted name). Text format 0.0.4 is what prometheus_client
-serves by default (https://prometheus.io/docs/instrumenting/exposition_formats/); an OpenMetrics body parses the same
-way for the sample lines read here.
+a million series of a wanted name). Text format 0.0.4 is what prometheus_client serves by default
+(https://prometheus.io/docs/instrumenting/exposition_formats/); an OpenMetrics body parses the same way for the sample
+lines read here.
 """
 
 from __future__ import annotations
@@ -101,19 +101,22 @@ def _labels(line: str, start: int) -> tuple[Labels, int]:
             raise ValueError("labels not separated by ','")
 
 
+_Trie = dict[str, "_Trie"]  # a character -> what follows it; "" -> {} where a name ends
+
+
 def _alternation(names: Iterable[str]) -> str:
     """A regex alternative for exactly `names`, as a trie (`vllm:(?:num_requests_(?:running|waiting)|...)`): Python's
     regex engine tries the branches of an alternation one by one, so a line that begins with none of the names is
     turned away after the characters it shares with them, not once per name. A name that others extend is tried after
     them (its empty branch comes last)."""
-    root: dict[str, dict] = {}  # type: ignore[type-arg]
+    root: _Trie = {}
     for name in names:
         node = root
         for character in name:
             node = node.setdefault(character, {})
         node[""] = {}
 
-    def branches(node: dict) -> str:  # type: ignore[type-arg]
+    def branches(node: _Trie) -> str:
         out = [re.escape(character) + branches(child) for character, child in sorted(node.items()) if character]
         if "" in node:
             out.append("")
@@ -164,13 +167,11 @@ def parse_wanted(body: str, wanted: Mapping[str, str], marks: tuple[str, ...] = 
     if len(body) >= MAX_LINES and body.count("\n") >= MAX_LINES:
         raise ExpositionRefusedError(f"more than {MAX_LINES} lines")
     found = Exposition()
-    if not wanted:
-        return found
     text = "\n" + body + "\n"
     families = frozenset(name for name, family in wanted.items() if name == family)
     samples = found.samples
     kept = 0
-    for match in _scanner(frozenset(wanted), families).finditer(text):
+    for match in _scanner(frozenset(wanted), families).finditer(text) if wanted else ():
         family, declared, name, block, value = match.groups()
         if family is not None:  # a `# TYPE` line of a wanted family
             if declared.strip():

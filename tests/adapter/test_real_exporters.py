@@ -43,9 +43,8 @@ SCENARIOS = {
 V2 = "/apis/custom.metrics.k8s.io/v1beta2"
 
 
-SETTLED_CYCLES = (
-    2  # a figure that is a rate over two samples (GPM's, a process's utilization) is there after the second
-)
+# a figure that is a rate over two samples (GPM's, a process's utilization) is there from the second on
+SETTLED_CYCLES = 2
 
 
 def _serves_settled_pods(processes: ChildProcesses, exporter: ExporterProcess, since: list[datetime]) -> bool:

@@ -134,6 +134,7 @@ def test_the_mark_is_the_first_asked_for_that_a_sample_line_shows() -> None:
     comments_only = "# HELP vllm:num_requests_waiting waiting\n# TYPE tgi_queue_size gauge\nother 1\n"
     assert parse_wanted(comments_only, WANTED, marks).mark is None
     assert parse_wanted("tgi_queue_size 4", WANTED, marks).mark == "tgi_"  # the first line, without a newline
+    assert parse_wanted("tgi_queue_size 4", {}, marks).mark == "tgi_"  # marks asked for without any wanted name
 
 
 def test_reads_a_declared_type_spelled_with_tabs_and_crlf_and_not_an_indented_comment() -> None:
