@@ -112,6 +112,12 @@ class NvmlCollector:
         return self._enabled
 
     @property
+    def kernel_log_open(self) -> bool:
+        """Whether the kernel log is being read (opened at its end: records from then on are heard)."""
+        reader = self._kernel_log
+        return reader is not None and reader.opened
+
+    @property
     def nvml_state(self) -> NvmlState:
         """Whether NVML is usable now, and if not, why."""
         return self._availability.state

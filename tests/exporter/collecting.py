@@ -12,8 +12,10 @@ import pynvml
 
 from exporter.catalogue import FIELD_SETS
 from exporter.nvml import CollectorSettings, NvmlCollector
+from exporter.nvml.coverage import XID_KEYS
 from simulation import Simulator, install
 from tests.support.clocks import ManualClock
+from tests.support.waiting import holds_within, patience
 
 SETTINGS = frozenset(field.name for field in fields(CollectorSettings))
 
@@ -42,6 +44,9 @@ def collecting(
         given.setdefault("enabled", FIELD_SETS["all"])  # every field unless a test chooses (--field-set all)
         collector = NvmlCollector(pynvml, CollectorSettings(**given), clock=clock, wall_clock=clock, **options)
         collector.start()
+        if kernel_log and collector.enabled & XID_KEYS:
+            # the reader opens the log at its end on its own thread: a record written before that is not heard
+            assert holds_within(lambda: collector.kernel_log_open, patience(10)), "the kernel log was never opened"
         try:
             yield sim, collector
         finally:
