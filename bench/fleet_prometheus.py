@@ -3,17 +3,18 @@ series of 20,000 GPU pods (a day of history backfilled with promtool, the last m
 
     PYTHONPATH=. python bench/fleet_prometheus.py [--pods 20000] [--namespaces 100] [--hours 24] [--queries 300]
         [--step 1800] [--no-rules] [--evaluation-interval 30] [--rule-window SECONDS] [--no-panels]
-        [--panel-repeats 5] [--profile] [--keep DIR]
+        [--panel-repeats 5] [--field-set default|all] [--snapshots 8] [--profile] [--keep DIR]
 
 The fleet: `--pods` pods with one GPU each, 8 per node (H100 nodes gpu-0000..), in `--namespaces` namespaces: `bench`
 holds `--namespace-pods` pods of Deployment `infer` (app=infer), the others (team-00..) share the rest, 4 Deployments
 each. Pod names are Deployment-like (`infer-<template hash>-<5 characters>`).
 
-The series: per (pod, GPU) the exporter's six per-pod families (`gpu_pulse_pod_*`) and, in its default dialect (dcgm),
-the device families the adapter's default queries and the shipped recording rules read (DCGM_FI_DEV_FB_FREE/USED/
-RESERVED, GPU_UTIL, POWER_USAGE, TOTAL_ENERGY_CONSUMPTION with the pod's container/namespace/pod labels, and
-gpu_pulse_gpu_up), labelled by the exporter's own functions (exporter.exposition.labels) plus what the shipped scrape
-configuration adds (deploy/overlays/plain: job, instance = the node's exporter pod, node): 13 series per pod. And what
+The series: each node serves exactly what the real exporter serves on an 8 x H100 node with a pod on each GPU
+(bench/fleet_exposition.py: `python -m exporter --simulate` on that node, its `--field-set` (default: the default
+set) in its default dialect, dcgm, captured at the start of the run; 383 series a node with the default set), with the
+node's own name, GPU UUIDs and pods written in, plus what the shipped scrape configuration adds (deploy/overlays/plain:
+job, instance = the node's exporter pod, node). The families the adapter's queries read follow a random walk that
+continues the history; the others change as the exporter's did while captured. And what
 kube-state-metrics serves of the pods' owners, which the workload rules read: kube_pod_owner per pod and
 kube_replicaset_owner per ReplicaSet (--no-kube-state-metrics leaves them out, and every pod is then a workload of its
 own to the rules). kube-state-metrics reports every pod of the cluster, not only those holding GPUs: `--cpu-pods`
@@ -50,13 +51,13 @@ its series and nowhere else.
    series exist from Prometheus' start on only (the run says how much of the hour they span): a longer --rule-window
    gives the recorded-series panels more of their hour's data, and a --step of 60 the raw-series panels all of theirs.
 
-Prints the series Prometheus holds, its CPU in the rule window and while measured, per rule group what it cost in the
-rule window (every evaluation's time, its max, missed iterations, the series it writes; see rule_cost.py) and while
-measured, the head series the rules add, the costliest rules, and a table (p50, p99, goal, stretch); exits 1
-when the adapter's p99 misses the goal (50 ms) or an answer failed, or when a rule group is over its budget (10% of
-its interval, no missed iteration) or all groups together take more than a quarter of a core, or when a dashboard
-query's p99 is over 2 s or it failed. `--profile` runs
-the adapter under cProfile and prints where its time went. Every process it starts is stopped at the end, also on
+Prints the series a node serves, the series Prometheus holds, its memory (RSS now and at its peak, Go heap), its CPU
+in the rule window and while measured, per rule group what it cost in the rule window (every evaluation's time, its
+max, missed iterations, the series it writes; see rule_cost.py) and while measured, the head series the rules add,
+the costliest rules, and a table (p50, p99, goal, stretch); exits 1 when the adapter's p99 misses the goal (50 ms) or
+an answer failed, or when a rule group is over its budget (10% of its interval, no missed iteration) or all groups
+together take more than a quarter of a core, or when a dashboard query's p99 is over 2 s or it failed. `--profile`
+runs the adapter under cProfile and prints where its time went. Every process it starts is stopped at the end, also on
 failure or SIGTERM.
 """
 
@@ -108,9 +109,7 @@ from exporter.catalogue import (
     POD_UTILIZATION,
     Dialect,
 )
-from exporter.exposition.labels import dcgm_pod_pairs, device_pairs, pod_series_pairs
-from exporter.exposition.textformat import label_pairs
-from exporter.snapshot import DeviceReading, GpuIdentity, PodDeviceUse, PodRef, ShareMethod
+from exporter.snapshot import GpuIdentity
 from simulation.kubeapi import KubeApiServer
 from tests.support.dashboard_queries import board_dialects
 from tests.support.exporters import SERVING_LINE
@@ -120,6 +119,8 @@ from tests.support.prometheus import LISTENING_LINE
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from adapter_cluster import AdapterCredentials
+from fleet_exposition import GPUS, Family, Line, NodeIdentity, NodeTemplate, capture, save, scraped_sample, substituter
+from fleet_exposition import load as load_template
 from panel_queries import LIMIT_P99, Prometheus, Timing, engine_times, over_limit, read_log, slowest_table, time_board
 from rule_cost import GROUP_SHARE, TOTAL_CORES, GroupCost, RuleGroupSampler, cost_table, within_budget
 
@@ -161,6 +162,10 @@ DCGM_FAMILIES = (
 )
 POD_FAMILIES = (POD_DEVICE_INFO, POD_UTILIZATION, POD_MEMORY_USED, POD_POWER, POD_ENERGY, POD_SHARING)
 FAMILIES = (*POD_FAMILIES, *DCGM_FAMILIES, DCGM_UP)
+WALKED = {name: f for f, name in enumerate(FAMILIES)}
+assert GPUS == GPUS_PER_NODE, "the exporter's template is a node of the fleet"
+Entry = tuple[int, str]  # a history series: its family's index in FAMILIES, `name{labels} `
+TEMPLATE = "template.json"  # the exporter's snapshots, in the work directory (fleet_exposition.save)
 BACKFILLED = (
     POD_UTILIZATION,
     POD_MEMORY_USED,
@@ -245,21 +250,23 @@ def exporter_pod(node: str) -> str:
     return "gpu-pulse-exporter-" + _kube_name(random.Random(node), 5)
 
 
-def edge_prefixes(placement: Placement, *, with_job: bool) -> tuple[str, ...]:
-    """`name{labels} ` of each family of FAMILIES for one pod's GPU. Scraped, the target adds `job` (with_job=False:
-    the scrape target's side); written into the history, the line carries it (with_job=True)."""
-    node = placement.node
-    gpu = _gpu(node, placement.gpu)
-    ref = PodRef(placement.namespace, placement.pod, "main")
-    use = PodDeviceUse(ref, gpu.uuid, ShareMethod.EXCLUSIVE, None, None)
-    target = f'instance="{exporter_pod(node)}"' + (f',job="{JOB}"' if with_job else "")
-    pod_labels = label_pairs(pod_series_pairs(use, DeviceReading(gpu, up=True), node))
-    device_labels = label_pairs(device_pairs(gpu, node, Dialect.DCGM))
-    dcgm_labels = f"{device_labels},{label_pairs(dcgm_pod_pairs(ref))}"
-    prefixes = [f"{name}{{{pod_labels},{target}}} " for name in POD_FAMILIES]
-    prefixes += [f'{name}{{{dcgm_labels},node="{node}",{target}}} ' for name in DCGM_FAMILIES]
-    prefixes.append(f'{DCGM_UP}{{{device_labels},node="{node}",{target}}} ')
-    return tuple(prefixes)
+def node_identity(node: str, pods: Sequence[tuple[int, Placement]]) -> NodeIdentity:
+    """What `node` writes over the exporter's template: its GPUs' UUIDs and the pod on each (slot k: GPU k)."""
+    by_gpu = {p.gpu: p for _, p in pods}
+    return NodeIdentity(
+        node,
+        exporter_pod(node),
+        tuple(_gpu(node, k).uuid for k in range(GPUS_PER_NODE)),
+        tuple((by_gpu[k].namespace, by_gpu[k].pod) for k in range(GPUS_PER_NODE)),
+    )
+
+
+def nodes_of(placements: Sequence[Placement]) -> list[tuple[str, list[tuple[int, Placement]]]]:
+    """The fleet's nodes in order, each with its pods and their indices in `placements` (their walks' offsets)."""
+    nodes: dict[str, list[tuple[int, Placement]]] = {}
+    for index, placement in enumerate(placements):
+        nodes.setdefault(placement.node, []).append((index, placement))
+    return list(nodes.items())
 
 
 # ---- the values: a bounded random walk per pod, the same function of time for the history and the scrapes ----------
@@ -355,18 +362,38 @@ def block_windows(start: int, end: int) -> list[tuple[int, int]]:
     return [(w, min(w + BLOCK_SECONDS, end + 1)) for w in range(first, end + 1, BLOCK_SECONDS)]
 
 
-def write_window(path: Path, prefixes: Sequence[tuple[str, ...]], tables: ValueTables, times: Sequence[int]) -> int:
+def history_series(placements: Sequence[Placement], template: NodeTemplate) -> list[tuple[int, tuple[Entry, ...]]]:
+    """Per pod: its walk's offset and, per BACKFILLED family of the exporter's template, (the family's index in
+    FAMILIES, `name{labels} ` as the scrape stores it, `job` included): the very series the scrapes continue."""
+    substitute = substituter(template)
+    picked = {name: FAMILIES.index(name) for name in BACKFILLED}
+    series: list[tuple[int, tuple[Entry, ...]]] = []
+    for node, pods in nodes_of(placements):
+        identity = node_identity(node, pods)
+        names = identity.replacements(template)
+        by_slot: dict[int, list[Entry]] = {k: [] for k in range(GPUS_PER_NODE)}
+        for family in template.families:
+            for line in family.lines if family.name in picked else ():
+                if line.slot is None:
+                    raise ValueError(f"a {family.name} series of no GPU in the template: {line.sample}")
+                sample = scraped_sample(substitute(line.sample, names), node, identity.exporter_pod, JOB)
+                by_slot[line.slot].append((picked[family.name], sample + " "))
+        series += [(walk_offset(index), tuple(by_slot[p.gpu])) for index, p in pods]
+    return series
+
+
+def write_window(
+    path: Path, series: Sequence[tuple[int, Sequence[Entry]]], tables: ValueTables, times: Sequence[int]
+) -> int:
     """One OpenMetrics file with every backfilled series at each of `times`; its line count."""
-    picked = [FAMILIES.index(name) for name in BACKFILLED]
-    offsets = [walk_offset(i) for i in range(len(prefixes))]
     lines = 0
     with path.open("w", encoding="utf-8", buffering=1 << 22) as out:
         for t in times:
             tail = f" {t}\n"
             chunk: list[str] = []
-            for edge, offset in zip(prefixes, offsets, strict=True):
+            for offset, entries in series:
                 values = edge_values(tables, offset, t)
-                chunk += [edge[f] + values[f] + tail for f in picked]
+                chunk += [prefix + values[f] + tail for f, prefix in entries]
             out.write("".join(chunk))
             lines += len(chunk)
         out.write("# EOF\n")
@@ -385,16 +412,15 @@ def run_promtool(promtool: str, source: Path, blocks_dir: Path, log: Path) -> No
 
 
 def backfill(
-    placements: Sequence[Placement], hours: float, step: int, end: int, data_dir: Path, workdir: Path
+    series: Sequence[tuple[int, Sequence[Entry]]], hours: float, step: int, end: int, data_dir: Path, workdir: Path
 ) -> Backfill:
     """Write the history and turn it into blocks in `data_dir`: files are written one after the other while promtool
     converts the earlier ones, two at a time (this machine has two cores)."""
     promtool = _tool("promtool")
     start = end - int(hours * 3600)
     start -= start % step
-    report = Backfill(step=step, start=start, end=end, series=len(placements) * len(BACKFILLED))
+    report = Backfill(step=step, start=start, end=end, series=sum(len(entries) for _, entries in series))
     started = time.perf_counter()
-    prefixes = [edge_prefixes(p, with_job=True) for p in placements]
     tables = ValueTables.build()
     data_dir.mkdir(parents=True, exist_ok=True)
     jobs: list[Future[None]] = []
@@ -405,7 +431,7 @@ def backfill(
                 continue
             source = workdir / f"history-{number:02d}.om"
             written = time.perf_counter()
-            report.lines += write_window(source, prefixes, tables, times)
+            report.lines += write_window(source, series, tables, times)
             report.write_seconds += time.perf_counter() - written
             report.bytes += source.stat().st_size
             report.files += 1
@@ -440,23 +466,84 @@ def _tool(name: str) -> str:
 # ---- the simulated fleet's exporters: the scrape targets (a process of its own, --role exporters) -----------------
 
 
-class FleetTargets:
-    """`/metrics?shard=k`: the current series of every `shards`-th pod, as the nodes' exporters would serve them."""
+def _walked_slots(family: Family) -> tuple[int, ...] | None:
+    """The GPU slot of each series of a family the walk drives (None for the others)."""
+    if family.name not in WALKED:
+        return None
+    slots = tuple(line.slot for line in family.lines if line.slot is not None)
+    if len(slots) != len(family.lines):
+        raise ValueError(f"a {family.name} series of no GPU in the exporter's template")
+    return slots
 
-    def __init__(self, placements: Sequence[Placement], shards: int) -> None:
+
+@dataclass(frozen=True, slots=True)
+class ServedNode:
+    """One node as the targets serve it: its number (staggers its gauges), slot k's walk offset, and per family of
+    the template the `name{labels} ` of each of its series."""
+
+    number: int
+    offsets: tuple[int, ...]
+    prefixes: tuple[tuple[str, ...], ...]
+
+
+class FleetTargets:
+    """`/metrics?shard=k`: every `shards`-th node's series as its exporter serves them (the template of
+    fleet_exposition.py with the node's names), grouped by family as the text format asks."""
+
+    def __init__(self, placements: Sequence[Placement], template: NodeTemplate, shards: int) -> None:
+        missing = set(FAMILIES) - {family.name for family in template.families}
+        if missing:
+            raise ValueError(f"the exporter's template lacks {sorted(missing)}, which the bench's walk drives")
+        self._template = template
+        self._slots = tuple(_walked_slots(family) for family in template.families)
         self._tables = ValueTables.build()
-        self._shards: list[list[tuple[int, tuple[str, ...]]]] = [[] for _ in range(shards)]
-        for index, placement in enumerate(placements):
-            self._shards[index % shards].append((walk_offset(index), edge_prefixes(placement, with_job=False)))
+        self._origin = int(time.time())
+        self._shards: list[list[ServedNode]] = [[] for _ in range(shards)]
+        substitute = substituter(template)
+        for number, (node, pods) in enumerate(nodes_of(placements)):
+            identity = node_identity(node, pods)
+            names = identity.replacements(template)
+            offsets = {p.gpu: walk_offset(index) for index, p in pods}
+            prefixes = tuple(
+                tuple(
+                    scraped_sample(substitute(line.sample, names), node, identity.exporter_pod, None) + " "
+                    for line in family.lines
+                )
+                for family in template.families
+            )
+            served = ServedNode(number, tuple(offsets[k] for k in range(GPUS_PER_NODE)), prefixes)
+            self._shards[number % shards].append(served)
+
+    @property
+    def series(self) -> int:
+        return sum(len(p) for shard in self._shards for node in shard for p in node.prefixes)
 
     def render(self, shard: int, now: int) -> str:
-        edges = self._shards[shard]
-        values = [edge_values(self._tables, offset, now) for offset, _ in edges]
+        nodes = self._shards[shard]
+        step = now // SCRAPE_INTERVAL
+        walked = [[edge_values(self._tables, offset, now) for offset in node.offsets] for node in nodes]
         parts: list[str] = []
-        for f, name in enumerate(FAMILIES):
-            parts.append(f"# TYPE {name} {'counter' if name.endswith(('_total', 'CONSUMPTION')) else 'gauge'}\n")
-            parts += [prefixes[f] + row[f] + "\n" for (_, prefixes), row in zip(edges, values, strict=True)]
+        for f, family in enumerate(self._template.families):
+            parts.append(family.header)
+            walk = WALKED.get(family.name)
+            for node, values in zip(nodes, walked, strict=True):
+                prefixes = node.prefixes[f]
+                slots = self._slots[f]
+                if walk is not None and slots is not None:
+                    parts += [p + values[k][walk] + "\n" for p, k in zip(prefixes, slots, strict=True)]
+                else:
+                    k = step + node.number
+                    parts += [
+                        p + self._value(line, k, now) + "\n" for p, line in zip(prefixes, family.lines, strict=True)
+                    ]
         return "".join(parts)
+
+    def _value(self, line: Line, k: int, now: int) -> str:
+        if line.clock:
+            return str(now)
+        if line.rate:
+            return f"{float(line.values[0]) + line.rate * (now - self._origin):.3f}"
+        return line.values[k % len(line.values)]
 
     async def handle(self, request: web.Request) -> web.Response:
         shard = int(request.query.get("shard", "0"))
@@ -516,8 +603,10 @@ def owner_series(placements: Sequence[Placement], cpu_pods: int = 0) -> str:
     return "".join(lines)
 
 
-async def serve_targets(placements: Sequence[Placement], shards: int, cpu_pods: int, ready: Path) -> None:
-    targets = FleetTargets(placements, shards)
+async def serve_targets(
+    placements: Sequence[Placement], template: NodeTemplate, shards: int, cpu_pods: int, ready: Path
+) -> None:
+    targets = FleetTargets(placements, template, shards)
     owners = owner_series(placements, cpu_pods)
 
     async def kube_state_metrics(_: web.Request) -> web.Response:
@@ -586,6 +675,7 @@ class Running:
     processes: ChildProcesses
     workdir: Path
     prometheus: str = ""  # known once it listens (start_prometheus)
+    prometheus_pid: int = 0
     adapter: str = ""
     client_ssl: ssl.SSLContext | None = None
     profile: Path | None = None
@@ -595,7 +685,7 @@ def start_role(running: Running, role: str, args: argparse.Namespace) -> None:
     """Start this script as `role` (cluster or exporters); `role_url` waits for it."""
     argv = [sys.executable, str(Path(__file__)), f"--role={role}", f"--ready={running.workdir / f'{role}.json'}"]
     argv += [f"--pods={args.pods}", f"--namespaces={args.namespaces}", f"--namespace-pods={args.namespace_pods}"]
-    argv += [f"--shards={args.shards}", f"--cpu-pods={args.cpu_pods}"]
+    argv += [f"--shards={args.shards}", f"--cpu-pods={args.cpu_pods}", f"--template={running.workdir / TEMPLATE}"]
     running.processes.start(role, argv)
 
 
@@ -654,7 +744,7 @@ def start_prometheus(running: Running, data_dir: Path, targets_url: str, args: a
         "--storage.tsdb.max-block-duration=2h",
         "--web.enable-lifecycle",  # POST /-/reload: the rules are loaded after the baseline (load_rules)
     ]
-    running.processes.start("prometheus", argv)
+    running.prometheus_pid = running.processes.start("prometheus", argv).pid
     running.prometheus = "http://" + running.processes.wait_for_line("prometheus", LISTENING_LINE, 120).group(1)
     _wait(lambda: _get_ok(f"{running.prometheus}/-/ready"), "prometheus ready", 120, running, "prometheus")
 
@@ -787,6 +877,17 @@ def rule_series(running: Running) -> str:
     head = api(running, "/api/v1/status/tsdb")["headStats"]["numSeries"]
     scraped = scalar(running, "sum(scrape_samples_scraped)") + 5 * scalar(running, "count(up)")
     return f"head series: {head:,.0f}, of which scraped {scraped:,.0f}, added by the rules {head - scraped:,.0f}"
+
+
+def prometheus_memory(running: Running) -> str:
+    """Prometheus' resident memory now and at its peak (/proc), and its Go heap in use (its own metric)."""
+    status = Path(f"/proc/{running.prometheus_pid}/status").read_text()
+    kib = {line.split(":")[0]: int(line.split()[1]) for line in status.splitlines() if line.startswith("Vm")}
+    heap = self_metrics(running, "go_memstats_heap_inuse_bytes").get("go_memstats_heap_inuse_bytes", math.nan)
+    return (
+        f"prometheus memory: RSS {kib['VmRSS'] / 2**20:.2f} GiB, peak {kib['VmHWM'] / 2**20:.2f} GiB;"
+        f" Go heap in use {heap / 2**30:.2f} GiB"
+    )
 
 
 def prometheus_cpu(running: Running) -> float:
@@ -985,11 +1086,19 @@ def run(args: argparse.Namespace, workdir: Path) -> int:
     print(
         f"fleet: {len(placements):,} GPU pods in {args.namespaces} namespaces on {nodes:,} nodes; load {load_average()}"
     )
+    texts, seconds = capture(args.snapshots, "--field-set", args.field_set, "--dialect", "dcgm")
+    save(texts, seconds, workdir / TEMPLATE)
+    template = NodeTemplate.parse(texts, seconds)
+    print(
+        f"a node's exporter (--field-set {args.field_set}, dcgm, 8 x H100, 8 pods): {template.series} series in"
+        f" {len(template.families)} families, {len(texts[0].encode()):,} bytes; the fleet: {template.series * nodes:,}"
+    )
     running = Running(ChildProcesses(workdir), workdir)
     try:
         start_role(running, "exporters", args)
         start_role(running, "cluster", args)
-        report = backfill(placements, args.hours, args.step, int(time.time()), workdir / "tsdb", workdir)
+        history = history_series(placements, template)
+        report = backfill(history, args.hours, args.step, int(time.time()), workdir / "tsdb", workdir)
         print(describe_history(report), flush=True)
         targets = role_url(running, "exporters")
         start_prometheus(running, workdir / "tsdb", targets, args)
@@ -1007,6 +1116,8 @@ def run(args: argparse.Namespace, workdir: Path) -> int:
             load_rules(running, targets, args)
             wait_rules(running, len(placements))
         costs, window, with_rules = watch_rules(running, args.rule_window)
+        memory_after_rules = prometheus_memory(running)
+        print(memory_after_rules, flush=True)
         rules_cpu = with_rules - baseline if args.rules else None
         cpu_before, started = prometheus_cpu(running), time.monotonic()
         storm = RuleGroupSampler.of(running.prometheus)
@@ -1017,6 +1128,7 @@ def run(args: argparse.Namespace, workdir: Path) -> int:
         print(f"while measuring: prometheus used {busy:.2f} cores; load {load_average()}", flush=True)
         panels = time_panels(running, args.panel_repeats) if args.panels else []
         recorded = rule_series(running)
+        memory_at_end = prometheus_memory(running)
     finally:
         running.processes.stop_all()
     panels_met = report_panels(panels) if args.panels else True
@@ -1035,6 +1147,7 @@ def run(args: argparse.Namespace, workdir: Path) -> int:
             f"rule budget: each group < {GROUP_SHARE:.0%} of its interval, no missed iteration, all < {TOTAL_CORES}"
             f" core: {'met' if rules_met else 'NOT met'}"
         )
+    print(f"after the rule window: {memory_after_rules}\nat the end (queries and panels too): {memory_at_end}")
     value_query, time_query = adapter_queries(NAMESPACE)["gpu_utilization"]
     print(f"the adapter's queries for gpu_utilization in {NAMESPACE}:\n  {value_query}\n  {time_query}")
     print(table(rows))
@@ -1144,16 +1257,30 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     parser.add_argument("--profile", action="store_true", help="run the adapter under cProfile and print the top")
     parser.add_argument("--keep", type=Path, help="work in this directory and keep it (blocks, logs, query log)")
+    parser.add_argument(
+        "--field-set",
+        choices=("default", "all"),
+        default="default",
+        help="the exporter's field set each node serves (its --field-set)",
+    )
+    parser.add_argument("--snapshots", type=int, default=8, help="exporter answers a node's gauges cycle through")
     parser.add_argument("--role", choices=("cluster", "exporters"), help=argparse.SUPPRESS)
+    parser.add_argument("--template", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--ready", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.pods % GPUS_PER_NODE or args.pods <= 0:
+        parser.error(
+            f"--pods must be a positive multiple of {GPUS_PER_NODE}: every node holds {GPUS_PER_NODE} GPU pods"
+        )
+    if args.snapshots < 2:
+        parser.error("--snapshots must be at least 2: the counters' rates are read between the first and the last")
     args.namespace_pods = min(args.namespace_pods, args.pods)
     if args.role is not None:
         placements = fleet(args.pods, args.namespaces, args.namespace_pods)
         if args.role == "cluster":
             asyncio.run(serve_cluster(placements, args.ready))
         else:
-            asyncio.run(serve_targets(placements, args.shards, args.cpu_pods, args.ready))
+            asyncio.run(serve_targets(placements, load_template(args.template), args.shards, args.cpu_pods, args.ready))
         return
     signal.signal(signal.SIGTERM, _terminated)  # so that the processes started are stopped (finally) on SIGTERM too
     if args.keep is not None:

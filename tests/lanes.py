@@ -42,6 +42,7 @@ SLOW_PATHS = (
     "adapter/test_promadapter_prometheus.py",
     "adapter/test_real_exporters.py",
     "adapter/test_settings_cli.py",
+    "bench/test_fleet_exposition_capture.py",
     "dashboards/test_hpa_join_order.py",
     "dashboards/test_live_prometheus.py",
     "dashboards/test_namespace_top.py",
