@@ -69,8 +69,21 @@ def _bit_expr(v: Vocabulary, reasons: tuple[str, ...]) -> str:
     if rendering.bits is not None and v.dialect is Dialect.PROMETHEUS:
         pattern = "|".join(reasons)
         return f'max without ({rendering.bit_label}) ({rendering.name}{{{rendering.bit_label}=~"{pattern}"}}) == 1'
-    terms = " + ".join(f"floor({rendering.name} / {CLOCK_EVENT_REASONS[r]}) % 2" for r in reasons)
-    return f"{terms} > 0"
+    return " or ".join(f"{rendering.name} % {2 * high} >= {low}" for low, high in _bit_runs(reasons))
+
+
+def _bit_runs(reasons: tuple[str, ...]) -> list[tuple[int, int]]:
+    """The reasons' bits as runs of adjacent bits, (lowest, highest) each: a mask has a bit of the run set exactly when
+    its remainder by twice the highest is at least the lowest. Two operations a run, where dividing, flooring and
+    taking the remainder bit by bit took three a bit and a sum: each is a copy of every GPU's series
+    (docs/decisions/2026-11-29-prometheus-on-the-exporters-exposition.md)."""
+    runs: list[tuple[int, int]] = []
+    for bit in sorted({CLOCK_EVENT_REASONS[r] for r in reasons}):
+        if runs and runs[-1][1] * 2 == bit:
+            runs[-1] = (runs[-1][0], bit)
+        else:
+            runs.append((bit, bit))
+    return runs
 
 
 def _xid_expr(v: Vocabulary, xids: tuple[int, ...]) -> str:

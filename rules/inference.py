@@ -37,6 +37,10 @@ POD_RUNNING = "namespace_pod:gpu_pulse_pod_inference_running_requests:max"
 POD_KV_CACHE = "namespace_pod:gpu_pulse_pod_inference_kv_cache_utilization_ratio:max"
 POD_TTFT = "namespace_pod:gpu_pulse_pod_inference_time_to_first_token_seconds:max"
 POD_ITL = "namespace_pod:gpu_pulse_pod_inference_inter_token_latency_seconds:max"
+# The owners of the pods whose engine reports figures: the workload level joins these, so the cluster's every pod's
+# owner (rules/workloads.py) is read once an evaluation, not once a workload figure: at 40,000 pods each read of it
+# took about a second on Prometheus 2.42 (docs/decisions/2026-11-29-prometheus-on-the-exporters-exposition.md).
+ENGINE_OWNER = "namespace_workload_pod:gpu_pulse_pod_inference_owner:relabel"
 WORKLOAD_QUEUED = "namespace_workload:gpu_pulse_pod_inference_queued_requests:sum"
 WORKLOAD_RUNNING = "namespace_workload:gpu_pulse_pod_inference_running_requests:sum"
 WORKLOAD_KV_CACHE = "namespace_workload:gpu_pulse_pod_inference_kv_cache_utilization_ratio:avg"
@@ -51,7 +55,12 @@ CHAT_A = (PodEdge(PodKey("serve", "chat-a", "vllm"), _GPUS[0]),)
 CHAT_B = (PodEdge(PodKey("serve", "chat-b", "vllm"), _GPUS[1]), PodEdge(PodKey("serve", "chat-b", "vllm"), _GPUS[2]))
 EMBED_0 = (PodEdge(PodKey("serve", "embed-0", "server"), _GPUS[3]),)
 _ENGINES = {"chat-a": "vllm", "chat-b": "vllm", "embed-0": "sglang"}
-_WORKLOADS = {"chat-a": ("chat", "Deployment"), "chat-b": ("chat", "Deployment"), "embed-0": ("embed", "StatefulSet")}
+_WORKLOADS = {
+    "chat-a": ("chat", "Deployment"),
+    "chat-b": ("chat", "Deployment"),
+    "chat-c": ("chat", "Deployment"),  # warming: an owner, no figure
+    "embed-0": ("embed", "StatefulSet"),
+}
 _CHAT = {"namespace": "serve", "workload": "chat", "workload_type": "Deployment"}
 _EMBED = {"namespace": "serve", "workload": "embed", "workload_type": "StatefulSet"}
 
@@ -123,7 +132,30 @@ def _pod_rule(
 
 
 def _join(pod_level: str) -> str:
-    return f"{pod_level} * on ({BY_POD}) group_left (workload, workload_type) {OWNER}"
+    return f"{pod_level} * on ({BY_POD}) group_left (workload, workload_type) {ENGINE_OWNER}"
+
+
+def _engine_owner() -> Recording:
+    reporting = " or ".join((POD_QUEUED, POD_RUNNING, POD_KV_CACHE, POD_TTFT, POD_ITL, POD_INFERENCE_GENERATED_TOKENS))
+    inputs = (*_gauge_inputs(POD_INFERENCE_QUEUED, 3, 5, 2), *_token_counters())
+    owners = tuple(
+        expect(ENGINE_OWNER, _pod(pod) | {"workload": workload, "workload_type": kind}, 1)
+        for pod, (workload, kind) in _WORKLOADS.items()
+        if pod != "chat-c"
+    )
+    return Recording(
+        ENGINE_OWNER,
+        f"{OWNER} and on ({BY_POD}) ({reporting})",
+        "The workload of each pod whose serving engine reports a figure (its owner as "
+        f"`{OWNER}` names it): what the workload level joins.",
+        (
+            RuleTest(
+                f"{ENGINE_OWNER}: the owners of the pods with figures, not of a warming pod",
+                inputs,
+                expr_cases=(ExprCase("1m", owners),),
+            ),
+        ),
+    )
 
 
 def inference_rules() -> tuple[Recording, ...]:
@@ -223,6 +255,7 @@ def inference_rules() -> tuple[Recording, ...]:
                 ),
             ),
         ),
+        _engine_owner(),
         _workload_rule(
             WORKLOAD_QUEUED,
             f"sum by ({BY_WORKLOAD}) ({_join(POD_QUEUED)})",
@@ -261,7 +294,7 @@ def inference_rules() -> tuple[Recording, ...]:
             itl,
             quantiles=True,
         ),
-        *saturation_rules(POD_QUEUED, POD_KV_CACHE, saturation_inputs, _token_counters()),
+        *saturation_rules(POD_QUEUED, POD_KV_CACHE, ENGINE_OWNER, saturation_inputs, _token_counters()),
     )
 
 

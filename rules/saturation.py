@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from rules.examples import expect
 from rules.model import ExprCase, InputSeries, Recording, RuleTest, Sample
-from rules.names import BY_POD, BY_WORKLOAD, OWNER, POD_INFERENCE_GENERATED_TOKENS
+from rules.names import BY_POD, BY_WORKLOAD, POD_INFERENCE_GENERATED_TOKENS
 
 # llm-d's workload-variant-autoscaler: a replica is saturated at `queueLengthThreshold` requests waiting (default 5)
 # or at `kvCacheThreshold` KV-cache use (default 0.80): llm-d-incubation/workload-variant-autoscaler,
@@ -46,12 +46,13 @@ def _workload(workload: str, kind: str, **extra: str) -> dict[str, str]:
 
 
 def saturation_rules(
-    pod_queued: str, pod_kv_cache: str, inputs: tuple[InputSeries, ...], tokens: tuple[InputSeries, ...]
+    pod_queued: str, pod_kv_cache: str, owner: str, inputs: tuple[InputSeries, ...], tokens: tuple[InputSeries, ...]
 ) -> tuple[Recording, ...]:
     """The saturation rules over the pod level's records `pod_queued` and `pod_kv_cache` (recorded earlier in the
-    same group); `inputs` are the raw series of the inference example (rules/inference.py) that promtool evaluates
-    the whole group on: queue chat-a 3, chat-b 5, embed-0 2; KV cache 0.25, 0.75, 0.5; chat-c warming (none).
-    `tokens` the generated-token counters of the same pods."""
+    same group), joining pods to workloads through `owner` (recorded earlier too); `inputs` are the raw series of the
+    inference example (rules/inference.py) that promtool evaluates the whole group on: queue chat-a 3, chat-b 5,
+    embed-0 2; KV cache 0.25, 0.75, 0.5; chat-c warming (none). `tokens` the generated-token counters of the same
+    pods."""
     # chat-a: queue 3/5 = 0.6 against KV 0.25/0.8 = 0.3125 (the queue drives); chat-b: 5/5 = 1 against 0.9375 (the
     # queue); embed-0: 2/5 = 0.4 against 0.5/0.8 = 0.625 (the KV cache)
     terms = (
@@ -64,7 +65,7 @@ def saturation_rules(
     )
     term = f'label_replace({pod_queued} / {QUEUE_TARGET}, "term", "{QUEUE_TERM}", "", "")'
     kv_term = f'label_replace({pod_kv_cache} / {KV_CACHE_TARGET}, "term", "{KV_CACHE_TERM}", "", "")'
-    join = f"* on ({BY_POD}) group_left (workload, workload_type) {OWNER}"
+    join = f"* on ({BY_POD}) group_left (workload, workload_type) {owner}"
     return (
         Recording(
             POD_TERMS,
