@@ -28,6 +28,7 @@ from exporter.exposition import ExpositionRenderer  # noqa: E402
 from exporter.loop import PollLoop  # noqa: E402
 from exporter.nvml import CollectorSettings, NvmlCollector  # noqa: E402
 from simulation import Simulator, build_scenario, install, load_scenario  # noqa: E402
+from tests.support.processes import clean_environment  # noqa: E402
 
 SCENARIOS = ("h100x8", "mig56")
 
@@ -100,23 +101,26 @@ class ExporterProcess:
     def __init__(self, simulate: str, *args: str, interval: float = 1.0) -> None:
         command = [sys.executable, "-m", "exporter", "--simulate", simulate, "--listen", "127.0.0.1:0"]
         command += ["--interval", str(interval), *args]
-        env = dict(os.environ, PYTHONPATH=str(ROOT))
+        # without the caller's GPU_PULSE_* variables: the exporter reads each as its flag and refuses one it lacks
+        env = clean_environment()
         self.process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
         self.url = self._wait_for_url()
 
     def _wait_for_url(self) -> str:
         assert self.process.stderr is not None
         deadline = time.monotonic() + 60
+        said: list[str] = []
         while time.monotonic() < deadline:
             line = self.process.stderr.readline()
             if not line:
                 break
+            said.append(line.rstrip())
             found = re.search(r"serving .* on (http://\S+)", line)
             if found:
                 threading.Thread(target=self._drain, daemon=True).start()
                 return found.group(1)
         self.process.kill()
-        raise RuntimeError("the exporter did not start")
+        raise RuntimeError("the exporter did not start: " + (" | ".join(said[-5:]) or "it said nothing"))
 
     def _drain(self) -> None:
         assert self.process.stderr is not None
