@@ -85,7 +85,7 @@ import urllib.parse
 import urllib.request
 import uuid
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -362,6 +362,27 @@ def block_windows(start: int, end: int) -> list[tuple[int, int]]:
     return [(w, min(w + BLOCK_SECONDS, end + 1)) for w in range(first, end + 1, BLOCK_SECONDS)]
 
 
+def node_samples(
+    template: NodeTemplate,
+    substitute: Callable[[str, Mapping[str, str]], str],
+    node: str,
+    pods: Sequence[tuple[int, Placement]],
+    *,
+    job: str | None,
+    wanted: Callable[[str], bool] = lambda family: True,
+) -> list[tuple[str, ...]]:
+    """Per family of the template, the `name{labels}` of each of `node`'s series as the scrape stores them (`job`
+    written in, or left to the target); a family not `wanted` has none."""
+    identity = node_identity(node, pods)
+    names = identity.replacements(template)
+    return [
+        tuple(scraped_sample(substitute(line.sample, names), node, identity.exporter_pod, job) for line in family.lines)
+        if wanted(family.name)
+        else ()
+        for family in template.families
+    ]
+
+
 def history_series(placements: Sequence[Placement], template: NodeTemplate) -> list[tuple[int, tuple[Entry, ...]]]:
     """Per pod: its walk's offset and, per BACKFILLED family of the exporter's template, (the family's index in
     FAMILIES, `name{labels} ` as the scrape stores it, `job` included): the very series the scrapes continue."""
@@ -369,14 +390,12 @@ def history_series(placements: Sequence[Placement], template: NodeTemplate) -> l
     picked = {name: FAMILIES.index(name) for name in BACKFILLED}
     series: list[tuple[int, tuple[Entry, ...]]] = []
     for node, pods in nodes_of(placements):
-        identity = node_identity(node, pods)
-        names = identity.replacements(template)
+        samples = node_samples(template, substitute, node, pods, job=JOB, wanted=picked.__contains__)
         by_slot: dict[int, list[Entry]] = {k: [] for k in range(GPUS_PER_NODE)}
-        for family in template.families:
-            for line in family.lines if family.name in picked else ():
+        for family, written in zip(template.families, samples, strict=True):
+            for line, sample in zip(family.lines if written else (), written, strict=True):
                 if line.slot is None:
                     raise ValueError(f"a {family.name} series of no GPU in the template: {line.sample}")
-                sample = scraped_sample(substitute(line.sample, names), node, identity.exporter_pod, JOB)
                 by_slot[line.slot].append((picked[family.name], sample + " "))
         series += [(walk_offset(index), tuple(by_slot[p.gpu])) for index, p in pods]
     return series
@@ -501,16 +520,9 @@ class FleetTargets:
         self._shards: list[list[ServedNode]] = [[] for _ in range(shards)]
         substitute = substituter(template)
         for number, (node, pods) in enumerate(nodes_of(placements)):
-            identity = node_identity(node, pods)
-            names = identity.replacements(template)
             offsets = {p.gpu: walk_offset(index) for index, p in pods}
-            prefixes = tuple(
-                tuple(
-                    scraped_sample(substitute(line.sample, names), node, identity.exporter_pod, None) + " "
-                    for line in family.lines
-                )
-                for family in template.families
-            )
+            samples = node_samples(template, substitute, node, pods, job=None)
+            prefixes = tuple(tuple(sample + " " for sample in family) for family in samples)
             served = ServedNode(number, tuple(offsets[k] for k in range(GPUS_PER_NODE)), prefixes)
             self._shards[number % shards].append(served)
 

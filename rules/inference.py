@@ -137,7 +137,7 @@ def _join(pod_level: str) -> str:
 
 def _engine_owner() -> Recording:
     reporting = " or ".join((POD_QUEUED, POD_RUNNING, POD_KV_CACHE, POD_TTFT, POD_ITL, POD_INFERENCE_GENERATED_TOKENS))
-    inputs = (*_gauge_inputs(POD_INFERENCE_QUEUED, 3, 5, 2), *_token_counters())
+    inputs = tuple(dict.fromkeys((*_gauge_inputs(POD_INFERENCE_QUEUED, 3, 5, 2), *_token_counters())))  # owners once
     owners = tuple(
         expect(ENGINE_OWNER, _pod(pod) | {"workload": workload, "workload_type": kind}, 1)
         for pod, (workload, kind) in _WORKLOADS.items()
