@@ -10,6 +10,7 @@ time is the one kubectl logs on receiving it (`-v=6`, klog's microsecond header)
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import shlex
@@ -39,6 +40,7 @@ pytestmark = pytest.mark.timeout(240)
 _SAME = Decimal("0.000006")
 FRESH_S = 2.0  # the done-when: the engine showed the served value at most this long before the answer
 POLL_S = 0.025  # between two reads of an endpoint: an age below is overstated by at most this (and a read's time)
+GAP_S = 10 * POLL_S  # reads this far apart: the poller waited for a core and may have missed values in between
 ROUNDS = 5  # each command asked this many times: the figures move between rounds (a kubectl takes a while)
 # the adapter's metric -> (the vLLM family it comes from, the factor from the family's unit to the metric's)
 FAMILIES = {
@@ -68,10 +70,21 @@ class EngineHistory:
             self.samples.append((received, values))
 
     def age(self, family: str, value: Decimal, answered: float) -> float | None:
-        """How long before `answered` the endpoint last showed `value` (to the served precision), None if never."""
+        """How long before `answered` the endpoint last showed `value` (to the served precision), None if never.
+        A value read while this poller was starved of a core (no read for GAP_S) is one it could not see: if it lies
+        between the values read on either side of such a gap, the endpoint showed it within the gap, and its age is
+        counted from the gap's start (the most it can be)."""
         with self.lock:
-            times = [t for t, v in self.samples if t <= answered and family in v and abs(v[family] - value) <= _SAME]
-        return answered - times[-1] if times else None
+            samples = [(t, v[family]) for t, v in self.samples if t <= answered and family in v]
+        times = [t for t, shown in samples if abs(shown - value) <= _SAME]
+        if times:
+            return answered - times[-1]
+        gaps = [
+            answered - before
+            for (before, low), (after, high) in itertools.pairwise(samples)
+            if after - before > GAP_S and min(low, high) - _SAME <= value <= max(low, high) + _SAME
+        ]
+        return gaps[-1] if gaps else None
 
     def shown(self, family: str, answered: float) -> list[str]:
         """What the endpoint showed in the FRESH_S before `answered`, for a failure's message."""
