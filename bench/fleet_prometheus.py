@@ -109,7 +109,6 @@ from exporter.catalogue import (
     POD_UTILIZATION,
     Dialect,
 )
-from exporter.snapshot import GpuIdentity
 from simulation.kubeapi import KubeApiServer
 from tests.support.dashboard_queries import board_dialects
 from tests.support.exporters import SERVING_LINE
@@ -136,9 +135,6 @@ STRETCH_P99 = 0.020
 
 GPUS_PER_NODE = 8
 DEPLOYMENTS_PER_NAMESPACE = 4
-MODEL = "NVIDIA H100 80GB HBM3"
-DRIVER = "550.54.15"
-PCI_BUSES = ("18", "2A", "3A", "5D", "9A", "AB", "BA", "DB")  # an HGX H100 board's eight GPUs
 FB_TOTAL_MIB = 81559
 FB_RESERVED_MIB = 597
 KUBE_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # what Kubernetes draws pod-name suffixes and template hashes from
@@ -238,11 +234,10 @@ def fleet(pods: int, namespaces: int, namespace_pods: int) -> list[Placement]:
 # ---- the series: labels as the exporter and the shipped scrape configuration write them ----------------------------
 
 
-def _gpu(node: str, index: int) -> GpuIdentity:
+def _gpu_uuid(node: str, index: int) -> str:
+    """GPU `index`'s UUID on `node`: the same for the same node (the history and the scrapes agree)."""
     digest = hashlib.sha256(f"{node}/{index}".encode()).hexdigest()
-    uuid = f"GPU-{digest[:8]}-{digest[8:12]}-{digest[12:16]}-{digest[16:20]}-{digest[20:32]}"
-    bus = PCI_BUSES[index % len(PCI_BUSES)]
-    return GpuIdentity(index, uuid, MODEL, f"00000000:{bus}:00.0", index, driver_version=DRIVER)
+    return f"GPU-{digest[:8]}-{digest[8:12]}-{digest[12:16]}-{digest[16:20]}-{digest[20:32]}"
 
 
 def exporter_pod(node: str) -> str:
@@ -256,7 +251,7 @@ def node_identity(node: str, pods: Sequence[tuple[int, Placement]]) -> NodeIdent
     return NodeIdentity(
         node,
         exporter_pod(node),
-        tuple(_gpu(node, k).uuid for k in range(GPUS_PER_NODE)),
+        tuple(_gpu_uuid(node, k) for k in range(GPUS_PER_NODE)),
         tuple((by_gpu[k].namespace, by_gpu[k].pod) for k in range(GPUS_PER_NODE)),
     )
 
