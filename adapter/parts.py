@@ -147,7 +147,10 @@ async def build_parts(settings: AdapterSettings) -> AdapterParts:
 
         keda = build_external_scaler(settings, config, pod_cache, source, metrics.registry, reviewer, demand)
     limits = ConnectionLimits.of(settings)
-    ensure_file_limit(limits)  # the whole process's connections: the KEDA port's share is taken from them
+    # the whole process's connections: the KEDA port's share is taken from them, with the two descriptors more that
+    # each of its connections holds (its loopback connection to gRPC, keda/front.py)
+    extra = keda.descriptors - settings.keda_max_connections if keda is not None else 0
+    ensure_file_limit(replace(limits, max_connections=limits.max_connections + extra))
     if keda is not None:
         limits = replace(limits, max_connections=limits.max_connections - settings.keda_max_connections)
     connections = ConnectionGuard(limits)

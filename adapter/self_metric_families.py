@@ -14,7 +14,9 @@ from prometheus_client import CollectorRegistry
 from adapter.api.selfmetrics import AdapterMetrics, ConnectionsCollector
 from adapter.auth.selfmetrics import token_review_collector, trust_reload_collector
 from adapter.keda.admission import CallAdmission
-from adapter.keda.selfmetrics import AdmissionCollector, KedaMetrics, ScalerCollector
+from adapter.keda.callers import PeerDirectory
+from adapter.keda.front import ScalerFront
+from adapter.keda.selfmetrics import AdmissionCollector, FrontCollector, KedaMetrics, ScalerCollector
 from adapter.podcache.selfmetrics import PodCacheCollector
 from adapter.sources.feedmetrics import NodeFeedsCollector
 from adapter.sources.nodeanswer import NodeAnswer
@@ -54,6 +56,7 @@ def self_metric_families(source: str = "direct") -> CollectorRegistry:
         trust_reload_collector(at_start),
         ScalerCollector(at_start),
         AdmissionCollector(CallAdmission()),
+        FrontCollector(ScalerFront(lambda: 0, PeerDirectory())),
     ):
         registry.register(collector)
     return registry

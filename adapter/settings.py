@@ -253,7 +253,7 @@ class AdapterSettings(ConnectionSettings):
     keda_max_connections: int = setting(
         64,
         "Most connections the --keda-listen port holds at once, taken from --max-connections (the HTTP port keeps "
-        "the rest); gRPC closes one more as it accepts it.",
+        "the rest); the port closes one more as it accepts it.",
         metavar="N",
         ge=1,
         le=100_000,

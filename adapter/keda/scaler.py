@@ -9,7 +9,7 @@ from adapter.keda.activity import Hysteresis
 from adapter.keda.admission import CallAdmission
 from adapter.keda.callers import Authorizer, NamespaceAccess
 from adapter.keda.followed_workloads import ActivityBoard
-from adapter.keda.selfmetrics import AdmissionCollector, KedaMetrics
+from adapter.keda.selfmetrics import AdmissionCollector, FrontCollector, KedaMetrics
 from adapter.keda.servicer import ExternalScaler
 from adapter.keda.serving import ExternalScalerServer, ScalerConnections, ScalerTls
 from adapter.keda.workload import WorkloadReader
@@ -64,7 +64,7 @@ def build_external_scaler(
     )
     admission = CallAdmission()
     registry.register(AdmissionCollector(admission))
-    return ExternalScalerServer(
+    server = ExternalScalerServer(
         servicer,
         settings.keda_listen,
         tls=tls,
@@ -72,3 +72,5 @@ def build_external_scaler(
         connections=connections,
         admission=admission,
     )
+    registry.register(FrontCollector(server.front))
+    return server

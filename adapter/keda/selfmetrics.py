@@ -12,6 +12,7 @@ from prometheus_client.registry import Collector
 
 if TYPE_CHECKING:
     from adapter.keda.admission import CallAdmission
+    from adapter.keda.front import ScalerFront
 
 _LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
@@ -67,6 +68,31 @@ class AdmissionCollector(Collector):
         ended.add_metric(["displaced"], stats.displaced)
         ended.add_metric(["too_many"], stats.refused)
         yield ended
+
+
+class FrontCollector(Collector):
+    """The port's connections, and those its front closed (keda/front.py)."""
+
+    def __init__(self, front: ScalerFront) -> None:
+        self._front = front
+
+    def collect(self) -> Iterable[Metric]:
+        stats = self._front.stats
+        yield GaugeMetricFamily(
+            "gpu_pulse_adapter_keda_connections",
+            "Connections the external scaler's port holds.",
+            value=self._front.connections,
+        )
+        closed = CounterMetricFamily(
+            "gpu_pulse_adapter_keda_connections_closed",
+            "Connections the external scaler's port closed, by reason: over_limit (past --keda-max-connections, as "
+            "accepted), handshake (no TLS handshake and HTTP/2 preface in time, or not HTTP/2), resets and settings "
+            "(stream resets or SETTINGS frames past their rate: GOAWAY ENHANCE_YOUR_CALM).",
+            labels=["reason"],
+        )
+        for reason in ("over_limit", "handshake", "resets", "settings"):
+            closed.add_metric([reason], getattr(stats, reason))
+        yield closed
 
 
 class KedaMetrics:

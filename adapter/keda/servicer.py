@@ -29,7 +29,7 @@ import grpc
 from prometheus_client import CollectorRegistry
 
 from adapter.auth.identity import AuthorizationUnavailableError
-from adapter.keda.callers import Caller, NamespaceAccess, NamespaceAccessDeniedError, caller_of
+from adapter.keda.callers import Caller, NamespaceAccess, NamespaceAccessDeniedError, PeerDirectory, caller_of
 from adapter.keda.followed_workloads import ActivityBoard, ActivityUnknownError, BoardFullError
 from adapter.keda.proto import externalscaler_pb2 as pb
 from adapter.keda.proto.externalscaler_pb2_grpc import ExternalScalerServicer
@@ -86,11 +86,14 @@ class ExternalScaler(ExternalScalerServicer):
         max_streams: int = 1000,
         registry: CollectorRegistry | None = None,
         access: NamespaceAccess | None = None,
+        peers: PeerDirectory | None = None,
     ) -> None:
         """Given a `registry`, the open streams and followed workloads are served from it (keda/selfmetrics.py).
         Given `access`, every call is authorized for the namespace its ScaledObjectRef names (keda/callers.py);
-        without it (`--keda-client-ca-file` not set) any caller reads any namespace."""
+        without it (`--keda-client-ca-file` not set) any caller reads any namespace. `peers` are the clients the
+        port's front let in (keda/front.py): a call is answered only when it came through the front."""
         self._access = access
+        self.peers = peers if peers is not None else PeerDirectory()
         self._reader = reader
         self._board = board
         self._metrics = metrics
@@ -199,7 +202,7 @@ class ExternalScaler(ExternalScalerServicer):
             raise CallError(grpc.StatusCode.INVALID_ARGUMENT, f"namespace: {problem} (the ScaledObject's namespace)")
         trigger = parse_trigger(ref.scalerMetadata)
         self._reader.check(trigger, ref.namespace)
-        caller = caller_of(context)
+        caller = caller_of(context, self.peers)
         if self._access is not None:
             await self._access.check(caller, ref.namespace, trigger.metric, external=trigger.of_demand)
         return ref.namespace, trigger, caller

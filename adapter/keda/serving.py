@@ -1,9 +1,10 @@
-"""Serving the external scaler: a grpc.aio server on the adapter's event loop, plaintext or TLS, bounded.
+"""Serving the external scaler: a grpc.aio server on the adapter's event loop, on loopback, behind the port's front.
 
-TLS serves the adapter's serving certificate (`--tls-cert-file`/`--tls-private-key-file`, or the self-signed one of
-`--cert-dir`), re-read on the next handshake after either file changes (cert-manager renews in place), as the HTTP
-side does (toolkit.tls). With a client CA, a client must present a certificate it signed (KEDA's `tlsClientCert` and
-`tlsClientKey`), and one that does not is refused in the handshake.
+The front (keda/front.py) holds `--keda-listen`: it ends TLS (the adapter's serving certificate,
+`--tls-cert-file`/`--tls-private-key-file` or the self-signed one of `--cert-dir`, re-read before the next handshake
+after either file changes, as cert-manager renews in place; with a client CA, a client must present a certificate it
+signed, KEDA's `tlsClientCert` and `tlsClientKey`, and one that does not is refused in the handshake), bounds the
+connections and what each may cost in HTTP/2 frames (keda/frames.py), and relays each to gRPC, which answers the calls.
 
 Bounds: messages of at most `max_message_bytes` each way (a ScaledObjectRef is a few hundred bytes); a call holds
 a slot only once its request message arrived, within seconds (keda/admission.py), then at most `max_streams`
@@ -11,17 +12,17 @@ StreamIsActive streams (the servicer refuses more) and `MAX_UNARY` unary calls i
 KEDA that went away without closing its streams.
 
 Connections (`ScalerConnections`): the port holds at most `max_connections`, a share of the process's
-`--max-connections` (grpc core's `grpc.max_allowed_incoming_connections` closes one more as it accepts it,
-src/core/ext/transport/chttp2/server/chttp2_server.cc); a connection that has not finished its TLS handshake and
-sent HTTP/2's preface and SETTINGS within `handshake_seconds` is closed ("Did not receive HTTP/2 settings before
-handshake timeout", `grpc.server_handshake_timeout_ms`, 120 s unless set), and one without a call for
-`idle_seconds` gets a GOAWAY (`grpc.max_connection_idle_ms`; KEDA's grpc-go client connects again at its next call).
+`--max-connections`, the front closing one more as it accepts it; a connection that has not finished its TLS handshake
+and sent HTTP/2's preface within `handshake_seconds` is closed by the front; one without a call for `idle_seconds`
+gets gRPC's GOAWAY (`grpc.max_connection_idle_ms`; KEDA's grpc-go client connects again at its next call). gRPC's own
+bounds (`grpc.max_allowed_incoming_connections`, `grpc.server_handshake_timeout_ms`) stand behind the front's.
 The names and defaults: include/grpc/impl/channel_arg_names.h.
 """
 
 from __future__ import annotations
 
-import logging
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,17 +30,15 @@ from typing import Any
 import grpc
 
 from adapter.keda.admission import MAX_UNARY, MAX_WAITING, CallAdmission, service_handler
+from adapter.keda.frames import FrameLimits
+from adapter.keda.front import DESCRIPTORS_PER_CONNECTION, FrontLimits, FrontTls, ScalerFront
 from adapter.keda.proto import externalscaler_pb2 as pb
 from adapter.keda.servicer import ExternalScaler
-from toolkit.inputfiles import InputFileError, read_input_file
 from toolkit.serving import ListenError
 from toolkit.settings import ListenAddress
-from toolkit.tls import TLSConfigError, reason, server_context
-
-log = logging.getLogger(__name__)
+from toolkit.tls import reason
 
 LISTEN_FLAG = "--keda-listen"
-CLIENT_CA_FLAG = "--keda-client-ca-file"
 MAX_MESSAGE_BYTES = 64 * 1024
 KEEPALIVE_SECONDS = 60
 
@@ -60,55 +59,6 @@ class ScalerTls:
     client_ca_file: Path | None = None
 
 
-class _Certificates:
-    """The serving pair (and client CA) as gRPC wants them, re-read when a file changes."""
-
-    def __init__(self, tls: ScalerTls) -> None:
-        self._tls = tls
-        self._seen = self._stamp()
-        self.initial = self._load()
-        self.reloads = 0
-
-    def _stamp(self) -> tuple[tuple[int, int, int], ...] | None:
-        try:
-            files = (self._tls.cert_file.stat(), self._tls.key_file.stat())
-        except OSError:
-            return None
-        return tuple((s.st_ino, s.st_size, s.st_mtime_ns) for s in files)
-
-    def _load(self) -> grpc.ServerCertificateConfiguration:
-        """The files' pair, checked as the HTTP side checks it; TLSConfigError (one line) when it cannot serve."""
-        server_context(self._tls.cert_file, self._tls.key_file)  # a pair OpenSSL refuses fails here, named
-        try:
-            cert = read_input_file(self._tls.cert_file, "--tls-cert-file")
-            key = read_input_file(self._tls.key_file, "--tls-private-key-file")
-            ca = read_input_file(self._tls.client_ca_file, CLIENT_CA_FLAG) if self._tls.client_ca_file else None
-        except InputFileError as exc:
-            raise TLSConfigError(str(exc)) from None
-        if ca is not None:
-            try:
-                server_context(self._tls.cert_file, self._tls.key_file, client_ca_data=[ca])
-            except TLSConfigError as exc:
-                raise TLSConfigError(f"{CLIENT_CA_FLAG} {self._tls.client_ca_file}: {exc}") from None
-        return grpc.ssl_server_certificate_configuration([(key, cert)], root_certificates=ca)
-
-    def fetch(self) -> grpc.ServerCertificateConfiguration | None:
-        """For gRPC, at each handshake: a new configuration when the files changed and load, else None (keep)."""
-        stamp = self._stamp()
-        if stamp is None or stamp == self._seen:
-            return None
-        try:
-            loaded = self._load()
-        except (TLSConfigError, OSError) as exc:
-            log.warning("the renewed serving certificate cannot be used yet for KEDA, keeping the current one: %s",
-                        reason(exc))  # fmt: skip
-            return None
-        self._seen = stamp
-        self.reloads += 1
-        log.info("serving the renewed certificate %s to KEDA", self._tls.cert_file)
-        return loaded
-
-
 class ExternalScalerServer:
     def __init__(
         self,
@@ -120,21 +70,39 @@ class ExternalScalerServer:
         max_message_bytes: int = MAX_MESSAGE_BYTES,
         connections: ScalerConnections | None = None,
         admission: CallAdmission | None = None,
+        frames: FrameLimits | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._servicer = servicer
         self._connections = connections or ScalerConnections()
         self.admission = admission or CallAdmission()
         self._listen = listen
-        self._certificates = _Certificates(tls) if tls is not None else None  # TLSConfigError now, not at start
-        self._require_client_certificates = tls is not None and tls.client_ca_file is not None
+        self._tls = (
+            FrontTls(tls.cert_file, tls.key_file, tls.client_ca_file) if tls is not None else None
+        )  # TLSConfigError now, not at start
         self._max_streams = max_streams
         self._max_message_bytes = max_message_bytes
         self._server: grpc.aio.Server | None = None
+        self._grpc_port = 0
+        self.front = ScalerFront(
+            lambda: self._grpc_port,
+            servicer.peers,
+            tls=self._tls,
+            limits=FrontLimits(
+                self._connections.max_connections, self._connections.handshake_seconds, frames or FrameLimits()
+            ),
+            clock=clock,
+        )
         self.port = 0
 
     @property
     def tls(self) -> bool:
-        return self._certificates is not None
+        return self._tls is not None
+
+    @property
+    def descriptors(self) -> int:
+        """The most file descriptors the port's connections hold (keda/front.py: three each)."""
+        return self._connections.max_connections * DESCRIPTORS_PER_CONNECTION
 
     @property
     def address(self) -> str:
@@ -146,7 +114,7 @@ class ExternalScalerServer:
         connections = self._connections
         server = grpc.aio.server(
             options=[
-                ("grpc.so_reuseport", 0),  # a port in use is an error, not a second server sharing it
+                ("grpc.so_reuseport", 0),
                 ("grpc.max_receive_message_length", self._max_message_bytes),
                 ("grpc.max_send_message_length", self._max_message_bytes),
                 # one connection (KEDA's, which carries every stream) may hold every slot, and the calls waiting
@@ -154,6 +122,7 @@ class ExternalScalerServer:
                 ("grpc.max_concurrent_streams", self._max_streams + MAX_UNARY + MAX_WAITING),
                 ("grpc.keepalive_time_ms", KEEPALIVE_SECONDS * 1000),
                 ("grpc.keepalive_timeout_ms", 20_000),
+                # the front's connections, one for each of its clients (a second bound behind the front's own)
                 ("grpc.max_allowed_incoming_connections", connections.max_connections),
                 ("grpc.server_handshake_timeout_ms", max(1, round(connections.handshake_seconds * 1000))),
                 ("grpc.max_connection_idle_ms", max(1, round(connections.idle_seconds * 1000))),
@@ -162,25 +131,17 @@ class ExternalScalerServer:
             # the admission counts calls from their message instead
         )
         server.add_generic_rpc_handlers((self._handler(),))
-        host = f"[{self._listen.host}]" if ":" in self._listen.host else self._listen.host
-        address = f"{host}:{self._listen.port}"
         try:
-            if self._certificates is None:
-                port = server.add_insecure_port(address)
-            else:
-                credentials = grpc.dynamic_ssl_server_credentials(
-                    self._certificates.initial,
-                    self._certificates.fetch,  # type: ignore[arg-type]  # None keeps the current pair (grpc docs)
-                    require_client_authentication=self._require_client_certificates,
-                )
-                port = server.add_secure_port(address, credentials)
+            grpc_port = server.add_insecure_port("127.0.0.1:0")  # loopback only, behind the front
         except RuntimeError as exc:
+            raise ListenError(f"{LISTEN_FLAG} {self._listen}: cannot serve gRPC on loopback: {reason(exc)}") from None
+        try:
+            port = await self.front.start(self._listen.host, self._listen.port)
+        except OSError as exc:
             raise ListenError(f"{LISTEN_FLAG} {self._listen}: cannot listen: {reason(exc)}") from None
-        if not port:
-            raise ListenError(f"{LISTEN_FLAG} {self._listen}: cannot listen (in use, or not an address of this host)")
         await self._servicer.start()
         await server.start()
-        self._server, self.port = server, port
+        self._server, self._grpc_port, self.port = server, grpc_port, port
 
     def _handler(self) -> grpc.GenericRpcHandler[Any, Any]:
         servicer = self._servicer
@@ -203,4 +164,5 @@ class ExternalScalerServer:
         if self._server is not None:
             await self._servicer.close()
             await self._server.stop(grace)
+            await self.front.stop()
             self._server = None

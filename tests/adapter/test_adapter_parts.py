@@ -49,6 +49,8 @@ SELF_METRICS = {
     "gpu_pulse_adapter_keda_workloads": "gauge",
     "gpu_pulse_adapter_keda_calls_waiting": "gauge",
     "gpu_pulse_adapter_keda_calls_ended": "counter",
+    "gpu_pulse_adapter_keda_connections": "gauge",
+    "gpu_pulse_adapter_keda_connections_closed": "counter",
 }
 PROMETHEUS_ACCEPT = (
     "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,"

@@ -1,28 +1,36 @@
 """Who calls the external scaler (adapter/keda/callers.py): the certificate's user where there is one, else the peer's
-address without its port; and what a caller may read, asked as the custom metrics API asks."""
+address without its port, both as the port's front met the caller; and what a caller may read, asked as the custom
+metrics API asks."""
 
 from __future__ import annotations
 
 import ipaddress
 
 import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
 from hypothesis import given
 from hypothesis import strategies as st
 
 from adapter.auth.identity import Decision, RequestAttributes, ResourceAttributes, UserInfo
-from adapter.keda.callers import Caller, NamespaceAccess, NamespaceAccessDeniedError, caller_of, peer_host
+from adapter.keda.callers import (
+    Caller,
+    NamespaceAccess,
+    NamespaceAccessDeniedError,
+    Peer,
+    PeerDirectory,
+    caller_of,
+    peer_host,
+)
 from toolkit.certs import CertificateAuthority
 
 
 class FakeContext:
-    def __init__(self, peer: str, properties: dict[str, list[bytes]] | None = None) -> None:
-        self._peer, self._properties = peer, properties or {}
+    def __init__(self, peer: str) -> None:
+        self._peer = peer
 
     def peer(self) -> str:
         return self._peer
-
-    def auth_context(self) -> dict[str, list[bytes]]:
-        return self._properties
 
 
 ports = st.integers(min_value=0, max_value=65535)
@@ -30,29 +38,48 @@ ports = st.integers(min_value=0, max_value=65535)
 
 @given(st.ip_addresses(v=4), ports)
 def test_an_ipv4_peer_is_its_address(address: ipaddress.IPv4Address, port: int) -> None:
-    assert peer_host(f"ipv4:{address}:{port}") == f"ipv4:{address}"
+    assert peer_host((str(address), port)) == f"ipv4:{address}"
 
 
 @given(st.ip_addresses(v=6), ports)
 def test_an_ipv6_peer_is_its_address(address: ipaddress.IPv6Address, port: int) -> None:
-    assert peer_host(f"ipv6:[{address}]:{port}") == f"ipv6:[{address}]"
+    assert peer_host((str(address), port, 0, 0)) == f"ipv6:[{address}]"
 
 
 @given(st.text(max_size=40))
-def test_any_peer_string_gives_a_key_and_never_fails(peer: str) -> None:
-    host = peer_host(peer)
-    assert peer.startswith(host)
+def test_any_grpc_peer_string_is_looked_up_without_failing(peer: str) -> None:
+    peers = PeerDirectory()
+    peers.add(5000, Peer("ipv4:10.0.0.7"))
+    found = peers.of(peer)
+    assert found is None or peer in ("ipv4:127.0.0.1:5000", "ipv6:[::1]:5000")
 
 
 def test_the_certificates_user_names_the_caller() -> None:
     issued = CertificateAuthority.create("ca").issue_client("keda-operator", ["autoscalers"])
-    caller = caller_of(FakeContext("ipv4:10.0.0.7:4242", {"x509_pem_cert": [issued.cert_pem]}))  # type: ignore[arg-type]
+    der = x509.load_pem_x509_certificate(issued.cert_pem).public_bytes(serialization.Encoding.DER)
+    peers = PeerDirectory()
+    peers.add(5000, Peer("ipv4:10.0.0.7", der))
+    peers.add(5001, Peer("ipv4:10.0.0.7"))
+    peers.add(5002, Peer("ipv4:10.0.0.7", b"not a certificate"))
+    caller = caller_of(FakeContext("ipv4:127.0.0.1:5000"), peers)  # type: ignore[arg-type]
     assert caller.key == "user:keda-operator"
     assert caller.user is not None and caller.user.groups == ("autoscalers", "system:authenticated")
-    anonymous = caller_of(FakeContext("ipv4:10.0.0.7:4242"))  # type: ignore[arg-type]
+    anonymous = caller_of(FakeContext("ipv4:127.0.0.1:5001"), peers)  # type: ignore[arg-type]
     assert anonymous == Caller("peer:ipv4:10.0.0.7", None)
-    garbage = caller_of(FakeContext("ipv4:10.0.0.7:1", {"x509_pem_cert": [b"not a certificate"]}))  # type: ignore[arg-type]
+    garbage = caller_of(FakeContext("ipv4:127.0.0.1:5002"), peers)  # type: ignore[arg-type]
     assert garbage.user is None
+
+
+def test_a_call_that_did_not_come_through_the_front_is_unauthenticated() -> None:
+    peers = PeerDirectory()
+    peers.add(5000, Peer("ipv4:10.0.0.7"))
+    for stranger in ("ipv4:127.0.0.1:5001", "ipv4:10.0.0.7:5000", "unix:/tmp/s", ""):
+        with pytest.raises(NamespaceAccessDeniedError, match="did not come through") as refused:
+            caller_of(FakeContext(stranger), peers)  # type: ignore[arg-type]
+        assert not refused.value.authenticated
+    peers.remove(5000)
+    with pytest.raises(NamespaceAccessDeniedError):
+        caller_of(FakeContext("ipv4:127.0.0.1:5000"), peers)  # type: ignore[arg-type]
 
 
 class Recorder:

@@ -1,19 +1,27 @@
 """Hostile clients of the KEDA port (issue 42), written in the test: streams that send their headers and never their
-message, connections that never speak. KEDA's own calls must get through meanwhile, and the port must let go."""
+message, connections that never speak, HTTP/2 floods (rapid reset, SETTINGS). KEDA's own calls must get through
+meanwhile, and the port must let go."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import socket
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 import grpc
+import h2.config
+import h2.connection
+import h2.errors
+import h2.events
+import h2.exceptions
+import pytest
 from prometheus_client import CollectorRegistry
 
 from adapter.keda.activity import Hysteresis
 from adapter.keda.admission import CallAdmission
 from adapter.keda.followed_workloads import ActivityBoard
+from adapter.keda.frames import SETTINGS, FrameLimits
 from adapter.keda.selfmetrics import KedaMetrics
 from adapter.keda.servicer import ExternalScaler
 from adapter.keda.serving import ExternalScalerServer, ScalerConnections
@@ -23,6 +31,7 @@ from adapter.sources.direct import DirectSource
 from adapter.sources.nodefeeds import NodeFeeds
 from tests.adapter.simcluster import Cluster
 from tests.support import keda
+from tests.support.clocks import ManualClock
 from tests.support.waiting import eventually, patience
 from toolkit.settings import ListenAddress
 
@@ -117,4 +126,83 @@ async def test_silent_connections_are_bounded_and_closed(cluster: Cluster) -> No
     finally:
         for sock in silent:
             sock.close()
+        await server.stop(grace=0.5)
+
+
+REQUEST_HEADERS = keda.request_headers("IsActive")
+
+
+def _flood(port: int, frames: Callable[[h2.connection.H2Connection], bytes], rounds: int) -> list[h2.events.Event]:
+    """One HTTP/2 connection that sends `rounds` times what `frames` writes, then reads until the server closes it;
+    the events it read. Before the front, neither flood was ever cut off (issue 42)."""
+    connection = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
+    connection.initiate_connection()
+    events: list[h2.events.Event] = []
+    with socket.create_connection(("127.0.0.1", port)) as sock:
+        sock.sendall(connection.data_to_send())
+        sock.settimeout(patience(10))
+        with contextlib.suppress(OSError):  # the server closes the connection mid-flood
+            for _ in range(rounds):
+                sock.sendall(frames(connection))
+        with contextlib.suppress(OSError):
+            while data := sock.recv(65536):
+                with contextlib.suppress(h2.exceptions.ProtocolError):
+                    events += connection.receive_data(data)
+    return events
+
+
+def _rapid_reset(connection: h2.connection.H2Connection) -> bytes:
+    stream = connection.get_next_available_stream_id()
+    connection.send_headers(stream, REQUEST_HEADERS)
+    connection.reset_stream(stream)
+    return connection.data_to_send()
+
+
+def _settings(connection: h2.connection.H2Connection) -> bytes:
+    return (0).to_bytes(3, "big") + bytes((SETTINGS, 0)) + (0).to_bytes(4, "big")  # an empty SETTINGS frame
+
+
+@pytest.mark.parametrize(("frames", "reason"), [(_rapid_reset, "stream resets"), (_settings, "SETTINGS frames")])
+async def test_a_connection_that_floods_the_port_gets_goaway_and_is_closed(
+    cluster: Cluster, frames: Callable[[h2.connection.H2Connection], bytes], reason: str
+) -> None:
+    server = ExternalScalerServer(_servicer(cluster), ListenAddress("127.0.0.1", 0))
+    await server.start()
+    try:
+        events = await asyncio.to_thread(_flood, server.port, frames, 5000)
+        goaways = [event for event in events if isinstance(event, h2.events.ConnectionTerminated)]
+        assert goaways, f"no GOAWAY among {len(events)} events"
+        assert goaways[-1].error_code == h2.errors.ErrorCodes.ENHANCE_YOUR_CALM
+        assert goaways[-1].additional_data is not None and goaways[-1].additional_data.decode().startswith(reason)
+        stats = server.front.stats
+        assert (stats.resets, stats.settings) == ((1, 0) if frames is _rapid_reset else (0, 1))
+        await eventually(lambda: server.front.connections == 0 and not server._servicer.peers, "the flood let go")
+        async with grpc.aio.insecure_channel(server.address) as kedas:  # the port still answers KEDA
+            spec = await keda.ScalerClient.on(kedas).get_metric_spec(keda.scaled_object("ml", METADATA), timeout=5)
+            assert spec.metricSpecs[0].metricName == "gpu_utilization"
+    finally:
+        await server.stop(grace=0.5)
+
+
+async def test_a_client_within_the_budgets_is_never_cut_off(cluster: Cluster) -> None:
+    """Many calls on one connection, each opening and ending a stream, and resets at the refill rate: no GOAWAY."""
+    clock = ManualClock()
+    limits = FrameLimits(reset_burst=5, reset_rate=1.0, settings_burst=2, settings_rate=1.0)
+    server = ExternalScalerServer(_servicer(cluster), ListenAddress("127.0.0.1", 0), frames=limits, clock=clock)
+    await server.start()
+    try:
+        async with grpc.aio.insecure_channel(server.address) as kedas:
+            client = keda.ScalerClient.on(kedas)
+            for _ in range(50):
+                spec = await client.get_metric_spec(keda.scaled_object("ml", METADATA), timeout=patience(5))
+                assert spec.metricSpecs[0].metricName == "gpu_utilization"
+            for _ in range(20):  # a call KEDA cancels resets its stream: one a second is within the rate
+                clock.advance(1.0)
+                call = client.stream_is_active(keda.scaled_object("ml", METADATA), timeout=patience(5))
+                await asyncio.sleep(0.02)  # under way (a call cancelled before it started sends nothing)
+                call.cancel()
+            spec = await client.get_metric_spec(keda.scaled_object("ml", METADATA), timeout=patience(5))
+            assert spec.metricSpecs[0].metricName == "gpu_utilization"
+        assert (server.front.stats.resets, server.front.stats.settings) == (0, 0)
+    finally:
         await server.stop(grace=0.5)

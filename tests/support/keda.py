@@ -105,6 +105,19 @@ def _path(method: str) -> str:
     return f"/{PACKAGE}.{SERVICE}/{method}"
 
 
+def request_headers(method: str) -> list[tuple[str, str]]:
+    """A call's HTTP/2 request headers, as a gRPC client sends them (gRPC over HTTP2, doc/PROTOCOL-HTTP2.md), for
+    clients that write their own frames."""
+    return [
+        (":method", "POST"),
+        (":scheme", "http"),
+        (":path", _path(method)),
+        (":authority", "localhost"),
+        ("content-type", "application/grpc"),
+        ("te", "trailers"),
+    ]
+
+
 @dataclass(frozen=True)
 class ScalerClient:
     """The five methods on a channel (a `grpc.Channel` or a `grpc.aio.Channel`: calls then block or are awaited)."""
