@@ -71,4 +71,5 @@ echo "== the Kubernetes control plane for the controlplane tests"
 python3 -m tests.controlplane.build --if-cached
 
 echo "== pytest, the slow lane: -m slow"
-python3 -m pytest "${workers[@]}" -m slow "$@"
+# the 30 slowest steps are listed at the end: the lane's time is that of its slowest worker, so they show where it goes
+python3 -m pytest "${workers[@]}" -m slow --durations=30 "$@"

@@ -7,7 +7,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
+import ssl
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 
 import grpc
 import h2.config
@@ -24,7 +26,7 @@ from adapter.keda.followed_workloads import ActivityBoard
 from adapter.keda.frames import SETTINGS, FrameLimits
 from adapter.keda.selfmetrics import KedaMetrics
 from adapter.keda.servicer import ExternalScaler
-from adapter.keda.serving import ExternalScalerServer, ScalerConnections
+from adapter.keda.serving import ExternalScalerServer, ScalerConnections, ScalerTls
 from adapter.keda.workload import WorkloadReader
 from adapter.metrics_config import default_metrics_config
 from adapter.sources.direct import DirectSource
@@ -33,6 +35,7 @@ from tests.adapter.simcluster import Cluster
 from tests.support import keda
 from tests.support.clocks import ManualClock
 from tests.support.waiting import eventually, patience
+from toolkit.certs import CertificateAuthority
 from toolkit.settings import ListenAddress
 
 METADATA = {"metric": "gpu_utilization", "podSelector": "app=infer", "target": "60"}
@@ -132,13 +135,22 @@ async def test_silent_connections_are_bounded_and_closed(cluster: Cluster) -> No
 REQUEST_HEADERS = keda.request_headers("IsActive")
 
 
-def _flood(port: int, frames: Callable[[h2.connection.H2Connection], bytes], rounds: int) -> list[h2.events.Event]:
-    """One HTTP/2 connection that sends `rounds` times what `frames` writes, then reads until the server closes it;
-    the events it read. Before the front, neither flood was ever cut off (issue 42)."""
+def _flood(
+    port: int,
+    frames: Callable[[h2.connection.H2Connection], bytes],
+    rounds: int,
+    tls: ssl.SSLContext | None = None,
+) -> list[h2.events.Event]:
+    """One HTTP/2 connection (over `tls` when given) that sends `rounds` times what `frames` writes, then reads until
+    the server closes it; the events it read. Before the front, neither flood was ever cut off (issue 42)."""
     connection = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
     connection.initiate_connection()
     events: list[h2.events.Event] = []
-    with socket.create_connection(("127.0.0.1", port)) as sock:
+    with contextlib.ExitStack() as stack:
+        sock = stack.enter_context(socket.create_connection(("127.0.0.1", port)))
+        if tls is not None:
+            sock = stack.enter_context(tls.wrap_socket(sock, server_hostname="localhost"))
+            assert sock.selected_alpn_protocol() == "h2"
         sock.sendall(connection.data_to_send())
         sock.settimeout(patience(10))
         with contextlib.suppress(OSError):  # the server closes the connection mid-flood
@@ -204,5 +216,30 @@ async def test_a_client_within_the_budgets_is_never_cut_off(cluster: Cluster) ->
             spec = await client.get_metric_spec(keda.scaled_object("ml", METADATA), timeout=patience(5))
             assert spec.metricSpecs[0].metricName == "gpu_utilization"
         assert (server.front.stats.resets, server.front.stats.settings) == (0, 0)
+    finally:
+        await server.stop(grace=0.5)
+
+
+async def test_a_flood_over_tls_from_a_certified_client_is_cut_off_too(cluster: Cluster, tmp_path: Path) -> None:
+    """The chart's default port (TLS, client certificates required): the front reads the frames after TLS."""
+    ca = CertificateAuthority.create("test-ca")
+    cert, key = tmp_path / "serving.crt", tmp_path / "serving.key"
+    ca.issue_server(["127.0.0.1", "localhost"], common_name="serving").write(cert, key)
+    ca_file = tmp_path / "ca.crt"
+    ca_file.write_bytes(ca.cert_pem)
+    server = ExternalScalerServer(
+        _servicer(cluster), ListenAddress("127.0.0.1", 0), tls=ScalerTls(cert, key, client_ca_file=ca_file)
+    )
+    await server.start()
+    try:
+        keda_operator = ca.issue_client("keda-operator")
+        keda_operator.write(tmp_path / "keda.crt", tmp_path / "keda.key")
+        client = ssl.create_default_context(cadata=ca.cert_pem.decode())
+        client.load_cert_chain(tmp_path / "keda.crt", tmp_path / "keda.key")
+        client.set_alpn_protocols(["h2"])
+        events = await asyncio.to_thread(_flood, server.port, _rapid_reset, 5000, client)
+        goaways = [event for event in events if isinstance(event, h2.events.ConnectionTerminated)]
+        assert goaways and goaways[-1].error_code == h2.errors.ErrorCodes.ENHANCE_YOUR_CALM
+        assert server.front.stats.resets == 1
     finally:
         await server.stop(grace=0.5)
