@@ -68,6 +68,11 @@ def test_a_bad_listen_address_says_what_is_accepted_once() -> None:
 
 
 def _startup_error(argv: list[str]) -> StartupError:
+    """The one-line error `run` stops with. The exporter listens before it reads its scenario, so it listens on an
+    ephemeral loopback port unless the test names one: the default, 9400 on every address, may be another exporter's
+    on a developer's machine."""
+    if "--listen" not in argv:
+        argv = ["--listen", "127.0.0.1:0", *argv]
     settings = load_settings(argv, {}, hostname=lambda: "h")
     with pytest.raises(StartupError) as error:
         run(settings)
