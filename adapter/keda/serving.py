@@ -122,8 +122,9 @@ class ExternalScalerServer:
                 ("grpc.max_concurrent_streams", self._max_streams + MAX_UNARY + MAX_WAITING),
                 ("grpc.keepalive_time_ms", KEEPALIVE_SECONDS * 1000),
                 ("grpc.keepalive_timeout_ms", 20_000),
-                # the front's connections, one for each of its clients (a second bound behind the front's own)
-                ("grpc.max_allowed_incoming_connections", connections.max_connections),
+                # the front's connections, one for each of its clients: a second bound behind the front's own, with
+                # room for those the front has closed and gRPC has not yet seen close
+                ("grpc.max_allowed_incoming_connections", 2 * connections.max_connections),
                 ("grpc.server_handshake_timeout_ms", max(1, round(connections.handshake_seconds * 1000))),
                 ("grpc.max_connection_idle_ms", max(1, round(connections.idle_seconds * 1000))),
             ],
