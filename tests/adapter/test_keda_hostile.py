@@ -178,7 +178,8 @@ def _settings(connection: h2.connection.H2Connection) -> bytes:
 async def test_a_connection_that_floods_the_port_gets_goaway_and_is_closed(
     cluster: Cluster, frames: Callable[[h2.connection.H2Connection], bytes], reason: str
 ) -> None:
-    server = ExternalScalerServer(_servicer(cluster), ListenAddress("127.0.0.1", 0))
+    servicer = _servicer(cluster)
+    server = ExternalScalerServer(servicer, ListenAddress("127.0.0.1", 0))
     await server.start()
     try:
         events = await asyncio.to_thread(_flood, server.port, frames, 5000)
@@ -188,7 +189,7 @@ async def test_a_connection_that_floods_the_port_gets_goaway_and_is_closed(
         assert goaways[-1].additional_data is not None and goaways[-1].additional_data.decode().startswith(reason)
         stats = server.front.stats
         assert (stats.resets, stats.settings) == ((1, 0) if frames is _rapid_reset else (0, 1))
-        await eventually(lambda: server.front.connections == 0 and not server._servicer.peers, "the flood let go")
+        await eventually(lambda: server.front.connections == 0 and not servicer.peers, "the flood let go")
         async with grpc.aio.insecure_channel(server.address) as kedas:  # the port still answers KEDA
             spec = await keda.ScalerClient.on(kedas).get_metric_spec(keda.scaled_object("ml", METADATA), timeout=5)
             assert spec.metricSpecs[0].metricName == "gpu_utilization"
@@ -243,3 +244,36 @@ async def test_a_flood_over_tls_from_a_certified_client_is_cut_off_too(cluster: 
         assert server.front.stats.resets == 1
     finally:
         await server.stop(grace=0.5)
+
+
+async def test_connections_that_are_not_http2_or_stall_in_tls_are_closed_before_grpc_hears_of_them(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    ca = CertificateAuthority.create("test-ca")
+    cert, key = tmp_path / "serving.crt", tmp_path / "serving.key"
+    ca.issue_server(["127.0.0.1", "localhost"], common_name="serving").write(cert, key)
+    limits = ScalerConnections(max_connections=8, handshake_seconds=0.5, idle_seconds=60)
+    servicers = (_servicer(cluster), _servicer(cluster))
+    plain = ExternalScalerServer(servicers[0], ListenAddress("127.0.0.1", 0), connections=limits)
+    tls = ExternalScalerServer(
+        servicers[1], ListenAddress("127.0.0.1", 0), connections=limits, tls=ScalerTls(cert, key)
+    )
+    await plain.start()
+    await tls.start()
+    try:
+        http1 = socket.create_connection(("127.0.0.1", plain.port))
+        http1.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")  # not the HTTP/2 preface: closed at once
+        http1.setblocking(False)
+        stalled = socket.create_connection(("127.0.0.1", tls.port))  # no ClientHello: closed at the bound
+        stalled.setblocking(False)
+        try:
+            await eventually(lambda: _closed_by_peer(http1) and _closed_by_peer(stalled), "both closed",
+                             timeout=patience(10))  # fmt: skip
+        finally:
+            http1.close()
+            stalled.close()
+        assert plain.front.stats.handshake == 1 and tls.front.stats.handshake == 1
+        assert not servicers[0].peers and not servicers[1].peers  # gRPC never saw them
+    finally:
+        await plain.stop(grace=0.5)
+        await tls.stop(grace=0.5)
