@@ -45,6 +45,14 @@ class FrameLimits:
     settings_rate: float = 10.0
 
 
+@dataclass(frozen=True, slots=True)
+class Breach:
+    """Why a connection must be closed: the `budget` spent (`resets`, `settings`; `preface`: not HTTP/2), in a line."""
+
+    budget: str
+    message: str
+
+
 class TokenBucket:
     """`burst` tokens at first and at most, `rate` more a second; `take` spends one, False when none is left."""
 
@@ -65,7 +73,7 @@ class TokenBucket:
 
 class FrameMeter:
     """One client's byte stream, fed as it arrives: `feed` answers None while the connection is within its budgets,
-    else why it must be closed (one line). It keeps the highest stream the client opened (for GOAWAY)."""
+    else the Breach it must be closed for. It keeps the highest stream the client opened (for GOAWAY)."""
 
     def __init__(self, limits: FrameLimits | None = None, clock: Callable[[], float] = time.monotonic) -> None:
         limits = limits or FrameLimits()
@@ -80,12 +88,12 @@ class FrameMeter:
         self.frames = 0
         self.last_stream_id = 0
 
-    def feed(self, data: bytes) -> str | None:
+    def feed(self, data: bytes) -> Breach | None:
         at = 0
         if self._preface_seen < len(PREFACE):
             expected = PREFACE[self._preface_seen : self._preface_seen + len(data)]
             if data[: len(expected)] != expected:
-                return "not HTTP/2: the connection does not open with the client preface"
+                return Breach("preface", "not HTTP/2: the connection does not open with the client preface")
             self._preface_seen += len(expected)
             at = len(expected)
         end = len(data)
@@ -107,20 +115,25 @@ class FrameMeter:
                 return problem
         return None
 
-    def _charge(self, kind: int, flags: int, stream: int) -> str | None:
+    def _charge(self, kind: int, flags: int, stream: int) -> Breach | None:
         self.frames += 1
         if self.frames == 1 and kind != SETTINGS:
-            return "not HTTP/2: the client preface is not followed by a SETTINGS frame"
+            return Breach("preface", "not HTTP/2: the client preface is not followed by a SETTINGS frame")
         if kind == HEADERS:
             self.last_stream_id = max(self.last_stream_id, stream)
         elif kind == RST_STREAM:
             if not self._resets.take(self._clock()):
                 limits = self._limits
-                return f"stream resets past {limits.reset_burst} at once and {limits.reset_rate:g} a second"
+                return Breach(
+                    "resets", f"stream resets past {limits.reset_burst} at once and {limits.reset_rate:g} a second"
+                )
         elif kind == SETTINGS and not flags & ACK:
             if not self._settings.take(self._clock()):
                 limits = self._limits
-                return f"SETTINGS frames past {limits.settings_burst} at once and {limits.settings_rate:g} a second"
+                return Breach(
+                    "settings",
+                    f"SETTINGS frames past {limits.settings_burst} at once and {limits.settings_rate:g} a second",
+                )
         return None
 
 

@@ -33,6 +33,7 @@ from adapter.keda.frames import (
     ENHANCE_YOUR_CALM,
     FRAME_HEADER_BYTES,
     PREFACE,
+    Breach,
     FrameLimits,
     FrameMeter,
     complete_frames,
@@ -56,14 +57,15 @@ class FrontLimits:
     frames: FrameLimits = field(default_factory=FrameLimits)
 
 
+CLOSED_REASONS = ("over_limit", "handshake", "resets", "settings")
+
+
 @dataclass(slots=True)
 class FrontStats:
-    """Connections the front closed, by why: past the cap, not HTTP/2 (or no TLS) in time, or a flood."""
+    """Connections the front closed, by why (CLOSED_REASONS): past the cap, no TLS handshake and HTTP/2 preface in
+    time (or not HTTP/2), or a budget of frames spent."""
 
-    over_limit: int = 0
-    handshake: int = 0
-    resets: int = 0
-    settings: int = 0
+    closed: dict[str, int] = field(default_factory=lambda: dict.fromkeys(CLOSED_REASONS, 0))
 
 
 class FrontTls:
@@ -159,7 +161,7 @@ class ScalerFront:
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if len(self._connections) >= self._limits.max_connections:
-            self.stats.over_limit += 1
+            self.stats.closed["over_limit"] += 1
             writer.transport.abort()
             return
         task = asyncio.current_task()
@@ -182,10 +184,10 @@ class ScalerFront:
                     await writer.start_tls(self._tls.current())
                 opening = await reader.readexactly(len(PREFACE) + FRAME_HEADER_BYTES)
         except (TimeoutError, asyncio.IncompleteReadError, ssl.SSLError, OSError):
-            self.stats.handshake += 1
+            self.stats.closed["handshake"] += 1
             return
         if meter.feed(opening) is not None:
-            self.stats.handshake += 1
+            self.stats.closed["handshake"] += 1
             return
         certificate = _certificate(writer)
         try:
@@ -199,14 +201,11 @@ class ScalerFront:
         self._peers.add(port, Peer(address, certificate))
         try:
             upstream.write(opening)
-            problem = await self._relay(reader, writer, upstream_reader, upstream, meter)
-            if problem is not None:
-                if problem.startswith("stream resets"):
-                    self.stats.resets += 1
-                else:
-                    self.stats.settings += 1
-                writer.write(goaway(meter.last_stream_id, ENHANCE_YOUR_CALM, problem.encode()))
-                log.warning("closed a connection to the KEDA port from %s: %s", address, problem)
+            breach = await self._relay(reader, writer, upstream_reader, upstream, meter)
+            if breach is not None:
+                self.stats.closed[breach.budget] += 1
+                writer.write(goaway(meter.last_stream_id, ENHANCE_YOUR_CALM, breach.message.encode()))
+                log.warning("closed a connection to the KEDA port from %s: %s", address, breach.message)
         finally:
             self._peers.remove(port)
             upstream.transport.abort()
@@ -218,7 +217,7 @@ class ScalerFront:
         upstream_reader: asyncio.StreamReader,
         upstream: asyncio.StreamWriter,
         meter: FrameMeter,
-    ) -> str | None:
+    ) -> Breach | None:
         """Pass bytes both ways until either side ends; why the client's connection must be closed, if it must."""
         to_server = asyncio.create_task(_client_to_server(reader, upstream, meter))
         to_client = asyncio.create_task(_server_to_client(upstream_reader, writer))
@@ -235,13 +234,13 @@ class ScalerFront:
 
 async def _client_to_server(
     reader: asyncio.StreamReader, upstream: asyncio.StreamWriter, meter: FrameMeter
-) -> str | None:
-    """The client's bytes to gRPC, metered; returns at the client's end (None) or a budget spent (why)."""
+) -> Breach | None:
+    """The client's bytes to gRPC, metered; returns at the client's end (None) or a budget spent (the Breach)."""
     with contextlib.suppress(ConnectionError, OSError):
         while data := await reader.read(READ_BYTES):
-            problem = meter.feed(data)
-            if problem is not None:
-                return problem
+            breach = meter.feed(data)
+            if breach is not None:
+                return breach
             upstream.write(data)
             await upstream.drain()
     return None

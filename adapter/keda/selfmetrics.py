@@ -90,8 +90,8 @@ class FrontCollector(Collector):
             "(stream resets or SETTINGS frames past their rate: GOAWAY ENHANCE_YOUR_CALM).",
             labels=["reason"],
         )
-        for reason in ("over_limit", "handshake", "resets", "settings"):
-            closed.add_metric([reason], getattr(stats, reason))
+        for reason, count in stats.closed.items():
+            closed.add_metric([reason], count)
         yield closed
 
 

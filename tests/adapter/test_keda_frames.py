@@ -17,6 +17,7 @@ from adapter.keda.frames import (
     PREFACE,
     RST_STREAM,
     SETTINGS,
+    Breach,
     FrameLimits,
     FrameMeter,
     TokenBucket,
@@ -70,7 +71,7 @@ def test_resets_past_the_burst_close_the_connection_and_the_rate_refills_it() ->
     assert meter.feed(OPENING) is None
     reset = frame(HEADERS, 1) + frame(RST_STREAM, 1, bytes(4))
     assert meter.feed(reset * 1000) is None
-    assert meter.feed(reset) == "stream resets past 1000 at once and 33 a second"
+    assert meter.feed(reset) == Breach("resets", "stream resets past 1000 at once and 33 a second")
 
     paced = FrameMeter(FrameLimits(reset_burst=1000, reset_rate=33), clock)
     paced.feed(OPENING)
@@ -84,14 +85,14 @@ def test_settings_frames_are_charged_and_their_acknowledgements_are_not() -> Non
     assert meter.feed(OPENING) is None  # the preface's SETTINGS is the first of the 100
     assert meter.feed(frame(SETTINGS, flags=ACK) * 10_000) is None
     assert meter.feed(frame(SETTINGS) * 99) is None
-    assert meter.feed(frame(SETTINGS)) == "SETTINGS frames past 100 at once and 10 a second"
+    assert meter.feed(frame(SETTINGS)) == Breach("settings", "SETTINGS frames past 100 at once and 10 a second")
 
 
 def test_a_connection_that_is_not_http2_is_refused_at_once() -> None:
     assert FrameMeter().feed(b"GET / HTTP/1.1\r\n") is not None
     assert FrameMeter().feed(PREFACE[:10]) is None
-    assert FrameMeter().feed(PREFACE + frame(HEADERS, 1)) == (
-        "not HTTP/2: the client preface is not followed by a SETTINGS frame"
+    assert FrameMeter().feed(PREFACE + frame(HEADERS, 1)) == Breach(
+        "preface", "not HTTP/2: the client preface is not followed by a SETTINGS frame"
     )
 
 

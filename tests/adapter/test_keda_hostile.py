@@ -187,8 +187,8 @@ async def test_a_connection_that_floods_the_port_gets_goaway_and_is_closed(
         assert goaways, f"no GOAWAY among {len(events)} events"
         assert goaways[-1].error_code == h2.errors.ErrorCodes.ENHANCE_YOUR_CALM
         assert goaways[-1].additional_data is not None and goaways[-1].additional_data.decode().startswith(reason)
-        stats = server.front.stats
-        assert (stats.resets, stats.settings) == ((1, 0) if frames is _rapid_reset else (0, 1))
+        closed = server.front.stats.closed
+        assert (closed["resets"], closed["settings"]) == ((1, 0) if frames is _rapid_reset else (0, 1))
         await eventually(lambda: server.front.connections == 0 and not servicer.peers, "the flood let go")
         async with grpc.aio.insecure_channel(server.address) as kedas:  # the port still answers KEDA
             spec = await keda.ScalerClient.on(kedas).get_metric_spec(keda.scaled_object("ml", METADATA), timeout=5)
@@ -216,7 +216,7 @@ async def test_a_client_within_the_budgets_is_never_cut_off(cluster: Cluster) ->
                 call.cancel()
             spec = await client.get_metric_spec(keda.scaled_object("ml", METADATA), timeout=patience(5))
             assert spec.metricSpecs[0].metricName == "gpu_utilization"
-        assert (server.front.stats.resets, server.front.stats.settings) == (0, 0)
+        assert (server.front.stats.closed["resets"], server.front.stats.closed["settings"]) == (0, 0)
     finally:
         await server.stop(grace=0.5)
 
@@ -241,7 +241,7 @@ async def test_a_flood_over_tls_from_a_certified_client_is_cut_off_too(cluster: 
         events = await asyncio.to_thread(_flood, server.port, _rapid_reset, 5000, client)
         goaways = [event for event in events if isinstance(event, h2.events.ConnectionTerminated)]
         assert goaways and goaways[-1].error_code == h2.errors.ErrorCodes.ENHANCE_YOUR_CALM
-        assert server.front.stats.resets == 1
+        assert server.front.stats.closed["resets"] == 1
     finally:
         await server.stop(grace=0.5)
 
@@ -272,7 +272,7 @@ async def test_connections_that_are_not_http2_or_stall_in_tls_are_closed_before_
         finally:
             http1.close()
             stalled.close()
-        assert plain.front.stats.handshake == 1 and tls.front.stats.handshake == 1
+        assert plain.front.stats.closed["handshake"] == 1 and tls.front.stats.closed["handshake"] == 1
         assert not servicers[0].peers and not servicers[1].peers  # gRPC never saw them
     finally:
         await plain.stop(grace=0.5)
