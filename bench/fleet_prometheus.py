@@ -470,6 +470,12 @@ def collect_blocks(workdir: Path, data_dir: Path) -> int:
     return moved
 
 
+def prometheus_version(binary: str) -> str:
+    """The first line of `binary --version` ("prometheus, version 2.42.0 (branch: ...)")."""
+    done = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=30, check=False)
+    return ((done.stdout or done.stderr).splitlines() or [f"{binary}: no version"])[0]
+
+
 def _tool(name: str) -> str:
     path = shutil.which(name)
     if path is None:
@@ -744,7 +750,7 @@ def start_prometheus(running: Running, data_dir: Path, targets_url: str, args: a
     write_config(running, targets_url, args, rules=False)
     config = running.workdir / "prometheus.yml"
     argv = [
-        _tool("prometheus"),
+        args.prometheus or _tool("prometheus"),
         f"--config.file={config}",
         f"--storage.tsdb.path={data_dir}",
         "--web.listen-address=127.0.0.1:0",  # the port it bound is in its log, at its default level (info)
@@ -1093,6 +1099,7 @@ def run(args: argparse.Namespace, workdir: Path) -> int:
     print(
         f"fleet: {len(placements):,} GPU pods in {args.namespaces} namespaces on {nodes:,} nodes; load {load_average()}"
     )
+    print(f"prometheus: {prometheus_version(args.prometheus or _tool('prometheus'))}")
     texts, seconds = capture(args.snapshots, "--field-set", args.field_set, "--dialect", "dcgm")
     save(texts, seconds, workdir / TEMPLATE)
     template = NodeTemplate.parse(texts, seconds)
@@ -1271,6 +1278,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         help="the exporter's field set each node serves (its --field-set)",
     )
     parser.add_argument("--snapshots", type=int, default=8, help="exporter answers a node's gauges cycle through")
+    parser.add_argument(
+        "--prometheus",
+        help="the Prometheus binary to measure (default: `prometheus` on PATH, Debian's package); the history's blocks "
+        "are still written by the promtool on PATH, which later releases read",
+    )
     parser.add_argument("--role", choices=("cluster", "exporters"), help=argparse.SUPPRESS)
     parser.add_argument("--template", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--ready", type=Path, help=argparse.SUPPRESS)
