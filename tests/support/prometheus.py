@@ -24,7 +24,8 @@ from tests.support.loopback import http_get
 from tests.support.processes import ChildProcesses
 from tests.support.waiting import patience, wait_for
 
-LISTENING_LINE = r'msg="Listening on" address=([0-9.]+:[0-9]+)'
+# 2.x writes `component=web msg="Listening on" address=...`, 3.x `msg="Listening on" component=web address=...`
+LISTENING_LINE = r'msg="Listening on"(?: component=\S+)? address=([0-9.]+:[0-9]+)'
 
 
 def rule_file(dialect: Dialect) -> Path:
