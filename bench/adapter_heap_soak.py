@@ -54,6 +54,7 @@ class Adapter:
     samples: list[tuple[float, float]] = field(default_factory=list)  # (seconds since start, RSS MiB)
     answered: int = 0
     failures: dict[str, int] = field(default_factory=dict)  # by HTTP status or exception
+    first_failure: dict[str, str] = field(default_factory=dict)  # what the first answer of each status said
 
 
 def start_adapter(name: str, program: list[str], credentials: AdapterCredentials, exporter_port: int) -> Adapter:
@@ -82,11 +83,12 @@ async def hpa(
         for adapter, session in zip(adapters, sessions, strict=True):
             try:
                 async with session.get(adapter.url + path, ssl=context) as response:
-                    await response.read()
+                    body = await response.read()
                     if response.status == 200:
                         adapter.answered += 1
                     else:
                         adapter.failures[str(response.status)] = adapter.failures.get(str(response.status), 0) + 1
+                        adapter.first_failure.setdefault(str(response.status), body[:300].decode(errors="replace"))
             except (aiohttp.ClientError, TimeoutError) as error:
                 adapter.failures[type(error).__name__] = adapter.failures.get(type(error).__name__, 0) + 1
         next_at += period
@@ -158,10 +160,12 @@ def main() -> None:
         "--settle-minutes", type=float, default=10.0, help="minutes left out of the slope (at most half the run)"
     )
     parser.add_argument("--flat", type=float, default=1.0, help="the goal: slope under this many MiB per hour")
+    parser.add_argument("--keep", type=Path, help="work in this directory and keep it (the adapters' logs)")
     args = parser.parse_args()
     settle = min(args.settle_minutes * 60, args.hours * 3600 / 2)
     with tempfile.TemporaryDirectory(prefix="gpu-pulse-soak-") as tmp:
-        workdir = Path(tmp)
+        workdir = args.keep or Path(tmp)
+        workdir.mkdir(parents=True, exist_ok=True)
         fleet, info = start_fleet(args, workdir)
         adapters: list[Adapter] = []
         try:
@@ -186,6 +190,8 @@ def main() -> None:
             f"{adapter.name:<12} RSS {rss[0]:7.1f} -> {rss[-1]:7.1f} MiB   peak {max(rss):7.1f} MiB"
             f"   slope {slope:+8.2f} MiB/h   ({adapter.answered} answers, failed: {adapter.failures or 'none'})"
         )
+        for status, said in adapter.first_failure.items():
+            print(f"{'':<12} the first {status}: {said}")
     print(f"difference   refreeze - no-refreeze = {slopes['refreeze'] - slopes['no-refreeze']:+.2f} MiB/h")
     if args.hours < 1:
         print(f"goal         slope < {args.flat:g} MiB/h: not judged (a run under an hour)")
