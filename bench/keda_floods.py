@@ -17,7 +17,6 @@ import argparse
 import asyncio
 import os
 import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -34,6 +33,7 @@ import h2.exceptions
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from fleet import stop
 from keda_hostile import printed_trigger, start_demo
 
 from tests.support import keda
@@ -146,11 +146,7 @@ def main() -> None:
                     keda_answers_after=asyncio.run(keda_answers(address, metadata)),
                 )
         finally:
-            process.terminate()
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                process.kill()
+            stop([process])
     ok = True
     for name, outcome in outcomes.items():
         print(f"{name}: {outcome.frames:,} frames written before the connection failed, GOAWAY {outcome.goaway}, "
