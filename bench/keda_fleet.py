@@ -183,6 +183,7 @@ def main() -> None:
     parser.add_argument("--other-pods", type=int, default=30_000)
     parser.add_argument("--churn", type=float, default=4.0, help="pods replaced a second")
     parser.add_argument("--port", type=int, default=9400, help="the exporters' port on each node's address")
+    parser.add_argument("--fleet-nice", type=int, default=10, help="the simulated fleet's niceness (bench/fleet.py)")
     parser.add_argument("--adapter-flag", action="append", default=[], help="another flag for the adapter")
     args = parser.parse_args()
     args.replicas = 1
