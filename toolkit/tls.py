@@ -89,6 +89,18 @@ def private_copy(cert_file: Path, key_file: Path) -> Iterator[tuple[Path, Path]]
         yield cert, key
 
 
+FilesStamp = tuple[tuple[int, int, int], ...]
+
+
+def files_stamp(*files: Path) -> FilesStamp | None:
+    """What tells a file replaced or rewritten in place (inode, size, modification time), for each of `files`; None
+    while one cannot be read (a rotation half done)."""
+    try:
+        return tuple((s.st_ino, s.st_size, s.st_mtime_ns) for s in (f.stat() for f in files))
+    except OSError:
+        return None
+
+
 def reason(e: Exception) -> str:
     if isinstance(e, OSError) and e.strerror:
         return e.strerror
@@ -116,11 +128,8 @@ class CertificateReloader:
         self.errors = 0
         self.last_error = ""
 
-    def _stamp(self) -> tuple[tuple[int, int, int], ...] | None:
-        try:
-            return tuple((s.st_ino, s.st_size, s.st_mtime_ns) for s in (self._cert_file.stat(), self._key_file.stat()))
-        except OSError:
-            return None
+    def _stamp(self) -> FilesStamp | None:
+        return files_stamp(self._cert_file, self._key_file)
 
     def check(self) -> bool:
         """Load the pair if the files changed since the last load; True when a new pair now serves."""

@@ -40,7 +40,7 @@ from adapter.keda.frames import (
     goaway,
 )
 from toolkit.inputfiles import InputFileError, read_input_file
-from toolkit.tls import TLSConfigError, server_context
+from toolkit.tls import TLSConfigError, files_stamp, server_context
 
 log = logging.getLogger(__name__)
 
@@ -76,15 +76,9 @@ class FrontTls:
     def __init__(self, cert_file: Path, key_file: Path, client_ca_file: Path | None = None) -> None:
         """TLSConfigError (one line, naming the flag) for files it cannot serve."""
         self._files = (cert_file, key_file) + ((client_ca_file,) if client_ca_file is not None else ())
-        self._seen = self._stamp()
+        self._seen = files_stamp(*self._files)
         self.context = self._load()
         self.reloads = 0
-
-    def _stamp(self) -> tuple[tuple[int, int, int], ...] | None:
-        try:
-            return tuple((s.st_ino, s.st_size, s.st_mtime_ns) for s in (f.stat() for f in self._files))
-        except OSError:
-            return None
 
     def _load(self) -> ssl.SSLContext:
         cert_file, key_file, *ca_file = self._files
@@ -107,7 +101,7 @@ class FrontTls:
 
     def current(self) -> ssl.SSLContext:
         """The context for the next handshake: loaded again when a file changed and the new set can serve."""
-        stamp = self._stamp()
+        stamp = files_stamp(*self._files)
         if stamp is not None and stamp != self._seen:
             try:
                 self.context = self._load()
