@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from rules.dialect import Vocabulary
 from rules.examples import GPU1, TRAIN_ON_GPU0, TRAIN_ON_GPU2
-from rules.gpu_health import fast_gpu_alerts, lab, slow_gpu_alerts, steady_gpu_alerts
+from rules.gpu_health import fast_gpu_alerts, lab, minute_gpu_alerts, slow_gpu_alerts, steady_gpu_alerts
 from rules.inference_alerts import InferenceSLO, inference_alerts
 from rules.jobs import Jobs
 from rules.model import Alert, AlertCase, ExpectedAlert, Group, InputSeries, RuleTest, Severity
@@ -22,18 +22,29 @@ from rules.series import (
     steady,
 )
 
-# The evaluation interval of the slower GPU alert group: alerts with a range function of 30 minutes or more over a
-# family with a series per GPU or per pod and a `for` of 30 minutes or more (GPUMemoryFillingUp, GPUAllocatedButIdle),
-# which lose nothing by being evaluated every 5 minutes instead of every 30 seconds: they fire within one evaluation
-# of when they would have, and their range function reads 60 to 240 samples of each series per evaluation.
-SLOW_INTERVAL = "5m"
-
-# The evaluation interval of the per-minute GPU alert group: alerts whose condition must hold for 10 minutes or more
-# (GPURowRemapPending, GPUThermalThrottling, GPUPowerCapped, GPUMemoryNearlyFull), each an instant expression over a
-# family with a series per GPU and pod. Evaluated every minute instead of every 30 seconds (a common global
-# evaluation interval), they fire at most 30 seconds later, a twentieth of the shortest hold; the rule tests, which
-# evaluate every minute, fire them at the same minute.
-STEADY_INTERVAL = "1m"
+# How often each alert group is evaluated: every alert at the longest interval that delays it by little against its
+# hold (`for`), since at 20,000 GPUs each expression reads 20,000 to 40,000 series an evaluation and the groups' cost
+# is what they read times how often (docs/decisions/2026-11-29-rules-on-prometheus-3.md). The rule tests evaluate every
+# minute whatever the group's interval, so they hold each alert's firing minute, not its group's.
+#
+# GPUDown, GPURowRemapFailure and the XID alerts (a minute's hold or none) are in `gpu-pulse.gpu.alerts`, at the global
+# interval (commonly 30 s).
+#
+# Every minute: alerts held 5 minutes or whose condition is itself a 10-minute window (GPUUncorrectableECCErrors: an
+# increase over 10 minutes stays true for 10 minutes), and the exporter's alerts (each held 5 minutes or more). They
+# fire at most 30 s later than at 30 s, a tenth of the shortest hold.
+MINUTE_INTERVAL = "1m"
+# Every two minutes: GPU alerts held 10 minutes or more (GPURowRemapPending, GPUThermalThrottling, GPUPowerCapped,
+# GPUMemoryNearlyFull). They fire at most 90 s later than at 30 s, under a sixth of the shortest hold.
+STEADY_INTERVAL = "2m"
+# Every ten minutes: alerts with a range function of an hour or a window tiled by the evaluations over a family with a
+# series per GPU or per pod, held 30 minutes or more (GPUMemoryFillingUp, GPUAllocatedButIdle). They fire at most
+# 10 minutes later than at 30 s, a third of the shortest hold, for a twentieth of the reads.
+SLOW_INTERVAL = "10m"
+# GPUAllocatedButIdle's 90 minutes of idleness, read as windows of one SLOW_INTERVAL each: each evaluation reads the
+# samples since the last one (the windows tile the time, left-open), and the `for` holds the rest of the 90 minutes.
+IDLE_MINUTES = 90
+_SLOW_MINUTES = int(SLOW_INTERVAL.removesuffix("m"))
 
 # the labels of one exporter's scrape target in the rule tests (its job is the generator's exporter job)
 EXPORTER_INSTANCE = {"instance": "10.0.0.11:9400", "node": "gpu-node-1"}
@@ -50,12 +61,12 @@ def pod_alerts() -> tuple[Alert, ...]:
     return (
         Alert(
             "GPUAllocatedButIdle",
-            f'max_over_time({POD_UTIL}{{share=~"exclusive|mig"}}[30m]) < 0.01',
-            "1h",
+            f'max_over_time({POD_UTIL}{{share=~"exclusive|mig"}}[{SLOW_INTERVAL}]) < 0.01',
+            f"{IDLE_MINUTES - _SLOW_MINUTES}m",
             Severity.INFO,
             "A pod holds a GPU it has not used for over an hour.",
             f"Pod {lab('namespace')}/{lab('pod')} (container {lab('container')}) holds GPU {lab('gpu')} "
-            f"({lab('uuid')}) on node {lab('node')} but has kept it below 1% utilization for 90 minutes; "
+            f"({lab('uuid')}) on node {lab('node')} but has kept it below 1% utilization for {IDLE_MINUTES} minutes; "
             "the GPU could serve another workload.",
             (
                 RuleTest(
@@ -405,9 +416,10 @@ def alert_groups(vocab: Vocabulary, jobs: Jobs, slo: InferenceSLO | None = None)
     targets by the job names in `jobs`, holding LLM serving workloads to `slo` (default: InferenceSLO())."""
     return (
         Group("gpu-pulse.gpu.alerts", fast_gpu_alerts(vocab)),
+        Group("gpu-pulse.gpu.minute.alerts", minute_gpu_alerts(vocab), interval=MINUTE_INTERVAL),
         Group("gpu-pulse.gpu.steady.alerts", steady_gpu_alerts(vocab), interval=STEADY_INTERVAL),
         Group("gpu-pulse.gpu.slow.alerts", slow_gpu_alerts(vocab) + pod_alerts(), interval=SLOW_INTERVAL),
-        Group("gpu-pulse.exporter.alerts", exporter_alerts(jobs)),
+        Group("gpu-pulse.exporter.alerts", exporter_alerts(jobs), interval=MINUTE_INTERVAL),
         Group("gpu-pulse.adapter.alerts", adapter_alerts(jobs)),
         Group("gpu-pulse.inference.alerts", inference_alerts(slo or InferenceSLO())),
     )

@@ -94,8 +94,9 @@ MPS) is 1/n device per pod. Idle GPU-hours over a range: `avg_over_time(namespac
 times R in hours.
 
 Workloads come from kube-state-metrics (`kube_pod_owner`, and `kube_replicaset_owner` from a ReplicaSet to its
-Deployment). A pod kube-state-metrics does not report (not installed, or not scraped yet) is its own workload with
-`workload_type="unknown"`; workloads are never guessed from pod names.
+Deployment), for the pods with GPU series only. A pod kube-state-metrics does not report (not installed, or not
+scraped yet), or reports with no controller, is its own workload with `workload_type="unknown"`; workloads are never
+guessed from pod names.
 
 Each series is written once per its group's interval (`every`): the serving engines' figures every 15 s, state and
 utilization every minute; allocation, memory, power, energy and workloads every two minutes; the waste figures every

@@ -458,17 +458,23 @@ def slow_gpu_alerts(v: Vocabulary) -> tuple[Alert, ...]:
     return tuple(a for a in gpu_alerts(v) if a.alert in SLOW_ALERTS)
 
 
+def minute_gpu_alerts(v: Vocabulary) -> tuple[Alert, ...]:
+    """The GPU health alerts of the per-minute group (alerting.py): held 5 minutes, or a 10-minute window."""
+    return tuple(a for a in gpu_alerts(v) if a.alert in MINUTE_ALERTS)
+
+
 def steady_gpu_alerts(v: Vocabulary) -> tuple[Alert, ...]:
-    """The GPU health alerts of the per-minute group (alerting.py): a condition held for 10 minutes or more."""
+    """The GPU health alerts of the two-minute group (alerting.py): held 10 minutes or more."""
     return tuple(a for a in gpu_alerts(v) if a.alert in STEADY_ALERTS)
 
 
 def fast_gpu_alerts(v: Vocabulary) -> tuple[Alert, ...]:
-    return tuple(a for a in gpu_alerts(v) if a.alert not in SLOW_ALERTS | STEADY_ALERTS)
+    return tuple(a for a in gpu_alerts(v) if a.alert not in SLOW_ALERTS | STEADY_ALERTS | MINUTE_ALERTS)
 
 
 SLOW_ALERTS = frozenset({"GPUMemoryFillingUp"})
 STEADY_ALERTS = frozenset({"GPURowRemapPending", "GPUThermalThrottling", "GPUPowerCapped", "GPUMemoryNearlyFull"})
+MINUTE_ALERTS = frozenset({"GPUHighTemperature", "GPUHardwareSlowdown", "GPUUncorrectableECCErrors"})
 
 
 def _ecc(v: Vocabulary) -> str:

@@ -5,7 +5,8 @@ of the per-pod series, so a pod on several GPUs may carry one copy per device: t
 (`max`), and the workload level combines pods, as the adapter combines them: the queue and the running requests are
 summed, the KV-cache use averaged, and a latency percentile is the slowest pod's (percentiles of different pods do not
 combine into the workload's own; the `quantile` label is kept). A pod whose engine is not ready has no figure series,
-so it is left out of every workload figure. The group ends with each pod's saturation and tokens per second
+so it is left out of every workload figure (its owner is not in ENGINE_OWNER, recorded with the other owners in the
+workload group). The group ends with each pod's saturation and tokens per second
 (rules/saturation.py), which read the pod level recorded before them.
 
 The group runs every 15 s, a common scrape interval: these are the series a Prometheus-based autoscaler on LLM
@@ -25,6 +26,7 @@ from rules.names import (
     POD_INFERENCE_KV_CACHE,
     POD_INFERENCE_QUEUED,
     POD_INFERENCE_RUNNING,
+    POD_INFERENCE_STATE,
     POD_INFERENCE_TTFT,
 )
 from rules.saturation import saturation_rules
@@ -37,9 +39,11 @@ POD_RUNNING = "namespace_pod:gpu_pulse_pod_inference_running_requests:max"
 POD_KV_CACHE = "namespace_pod:gpu_pulse_pod_inference_kv_cache_utilization_ratio:max"
 POD_TTFT = "namespace_pod:gpu_pulse_pod_inference_time_to_first_token_seconds:max"
 POD_ITL = "namespace_pod:gpu_pulse_pod_inference_inter_token_latency_seconds:max"
-# The owners of the pods whose engine reports figures: the workload level joins these, so the cluster's every pod's
-# owner (rules/workloads.py) is read once an evaluation, not once a workload figure: at 40,000 pods each read of it
-# took about a second on Prometheus 2.42 (docs/decisions/2026-11-29-prometheus-on-the-exporters-exposition.md).
+# The owners of the pods with a serving engine (any engine state, warming included): the workload level joins these,
+# not every GPU pod's owner (rules/workloads.py), which at 20,000 GPU pods is a read of 20,000 series. It is recorded
+# in the workload group, every two minutes with the owners it filters, so this group, every 15 s, reads only the
+# engine pods' owners; a pod is in it from its engine's discovery, minutes before its engine is ready
+# (docs/decisions/2026-11-29-rules-on-prometheus-3.md).
 ENGINE_OWNER = "namespace_workload_pod:gpu_pulse_pod_inference_owner:relabel"
 WORKLOAD_QUEUED = "namespace_workload:gpu_pulse_pod_inference_queued_requests:sum"
 WORKLOAD_RUNNING = "namespace_workload:gpu_pulse_pod_inference_running_requests:sum"
@@ -77,12 +81,30 @@ def _series(name: str, edges: tuple[PodEdge, ...], value: float, **extra: str) -
 
 
 def _owners() -> tuple[InputSeries, ...]:
-    return tuple(
+    """Each pod's owner, and the engine state the exporter publishes for each pod with a serving engine (chat-c's
+    `warming`, with no figure); `train-0` has an owner and no engine."""
+    owners = tuple(
         plain_series(
             OWNER, {"namespace": "serve", "pod": pod, "workload": workload, "workload_type": kind}, steady(1, 3)
         )
-        for pod, (workload, kind) in _WORKLOADS.items()
+        for pod, (workload, kind) in (*_WORKLOADS.items(), ("train-0", ("train", "StatefulSet")))
     )
+    states = tuple(
+        plain_series(
+            POD_INFERENCE_STATE,
+            {
+                "node": _NODE,
+                "namespace": "serve",
+                "pod": pod,
+                "engine": _ENGINES.get(pod, "vllm"),
+                "model": "example-model",
+                "state": "warming" if pod == "chat-c" else "ready",
+            },
+            steady(1, 3),
+        )
+        for pod in _WORKLOADS
+    )
+    return owners + states
 
 
 def _token_counters() -> tuple[InputSeries, ...]:
@@ -135,23 +157,22 @@ def _join(pod_level: str) -> str:
     return f"{pod_level} * on ({BY_POD}) group_left (workload, workload_type) {ENGINE_OWNER}"
 
 
-def _engine_owner() -> Recording:
-    reporting = " or ".join((POD_QUEUED, POD_RUNNING, POD_KV_CACHE, POD_TTFT, POD_ITL, POD_INFERENCE_GENERATED_TOKENS))
-    inputs = tuple(dict.fromkeys((*_gauge_inputs(POD_INFERENCE_QUEUED, 3, 5, 2), *_token_counters())))  # owners once
+def engine_owner_rule() -> Recording:
+    """ENGINE_OWNER, for the workload group (rules/recording.py): the owners of the pods with a serving engine in any
+    state, so a pod is in it before its engine is ready and the 15 s group's joins count it from its first figure."""
     owners = tuple(
         expect(ENGINE_OWNER, _pod(pod) | {"workload": workload, "workload_type": kind}, 1)
         for pod, (workload, kind) in _WORKLOADS.items()
-        if pod != "chat-c"
     )
     return Recording(
         ENGINE_OWNER,
-        f"{OWNER} and on ({BY_POD}) ({reporting})",
-        "The workload of each pod whose serving engine reports a figure (its owner as "
+        f"{OWNER} and on ({BY_POD}) {POD_INFERENCE_STATE}",
+        "The workload of each pod with a serving engine, ready or not (its owner as "
         f"`{OWNER}` names it): what the workload level joins.",
         (
             RuleTest(
-                f"{ENGINE_OWNER}: the owners of the pods with figures, not of a warming pod",
-                inputs,
+                f"{ENGINE_OWNER}: the owners of the pods with an engine, warming ones too, not of other pods",
+                _owners(),
                 expr_cases=(ExprCase("1m", owners),),
             ),
         ),
@@ -255,7 +276,6 @@ def inference_rules() -> tuple[Recording, ...]:
                 ),
             ),
         ),
-        _engine_owner(),
         _workload_rule(
             WORKLOAD_QUEUED,
             f"sum by ({BY_WORKLOAD}) ({_join(POD_QUEUED)})",

@@ -71,10 +71,14 @@ def _engine(pod: str, **extra: str) -> dict[str, str]:
 
 
 def _owners(samples: int) -> tuple[InputSeries, ...]:
-    return tuple(
+    """Each pod's owner and its engine's state (ready), from which the workload group records the engine pods'
+    owners that the inference group joins (rules/inference.py)."""
+    owners = tuple(
         plain_series(OWNER, {"namespace": "serve", "pod": pod} | _workload(w), steady(1, samples))
         for pod, (w, _) in _PODS.items()
     )
+    states = tuple(plain_series(POD_INFERENCE_STATE, _engine(pod, state="ready"), steady(1, samples)) for pod in _PODS)
+    return owners + states
 
 
 def _workload(workload: str) -> dict[str, str]:

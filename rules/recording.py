@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from rules.devices import device_rules, node_rules
 from rules.dialect import Vocabulary
 from rules.inference import INTERVAL as INFERENCE_INTERVAL
-from rules.inference import inference_rules
+from rules.inference import engine_owner_rule, inference_rules
 from rules.model import Group, Recording
 from rules.pods import edge_rules, namespace_rules, pod_rules
 from rules.promql import metric_names
@@ -86,7 +86,7 @@ def recording_groups(vocab: Vocabulary) -> tuple[Group, ...]:
     return (
         *split_by_family("gpu-pulse.device.rules", device_rules(vocab) + node_rules(), DEVICE_PARTS),
         *split_by_family("gpu-pulse.pod.rules", edge_rules() + pod_rules() + namespace_rules(), POD_PARTS),
-        Group("gpu-pulse.workload.rules", workload_rules(), interval=ACCOUNTING_INTERVAL),
+        Group("gpu-pulse.workload.rules", (*workload_rules(), engine_owner_rule()), interval=ACCOUNTING_INTERVAL),
         Group("gpu-pulse.inference.rules", inference_rules(), interval=INFERENCE_INTERVAL),
         waste_group(vocab),
     )

@@ -22,11 +22,12 @@ from rules.series import PodEdge, PodKey, plain_series, pod_series, steady
 
 
 def _owner_expr() -> str:
-    """One series per pod: its workload and workload_type (a Kubernetes kind, or `unknown`).
+    """One series per pod with GPU series: its workload and workload_type (a Kubernetes kind, or `unknown`).
 
     Deployments are reached through the pod's ReplicaSet (kube_replicaset_owner); other controllers are the pod's own
     owner; a pod without owner is its own workload (`Pod`). Pods with GPU series that kube-state-metrics does not
-    report (it is absent, or lags) are their own workload with workload_type="unknown": never guessed from names.
+    report (it is absent, or lags), or reports with no controller among its owners, are their own workload with
+    workload_type="unknown": never guessed from names.
     """
     rs_owner = (
         "max by (cluster, namespace, replicaset, owner_kind, owner_name)"
@@ -47,7 +48,9 @@ def _owner_expr() -> str:
     )
     ownerless = _relabel('kube_pod_owner{owner_kind="<none>"}', "workload_type", "Pod", "owner_kind", ".*")
     ownerless = _relabel(ownerless, "workload", "$1", "pod", "(.*)")
-    unknown = f"group by ({BY_POD}) ({POD_INFO}) unless on ({BY_POD}) kube_pod_owner"
+    # Every GPU pod: `or` adds only those no branch before named, so kube_pod_owner is not read again to leave the
+    # others out (a pod whose every owner is a non-controller one is `unknown` too).
+    unknown = f"group by ({BY_POD}) ({POD_INFO})"
     unknown = _relabel(_relabel(unknown, "workload_type", "unknown", "owner_kind", ""), "workload", "$1", "pod", "(.*)")
     # Each branch names its own workload: the pods without owner (all of them without kube-state-metrics) get their
     # two labels once, not an owner_kind/owner_name pair first and the workload labels from those after.
@@ -55,7 +58,10 @@ def _owner_expr() -> str:
         f"{_workload(deployment)} or on ({BY_POD}) {_workload(owned)} or on ({BY_POD}) {ownerless}"
         f" or on ({BY_POD}) {unknown}"
     )
-    return f"max by ({BY_POD}, workload, workload_type) ({union})"
+    # Only the pods with GPU series: kube-state-metrics reports every pod of the cluster, and every reader of the map
+    # joins GPU figures, so the others' owners would be selected by each join and matched by none
+    # (docs/decisions/2026-11-29-rules-on-prometheus-3.md).
+    return f"max by ({BY_POD}, workload, workload_type) ({union}) and on ({BY_POD}) {POD_INFO}"
 
 
 def _workload(owners: str) -> str:
@@ -114,6 +120,24 @@ def _ksm_inputs() -> tuple[InputSeries, ...]:
             },
             steady(1, 3),
         ),
+        # a pod without GPUs (kube-state-metrics reports every pod): not in the map
+        plain_series(
+            "kube_pod_owner",
+            ksm
+            | {
+                "namespace": "team-a",
+                "pod": "web-5d4f9-x2k7q",
+                "owner_kind": "ReplicaSet",
+                "owner_name": "web-5d4f9",
+                "owner_is_controller": "true",
+            },
+            steady(1, 3),
+        ),
+        plain_series(
+            "kube_replicaset_owner",
+            ksm | {"namespace": "team-a", "replicaset": "web-5d4f9", "owner_kind": "Deployment", "owner_name": "web"},
+            steady(1, 3),
+        ),
     )
 
 
@@ -134,11 +158,12 @@ def workload_rules() -> tuple[Recording, ...]:
         Recording(
             OWNER,
             _owner_expr(),
-            "1 per pod, labelled with its `workload` and `workload_type` (Deployment, StatefulSet, Job, DaemonSet, "
-            "ReplicaSet, Pod; `unknown` where kube-state-metrics does not report the pod).",
+            "1 per pod with GPU series, labelled with its `workload` and `workload_type` (Deployment, StatefulSet, "
+            "Job, DaemonSet, ReplicaSet, Pod; `unknown` where kube-state-metrics does not report the pod or its "
+            "controller).",
             (
                 RuleTest(
-                    "pod owners: through the ReplicaSet, direct, none, and unknown to kube-state-metrics",
+                    "pod owners: through the ReplicaSet, direct, none, unknown to kube-state-metrics; GPU pods only",
                     _ksm_inputs() + info,
                     expr_cases=(
                         ExprCase(
