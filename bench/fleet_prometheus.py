@@ -1281,9 +1281,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument(
         "--prometheus",
         help="the Prometheus binary to measure (default: `prometheus` on PATH, Debian's package); the history's blocks "
-        "are still written by the promtool on PATH, which later releases read. A 3.x one is built from its Go module: "
-        "`GOBIN=DIR go install github.com/prometheus/prometheus/cmd/prometheus@v0.316.0` (its version string is then "
-        "empty: the release's is set by its Makefile)",
+        "are still written by the promtool on PATH, which later releases read. `bench/prometheus3.sh` builds 3.16.0 "
+        'from its Go module and prints its path: --prometheus "$(bench/prometheus3.sh)", how the rules\' budget is '
+        "judged (docs/performance.md)",
     )
     parser.add_argument("--role", choices=("cluster", "exporters"), help=argparse.SUPPRESS)
     parser.add_argument("--template", type=Path, help=argparse.SUPPRESS)
