@@ -5,8 +5,8 @@ of the per-pod series, so a pod on several GPUs may carry one copy per device: t
 (`max`), and the workload level combines pods, as the adapter combines them: the queue and the running requests are
 summed, the KV-cache use averaged, and a latency percentile is the slowest pod's (percentiles of different pods do not
 combine into the workload's own; the `quantile` label is kept). A pod whose engine is not ready has no figure series,
-so it is left out of every workload figure (its owner is not in ENGINE_OWNER, recorded with the other owners in the
-workload group). The group ends with each pod's saturation and tokens per second
+so it is left out of every workload figure (its owner is in ENGINE_OWNER from its engine's discovery on, and joins
+nothing until the pod has a figure). The group ends with each pod's saturation and tokens per second
 (rules/saturation.py), which read the pod level recorded before them.
 
 The group runs every 15 s, a common scrape interval: these are the series a Prometheus-based autoscaler on LLM
