@@ -40,11 +40,11 @@ STEADY_INTERVAL = "2m"
 # Every ten minutes: alerts with a range function of an hour or a window tiled by the evaluations over a family with a
 # series per GPU or per pod, held 30 minutes or more (GPUMemoryFillingUp, GPUAllocatedButIdle). They fire at most
 # 10 minutes later than at 30 s, a third of the shortest hold, for a twentieth of the reads.
-SLOW_INTERVAL = "10m"
+SLOW_MINUTES = 10
+SLOW_INTERVAL = f"{SLOW_MINUTES}m"
 # GPUAllocatedButIdle's 90 minutes of idleness, read as windows of one SLOW_INTERVAL each: each evaluation reads the
 # samples since the last one (the windows tile the time, left-open), and the `for` holds the rest of the 90 minutes.
 IDLE_MINUTES = 90
-_SLOW_MINUTES = int(SLOW_INTERVAL.removesuffix("m"))
 
 # the labels of one exporter's scrape target in the rule tests (its job is the generator's exporter job)
 EXPORTER_INSTANCE = {"instance": "10.0.0.11:9400", "node": "gpu-node-1"}
@@ -62,7 +62,7 @@ def pod_alerts() -> tuple[Alert, ...]:
         Alert(
             "GPUAllocatedButIdle",
             f'max_over_time({POD_UTIL}{{share=~"exclusive|mig"}}[{SLOW_INTERVAL}]) < 0.01',
-            f"{IDLE_MINUTES - _SLOW_MINUTES}m",
+            f"{IDLE_MINUTES - SLOW_MINUTES}m",
             Severity.INFO,
             "A pod holds a GPU it has not used for over an hour.",
             f"Pod {lab('namespace')}/{lab('pod')} (container {lab('container')}) holds GPU {lab('gpu')} "
