@@ -11,7 +11,7 @@ decoded in steps, each refusing what the HTTP API would never send before it cos
    `max_series` the decoder stops (`SERIES_PER_BYTE`: a real series is 250 bytes or more). A series' labels stay
    undecoded bytes at this step;
 3. each series' `namespace` and `pod` only; the labels of the series of the pods asked about are decoded last, each
-   set bounded in size.
+   set bounded in size, and only when asked for (the HPA's question reads values alone).
 
 The HTTP API documents the shape (prometheus/prometheus docs/querying/api.md, "Instant vectors"): `data.result` is a
 list of `{"metric": {<label>: <value>}, "value": [<unix time>, "<sample value>"]}`, label values strings, the sample
@@ -30,7 +30,6 @@ import contextlib
 import logging
 import threading
 from collections.abc import AsyncIterator, Collection, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import msgspec
@@ -90,10 +89,9 @@ _IDENTITY = msgspec.json.Decoder(_Identity)
 _LABELS = msgspec.json.Decoder(dict[str, str])
 
 
-@dataclass(frozen=True, slots=True)
-class PodSeries:
+class PodSeries(msgspec.Struct, frozen=True, gc=False):
     """One series of a pod asked about: its labels (None when not asked for) and its sample value as the API writes
-    it."""
+    it. A struct untracked by the garbage collector (it holds strings only): one is made per series of every answer."""
 
     pod: PodKey
     labels: Mapping[str, str] | None
@@ -146,19 +144,24 @@ def decode_answer(
 
 
 def _of_pods(series: list[_Series], wanted: Collection[PodKey], labels: bool) -> list[PodSeries]:
+    """One loop over up to thousands of series per answer: what is called in it is bound once."""
     found: list[PodSeries] = []
-    seen: set[tuple[PodKey, bytes]] = set()
+    keep = found.append
+    seen: set[object] = set()
+    remember = seen.add
     repeated: set[PodKey] = set()
+    identity_of = _IDENTITY.decode
     for index, one in enumerate(series):
         raw = bytes(one.metric)
         try:
-            identity = _IDENTITY.decode(raw)
+            identity = identity_of(raw)
         except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
             raise SourceUnavailableError(f"prometheus answered with a malformed series (result[{index}])") from None
         pod = (identity.namespace, identity.pod)
         if pod not in wanted:
             continue
         shown: Mapping[str, str] | None = None
+        key: object = raw  # the label set as written, pod and namespace included: Prometheus writes labels sorted
         if labels:
             if len(raw) > MAX_LABEL_SET_BYTES:
                 raise SourceUnavailableError(f"prometheus answered a label set of {len(raw)} bytes (result[{index}])")
@@ -166,11 +169,12 @@ def _of_pods(series: list[_Series], wanted: Collection[PodKey], labels: bool) ->
                 shown = _LABELS.decode(raw)
             except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
                 raise SourceUnavailableError(f"prometheus answered with a malformed series (result[{index}])") from None
-            key = (pod, msgspec.json.encode(sorted(shown.items())))
-            if key in seen:
-                repeated.add(pod)
-            seen.add(key)
-        found.append(PodSeries(pod, shown, one.value[1]))
+            key = msgspec.json.encode(sorted(shown.items()))  # the same set however its labels were ordered
+        before = len(seen)
+        remember(key)
+        if len(seen) == before:
+            repeated.add(pod)
+        keep(PodSeries(pod, shown, one.value[1]))
     if repeated:
         log.warning(
             "prometheus answered a series twice for %d pods (%s): left out, their figures would be a guess",

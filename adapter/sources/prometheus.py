@@ -29,7 +29,7 @@ import aiohttp
 
 from adapter.metrics_config import MetricDefinition
 from adapter.quantity import QuantityError, decimal_from_float
-from adapter.sources.aggregation import pod_value
+from adapter.sources.aggregation import combined_value
 from adapter.sources.device_figures import within_bounds
 from adapter.sources.metricsource import (
     DeviceValue,
@@ -83,6 +83,13 @@ def _number(text: str) -> Decimal | None:
         return decimal_from_float(float(text))
     except (ValueError, OverflowError, QuantityError):
         return None
+
+
+def _window_seconds(metric: MetricDefinition) -> float | None:
+    """What the metric's query averages over (`prometheus.window_seconds`); None when it does not say."""
+    assert metric.prometheus is not None
+    seconds = metric.prometheus.window_seconds
+    return None if seconds is None else float(seconds)
 
 
 def _seconds(text: str) -> float | None:
@@ -139,45 +146,61 @@ class PrometheusSource:
         return metric.prometheus is not None
 
     async def samples(self, metric: MetricDefinition, pods: Sequence[Pod]) -> Mapping[PodKey, PodSample]:
-        if metric.prometheus is None:
-            raise SourceError(f"metric {metric.name} has no prometheus query configured")
-        wanted = {(pod.namespace, pod.name) for pod in pods}
-        if not wanted:
-            return {}
-        query, time_query = metric.prometheus_queries(namespace_matcher([ns for ns, _ in wanted]))
-        value_series, time_series = await asyncio.gather(
-            self.query(query, wanted, labels=True), self.query(time_query, wanted, labels=False)
-        )
-        now = self._clock()
-        latest = now + FUTURE_TOLERANCE_SECONDS
-        sampled_at: dict[PodKey, float] = {}
-        for series in time_series:
-            when = _seconds(series.value)
-            if when is not None:
-                sampled_at[series.pod] = max(sampled_at.get(series.pod, -math.inf), when)
+        value_series, sampled_at = await self._answers(metric, pods, labels=True)
         devices: dict[PodKey, list[DeviceValue]] = defaultdict(list)
         for series in value_series:
             value = _number(series.value)
-            if value is not None and within_bounds(metric.figure, value):
+            if series.pod in sampled_at and value is not None and within_bounds(metric.figure, value):
                 shown = dict(series.labels or {})
                 for hidden in _HIDDEN_LABELS:
                     shown.pop(hidden, None)
                 devices[series.pod].append(DeviceValue(value, MappingProxyType(shown)))
-        window = None if metric.prometheus.window_seconds is None else float(metric.prometheus.window_seconds)
-        found: dict[PodKey, PodSample] = {}
-        for key, values in devices.items():
-            when_sampled = sampled_at.get(key)
-            if when_sampled is None or now - when_sampled > self._max_age or when_sampled > latest:
-                continue  # no sample time (cannot vouch for freshness), too old, or stamped in the future
-            found[key] = PodSample(key[0], key[1], tuple(values), when_sampled, window_seconds=window)
-        return found
+        window = _window_seconds(metric)
+        return {
+            key: PodSample(key[0], key[1], tuple(values), sampled_at[key], window_seconds=window)
+            for key, values in devices.items()
+        }
 
     async def pod_values(self, metric: MetricDefinition, pods: Sequence[Pod]) -> list[ServedValue | None]:
-        samples = await self.samples(metric, pods)
+        """Each pod's value over all its devices (the HPA's question, every 15 s for up to thousands of pods): the
+        devices' labels, which only a metricLabelSelector reads, are not decoded, and no sample is built."""
+        value_series, sampled_at = await self._answers(metric, pods, labels=False)
+        figures: dict[PodKey, list[Decimal]] = {}
+        for series in value_series:
+            value = _number(series.value)
+            if series.pod in sampled_at and value is not None and within_bounds(metric.figure, value):
+                figures.setdefault(series.pod, []).append(value)
+        window = _window_seconds(metric)
         return [
-            pod_value(metric, sample) if (sample := samples.get((pod.namespace, pod.name))) is not None else None
+            combined_value(metric, values, sampled_at[key], window)
+            if (values := figures.get(key := (pod.namespace, pod.name))) is not None
+            else None
             for pod in pods
         ]
+
+    async def _answers(
+        self, metric: MetricDefinition, pods: Sequence[Pod], *, labels: bool
+    ) -> tuple[list[PodSeries], dict[PodKey, float]]:
+        """The value query's series of `pods` (their labels decoded when `labels`), and the sample time of each pod
+        whose figures may be served: a pod without one (its freshness cannot be vouched for), with figures older than
+        `max_age` or stamped in the future is left out of it."""
+        if metric.prometheus is None:
+            raise SourceError(f"metric {metric.name} has no prometheus query configured")
+        wanted = {(pod.namespace, pod.name) for pod in pods}
+        if not wanted:
+            return [], {}
+        query, time_query = metric.prometheus_queries(namespace_matcher([ns for ns, _ in wanted]))
+        value_series, time_series = await asyncio.gather(
+            self.query(query, wanted, labels=labels), self.query(time_query, wanted, labels=False)
+        )
+        newest: dict[PodKey, float] = {}
+        for series in time_series:
+            when = _seconds(series.value)
+            if when is not None:
+                newest[series.pod] = max(newest.get(series.pod, -math.inf), when)
+        now = self._clock()
+        oldest, latest = now - self._max_age, now + FUTURE_TOLERANCE_SECONDS
+        return value_series, {key: when for key, when in newest.items() if oldest <= when <= latest}
 
     async def query(self, promql: str, wanted: Collection[PodKey], *, labels: bool = True) -> list[PodSeries]:
         """An instant query; the series of its vector result that belong to the pods in `wanted` (see promanswers).
