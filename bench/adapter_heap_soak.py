@@ -12,6 +12,11 @@ is read from /proc every `--sample-seconds`. Prints each one's RSS at the start 
 least-squares line over the samples after `--settle-minutes`) in MiB per hour; the two share the machine and its
 noise, so the difference of the slopes is what the refreeze does to memory. A run of an hour or more also checks the
 goal: the shipped adapter's slope under `--flat` MiB per hour (docs/decisions/2026-11-28-adapter-hot-path.md).
+
+`--trace` adds a third adapter, as shipped but under `tracemalloc` (`--trace-frames` frames a block): it writes a
+snapshot of its traced blocks once the settle time has passed and every `--trace-every` minutes after, and the run
+ends with the traced bytes' slope beside the RSS slope (growth of Python's own blocks, or of memory it does not trace:
+C buffers, fragmentation) and the source lines whose blocks grew most between the first and the last snapshot.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import pickle
 import random
 import ssl
 import statistics
@@ -26,6 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import tracemalloc
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,6 +51,29 @@ WITHOUT_REFREEZE = (
     "from adapter.cli import main\n"
     "sys.exit(main())\n"
 )
+# the shipped adapter under tracemalloc; a thread writes snapshots (the bench's own, not the adapter's, code)
+TRACED = """\
+import pickle, sys, threading, time, tracemalloc
+FRAMES, FIRST, EVERY, DIRECTORY = {frames}, {first}, {every}, {directory!r}
+tracemalloc.start(FRAMES)
+started = time.monotonic()
+
+def snapshots():
+    totals = []
+    time.sleep(FIRST)
+    while True:
+        snapshot = tracemalloc.take_snapshot().filter_traces([tracemalloc.Filter(False, tracemalloc.__file__)])
+        elapsed = time.monotonic() - started
+        totals.append((elapsed, tracemalloc.get_traced_memory()[0] / 2**20))
+        snapshot.dump(DIRECTORY + ("/trace-first.snap" if len(totals) == 1 else "/trace-last.snap"))
+        with open(DIRECTORY + "/trace-totals.pickle", "wb") as out:
+            pickle.dump(totals, out)
+        time.sleep(EVERY)
+
+threading.Thread(target=snapshots, daemon=True).start()
+from adapter.cli import main
+sys.exit(main())
+"""
 
 
 @dataclass
@@ -137,6 +167,27 @@ async def soak(
             await session.close()
 
 
+def traced_growth(directory: Path, settle: float, shown: int = 12) -> list[str]:
+    """The traced adapter's report: traced bytes over time and the source lines whose blocks grew most."""
+    totals_path, first_path, last_path = (
+        directory / n for n in ("trace-totals.pickle", "trace-first.snap", "trace-last.snap")
+    )
+    if not totals_path.exists() or not last_path.exists():
+        return ["traced       fewer than two snapshots: run longer than the settle time plus --trace-every"]
+    totals: list[tuple[float, float]] = pickle.loads(totals_path.read_bytes())
+    first, last = tracemalloc.Snapshot.load(str(first_path)), tracemalloc.Snapshot.load(str(last_path))
+    hours = (totals[-1][0] - totals[0][0]) / 3600
+    lines = [
+        f"traced       Python's blocks {totals[0][1]:.1f} -> {totals[-1][1]:.1f} MiB over {hours * 60:.0f} min"
+        f"   slope {slope_mib_per_hour(totals, settle):+.2f} MiB/h"
+        f"   ({len(totals)} snapshots; the source lines whose blocks grew most:)"
+    ]
+    for stat in last.compare_to(first, "traceback")[:shown]:
+        where = " <- ".join(f"{Path(f.filename).name}:{f.lineno}" for f in reversed(stat.traceback[-4:]))
+        lines.append(f"  {stat.size_diff / 2**20:+7.2f} MiB {stat.count_diff:+8d} blocks  {where}")
+    return lines
+
+
 def slope_mib_per_hour(samples: list[tuple[float, float]], after: float) -> float:
     """The least-squares slope of RSS over time, for the samples taken `after` seconds or later."""
     kept = [(t / 3600, rss) for t, rss in samples if t >= after]
@@ -161,6 +212,9 @@ def main() -> None:
     )
     parser.add_argument("--flat", type=float, default=1.0, help="the goal: slope under this many MiB per hour")
     parser.add_argument("--keep", type=Path, help="work in this directory and keep it (the adapters' logs)")
+    parser.add_argument("--trace", action="store_true", help="a third adapter under tracemalloc (see above)")
+    parser.add_argument("--trace-frames", type=int, default=6, help="frames kept a traced block")
+    parser.add_argument("--trace-every", type=float, default=10.0, help="minutes between snapshots after the first")
     args = parser.parse_args()
     settle = min(args.settle_minutes * 60, args.hours * 3600 / 2)
     with tempfile.TemporaryDirectory(prefix="gpu-pulse-soak-") as tmp:
@@ -174,9 +228,15 @@ def main() -> None:
                 start_adapter("refreeze", ["-m", "adapter.cli"], credentials, args.port),
                 start_adapter("no-refreeze", ["-c", WITHOUT_REFREEZE], credentials, args.port),
             ]
+            if args.trace:
+                program = TRACED.format(
+                    frames=args.trace_frames, first=settle, every=args.trace_every * 60, directory=str(workdir)
+                )
+                adapters.append(start_adapter("traced", ["-c", program], credentials, args.port))
             asyncio.run(soak(args, info, adapters, credentials.client_ssl()))
         finally:
             stop([adapter.process for adapter in adapters] + [fleet])
+        traced = traced_growth(workdir, settle) if args.trace else []
     print(
         f"soak: {args.hours:g} h, {info['nodes']} GPU nodes, {info['gpu_pods']} GPU pods,"
         f" {info['other_pods']} other pods, {len(info['deployments'])} HPAs every {args.hpa_period:g} s;"
@@ -193,6 +253,7 @@ def main() -> None:
         for status, said in adapter.first_failure.items():
             print(f"{'':<12} the first {status}: {said}")
     print(f"difference   refreeze - no-refreeze = {slopes['refreeze'] - slopes['no-refreeze']:+.2f} MiB/h")
+    print("\n".join(traced))
     if args.hours < 1:
         print(f"goal         slope < {args.flat:g} MiB/h: not judged (a run under an hour)")
         return
