@@ -11,7 +11,8 @@ decoded in steps, each refusing what the HTTP API would never send before it cos
    `max_series` the decoder stops (`SERIES_PER_BYTE`: a real series is 250 bytes or more). A series' labels stay
    undecoded bytes at this step;
 3. each series' `namespace` and `pod` only; the labels of the series of the pods asked about are decoded last, each
-   set bounded in size, and only when asked for (the HPA's question reads values alone).
+   set bounded in size, and only when asked for (the HPA's question reads values alone). Values without labels, when
+   each pod asked about has one series, take one pass that builds `namespace` and `pod` and skips the rest.
 
 The HTTP API documents the shape (prometheus/prometheus docs/querying/api.md, "Instant vectors"): `data.result` is a
 list of `{"metric": {<label>: <value>}, "value": [<unix time>, "<sample value>"]}`, label values strings, the sample
@@ -78,13 +79,34 @@ class _Head(msgspec.Struct):
     data: _HeadData | None = None
 
 
-class _Identity(msgspec.Struct):
+class _Identity(msgspec.Struct, gc=False):
     namespace: str = ""
     pod: str = ""
 
 
+class _IdentifiedSeries(msgspec.Struct, gc=False):
+    """A series with its `namespace` and `pod` only (its other labels skipped unbuilt), counted as `_Series` is."""
+
+    metric: _Identity
+    value: tuple[float, str]
+
+    def __post_init__(self) -> None:
+        _counting.left -= 1
+        if _counting.left < 0:
+            raise ValueError(f"more than {_counting.limit} series")
+
+
+class _IdentifiedResult(msgspec.Struct):
+    result: list[_IdentifiedSeries] | None = None
+
+
+class _IdentifiedBody(msgspec.Struct):
+    data: _IdentifiedResult
+
+
 _HEAD = msgspec.json.Decoder(_Head)
 _BODY = msgspec.json.Decoder(_Body)
+_IDENTIFIED = msgspec.json.Decoder(_IdentifiedBody)
 _IDENTITY = msgspec.json.Decoder(_Identity)
 _LABELS = msgspec.json.Decoder(dict[str, str])
 
@@ -135,12 +157,40 @@ def decode_answer(
         if isinstance(result_type, str) and result_type in ("matrix", "scalar", "string"):
             raise SourceError(f"the query {promql!r} returns a {result_type}, not an instant vector")
         raise SourceUnavailableError("prometheus answered with an unknown resultType")
+    if not labels:
+        found = _one_series_a_pod(body, wanted, max_series)
+        if found is not None:
+            return found
     _counting.left = _counting.limit = max_series
     try:
         series = _BODY.decode(body).data.result or []
     except (msgspec.DecodeError, msgspec.ValidationError, RecursionError) as error:
         raise SourceUnavailableError(f"prometheus answered with a malformed vector: {_one_line(error)}") from None
     return _of_pods(series, wanted, labels)
+
+
+def _one_series_a_pod(body: bytes, wanted: Collection[PodKey], max_series: int) -> list[PodSeries] | None:
+    """The series of the pods in `wanted`, without their labels, decoded in one pass when each of those pods has one
+    series (a pod of one GPU, or a query that aggregates by pod: the common case); None when one has several, whose
+    label sets tell devices from repeats (`_of_pods`)."""
+    _counting.left = _counting.limit = max_series
+    try:
+        series = _IDENTIFIED.decode(body).data.result or []
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError) as error:
+        raise SourceUnavailableError(f"prometheus answered with a malformed vector: {_one_line(error)}") from None
+    found: list[PodSeries] = []
+    keep = found.append
+    seen: set[PodKey] = set()
+    remember = seen.add
+    for one in series:
+        pod = (one.metric.namespace, one.metric.pod)
+        if pod in wanted:
+            before = len(seen)
+            remember(pod)
+            if len(seen) == before:
+                return None
+            keep(PodSeries(pod, None, one.value[1]))
+    return found
 
 
 def _of_pods(series: list[_Series], wanted: Collection[PodKey], labels: bool) -> list[PodSeries]:
