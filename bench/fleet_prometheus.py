@@ -3,7 +3,7 @@ series of 20,000 GPU pods (a day of history backfilled with promtool, the last m
 
     PYTHONPATH=. python bench/fleet_prometheus.py [--pods 20000] [--namespaces 100] [--hours 24] [--queries 300]
         [--step 1800] [--no-rules] [--evaluation-interval 30] [--rule-window SECONDS] [--no-panels]
-        [--panel-repeats 5] [--field-set default|all] [--snapshots 8] [--profile] [--keep DIR]
+        [--panel-repeats 5] [--field-set default|all] [--snapshots 8] [--fleet-nice 10] [--profile] [--keep DIR]
 
 The fleet: `--pods` pods with one GPU each, 8 per node (H100 nodes gpu-0000..), in `--namespaces` namespaces: `bench`
 holds `--namespace-pods` pods of Deployment `infer` (app=infer), the others (team-00..) share the rest, 4 Deployments
@@ -31,7 +31,8 @@ its series and nowhere else.
 3. A real `prometheus` on those blocks (--storage.tsdb.max-block-duration=2h: see start_prometheus), later with the
    shipped rule file (rules/dist/dcgm, every --evaluation-interval seconds; --no-rules leaves it out), scraping the
    fleet every 15 s from `--shards` targets served by one process of this script (honor_labels, as shipped), its
-   query log on. Measuring starts once every target has been scraped for 65 s (the `[1m]` windows hold live samples
+   query log on. The fleet's processes (the targets, the API stand-in) run at `--fleet-nice` (10): they stand for
+   other machines. Measuring starts once every target has been scraped for 65 s (the `[1m]` windows hold live samples
    only).
 4. The baseline (--baseline-window, default 180 s): Prometheus scrapes the fleet without the rules, nothing else asks
    it anything, and its CPU is read. Then the shipped rules are loaded (the configuration rewritten, POST /-/reload)
@@ -695,8 +696,11 @@ class Running:
 
 
 def start_role(running: Running, role: str, args: argparse.Namespace) -> None:
-    """Start this script as `role` (cluster or exporters); `role_url` waits for it."""
-    argv = [sys.executable, str(Path(__file__)), f"--role={role}", f"--ready={running.workdir / f'{role}.json'}"]
+    """Start this script as `role` (cluster or exporters), at `--fleet-nice`; `role_url` waits for it. The simulated
+    fleet stands for 2,500 other machines and the Kubernetes API's, whose CPU Prometheus and the adapter never share
+    in a cluster; on this machine it would otherwise take turns with them for its cores (as in bench/fleet.py)."""
+    argv = ["nice", f"-n{args.fleet_nice}", sys.executable, str(Path(__file__)), f"--role={role}"]
+    argv += [f"--ready={running.workdir / f'{role}.json'}"]
     argv += [f"--pods={args.pods}", f"--namespaces={args.namespaces}", f"--namespace-pods={args.namespace_pods}"]
     argv += [f"--shards={args.shards}", f"--cpu-pods={args.cpu_pods}", f"--template={running.workdir / TEMPLATE}"]
     running.processes.start(role, argv)
@@ -1268,6 +1272,13 @@ def main(argv: Sequence[str] | None = None) -> None:
         type=float,
         default=180.0,
         help="seconds of steady work without the rules first, whose CPU is taken from the rule window's",
+    )
+    parser.add_argument(
+        "--fleet-nice",
+        type=int,
+        default=10,
+        help="the simulated fleet's niceness: its exporters and API stand-in are other machines (0: it competes with "
+        "Prometheus and the adapter)",
     )
     parser.add_argument("--profile", action="store_true", help="run the adapter under cProfile and print the top")
     parser.add_argument("--keep", type=Path, help="work in this directory and keep it (blocks, logs, query log)")
