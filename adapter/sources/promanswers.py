@@ -50,14 +50,18 @@ INLINE_DECODE_BYTES = 64 * 1024  # an answer past this (some 250 series) is deco
 _counting = threading.local()  # the series the decoder of this thread may still build
 
 
-class _Series(msgspec.Struct, gc=False):
-    metric: msgspec.Raw
-    value: tuple[float, str]
+class _Counted(msgspec.Struct, gc=False):
+    """A series that counts itself as it is decoded: past the limit of this thread's decoder, decoding stops."""
 
     def __post_init__(self) -> None:
         _counting.left -= 1
         if _counting.left < 0:
             raise ValueError(f"more than {_counting.limit} series")
+
+
+class _Series(_Counted):
+    metric: msgspec.Raw
+    value: tuple[float, str]
 
 
 class _Result(msgspec.Struct):
@@ -84,16 +88,11 @@ class _Identity(msgspec.Struct, gc=False):
     pod: str = ""
 
 
-class _IdentifiedSeries(msgspec.Struct, gc=False):
-    """A series with its `namespace` and `pod` only (its other labels skipped unbuilt), counted as `_Series` is."""
+class _IdentifiedSeries(_Counted):
+    """A series with its `namespace` and `pod` only (its other labels skipped unbuilt)."""
 
     metric: _Identity
     value: tuple[float, str]
-
-    def __post_init__(self) -> None:
-        _counting.left -= 1
-        if _counting.left < 0:
-            raise ValueError(f"more than {_counting.limit} series")
 
 
 class _IdentifiedResult(msgspec.Struct):
