@@ -137,13 +137,14 @@ def overview_board(jobs: Jobs) -> Board:
         Query(f"avg(up{TARGETS})", "exporters up"),
         max_value=1,
     )
+    age = f"timestamp(gpu_pulse_snapshot_timestamp_seconds{TARGETS}) - gpu_pulse_snapshot_timestamp_seconds{TARGETS}"
     b.timeseries(
-        "Snapshot age at scrape by node",
-        "How old each exporter's snapshot was when it was scraped; above a few poll intervals the poll loop is stuck.",
+        "Snapshot age at scrape, the oldest nodes",
+        "How old the exporters' snapshots were when scraped: the five oldest nodes at each moment and the fleet's "
+        "median. Above a few poll intervals a node's poll loop is stuck (the node board shows each node's own). A line "
+        "per node would be thousands of lines on a large fleet.",
         "s",
-        Query(
-            f"timestamp(gpu_pulse_snapshot_timestamp_seconds{TARGETS}) - gpu_pulse_snapshot_timestamp_seconds{TARGETS}",
-            "{{node}}",
-        ),
+        Query(f"topk(5, {age})", "{{node}}"),
+        Query(f"quantile(0.5, {age})", "median node"),
     )
     return b
