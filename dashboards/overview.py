@@ -1,12 +1,18 @@
-"""Cluster GPU overview: fleet utilization, allocation against use, idle cost, health. Reads recorded series only, so it
-works with exporters of either dialect.
+"""Cluster GPU overview: fleet utilization, allocation against use, idle cost, health. Reads recorded series, so it
+works with exporters of either dialect; only the exporters' own health (up, the oldest snapshots now) reads their own
+series, the same in both.
 """
 
 from __future__ import annotations
 
 from dashboards.grafana import NAMESPACE_DRILL, RECORDED, Board, Query, Variable, job_variable, matcher
 from rules.jobs import Jobs
-from rules.names import CLUSTER_UTIL_COUNT, CLUSTER_UTIL_SUM
+from rules.names import (
+    CLUSTER_SNAPSHOT_AGE_MAX,
+    CLUSTER_SNAPSHOT_AGE_MEDIAN,
+    CLUSTER_UTIL_COUNT,
+    CLUSTER_UTIL_SUM,
+)
 
 C = matcher(cluster="cluster")
 TARGETS = matcher(job="job", cluster="cluster")
@@ -137,14 +143,21 @@ def overview_board(jobs: Jobs) -> Board:
         Query(f"avg(up{TARGETS})", "exporters up"),
         max_value=1,
     )
-    age = f"timestamp(gpu_pulse_snapshot_timestamp_seconds{TARGETS}) - gpu_pulse_snapshot_timestamp_seconds{TARGETS}"
     b.timeseries(
-        "Snapshot age at scrape, the oldest nodes",
-        "How old the exporters' snapshots were when scraped: the five oldest nodes at each moment and the fleet's "
-        "median. Above a few poll intervals a node's poll loop is stuck (the node board shows each node's own). A line "
-        "per node would be thousands of lines on a large fleet.",
+        "Snapshot age at scrape",
+        "How old the exporters' snapshots were when scraped: the oldest and the median exporter (with several "
+        "clusters chosen, the highest of their medians). Above a few poll intervals a poll loop is stuck or too slow: "
+        "the table below names the exporter.",
         "s",
-        Query(f"topk(5, {age})", "{{node}}"),
-        Query(f"quantile(0.5, {age})", "median node"),
+        Query(f"max({CLUSTER_SNAPSHOT_AGE_MAX}{C})", "oldest"),
+        Query(f"max({CLUSTER_SNAPSHOT_AGE_MEDIAN}{C})", "median"),
+        min_interval=RECORDED,
+    )
+    age = f"timestamp(gpu_pulse_snapshot_timestamp_seconds{TARGETS}) - gpu_pulse_snapshot_timestamp_seconds{TARGETS}"
+    b.table(
+        "Oldest snapshots now",
+        "The ten exporters whose snapshots were oldest at their last scrape, with their age in seconds.",
+        "s",
+        Query(f"topk(10, {age})", "{{node}}"),
     )
     return b

@@ -23,6 +23,8 @@ from rules.model import ExprCase, Recording, RuleTest
 from rules.names import (
     BY_CLUSTER,
     BY_NODE,
+    CLUSTER_SNAPSHOT_AGE_MAX,
+    CLUSTER_SNAPSHOT_AGE_MEDIAN,
     CLUSTER_UTIL_COUNT,
     CLUSTER_UTIL_SUM,
     DEV_ENERGY,
@@ -32,7 +34,7 @@ from rules.names import (
     DEV_UP,
     DEV_UTIL,
 )
-from rules.series import device_series, ramp, steady, up_series
+from rules.series import device_series, plain_series, ramp, steady, up_series
 
 
 def _device(vocab: Vocabulary, key: str, expr_name: str | None = None) -> str:
@@ -215,6 +217,7 @@ def node_rules() -> tuple[Recording, ...]:
             ),
         ),
         *cluster_utilization_rules(),
+        *cluster_snapshot_age_rules(),
         Recording(
             "node:nvidia_gpu_memory_used_bytes:sum",
             f"sum by ({BY_NODE}) ({DEV_MEM_USED}{whole})",
@@ -353,6 +356,50 @@ def cluster_utilization_rules() -> tuple[Recording, ...]:
                     "cluster utilization count",
                     inputs,
                     expr_cases=(ExprCase("2m", (expect(CLUSTER_UTIL_COUNT, {}, 2),)),),
+                ),
+            ),
+        ),
+    )
+
+
+# the exporters' own series as Prometheus stores them: one per exporter target
+SNAPSHOT = "gpu_pulse_snapshot_timestamp_seconds"
+SNAPSHOT_AGE = f"timestamp({SNAPSHOT}) - {SNAPSHOT}"
+
+
+def cluster_snapshot_age_rules() -> tuple[Recording, ...]:
+    """How old the exporters' snapshots were at their last scrape, the oldest and the median per cluster: the overview
+    board draws the fleet's from two series per cluster instead of working out every exporter's age at each step of
+    its range (dashboards/overview.py)."""
+    ages = (
+        plain_series(SNAPSHOT, {"instance": "10.0.0.11:9400", "node": NODE}, ramp(0, 60, 6)),  # fresh: 0 s
+        plain_series(SNAPSHOT, {"instance": "10.0.0.12:9400", "node": MIG_NODE}, ramp(-30, 60, 6)),  # 30 s behind
+        # a poll loop stuck from minute 3: 120 s old at minute 5
+        plain_series(
+            SNAPSHOT, {"instance": "10.0.0.13:9400", "node": "gpu-node-3"}, ramp(0, 60, 4).then(steady(180, 2))
+        ),
+    )
+    return (
+        Recording(
+            CLUSTER_SNAPSHOT_AGE_MAX,
+            f"max by ({BY_CLUSTER}) ({SNAPSHOT_AGE})",
+            "Seconds the oldest exporter's snapshot had been taken when it was last scraped; above a few poll "
+            "intervals a poll loop is stuck or too slow.",
+            (
+                RuleTest(
+                    "oldest snapshot", ages, expr_cases=(ExprCase("5m", (expect(CLUSTER_SNAPSHOT_AGE_MAX, {}, 120),)),)
+                ),
+            ),
+        ),
+        Recording(
+            CLUSTER_SNAPSHOT_AGE_MEDIAN,
+            f"quantile by ({BY_CLUSTER}) (0.5, {SNAPSHOT_AGE})",
+            "Seconds the median exporter's snapshot had been taken when it was last scraped.",
+            (
+                RuleTest(
+                    "median snapshot",
+                    ages,
+                    expr_cases=(ExprCase("5m", (expect(CLUSTER_SNAPSHOT_AGE_MEDIAN, {}, 30),)),),
                 ),
             ),
         ),

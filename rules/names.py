@@ -44,6 +44,8 @@ DEV_ENERGY = "node_gpu:nvidia_gpu_energy_joules:rate5m"
 OWNER = "namespace_workload_pod:gpu_pulse_kube_pod_owner:relabel"
 CLUSTER_UTIL_SUM = "cluster:nvidia_gpu_utilization_ratio:sum"
 CLUSTER_UTIL_COUNT = "cluster:nvidia_gpu_utilization_ratio:count"
+CLUSTER_SNAPSHOT_AGE_MAX = "cluster:gpu_pulse_snapshot_age_seconds:max"
+CLUSTER_SNAPSHOT_AGE_MEDIAN = "cluster:gpu_pulse_snapshot_age_seconds:median"
 
 BY_CLUSTER = "cluster"
 BY_NODE = "cluster, node"
