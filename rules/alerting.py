@@ -10,7 +10,7 @@ from rules.gpu_health import fast_gpu_alerts, lab, minute_gpu_alerts, slow_gpu_a
 from rules.inference_alerts import InferenceSLO, inference_alerts
 from rules.jobs import Jobs
 from rules.model import Alert, AlertCase, ExpectedAlert, Group, InputSeries, RuleTest, Severity
-from rules.names import POD_UTIL
+from rules.names import POD_UTIL, SNAPSHOT_AGE
 from rules.series import (
     PodEdge,
     PodKey,
@@ -180,8 +180,7 @@ def exporter_alerts(jobs: Jobs) -> tuple[Alert, ...]:
         ),
         Alert(
             "GPUExporterSnapshotStale",
-            "timestamp(gpu_pulse_snapshot_timestamp_seconds) - gpu_pulse_snapshot_timestamp_seconds"
-            " > clamp_min(3 * gpu_pulse_poll_interval_seconds, 30)",
+            f"{SNAPSHOT_AGE} > clamp_min(3 * gpu_pulse_poll_interval_seconds, 30)",
             "5m",
             Severity.WARNING,
             "A gpu-pulse exporter serves an old snapshot.",

@@ -33,6 +33,8 @@ from rules.names import (
     DEV_POWER,
     DEV_UP,
     DEV_UTIL,
+    SNAPSHOT,
+    SNAPSHOT_AGE,
 )
 from rules.series import device_series, plain_series, ramp, steady, up_series
 
@@ -360,11 +362,6 @@ def cluster_utilization_rules() -> tuple[Recording, ...]:
             ),
         ),
     )
-
-
-# the exporters' own series as Prometheus stores them: one per exporter target
-SNAPSHOT = "gpu_pulse_snapshot_timestamp_seconds"
-SNAPSHOT_AGE = f"timestamp({SNAPSHOT}) - {SNAPSHOT}"
 
 
 def cluster_snapshot_age_rules() -> tuple[Recording, ...]:

@@ -46,6 +46,9 @@ CLUSTER_UTIL_SUM = "cluster:nvidia_gpu_utilization_ratio:sum"
 CLUSTER_UTIL_COUNT = "cluster:nvidia_gpu_utilization_ratio:count"
 CLUSTER_SNAPSHOT_AGE_MAX = "cluster:gpu_pulse_snapshot_age_seconds:max"
 CLUSTER_SNAPSHOT_AGE_MEDIAN = "cluster:gpu_pulse_snapshot_age_seconds:median"
+# an exporter's own series (one per exporter target) and how old its snapshot was at the scrape
+SNAPSHOT = "gpu_pulse_snapshot_timestamp_seconds"
+SNAPSHOT_AGE = f"timestamp({SNAPSHOT}) - {SNAPSHOT}"
 
 BY_CLUSTER = "cluster"
 BY_NODE = "cluster, node"
