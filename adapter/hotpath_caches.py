@@ -41,17 +41,39 @@ SECOND_BOUND = 256
 
 # describedObject texts (adapter.api.bodies.described_object) by (kind, apiVersion, namespace) and then name: an HPA's
 # question renders one per pod, and two lookups by strings (whose hashes Python keeps) cost less than one by a key of
-# four. At most DESCRIBED_NAMES names in a namespace, and DESCRIBED_NAMESPACES namespaces.
-DESCRIBED_NAMES = 32768
-DESCRIBED_NAMESPACES = 4096
+# four. At most DESCRIBED_NAMES names over all namespaces: pods replaced under new names leave their texts behind, and
+# a bound per namespace would let each namespace fill (docs/decisions/2026-11-28-adapter-hot-path.md, the heap soak).
+DESCRIBED_NAMES = 65536
 _DESCRIBED: dict[tuple[str, str, str | None], dict[str, str]] = {}
+_described_names = 0  # names stored since the texts were last forgotten
 
 
 def described_texts(kind: str, api_version: str, namespace: str | None) -> dict[str, str]:
     """The describedObject texts of `kind` objects in `namespace` (None: objects that are not namespaced), by name:
-    `keep` them with DESCRIBED_NAMES."""
+    look up with `get`, store with `keep_described`."""
     key = (kind, api_version, namespace)
     texts = _DESCRIBED.get(key)
     if texts is None:
-        texts = keep(_DESCRIBED, key, {}, DESCRIBED_NAMESPACES)
+        if len(_DESCRIBED) >= DESCRIBED_NAMES:  # namespaces come and go too: past as many as names, start over
+            _forget_described()
+            _DESCRIBED.clear()
+        texts = _DESCRIBED[key] = {}
     return texts
+
+
+def keep_described(texts: dict[str, str], name: str, text: str) -> str:
+    """Store `text` under `name` in `texts` (from `described_texts`, where `name` is not yet); past DESCRIBED_NAMES
+    names in all, every namespace's texts are forgotten first, emptied in place (a caller's dict stays valid)."""
+    global _described_names
+    if _described_names >= DESCRIBED_NAMES:
+        _forget_described()
+    texts[name] = text
+    _described_names += 1
+    return text
+
+
+def _forget_described() -> None:
+    global _described_names
+    for texts in _DESCRIBED.values():
+        texts.clear()
+    _described_names = 0

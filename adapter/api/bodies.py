@@ -17,13 +17,13 @@ from decimal import ROUND_HALF_UP, Decimal, localcontext
 
 from adapter.api.paths import CUSTOM_GROUP, EXTERNAL_GROUP
 from adapter.hotpath_caches import (
-    DESCRIBED_NAMES,
     QUANTITY_BOUND,
     QUANTITY_TEXTS,
     SECOND_BOUND,
     SECOND_TEXTS,
     described_texts,
     keep,
+    keep_described,
 )
 from adapter.quantity import canonical_quantity
 from adapter.sources.metricsource import ServedValue
@@ -81,7 +81,7 @@ def described_object(kind: str, api_version: str, namespace: str | None, name: s
     texts = described_texts(kind, api_version, namespace)
     text = texts.get(name)
     if text is None:
-        text = keep(texts, name, _described_object(kind, api_version, namespace, name), DESCRIBED_NAMES)
+        text = keep_described(texts, name, _described_object(kind, api_version, namespace, name))
     return text
 
 
@@ -128,7 +128,7 @@ class CustomItems:
             text = texts.get(pod.name)
             if text is None:
                 text = _described_object(kind, api_version, namespace, pod.name)
-                keep(texts, pod.name, text, DESCRIBED_NAMES)
+                keep_described(texts, pod.name, text)
             refer(text)
         return self.add_all(references, values)
 

@@ -3,11 +3,14 @@ quantity and decimal caches are held to that in tests/adapter/test_wire_formats.
 
 from __future__ import annotations
 
+from unittest.mock import patch
+
 from hypothesis import given
 from hypothesis import strategies as st
 
+from adapter import hotpath_caches
 from adapter.api.bodies import _described_object, described_object
-from adapter.hotpath_caches import described_texts, keep
+from adapter.hotpath_caches import described_texts, keep, keep_described
 
 
 @given(st.lists(st.integers(min_value=0, max_value=50), max_size=200), st.integers(min_value=1, max_value=10))
@@ -25,3 +28,33 @@ def test_a_described_object_text_is_the_one_made_afresh_and_is_kept(namespace: s
     assert described_object("Pod", "/v1", namespace, name) == made
     assert described_texts("Pod", "/v1", namespace).get(name) == made
     assert described_object("Pod", "/v1", namespace, name) == made
+
+
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["ml", "other", "third", None]), st.text(alphabet="abc-", min_size=1, max_size=3)),
+        max_size=200,
+    ),
+    st.integers(min_value=1, max_value=8),
+)
+def test_described_texts_are_bounded_over_all_namespaces_and_stay_what_is_made_afresh(
+    asked: list[tuple[str | None, str]], bound: int
+) -> None:
+    """Pods replaced under new names in many namespaces: never more than DESCRIBED_NAMES texts in all (a bound per
+    namespace let each namespace fill), and each answer's text is the one made afresh, before and after forgetting."""
+    with patch.object(hotpath_caches, "DESCRIBED_NAMES", bound):
+        hotpath_caches._forget_described()
+        for namespace, name in asked:
+            assert described_object("Pod", "/v1", namespace, name) == _described_object("Pod", "/v1", namespace, name)
+            assert sum(len(texts) for texts in hotpath_caches._DESCRIBED.values()) <= bound
+
+
+def test_a_namespaces_texts_held_while_the_texts_are_forgotten_stay_usable() -> None:
+    """`CustomItems.add_pods` holds a namespace's dict across its pods: forgetting empties it in place."""
+    with patch.object(hotpath_caches, "DESCRIBED_NAMES", 2):
+        hotpath_caches._forget_described()
+        texts = described_texts("Pod", "/v1", "ml")
+        for name in ("a", "b", "c"):
+            keep_described(texts, name, _described_object("Pod", "/v1", "ml", name))
+        assert texts == {"c": _described_object("Pod", "/v1", "ml", "c")}
+        assert described_texts("Pod", "/v1", "ml") is texts
