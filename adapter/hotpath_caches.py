@@ -3,8 +3,9 @@
 Figures (a percent to a tenth, a GPU's memory size), sample seconds and pod names repeat across node documents and
 answers, so their decimals and texts are kept here, each a plain dict bounded by `keep`. Not functools.lru_cache, which
 keys each call by a tuple the garbage collector tracks; a dict of strings and numbers is never tracked
-(docs/decisions/2026-11-28-adapter-hot-path.md). Callers look up with the dict's `get` and store with `keep`. Nothing
-else here: what each value is stays with the code that works it out.
+(docs/decisions/2026-11-28-adapter-hot-path.md). Callers look up with the dict's `get` and store with `keep`, or, for
+the describedObject texts (a dict per namespace, bounded over all of them), `keep_described`. Nothing else here: what
+each value is stays with the code that works it out.
 """
 
 from __future__ import annotations
