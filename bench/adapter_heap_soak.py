@@ -16,7 +16,11 @@ goal: the shipped adapter's slope under `--flat` MiB per hour (docs/decisions/20
 `--trace` adds a third adapter, as shipped but under `tracemalloc` (`--trace-frames` frames a block): it writes a
 snapshot of its traced blocks once the settle time has passed and every `--trace-every` minutes after, and the run
 ends with the traced bytes' slope beside the RSS slope (growth of Python's own blocks, or of memory it does not trace:
-C buffers, fragmentation) and the source lines whose blocks grew most between the first and the last snapshot.
+C buffers, fragmentation) and the source lines whose blocks grew most between the first and the last snapshot. On two
+cores a traced replica falls behind and grows by its requests in flight; `--census` adds instead a replica as shipped
+with bench/heap_census.py's thread, which costs nothing between its counts (every `--census-every` minutes once
+settled), and the run ends with what grew most between the first count and the last: pymalloc's blocks, malloc's
+bytes, tracked objects by type, large containers by where they are held.
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from adapter_cluster import AdapterCredentials, served_url, wait_adapter_ready
 from fleet import memory, start_fleet, stop
+from heap_census import growth
 
 REPO = Path(__file__).resolve().parents[1]
 WITHOUT_REFREEZE = (
@@ -71,6 +76,15 @@ def snapshots():
         time.sleep(EVERY)
 
 threading.Thread(target=snapshots, daemon=True).start()
+from adapter.cli import main
+sys.exit(main())
+"""
+# the shipped adapter with a census of its heap every few minutes (bench/heap_census.py)
+CENSUS = """\
+import pathlib, sys
+sys.path.insert(0, {bench!r})
+import heap_census
+heap_census.start({first}, {every}, pathlib.Path({out!r}))
 from adapter.cli import main
 sys.exit(main())
 """
@@ -215,6 +229,8 @@ def main() -> None:
     parser.add_argument("--trace", action="store_true", help="a third adapter under tracemalloc (see above)")
     parser.add_argument("--trace-frames", type=int, default=6, help="frames kept a traced block")
     parser.add_argument("--trace-every", type=float, default=10.0, help="minutes between snapshots after the first")
+    parser.add_argument("--census", action="store_true", help="a third adapter counting its heap (see above)")
+    parser.add_argument("--census-every", type=float, default=10.0, help="minutes between counts after the first")
     args = parser.parse_args()
     settle = min(args.settle_minutes * 60, args.hours * 3600 / 2)
     with tempfile.TemporaryDirectory(prefix="gpu-pulse-soak-") as tmp:
@@ -233,10 +249,16 @@ def main() -> None:
                     frames=args.trace_frames, first=settle, every=args.trace_every * 60, directory=str(workdir)
                 )
                 adapters.append(start_adapter("traced", ["-c", program], credentials, args.port))
+            if args.census:
+                program = CENSUS.format(
+                    bench=str(REPO / "bench"), first=settle, every=args.census_every * 60, out=str(workdir / "census")
+                )
+                adapters.append(start_adapter("census", ["-c", program], credentials, args.port))
             asyncio.run(soak(args, info, adapters, credentials.client_ssl()))
         finally:
             stop([adapter.process for adapter in adapters] + [fleet])
         traced = traced_growth(workdir, settle) if args.trace else []
+        counted = growth(workdir / "census") if args.census else []
     print(
         f"soak: {args.hours:g} h, {info['nodes']} GPU nodes, {info['gpu_pods']} GPU pods,"
         f" {info['other_pods']} other pods, {len(info['deployments'])} HPAs every {args.hpa_period:g} s;"
@@ -253,7 +275,7 @@ def main() -> None:
         for status, said in adapter.first_failure.items():
             print(f"{'':<12} the first {status}: {said}")
     print(f"difference   refreeze - no-refreeze = {slopes['refreeze'] - slopes['no-refreeze']:+.2f} MiB/h")
-    print("\n".join(traced))
+    print("\n".join(traced + counted))
     if args.hours < 1:
         print(f"goal         slope < {args.flat:g} MiB/h: not judged (a run under an hour)")
         return

@@ -1,0 +1,147 @@
+"""A census of a live process's heap, cheap between censuses: what bench/adapter_heap_soak.py's `--census` replica runs.
+
+tracemalloc costs every allocation (a traced replica took 84-94% of a core where the others took 5-11%, fell behind
+and grew by its requests in flight: docs/decisions/2026-11-28-adapter-hot-path.md). A census costs nothing between
+counts and a few seconds at each: a thread wakes every few minutes and writes one JSON line of
+- pymalloc's allocated blocks (`sys.getallocatedblocks`) and glibc's `mallinfo2` (bytes in use and free in malloc's
+  arenas, and in mmap'd chunks): Python's small objects apart from C buffers and from free space the allocator keeps;
+- the garbage collector's tracked objects by type;
+- every large container (`LARGE` items or more) that a tracked object refers to, by where it is held: a module's
+  global, an attribute's dict of a class's instance, or the holder's type. The hot path's caches are dicts of strings
+  and numbers, which the collector does not track, so they are found through their holders, not in gc.get_objects().
+
+`growth(path)` reads two censuses back and says which counts grew most between them.
+"""
+
+from __future__ import annotations
+
+import collections
+import ctypes
+import gc
+import json
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+LARGE = 1000  # items: a container this large is listed by where it is held
+
+
+class _MallInfo2(ctypes.Structure):  # glibc's struct mallinfo2 (malloc.h, glibc 2.33 and later)
+    _fields_ = [
+        (name, ctypes.c_size_t)
+        for name in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks")
+    ] + [("keepcost", ctypes.c_size_t)]
+
+
+def malloc_bytes() -> dict[str, int]:
+    """glibc's counts, in bytes: in use and free in malloc's arenas, and in mmap'd chunks ({} off glibc 2.33+)."""
+    try:
+        mallinfo2 = ctypes.CDLL(None).mallinfo2  # the process's own symbols: the C library it runs on
+    except (OSError, AttributeError):
+        return {}
+    mallinfo2.restype = _MallInfo2
+    info = mallinfo2()
+    return {"in_use": info.uordblks, "free": info.fordblks, "mmapped": info.hblkhd}
+
+
+def census(large: int = LARGE) -> dict[str, Any]:
+    """One count of this process's heap (see the module's docstring)."""
+    started = time.monotonic()
+    modules = {id(vars(m)): m.__name__ for m in list(sys.modules.values()) if hasattr(m, "__dict__")}
+    objects = gc.get_objects()
+    types = collections.Counter(type(o).__qualname__ for o in objects)
+    owners: dict[int, str] = {}  # id of an instance's attribute dict -> its class
+    for o in objects:
+        if not isinstance(o, (dict, list, tuple, set, frozenset)):
+            for r in gc.get_referents(o):
+                if type(r) is dict:
+                    owners.setdefault(id(r), type(o).__qualname__)
+    held: dict[int, tuple[str, int]] = {}  # id of a large container -> (where it is held, its length)
+    for o in objects:
+        try:
+            referents = gc.get_referents(o)
+            for r in referents:
+                if type(r) in (dict, list, set) and id(r) not in held and len(r) >= large:
+                    held[id(r)] = (f"{_holder(o, r, modules, owners)} {type(r).__name__}", len(r))
+        except RuntimeError:  # a dict that changed size while looked through: the next census counts it
+            continue
+    del objects
+    by_place: dict[str, list[int]] = {}
+    for place, length in held.values():
+        by_place.setdefault(place, []).append(length)
+    return {
+        "blocks": sys.getallocatedblocks(),
+        "malloc": malloc_bytes(),
+        "types": dict(types),
+        "large": {place: [len(lengths), sum(lengths)] for place, lengths in by_place.items()},
+        "seconds": round(time.monotonic() - started, 3),
+    }
+
+
+def _holder(holder: object, child: object, modules: dict[int, str], owners: dict[int, str]) -> str:
+    if type(holder) is dict:
+        name = modules.get(id(holder)) or (owners[id(holder)] + ".__dict__" if id(holder) in owners else "dict")
+        for key, value in list(holder.items()):
+            if value is child:
+                return f"{name}[{str(key)[:60]}]"
+        return f"{name} (a key)"
+    attributes = getattr(holder, "__dict__", None) if not isinstance(holder, type) else None
+    if type(attributes) is dict:  # an instance's attribute (CPython 3.11 lists the values, not the dict, as referents)
+        for key, value in list(attributes.items()):
+            if value is child:
+                return f"{type(holder).__qualname__}.{key}"
+    return type(holder).__qualname__
+
+
+def start(first: float, every: float, out: Path) -> threading.Thread:
+    """A daemon thread writing a census to `out` (a JSON line each, with the seconds since this call) after `first`
+    seconds and every `every` seconds after."""
+    started = time.monotonic()
+
+    def run() -> None:
+        time.sleep(first)
+        while True:
+            line = census()
+            line["elapsed"] = round(time.monotonic() - started, 1)
+            with out.open("a") as f:
+                f.write(json.dumps(line) + "\n")
+            time.sleep(every)
+
+    thread = threading.Thread(target=run, name="heap-census", daemon=True)
+    thread.start()
+    return thread
+
+
+def growth(path: Path, shown: int = 12) -> list[str]:
+    """The report of a census file: the first and last census, and what grew most between them."""
+    lines = [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+    if len(lines) < 2:
+        return ["census       fewer than two censuses: run longer than the settle time plus --census-every"]
+    first, last = lines[0], lines[-1]
+    minutes = (last["elapsed"] - first["elapsed"]) / 60
+    report = [
+        f"census       {len(lines)} censuses over {minutes:.0f} min (each {max(c['seconds'] for c in lines):.1f} s"
+        f" at most); pymalloc blocks {first['blocks']:,} -> {last['blocks']:,}"
+    ]
+    if first["malloc"] and last["malloc"]:
+        report.append(
+            "             malloc's MiB: "
+            + ", ".join(
+                f"{key} {first['malloc'][key] / 2**20:.1f} -> {last['malloc'][key] / 2**20:.1f}"
+                for key in ("in_use", "free", "mmapped")
+            )
+        )
+    types = _grew(first["types"], last["types"])[:shown]
+    report.append("             tracked objects grown most: " + ", ".join(f"{t} {d:+,}" for t, d in types))
+    places = _grew({p: v[1] for p, v in first["large"].items()}, {p: v[1] for p, v in last["large"].items()})[:shown]
+    for place, delta in places:
+        count, items = last["large"].get(place, [0, 0])
+        report.append(f"  {delta:+9,} items  {place}  ({count} containers, {items:,} items now)")
+    return report
+
+
+def _grew(before: dict[str, int], after: dict[str, int]) -> list[tuple[str, int]]:
+    deltas = [(key, after.get(key, 0) - before.get(key, 0)) for key in before.keys() | after.keys()]
+    return sorted((d for d in deltas if d[1]), key=lambda d: -abs(d[1]))

@@ -1,0 +1,89 @@
+"""bench/heap_census.py: a heap census names the large containers by where they are held, and its report says which
+grew, including the dicts of strings and numbers that the garbage collector does not track (the hot path's caches)."""
+
+from __future__ import annotations
+
+import gc
+import json
+import re
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+
+from heap_census import LARGE, census, growth, start
+
+from tests.support.waiting import wait_for
+
+
+class Holder:
+    def __init__(self) -> None:
+        self.pods: list[str] = [f"pod-{i}" for i in range(LARGE + 5)]
+
+
+@pytest.fixture
+def module() -> types.ModuleType:
+    made = types.ModuleType("census_probe")
+    made.TEXTS = {}  # type: ignore[attr-defined]
+    sys.modules[made.__name__] = made
+    yield made
+    del sys.modules[made.__name__]
+
+
+def _write(path: Path, *counts: dict[str, object]) -> None:
+    path.write_text("".join(json.dumps({**count, "elapsed": 60.0 * i}) + "\n" for i, count in enumerate(counts)))
+
+
+def test_an_untracked_global_dict_is_found_through_its_module_and_its_growth_reported(
+    module: types.ModuleType, tmp_path: Path
+) -> None:
+    module.TEXTS.update((i, str(i)) for i in range(LARGE))
+    gc.collect()
+    assert not gc.is_tracked(module.TEXTS)  # only strings and numbers: what gc.get_objects() cannot see
+    first = census()
+    assert first["large"]["census_probe[TEXTS] dict"] == [1, LARGE]
+    module.TEXTS.update((i, str(i)) for i in range(LARGE, 3 * LARGE))
+    last = census()
+    assert last["large"]["census_probe[TEXTS] dict"] == [1, 3 * LARGE]
+    _write(tmp_path / "census", first, last)
+    report = growth(tmp_path / "census")
+    assert report[0].startswith("census       2 censuses over 1 min")
+    grown = [line for line in report if re.match(r"\s+[+-][\d,]+ items", line)]
+    said = f"+{2 * LARGE:,} items census_probe[TEXTS] dict (1 containers, {3 * LARGE:,} items now)"
+    assert " ".join(grown[0].split()) == said
+
+
+def test_an_instance_attribute_is_named_by_its_class_and_attribute() -> None:
+    holder = Holder()
+    assert census()["large"]["Holder.pods list"] == [1, len(holder.pods)]
+
+
+def test_small_containers_are_not_listed(module: types.ModuleType) -> None:
+    module.TEXTS.update((i, str(i)) for i in range(LARGE - 1))
+    assert not any(place.startswith("census_probe") for place in census()["large"])
+
+
+def test_the_counts_of_a_process_are_those_of_its_own_allocators() -> None:
+    count = census()
+    assert count["blocks"] > count["types"]["dict"]  # every object is a block or more
+    assert count["types"]["dict"] > 0 and count["types"]["function"] > 0
+    if sys.platform == "linux":  # glibc
+        assert count["malloc"]["in_use"] > 0
+
+
+def test_a_report_needs_two_censuses(tmp_path: Path) -> None:
+    assert "fewer than two censuses" in growth(tmp_path / "absent")[0]
+    _write(tmp_path / "census", census())
+    assert "fewer than two censuses" in growth(tmp_path / "census")[0]
+
+
+def test_the_thread_writes_a_census_line_after_its_first_wait_and_then_every_period(tmp_path: Path) -> None:
+    out = tmp_path / "census"
+    start(0.0, 0.05, out)
+    wait_for(lambda: out.exists() and len(out.read_text().splitlines()) >= 2, "two census lines", 10)
+    first, second = (json.loads(line) for line in out.read_text().splitlines()[:2])
+    assert 0 <= first["elapsed"] <= second["elapsed"]
+    assert first["blocks"] > 0
