@@ -5,7 +5,8 @@ and grew by its requests in flight: docs/decisions/2026-11-28-adapter-hot-path.m
 counts and a few seconds at each: a thread wakes every few minutes and writes one JSON line of
 - pymalloc's allocated blocks (`sys.getallocatedblocks`) and glibc's `mallinfo2` (bytes in use and free in malloc's
   arenas, and in mmap'd chunks): Python's small objects apart from C buffers and from free space the allocator keeps;
-- the garbage collector's tracked objects by type;
+- the garbage collector's tracked objects by type, the frozen ones too (unfrozen for the count and frozen again:
+  the objects still young are frozen a little before the settler's next pass would collect and freeze them);
 - every large container (`LARGE` items or more) that a tracked object refers to, by where it is held: a module's
   global, an attribute's dict of a class's instance, or the holder's type. The hot path's caches are dicts of strings
   and numbers, which the collector does not track, so they are found through their holders, not in gc.get_objects().
@@ -50,7 +51,14 @@ def census(large: int = LARGE) -> dict[str, Any]:
     """One count of this process's heap (see the module's docstring)."""
     started = time.monotonic()
     modules = {id(vars(m)): m.__name__ for m in list(sys.modules.values()) if hasattr(m, "__dict__")}
-    objects = gc.get_objects()
+    frozen = gc.get_freeze_count()
+    if frozen:  # gc.get_objects() lists the generations, not what gc.freeze() set aside (adapter/heap.py freezes)
+        gc.unfreeze()
+    try:
+        objects = gc.get_objects()
+    finally:
+        if frozen:
+            gc.freeze()  # frozen again, with what was young: what the settler's next pass does, less its collection
     types = collections.Counter(type(o).__qualname__ for o in objects)
     owners: dict[int, str] = {}  # id of an instance's attribute dict -> its class
     for o in objects:
@@ -73,6 +81,7 @@ def census(large: int = LARGE) -> dict[str, Any]:
         by_place.setdefault(place, []).append(length)
     return {
         "blocks": sys.getallocatedblocks(),
+        "frozen": frozen,
         "malloc": malloc_bytes(),
         "types": dict(types),
         "large": {place: [len(lengths), sum(lengths)] for place, lengths in by_place.items()},

@@ -61,6 +61,19 @@ def test_an_instance_attribute_is_named_by_its_class_and_attribute() -> None:
     assert census()["large"]["Holder.pods list"] == [1, len(holder.pods)]
 
 
+def test_frozen_objects_are_counted_and_stay_frozen() -> None:
+    gc.freeze()
+    try:
+        held = [Holder()]
+        gc.freeze()
+        frozen = gc.get_freeze_count()
+        count = census()
+        assert count["frozen"] == frozen and count["large"]["Holder.pods list"] == [1, len(held[0].pods)]
+        assert gc.get_freeze_count() >= frozen and all(o is not held[0] for o in gc.get_objects())
+    finally:
+        gc.unfreeze()
+
+
 def test_small_containers_are_not_listed(module: types.ModuleType) -> None:
     module.TEXTS.update((i, str(i)) for i in range(LARGE - 1))
     assert not any(place.startswith("census_probe") for place in census()["large"])
