@@ -8,8 +8,10 @@ counts and a few seconds at each: a thread wakes every few minutes and writes on
 - the garbage collector's tracked objects by type, the frozen ones too (unfrozen for the count and frozen again:
   the objects still young are frozen a little before the settler's next pass would collect and freeze them);
 - every large container (`LARGE` items or more) that a tracked object refers to, by where it is held: a module's
-  global, an attribute's dict of a class's instance, or the holder's type. The hot path's caches are dicts of strings
-  and numbers, which the collector does not track, so they are found through their holders, not in gc.get_objects().
+  global, an attribute's dict of a class's instance, or the holder's type; and the containers of containers whose
+  items add up to as many (a dict of a dict per namespace: "place dict > containers"). The hot path's caches are dicts
+  of strings and numbers, which the collector does not track, so they are found through their holders, not in
+  gc.get_objects().
 
 `growth(path)` reads two censuses back and says which counts grew most between them.
 """
@@ -27,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 LARGE = 1000  # items: a container this large is listed by where it is held
+CONTAINERS = (dict, list, set)
 
 
 class _MallInfo2(ctypes.Structure):  # glibc's struct mallinfo2 (malloc.h, glibc 2.33 and later)
@@ -67,17 +70,32 @@ def census(large: int = LARGE) -> dict[str, Any]:
                 if type(r) is dict:
                     owners.setdefault(id(r), type(o).__qualname__)
     held: dict[int, tuple[str, int]] = {}  # id of a large container -> (where it is held, its length)
+    # containers of containers (a dict of a dict per namespace): id -> [it, the containers in it, their items]
+    within: dict[int, list[Any]] = {}
+    holders: dict[int, object] = {}  # id of a container -> what holds it (the first found)
     for o in objects:
         try:
-            referents = gc.get_referents(o)
-            for r in referents:
-                if type(r) in (dict, list, set) and id(r) not in held and len(r) >= large:
-                    held[id(r)] = (f"{_holder(o, r, modules, owners)} {type(r).__name__}", len(r))
+            for r in gc.get_referents(o):
+                if type(r) in CONTAINERS:
+                    holders.setdefault(id(r), o)
+                    if id(r) not in held and len(r) >= large:
+                        held[id(r)] = (f"{_holder(o, r, modules, owners)} {type(r).__name__}", len(r))
+                    if type(o) in CONTAINERS:
+                        counts = within.setdefault(id(o), [o, 0, 0])
+                        counts[1] += 1
+                        counts[2] += len(r)
         except RuntimeError:  # a dict that changed size while looked through: the next census counts it
             continue
     del objects
+    nests: list[tuple[str, int]] = []  # (where a container of containers is held, the items in them)
+    for container, count, items in within.values():
+        holder = holders.get(id(container))
+        if count > 1 and items >= large and holder is not None:
+            place = _holder(holder, container, modules, owners)
+            nests.append((f"{place} {type(container).__name__} > containers", items))
+    del holders, within
     by_place: dict[str, list[int]] = {}
-    for place, length in held.values():
+    for place, length in [*held.values(), *nests]:
         by_place.setdefault(place, []).append(length)
     return {
         "blocks": sys.getallocatedblocks(),

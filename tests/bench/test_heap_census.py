@@ -56,6 +56,12 @@ def test_an_untracked_global_dict_is_found_through_its_module_and_its_growth_rep
     assert " ".join(grown[0].split()) == said
 
 
+def test_small_dicts_adding_up_within_a_dict_are_counted_by_where_that_dict_is_held(module: types.ModuleType) -> None:
+    """The describedObject texts' shape: a dict per namespace, each small, many namespaces."""
+    module.TEXTS.update((f"namespace-{n}", {f"pod-{i}": "text" for i in range(10)}) for n in range(LARGE // 5))
+    assert census()["large"]["census_probe[TEXTS] dict > containers"] == [1, LARGE * 2]
+
+
 def test_an_instance_attribute_is_named_by_its_class_and_attribute() -> None:
     holder = Holder()
     assert census()["large"]["Holder.pods list"] == [1, len(holder.pods)]
