@@ -109,13 +109,18 @@ def census(large: int = LARGE) -> dict[str, Any]:
 
 def _holder(holder: object, child: object, modules: dict[int, str], owners: dict[int, str]) -> str:
     if type(holder) is dict:
-        name = modules.get(id(holder)) or (owners[id(holder)] + ".__dict__" if id(holder) in owners else "dict")
         for key, value in list(holder.items()):
             if value is child:
-                return f"{name}[{str(key)[:60]}]"
-        return f"{name} (a key)"
+                if id(holder) in modules:
+                    return f"{modules[id(holder)]}[{str(key)[:60]}]"
+                if id(holder) in owners:  # an instance's attributes, as the instance itself names them below
+                    return f"{owners[id(holder)]}.{str(key)[:60]}"
+                return f"dict[{str(key)[:60]}]"
+        return f"{modules.get(id(holder)) or owners.get(id(holder)) or 'dict'} (a key)"
     attributes = getattr(holder, "__dict__", None) if not isinstance(holder, type) else None
-    if type(attributes) is dict:  # an instance's attribute (CPython 3.11 lists the values, not the dict, as referents)
+    # an instance's attribute: CPython 3.11 lists its values, not its dict, as referents until the dict is asked for
+    # (here, and then the dict is what the next census finds: the label is the same either way)
+    if type(attributes) is dict:
         for key, value in list(attributes.items()):
             if value is child:
                 return f"{type(holder).__qualname__}.{key}"
