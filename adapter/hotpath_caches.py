@@ -4,12 +4,13 @@ Figures (a percent to a tenth, a GPU's memory size), sample seconds and pod name
 answers, so their decimals and texts are kept here, each a plain dict bounded by `keep`. Not functools.lru_cache, which
 keys each call by a tuple the garbage collector tracks; a dict of strings and numbers is never tracked
 (docs/decisions/2026-11-28-adapter-hot-path.md). Callers look up with the dict's `get` and store with `keep`, or, for
-the describedObject texts (a dict per namespace, bounded over all of them), `keep_described`. Nothing else here: what
-each value is stays with the code that works it out.
+the describedObject texts (a dict per namespace, bounded over all of them and forgotten every ten minutes),
+`keep_described`. Nothing else here: what each value is stays with the code that works it out.
 """
 
 from __future__ import annotations
 
+import time
 from decimal import Decimal
 from typing import TypeVar
 
@@ -42,16 +43,27 @@ SECOND_BOUND = 256
 
 # describedObject texts (adapter.api.bodies.described_object) by (kind, apiVersion, namespace) and then name: an HPA's
 # question renders one per pod, and two lookups by strings (whose hashes Python keeps) cost less than one by a key of
-# four. At most DESCRIBED_NAMES names over all namespaces: pods replaced under new names leave their texts behind, and
-# a bound per namespace would let each namespace fill (docs/decisions/2026-11-28-adapter-hot-path.md, the heap soak).
+# four. Pods replaced under new names leave their texts (and names) behind, so all are forgotten every
+# DESCRIBED_SECONDS: what is kept is the objects asked about since, not every name ever asked about; and at most
+# DESCRIBED_NAMES names over all namespaces meanwhile, a bound per namespace letting each namespace fill
+# (docs/decisions/2026-11-28-adapter-hot-path.md, the heap soak). Forgotten, a text costs its making again once.
+DESCRIBED_SECONDS = 600.0
 DESCRIBED_NAMES = 65536
 _DESCRIBED: dict[tuple[str, str, str | None], dict[str, str]] = {}
 _described_names = 0  # names stored since the texts were last forgotten
+_described_since: float | None = None  # time.monotonic() when they were last forgotten
 
 
-def described_texts(kind: str, api_version: str, namespace: str | None) -> dict[str, str]:
+def described_texts(kind: str, api_version: str, namespace: str | None, now: float | None = None) -> dict[str, str]:
     """The describedObject texts of `kind` objects in `namespace` (None: objects that are not namespaced), by name:
-    look up with `get`, store with `keep_described`."""
+    look up with `get`, store with `keep_described`. `now`: time.monotonic() unless given; past DESCRIBED_SECONDS
+    since the texts were last forgotten, they are forgotten."""
+    global _described_since
+    at = time.monotonic() if now is None else now
+    if _described_since is None or at - _described_since >= DESCRIBED_SECONDS:
+        _forget_described()
+        _DESCRIBED.clear()
+        _described_since = at
     key = (kind, api_version, namespace)
     texts = _DESCRIBED.get(key)
     if texts is None:

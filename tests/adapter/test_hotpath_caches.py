@@ -58,3 +58,20 @@ def test_a_namespaces_texts_held_while_the_texts_are_forgotten_stay_usable() -> 
             keep_described(texts, name, _described_object("Pod", "/v1", "ml", name))
         assert texts == {"c": _described_object("Pod", "/v1", "ml", "c")}
         assert described_texts("Pod", "/v1", "ml") is texts
+
+
+def test_described_texts_are_forgotten_every_described_seconds_so_replaced_pods_leave_nothing_behind() -> None:
+    """Under churn, names asked about once stay no longer than DESCRIBED_SECONDS: what is kept is the pods asked about
+    since the texts were last forgotten (the heap soak's growth, docs/decisions/2026-11-28-adapter-hot-path.md)."""
+    start = 1000.0
+    with patch.object(hotpath_caches, "_described_since", start):
+        hotpath_caches._forget_described()
+        texts = described_texts("Pod", "/v1", "ml", now=start)
+        keep_described(texts, "old", _described_object("Pod", "/v1", "ml", "old"))
+        later = start + hotpath_caches.DESCRIBED_SECONDS - 0.001
+        assert described_texts("Pod", "/v1", "ml", now=later) is texts and "old" in texts
+        kept = described_texts("Pod", "/v1", "other", now=later)
+        keep_described(kept, "b", _described_object("Pod", "/v1", "other", "b"))
+        again = described_texts("Pod", "/v1", "ml", now=start + hotpath_caches.DESCRIBED_SECONDS)
+        assert again == {} and texts == {} and kept == {}  # a dict an answer still holds was emptied in place
+        assert hotpath_caches._DESCRIBED == {("Pod", "/v1", "ml"): again}
