@@ -20,7 +20,8 @@ C buffers, fragmentation) and the source lines whose blocks grew most between th
 cores a traced replica falls behind and grows by its requests in flight; `--census` adds instead a replica as shipped
 with bench/heap_census.py's thread, which costs nothing between its counts (every `--census-every` minutes once
 settled), and the run ends with what grew most between the first count and the last: pymalloc's blocks, malloc's
-bytes, tracked objects by type, large containers by where they are held.
+bytes, tracked objects by type, large containers by where they are held. `--census-trace` has that replica trace its
+allocations too, from its first count on and one frame a block, and adds the source lines whose live bytes grew most.
 """
 
 from __future__ import annotations
@@ -84,7 +85,7 @@ CENSUS = """\
 import pathlib, sys
 sys.path.insert(0, {bench!r})
 import heap_census
-heap_census.start({first}, {every}, pathlib.Path({out!r}))
+heap_census.start({first}, {every}, pathlib.Path({out!r}), trace={trace})
 from adapter.cli import main
 sys.exit(main())
 """
@@ -231,6 +232,11 @@ def main() -> None:
     parser.add_argument("--trace-every", type=float, default=10.0, help="minutes between snapshots after the first")
     parser.add_argument("--census", action="store_true", help="a third adapter counting its heap (see above)")
     parser.add_argument("--census-every", type=float, default=10.0, help="minutes between counts after the first")
+    parser.add_argument(
+        "--census-trace",
+        action="store_true",
+        help="the census replica also traces allocations (tracemalloc, one frame) from its first count on",
+    )
     args = parser.parse_args()
     settle = min(args.settle_minutes * 60, args.hours * 3600 / 2)
     with tempfile.TemporaryDirectory(prefix="gpu-pulse-soak-") as tmp:
@@ -251,7 +257,11 @@ def main() -> None:
                 adapters.append(start_adapter("traced", ["-c", program], credentials, args.port))
             if args.census:
                 program = CENSUS.format(
-                    bench=str(REPO / "bench"), first=settle, every=args.census_every * 60, out=str(workdir / "census")
+                    bench=str(REPO / "bench"),
+                    first=settle,
+                    every=args.census_every * 60,
+                    out=str(workdir / "census"),
+                    trace=args.census_trace,
                 )
                 adapters.append(start_adapter("census", ["-c", program], credentials, args.port))
             asyncio.run(soak(args, info, adapters, credentials.client_ssl()))

@@ -25,11 +25,13 @@ import json
 import sys
 import threading
 import time
+import tracemalloc
 from pathlib import Path
 from typing import Any
 
 LARGE = 1000  # items: a container this large is listed by where it is held
 CONTAINERS = (dict, list, set)
+TRACED_SITES = 40  # source lines kept in a census line, the most bytes first
 
 
 class _MallInfo2(ctypes.Structure):  # glibc's struct mallinfo2 (malloc.h, glibc 2.33 and later)
@@ -127,19 +129,41 @@ def _holder(holder: object, child: object, modules: dict[int, str], owners: dict
     return type(holder).__qualname__
 
 
-def start(first: float, every: float, out: Path) -> threading.Thread:
+def traced_sites(shown: int = TRACED_SITES) -> dict[str, list[int]]:
+    """The source lines holding the most bytes that tracemalloc has seen allocated since it started and that are still
+    alive: line -> [bytes, blocks]."""
+    snapshot = tracemalloc.take_snapshot().filter_traces([tracemalloc.Filter(False, tracemalloc.__file__)])
+    return {
+        f"{Path(stat.traceback[0].filename).name}:{stat.traceback[0].lineno}": [stat.size, stat.count]
+        for stat in snapshot.statistics("lineno")[:shown]
+    }
+
+
+def start(
+    first: float, every: float, out: Path, trace: bool = False, stop: threading.Event | None = None
+) -> threading.Thread:
     """A daemon thread writing a census to `out` (a JSON line each, with the seconds since this call) after `first`
-    seconds and every `every` seconds after."""
+    seconds and every `every` seconds after. `trace`: tracemalloc starts after the first census, one frame a block
+    (what a traced replica costs from its start is what made it fall behind), and each later census adds the lines
+    holding the most of what was allocated since and is still alive (`traced_sites`). `stop`: set, the thread ends
+    after its current census."""
     started = time.monotonic()
+    stopped = stop or threading.Event()
 
     def run() -> None:
-        time.sleep(first)
+        if stopped.wait(first):
+            return
         while True:
             line = census()
+            if tracemalloc.is_tracing():
+                line["traced"] = traced_sites()
+            elif trace:
+                tracemalloc.start(1)
             line["elapsed"] = round(time.monotonic() - started, 1)
             with out.open("a") as f:
                 f.write(json.dumps(line) + "\n")
-            time.sleep(every)
+            if stopped.wait(every):
+                return
 
     thread = threading.Thread(target=run, name="heap-census", daemon=True)
     thread.start()
@@ -171,6 +195,14 @@ def growth(path: Path, shown: int = 12) -> list[str]:
     for place, delta in places:
         count, items = last["large"].get(place, [0, 0])
         report.append(f"  {delta:+9,} items  {place}  ({count} containers, {items:,} items now)")
+    traced = [c["traced"] for c in lines if "traced" in c]
+    if len(traced) >= 2:
+        sites = _grew({k: v[0] for k, v in traced[0].items()}, {k: v[0] for k, v in traced[-1].items()})[:shown]
+        report.append("             traced since the first census, the lines whose live bytes grew most:")
+        report.extend(
+            f"  {delta / 2**10:+9,.1f} KiB  {site}  ({traced[-1].get(site, [0])[0] / 2**10:,.1f} KiB now)"
+            for site, delta in sites
+        )
     return report
 
 

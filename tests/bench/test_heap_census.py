@@ -7,6 +7,8 @@ import gc
 import json
 import re
 import sys
+import threading
+import tracemalloc
 import types
 from pathlib import Path
 
@@ -102,9 +104,31 @@ def test_a_report_needs_two_censuses(tmp_path: Path) -> None:
 
 
 def test_the_thread_writes_a_census_line_after_its_first_wait_and_then_every_period(tmp_path: Path) -> None:
-    out = tmp_path / "census"
-    start(0.0, 0.05, out)
-    wait_for(lambda: out.exists() and len(out.read_text().splitlines()) >= 2, "two census lines", 10)
+    out, stop = tmp_path / "census", threading.Event()
+    thread = start(0.0, 0.05, out, stop=stop)
+    try:
+        wait_for(lambda: out.exists() and len(out.read_text().splitlines()) >= 2, "two census lines", 10)
+    finally:
+        stop.set()
+        thread.join()
     first, second = (json.loads(line) for line in out.read_text().splitlines()[:2])
     assert 0 <= first["elapsed"] <= second["elapsed"]
     assert first["blocks"] > 0
+
+
+def test_a_traced_census_names_the_line_whose_live_bytes_grew(tmp_path: Path) -> None:
+    kept: list[bytes] = []
+    out, stop = tmp_path / "census", threading.Event()
+    thread = start(0.0, 0.05, out, trace=True, stop=stop)
+    try:
+        wait_for(lambda: '"traced"' in out.read_text(), "a census with what was traced since the first", 30)
+        lines = len(out.read_text().splitlines())
+        kept.extend(bytes(4096) for _ in range(64))  # 256 KiB that stay alive, allocated on this line
+        allocated_on = sys._getframe().f_lineno - 1
+        wait_for(lambda: len(out.read_text().splitlines()) >= lines + 2, "two traced censuses after it", 30)
+    finally:
+        stop.set()
+        thread.join()
+        tracemalloc.stop()
+    report = growth(out)
+    assert any(f"test_heap_census.py:{allocated_on}" in line for line in report), report
