@@ -1,7 +1,7 @@
 """The adapter at fleet scale: 2,000 GPU nodes, 20,000 GPU pods in a cache of 52,000, 500 HPAs, two replicas.
 
     PYTHONPATH=. python bench/fleet.py [--duration 120] [--replicas 2] [--refresh 2] [--nodes 2000] [--gpu-pods 20000]
-        [--json PATH] [--no-restart-replica] [--no-restart-exporters] [--no-new-namespace] [--churn 4]
+        [--own-cores] [--json PATH] [--no-restart-replica] [--no-restart-exporters] [--no-new-namespace] [--churn 4]
 
 Starts the simulated fleet (bench/fleet_cluster.py: the Kubernetes API stand-in with the fleet's pods and a steady
 churn, and one exporter endpoint per GPU node on its own loopback address, streaming `/pods` documents that change
@@ -30,7 +30,9 @@ Churn during the measurement (each on by default, each can be turned off): one r
 started again; it leaves the HPAs' choice when stopped and joins again when its /readyz says ready, as kube-aggregator
 uses only ready endpoints; some nodes' exporters restart (connections close, then are refused for a few seconds); a
 new namespace appears with a new Deployment and an HPA that asks about it; and the steady replacement of `--churn`
-pods a second. Answers that fail while a replica restarts are counted apart from other failures.
+pods a second. Answers that fail while a replica restarts are counted apart from other failures. The replicas share
+every core unless `--own-cores` gives each one of its own, as the chart's anti-affinity puts them on nodes of their
+own: on a small machine, a replica starting again then does not take the serving one's core.
 
 Prints a summary table with the goals of issues 13 and 23 and exits 1 when a goal is missed (2 when the run itself
 failed); `--json PATH` writes the run's figures for a script (the scaling curve of issue 23).
@@ -423,16 +425,19 @@ def start_replicas(args: argparse.Namespace, workdir: Path, kube: str) -> tuple[
     credentials = AdapterCredentials.write(workdir, kube)
     flags = [f"--exporter-port={args.port}", f"--exporter-refresh={args.refresh}", *args.adapter_flag]
     command = [sys.executable, "-m", "adapter.cli", *credentials.flags(), *flags]
+    cores = sorted(os.sched_getaffinity(0))
     started = []
     for index in range(args.replicas):
         log = workdir / f"adapter-{index}.log"
         before = log.stat().st_size if log.exists() else 0
-        started.append((index, log, before, spawn_adapter(command, log)))
+        # --own-cores: a core of its own (util-linux taskset execs the adapter: the pid is the adapter's)
+        own = ["taskset", "--cpu-list", str(cores[index % len(cores)]), *command] if args.own_cores else command
+        started.append((index, log, before, own, spawn_adapter(own, log)))
     replicas = []
-    for index, log, before, process in started:
+    for index, log, before, launched, process in started:
         url = served_url(process, log, before)
         # relaunched, a replica comes back on its address, as a restarted pod behind its Service
-        again = [f"--listen={url.removeprefix('https://')}" if a.startswith("--listen=") else a for a in command]
+        again = [f"--listen={url.removeprefix('https://')}" if a.startswith("--listen=") else a for a in launched]
         replicas.append(Replica(process, url, again, log, index, Target(index, url)))
     return replicas, credentials.client_ssl()
 
@@ -918,6 +923,7 @@ def figures_of(args: argparse.Namespace, info: dict[str, Any], measured: dict[st
         "gpu_pods": info["gpu_pods"],
         "pods_cached": info["gpu_pods"] + info["other_pods"] + info["nodes"],
         "replicas": args.replicas,
+        "own_cores": args.own_cores,
         "duration_s": args.duration,
         "answers": len(answers),
         "answers_large": {"pods": large_pods, **spread([a.seconds * 1000 for a in ok if a.pods >= large_pods])},
@@ -1191,6 +1197,13 @@ def main() -> None:
     )
     parser.add_argument("--adapter-flag", action="append", default=[], help="another flag for the adapters")
     parser.add_argument(
+        "--own-cores",
+        action="store_true",
+        help="each replica on a core of its own, as the chart's anti-affinity puts replicas on nodes of their own (the "
+        "fleet, the HPAs and the baseline server keep every core): a replica starting again does not take the serving "
+        "one's core",
+    )
+    parser.add_argument(
         "--keep", type=Path, help="keep the work directory here (logs, certificates, each replica's final /metrics)"
     )
     parser.add_argument("--json", type=Path, help="write the run's figures here as JSON")
@@ -1235,7 +1248,8 @@ def main() -> None:
             )
             fleet, info = start_fleet(args, workdir)
             processes.append(fleet)
-            print(f"starting {args.replicas} adapter replicas ...", flush=True)
+            own = ", each on a core of its own" if args.own_cores else ", sharing every core"
+            print(f"starting {args.replicas} adapter replicas{own} ...", flush=True)
             replicas, context = start_replicas(args, workdir, info["kube"])
             asyncio.run(wait_ready(replicas, context))
             body = asyncio.run(small_answer(replicas, context, info["deployments"]))
