@@ -61,15 +61,13 @@ def described_texts(kind: str, api_version: str, namespace: str | None, now: flo
     global _described_since
     at = time.monotonic() if now is None else now
     if _described_since is None or at - _described_since >= DESCRIBED_SECONDS:
-        _forget_described()
-        _DESCRIBED.clear()
+        _start_described_over()
         _described_since = at
     key = (kind, api_version, namespace)
     texts = _DESCRIBED.get(key)
     if texts is None:
         if len(_DESCRIBED) >= DESCRIBED_NAMES:  # namespaces come and go too: past as many as names, start over
-            _forget_described()
-            _DESCRIBED.clear()
+            _start_described_over()
         texts = _DESCRIBED[key] = {}
     return texts
 
@@ -86,7 +84,14 @@ def keep_described(texts: dict[str, str], name: str, text: str) -> str:
 
 
 def _forget_described() -> None:
+    """Every namespace's texts emptied in place: a dict a caller holds from `described_texts` stays valid."""
     global _described_names
     for texts in _DESCRIBED.values():
         texts.clear()
     _described_names = 0
+
+
+def _start_described_over() -> None:
+    """The texts forgotten and the namespaces too, after age or past DESCRIBED_NAMES namespaces."""
+    _forget_described()
+    _DESCRIBED.clear()
