@@ -13,6 +13,7 @@ Prints the service's resident memory (VmRSS) before, with the heads held, and `-
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import resource
 import socket
@@ -23,6 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
+REPO = Path(__file__).resolve().parents[1]
 FIELD = b"X-Filler-%d: " + b"a" * 3800 + b"\r\n"
 FIELDS = 8  # 8 x ~3.8 KiB: about 30 KiB
 
@@ -62,7 +64,11 @@ def measure(name: str, command: list[str], serving: str, count: int, tls: bool, 
     with tempfile.TemporaryDirectory(prefix="gpu-pulse-heads-") as tmp:
         log = Path(tmp) / "log"
         with log.open("wb") as out:
-            process = subprocess.Popen(command, cwd=tmp, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            # this checkout's code, whatever PYTHONPATH says relative to the bench's directory or an install elsewhere
+            env = {**os.environ, "PYTHONPATH": str(REPO)}
+            process = subprocess.Popen(
+                command, cwd=tmp, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+            )
         try:
             found = wait_for_line(log, serving)
             host, port = found.group(1), int(found.group(2))

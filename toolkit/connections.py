@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 from aiohttp.web_request import BaseRequest
 
-from toolkit.connection import CLOSE_GRACE_SECONDS, GuardedConnection, State
+from toolkit.connection import CLOSE_GRACE_SECONDS, GuardedConnection, State, limit_tls_read_buffer
 from toolkit.memory_return import MemoryReturn
 
 if TYPE_CHECKING:
@@ -315,6 +315,8 @@ class GuardedSite(web.BaseSite):
         assert server is not None
         server.request_handler = self._guard.request_handler(server.request_handler)
         self._guard.ssl_context = self._ssl_context
+        if self._ssl_context is not None:
+            limit_tls_read_buffer()
         self._guard.start()
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
