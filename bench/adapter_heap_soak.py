@@ -7,9 +7,14 @@ that ends each stream after a few minutes as the exporter does, pods replaced at
 adapter processes on it, each as a replica runs: TLS, client-certificate auth, exporters found by their pods, the
 CLI's heap settler (adapter/heap.py). One is the adapter as shipped, collecting and freezing every
 adapter.heap.REFREEZE_SECONDS; the other freezes only at start (its REFREEZE_SECONDS set to infinity before the CLI
-runs). Both are asked the same HPA-like questions (each Deployment's pods, every `--hpa-period` seconds) and their RSS
-is read from /proc every `--sample-seconds`. Prints each one's RSS at the start and end, its peak, and its slope (a
-least-squares line over the samples after `--settle-minutes`) in MiB per hour; the two share the machine and its
+runs). Both are asked the same HPA-like questions (each Deployment's pods, every `--hpa-period` seconds) over
+`--connections` TLS connections each, opened in the first HPA period and kept, and their RSS and open file descriptors
+are read from /proc every `--sample-seconds`. A fixed count of connections keeps the client out of the figure: asyncio
+gives each TLS connection a 256 KiB read buffer (SSLProtocol.max_size), so a pool that grew under load would show as
+the adapter growing. (kube-aggregator's client-go transport keeps up to 25 idle connections a host and closes one idle
+for 90 s: client-go transport/cache.go, apimachinery pkg/util/net/http.go; at an HPA's pace it holds a few, as here.)
+Prints each one's RSS at the start and end, its peak, its slope (a least-squares line over the samples after
+`--settle-minutes`) in MiB per hour and its open descriptors' range after them; the two share the machine and its
 noise, so the difference of the slopes is what the refreeze does to memory. A run of an hour or more also checks the
 goal: the shipped adapter's slope under `--flat` MiB per hour (docs/decisions/2026-11-28-adapter-hot-path.md).
 
@@ -97,6 +102,7 @@ class Adapter:
     process: subprocess.Popen[bytes]
     url: str
     samples: list[tuple[float, float]] = field(default_factory=list)  # (seconds since start, RSS MiB)
+    descriptors: list[int] = field(default_factory=list)  # open file descriptors, sampled with the RSS
     answered: int = 0
     failures: dict[str, int] = field(default_factory=dict)  # by HTTP status or exception
     first_failure: dict[str, str] = field(default_factory=dict)  # what the first answer of each status said
@@ -121,7 +127,8 @@ async def hpa(
     period: float,
     rng: random.Random,
 ) -> None:
-    """One HPA: its question to every adapter every `period` seconds, the first at a random moment within one."""
+    """One HPA: its question to every adapter every `period` seconds, the first at a random moment within one, each over
+    the session it was given for that adapter (one connection, shared with other HPAs: questions wait their turn)."""
     await asyncio.sleep(rng.uniform(0, period))
     next_at = time.monotonic()
     while True:
@@ -147,6 +154,7 @@ async def sample(adapters: list[Adapter], seconds: float, every: float) -> None:
             if adapter.process.poll() is not None:
                 raise SystemExit(f"the {adapter.name} adapter exited")
             adapter.samples.append((elapsed, memory(adapter.process.pid)["VmRSS"]))
+            adapter.descriptors.append(len(os.listdir(f"/proc/{adapter.process.pid}/fd")))
         await asyncio.sleep(every)
 
 
@@ -156,21 +164,29 @@ async def soak(
     for adapter in adapters:
         await wait_adapter_ready(adapter.process, adapter.url, context)
     rng = random.Random(7)
-    # one client per adapter, its connections kept open as kube-aggregator keeps them (bench/fleet.py's hpa_session)
-    sessions = [aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=64, keepalive_timeout=30)) for _ in adapters]
+    # `--connections` lanes an adapter, each a session of one connection kept open (used far more often than the
+    # adapter's 60-s idle timeout, toolkit/connections.py); the HPAs take turns on them
+    kept = args.hours * 3600 + 3600
+    lanes = [
+        [
+            aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=1, keepalive_timeout=kept))
+            for _ in range(args.connections)
+        ]
+        for _ in adapters
+    ]
     hpas = [
         asyncio.create_task(
             hpa(
                 f"/apis/custom.metrics.k8s.io/v1beta2/namespaces/{d['namespace']}/pods/*/gpu_utilization"
                 f"?labelSelector=app%3D{d['name']}",
                 adapters,
-                sessions,
+                [sessions[i % args.connections] for sessions in lanes],
                 context,
                 args.hpa_period,
                 rng,
             )
         )
-        for d in info["deployments"]
+        for i, d in enumerate(info["deployments"])
     ]
     try:
         await sample(adapters, args.hours * 3600, args.sample_seconds)
@@ -178,8 +194,9 @@ async def soak(
         for task in hpas:
             task.cancel()
         await asyncio.gather(*hpas, return_exceptions=True)
-        for session in sessions:
-            await session.close()
+        for sessions in lanes:
+            for session in sessions:
+                await session.close()
 
 
 def traced_growth(directory: Path, settle: float, shown: int = 12) -> list[str]:
@@ -211,6 +228,13 @@ def slope_mib_per_hour(samples: list[tuple[float, float]], after: float) -> floa
     return statistics.linear_regression([t for t, _ in kept], [rss for _, rss in kept]).slope
 
 
+def positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more, not {value}")
+    return value
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--hours", type=float, default=1.0, help="how long to sample memory (hours)")
@@ -221,6 +245,9 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=9400, help="the exporters' port on each node's address")
     parser.add_argument("--fleet-nice", type=int, default=10, help="the simulated fleet's niceness (bench/fleet.py)")
     parser.add_argument("--hpa-period", type=float, default=15.0, help="seconds between an HPA's questions")
+    parser.add_argument(
+        "--connections", type=positive_int, default=4, help="TLS connections the HPAs share to each adapter"
+    )
     parser.add_argument("--sample-seconds", type=float, default=10.0, help="seconds between RSS samples")
     parser.add_argument(
         "--settle-minutes", type=float, default=10.0, help="minutes left out of the slope (at most half the run)"
@@ -277,10 +304,12 @@ def main() -> None:
     slopes = {}
     for adapter in adapters:
         rss = [value for _, value in adapter.samples]
+        settled = [n for (t, _), n in zip(adapter.samples, adapter.descriptors, strict=True) if t >= settle] or [0]
         slopes[adapter.name] = slope = slope_mib_per_hour(adapter.samples, settle)
         print(
             f"{adapter.name:<12} RSS {rss[0]:7.1f} -> {rss[-1]:7.1f} MiB   peak {max(rss):7.1f} MiB"
-            f"   slope {slope:+8.2f} MiB/h   ({adapter.answered} answers, failed: {adapter.failures or 'none'})"
+            f"   slope {slope:+8.2f} MiB/h   fds {min(settled)}-{max(settled)}"
+            f"   ({adapter.answered} answers, failed: {adapter.failures or 'none'})"
         )
         for status, said in adapter.first_failure.items():
             print(f"{'':<12} the first {status}: {said}")
