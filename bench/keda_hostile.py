@@ -41,6 +41,7 @@ from tests.support import keda
 SOFT_LIMIT = 1024
 KEDA_LINE = re.compile(r"KEDA external scaler \(gRPC externalscaler\.ExternalScaler\) on (\S+), plaintext; a trigger:")
 STAMP = re.compile(r"^\S+Z ")
+REPO = Path(__file__).resolve().parents[1]
 IS_ACTIVE = "/externalscaler.ExternalScaler/IsActive"
 
 
@@ -51,7 +52,8 @@ def start_demo(workdir: Path) -> tuple[subprocess.Popen[bytes], Path, Path]:
         process = subprocess.Popen(
             [sys.executable, "-m", "adapter", "--demo", "--listen", "127.0.0.1:0", "--demo-kubeconfig",
              str(kubeconfig), "--keda-listen", "127.0.0.1:0"],
-            cwd=workdir, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            cwd=workdir, env={**os.environ, "PYTHONPATH": str(REPO)},  # this checkout's code, from any directory
+            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (SOFT_LIMIT, hard)),
         )  # fmt: skip
     return process, kubeconfig, log
