@@ -26,8 +26,8 @@ CLOSE_GRACE_SECONDS = 2.0
 # asyncio gives each TLS connection a read buffer of `SSLProtocol.max_size` bytes, 256 KiB, allocated and zeroed when
 # the connection is made, and asks OpenSSL for as many decrypted bytes at each read (CPython Lib/asyncio/sslproto.py,
 # SSLProtocol.__init__ and _do_read__copied). A TLS record carries at most 16 KiB and a request head is under 32 KiB
-# (toolkit/connections.py, MAX_HEAD_BYTES), so 64 KiB reads what a client sends at once, in a quarter of the memory:
-# at the cap of 512 connections, 96 MiB less (bench/heads_memory.py; docs/decisions/2026-11-28-adapter-hot-path.md).
+# (toolkit/connections.py, MAX_HEAD_BYTES), so 64 KiB reads what a client sends at once, in a quarter of the memory
+# (bench/heads_memory.py; docs/decisions/2026-11-28-adapter-hot-path.md).
 TLS_READ_BUFFER = 64 * 1024
 
 

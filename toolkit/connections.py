@@ -61,9 +61,8 @@ OTHER_FILES = 128
 # this many sockets more than the cap.
 ACCEPT_BATCH = 128
 # The most a request head may take, all fields together: twice the largest field aiohttp accepts from the adapter's
-# clients (16 KiB), sixteen times a scrape's head with a bearer token. At the default cap of 512 connections, heads
-# of 29 KiB held at once cost the exporter 33 MiB and the adapter, over TLS, 104 MiB (bench/heads_memory.py; asyncio
-# gives each TLS connection a 256 KiB read buffer): what the guard's memory return hands back once they close.
+# clients (16 KiB), sixteen times a scrape's head with a bearer token. What heads held at once at the cap cost, and
+# what the guard's memory return hands back once they close: bench/heads_memory.py, docs/performance.md.
 MAX_HEAD_BYTES = 32 * 1024
 
 
