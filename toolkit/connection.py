@@ -13,7 +13,6 @@ import asyncio
 import contextlib
 import enum
 import ssl
-from asyncio import sslproto
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -22,19 +21,6 @@ if TYPE_CHECKING:
 # How long a connection the server closed may keep its socket while the peer does not take the close (a TLS shutdown
 # waiting for the peer's, an answer it does not read).
 CLOSE_GRACE_SECONDS = 2.0
-
-# asyncio gives each TLS connection a read buffer of `SSLProtocol.max_size` bytes, 256 KiB, allocated and zeroed when
-# the connection is made, and asks OpenSSL for as many decrypted bytes at each read (CPython Lib/asyncio/sslproto.py,
-# SSLProtocol.__init__ and _do_read__copied). A TLS record carries at most 16 KiB and a request head is under 32 KiB
-# (toolkit/connections.py, MAX_HEAD_BYTES), so 64 KiB reads what a client sends at once, in a quarter of the memory
-# (bench/heads_memory.py; docs/decisions/2026-11-28-adapter-hot-path.md).
-TLS_READ_BUFFER = 64 * 1024
-
-
-def limit_tls_read_buffer(size: int = TLS_READ_BUFFER) -> None:
-    """asyncio's TLS read buffer at `size` bytes for every TLS connection the process makes from now on, served or
-    opened (the size is the class's: `SSLProtocol.max_size`)."""
-    sslproto.SSLProtocol.max_size = size
 
 
 class State(enum.Enum):

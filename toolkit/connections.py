@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 from aiohttp.web_request import BaseRequest
 
-from toolkit.connection import CLOSE_GRACE_SECONDS, GuardedConnection, State, limit_tls_read_buffer
+from toolkit.connection import CLOSE_GRACE_SECONDS, GuardedConnection, State
 from toolkit.memory_return import MemoryReturn
 
 if TYPE_CHECKING:
@@ -61,8 +61,9 @@ OTHER_FILES = 128
 # this many sockets more than the cap.
 ACCEPT_BATCH = 128
 # The most a request head may take, all fields together: twice the largest field aiohttp accepts from the adapter's
-# clients (16 KiB), sixteen times a scrape's head with a bearer token. What heads held at once at the cap cost, and
-# what the guard's memory return hands back once they close: bench/heads_memory.py, docs/performance.md.
+# clients (16 KiB), sixteen times a scrape's head with a bearer token. At the default cap of 512 connections, heads
+# of 29 KiB held at once cost the exporter 33 MiB and the adapter, over TLS, 104 MiB (bench/heads_memory.py; asyncio
+# gives each TLS connection a 256 KiB read buffer): what the guard's memory return hands back once they close.
 MAX_HEAD_BYTES = 32 * 1024
 
 
@@ -314,8 +315,6 @@ class GuardedSite(web.BaseSite):
         assert server is not None
         server.request_handler = self._guard.request_handler(server.request_handler)
         self._guard.ssl_context = self._ssl_context
-        if self._ssl_context is not None:
-            limit_tls_read_buffer()
         self._guard.start()
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import ssl
-from asyncio.sslproto import SSLProtocol
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
@@ -20,7 +19,6 @@ from aiohttp import web
 from tests.support.sockets import server_sockets
 from tests.support.waiting import eventually
 from toolkit.certs import CertificateAuthority
-from toolkit.connection import TLS_READ_BUFFER
 from toolkit.connections import ConnectionGuard, ConnectionLimits
 from toolkit.memory_return import MemoryReturn
 from toolkit.serving import RunningServer, start_server
@@ -112,25 +110,6 @@ async def test_a_head_within_its_bound_is_served(start: Start, tls: bool) -> Non
     writer.write(b"GET /small HTTP/1.1\r\nHost: x\r\nX-Token: %s\r\nConnection: close\r\n\r\n" % (b"t" * 8000))
     await writer.drain()
     assert (await asyncio.wait_for(reader.read(), 10)).startswith(b"HTTP/1.1 200 ")
-    writer.close()
-
-
-async def test_tls_connections_read_into_the_smaller_buffer_and_pass_more_than_it(start: Start) -> None:
-    """A TLS site sets asyncio's TLS read buffer to TLS_READ_BUFFER for the connections made from then on, and a head
-    near the bound and an answer four times that buffer still go through whole. The buffer's length is read from a
-    private attribute of CPython's SSLProtocol (Lib/asyncio/sslproto.py): an upgrade that moves it fails by name."""
-    server = await start(True)
-    assert SSLProtocol.max_size == TLS_READ_BUFFER, "the guarded TLS site no longer sets SSLProtocol.max_size"
-    reader, writer = await connect(server)
-    protocol = getattr(writer.transport, "_ssl_protocol", None)
-    assert isinstance(protocol, SSLProtocol), "asyncio's TLS transport no longer keeps its SSLProtocol in _ssl_protocol"
-    assert hasattr(protocol, "_ssl_buffer"), "asyncio's SSLProtocol no longer keeps its read buffer in _ssl_buffer"
-    assert len(protocol._ssl_buffer) == TLS_READ_BUFFER, "SSLProtocol no longer sizes its read buffer by max_size"
-    fields = b"".join(b"X-Field-%d: %s\r\n" % (n, b"t" * 4000) for n in range(3))  # 12 KB, under the 16-KB bound
-    writer.write(b"GET /big HTTP/1.1\r\nHost: x\r\n%sConnection: close\r\n\r\n" % fields)
-    await writer.drain()
-    answer = await asyncio.wait_for(reader.read(), 10)
-    assert answer.startswith(b"HTTP/1.1 200 ") and answer.endswith(BIG) and len(BIG) >= 4 * TLS_READ_BUFFER
     writer.close()
 
 
