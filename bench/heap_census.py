@@ -13,7 +13,8 @@ counts and a few seconds at each: a thread wakes every few minutes and writes on
   of strings and numbers, which the collector does not track, so they are found through their holders, not in
   gc.get_objects().
 
-`growth(path)` reads two censuses back and says which counts grew most between them.
+`growth(path)` reads the censuses back and says which counts grew most from the first to the last (a large
+container's from the first census that lists it).
 """
 
 from __future__ import annotations
@@ -191,10 +192,13 @@ def growth(path: Path, shown: int = 12) -> list[str]:
         )
     types = _grew(first["types"], last["types"])[:shown]
     report.append("             tracked objects grown most: " + ", ".join(f"{t} {d:+,}" for t, d in types))
-    places = _grew({p: v[1] for p, v in first["large"].items()}, {p: v[1] for p, v in last["large"].items()})[:shown]
+    listed = _first_listed(lines)
+    places = _grew({p: v[1] for p, (_, v) in listed.items()}, {p: v[1] for p, v in last["large"].items()})[:shown]
     for place, delta in places:
         count, items = last["large"].get(place, [0, 0])
-        report.append(f"  {delta:+9,} items  {place}  ({count} containers, {items:,} items now)")
+        since, _ = listed[place]
+        later = f"; listed from census {since + 1}, under {LARGE:,} items before" if since else ""
+        report.append(f"  {delta:+9,} items  {place}  ({count} containers, {items:,} items now{later})")
     traced = [c["traced"] for c in lines if "traced" in c]
     if len(traced) >= 2:
         sites = _grew({k: v[0] for k, v in traced[0].items()}, {k: v[0] for k, v in traced[-1].items()})[:shown]
@@ -204,6 +208,17 @@ def growth(path: Path, shown: int = 12) -> list[str]:
             for site, delta in sites
         )
     return report
+
+
+def _first_listed(lines: list[dict[str, Any]]) -> dict[str, tuple[int, list[int]]]:
+    """Each large container's place: the index of the first census that lists it (a container is listed once it holds
+    LARGE items) and its [containers, items] there. Growth is counted from there: a place absent from the first census
+    held fewer than LARGE items then, not none."""
+    listed: dict[str, tuple[int, list[int]]] = {}
+    for index, line in enumerate(lines):
+        for place, counts in line["large"].items():
+            listed.setdefault(place, (index, counts))
+    return listed
 
 
 def _grew(before: dict[str, int], after: dict[str, int]) -> list[tuple[str, int]]:

@@ -65,6 +65,25 @@ def test_an_untracked_global_dict_is_found_through_its_module_and_its_growth_rep
     assert [" ".join(line.split()) for line in grown] == [said]
 
 
+def test_a_container_listed_only_from_a_later_census_grows_from_there(tmp_path: Path) -> None:
+    """A container under LARGE items at the first census is not listed in it: its growth is counted from the census
+    that first lists it, and the report says which, not as if it had held nothing before."""
+    count = census()
+    steady, late = "Steady.items dict", "Late.items dict"
+    _write(
+        tmp_path / "census",
+        {**count, "large": {steady: [1, 2 * LARGE]}},
+        {**count, "large": {steady: [1, 2 * LARGE], late: [1, 8 * LARGE]}},
+        {**count, "large": {steady: [1, 5 * LARGE], late: [1, 8 * LARGE + 4]}},
+    )
+    grown = [" ".join(line.split()) for line in growth(tmp_path / "census") if re.match(r"\s+[+-][\d,]+ items", line)]
+    assert grown == [
+        f"+{3 * LARGE:,} items {steady} (1 containers, {5 * LARGE:,} items now)",
+        f"+4 items {late} (1 containers, {8 * LARGE + 4:,} items now; listed from census 2, under {LARGE:,} items"
+        " before)",
+    ]
+
+
 def test_small_dicts_adding_up_within_a_dict_are_counted_by_where_that_dict_is_held(module: types.ModuleType) -> None:
     """The describedObject texts' shape: a dict per namespace, each small, many namespaces."""
     module.TEXTS.update((f"namespace-{n}", {f"pod-{i}": "text" for i in range(10)}) for n in range(LARGE // 5))
