@@ -37,7 +37,7 @@ import grpc
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from fleet import Run, hpa, percentile, start_fleet, start_replicas, stop, wait_ready
+from fleet import Run, Target, hpa, percentile, start_fleet, start_replicas, stop, wait_ready
 
 from adapter.quantity import parse_quantity
 from tests.support import keda
@@ -71,7 +71,8 @@ async def measure(
         grpc.aio.insecure_channel(scaler) as channel,
     ):
         client = keda.ScalerClient.on(channel)
-        background = [asyncio.create_task(hpa(d, [(session, url)], run, rng, context)) for d in deployments]
+        replica = [Target(0, url, session)]
+        background = [asyncio.create_task(hpa(d, replica, run, rng, context)) for d in deployments]
 
         async def custom() -> tuple[float, Any]:
             started = time.perf_counter()
@@ -101,6 +102,7 @@ async def measure(
                 await custom()
                 await scaled()
                 await asyncio.sleep(1 / args.rate)
+            _background_asked(background)
             print(f"measuring {args.duration:g} s: {largest['pods']} pods of {largest['name']} ...", flush=True)
             deadline = time.monotonic() + args.duration
             while time.monotonic() < deadline:
@@ -121,6 +123,7 @@ async def measure(
                     total = sum((parse_quantity(v) for _, v in before.values()), Decimal(0))
                     mismatched += value != float(total)
                 await asyncio.sleep(1 / args.rate)
+            _background_asked(background)
         finally:
             for task in background:
                 task.cancel()
@@ -134,6 +137,14 @@ async def measure(
         "mismatched": mismatched,
         "errors": errors,
     }
+
+
+def _background_asked(background: list[asyncio.Task[None]]) -> None:
+    """The fleet's HPAs ask until they are cancelled (fleet.hpa counts a failed answer and goes on): one that ended
+    raised, and the adapter was measured without the load it stands for, so the run failed (SystemExit)."""
+    ended = [task for task in background if task.done()]
+    if ended:
+        raise SystemExit(f"{len(ended)} of the fleet's {len(background)} HPAs stopped asking: {ended[0].exception()!r}")
 
 
 def summary(args: argparse.Namespace, measured: dict[str, Any]) -> bool:
@@ -186,7 +197,7 @@ def main() -> None:
     parser.add_argument("--fleet-nice", type=int, default=10, help="the simulated fleet's niceness (bench/fleet.py)")
     parser.add_argument("--adapter-flag", action="append", default=[], help="another flag for the adapter")
     args = parser.parse_args()
-    args.replicas = 1
+    args.replicas, args.own_cores = 1, False  # bench/fleet.py start_replicas reads both
     args.adapter_flag = [*args.adapter_flag, "--keda-listen=127.0.0.1:0"]  # the port it bound is in its log
     processes = []
     with tempfile.TemporaryDirectory(prefix="gpu-pulse-keda-fleet-") as tmp:
