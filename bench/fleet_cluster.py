@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from multiprocessing.connection import Connection
 from pathlib import Path
+from typing import Literal
 
 from aiohttp import web
 
@@ -173,7 +174,7 @@ def _time(seconds: float) -> bytes:
 
 def pod_template(pod: GpuPod, node: str) -> bytes:
     """The pod's serialized PodView with `%(util)s`, `%(used)d`, `%(watts)s` and `%(at)s` in place of its figures."""
-    share = "process" if pod.gpu < 2 else "exclusive"  # GPUs 0 and 1 are time-sliced between two pods
+    share: Literal["process", "exclusive"] = "process" if pod.gpu < 2 else "exclusive"  # GPUs 0, 1 time-sliced
     device = DeviceFigures(
         uuid=f"GPU-{node}-{pod.gpu}",
         gpu=pod.gpu,
@@ -243,16 +244,16 @@ class Fleet:
             if (namespace, deployment) not in made:
                 self._deployment(kube, namespace, deployment)
                 made.add((namespace, deployment))
-            node = j % OTHER_NODES
-            self.others.append((namespace, self._add_other_pod(kube, namespace, deployment, node), deployment, node))
-        for node in self.nodes:
+            host = j % OTHER_NODES
+            self.others.append((namespace, self._add_other_pod(kube, namespace, deployment, host), deployment, host))
+        for gpu_node in self.nodes:
             kube.put_pod(
                 EXPORTER_NAMESPACE,
-                f"gpu-pulse-exporter-{node.index:04d}",
-                node=node.name,
+                f"gpu-pulse-exporter-{gpu_node.index:04d}",
+                node=gpu_node.name,
                 labels=EXPORTER_LABELS,
-                pod_ip=node.address,
-                host_ip=node.address,
+                pod_ip=gpu_node.address,
+                host_ip=gpu_node.address,
             )
         self.changes.clear()
 

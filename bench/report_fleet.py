@@ -86,8 +86,7 @@ def fleet(nodes: int, namespaces: int) -> list[Pod]:
     for n in range(nodes):
         node = f"gpu-{n:04d}"
         slots: list[tuple[int, str, float, float, int, str, str]] = []
-        for gpu, (util, mem) in enumerate(SLOTS):
-            slots.append((gpu, "", util, mem, 1, "", ""))
+        slots += [(gpu, "", busy, held, 1, "", "") for gpu, (busy, held) in enumerate(SLOTS)]
         slots += [(6, "", util, mem, 2, "", "") for util, mem in SHARED]
         slots += [(7, "", util, mem, 1, str(gi + 1), "3g.40gb") for gi, (util, mem) in enumerate(MIG)]
         for gpu, _, util, mem, sharing, gi, profile in slots:

@@ -18,8 +18,9 @@ workers=("-n" "${PYTEST_WORKERS:-auto}" "--dist" "loadfile")
 echo "== pytest, the fast lane: -m 'not slow'"
 python3 -m pytest "${workers[@]}" -m "not slow" "$@"
 
-echo "== mypy (strict: exporter, adapter)"
+echo "== mypy (strict: the packages pyproject.toml names, then bench/)"
 mypy
+mypy bench
 
 if ! command -v promtool >/dev/null 2>&1 || ! command -v prometheus >/dev/null 2>&1; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
