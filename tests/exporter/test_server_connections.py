@@ -136,7 +136,9 @@ async def test_stalled_clients_beyond_the_cap_never_keep_a_scrape_out(server: Ru
     await eventually(lambda: _taken(server) >= 24, "every connection accepted (or refused)")
     stats = server.connections.stats()
     assert stats.open <= LIMITS.max_connections
-    assert stats.evicted >= 24 - LIMITS.max_connections
+    # shed beyond the cap: evicted as they came, or, where connecting all took longer than the head's deadline (a busy
+    # machine), closed by it first
+    assert stats.evicted + stats.header_timeouts >= 24 - LIMITS.max_connections
     assert [await scrape(server) for _ in range(5)] == [200] * 5
     for _, writer in held:
         writer.close()
